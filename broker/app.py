@@ -1,0 +1,155 @@
+"""Wiring: the one place that picks concrete classes and connects them.
+
+:class:`Broker` owns the log manager, the metadata controller and the
+listeners; handlers receive it and read cluster state from its current
+metadata image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from broker.config import BrokerConfig
+from broker.connection import KafkaConnection
+from broker.dispatch import Dispatcher
+from broker.partition_watch import PartitionWatch
+from controller.metadata.image import MetadataImage, TopicImage
+from controller.single_node import MetadataController
+from controller.topic_commands import ClusterDefaults
+from storage.log import PartitionLog
+from storage.manager import LogManager
+from storage.meta_properties import ensure_meta_properties
+from storage.topic_config import effective_topic_config, log_config_from
+
+log = logging.getLogger(__name__)
+
+# Broker-level keys that supply topic config defaults (server.properties name -> topic config name).
+_TOPIC_DEFAULT_SOURCES = {
+    "log.segment.bytes": "segment.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+}
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.node_id = config.node_id
+        self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config["cluster.id"])
+        self.logs = LogManager(config.log_dirs)
+        self.controller = MetadataController(
+            config.log_dirs[0],
+            ClusterDefaults(
+                broker_ids=(config.node_id,),
+                num_partitions=config["num.partitions"],
+                replication_factor=config["default.replication.factor"],
+            ),
+        )
+        self.partition_watch = PartitionWatch()
+        self.dispatcher = Dispatcher()
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: set[KafkaConnection] = set()
+        self.bound_ports: dict[str, int] = {}
+        self.stopping = False
+        self.topic_defaults = self._topic_defaults()
+        self._open_partition_logs()
+        self.controller.subscribe(self._on_metadata_change)
+        from broker.handlers import register_all
+
+        register_all(self.dispatcher, self)
+
+    # ----------------------------------------------------------------- metadata
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.controller.image
+
+    def _topic_defaults(self) -> dict[str, str]:
+        defaults = {}
+        for broker_key, topic_key in _TOPIC_DEFAULT_SOURCES.items():
+            if broker_key in self.config.explicit:
+                defaults[topic_key] = str(self.config[broker_key])
+        defaults["segment.ms"] = str(self.config.log_roll_ms)
+        return defaults
+
+    def topic_config(self, topic: TopicImage) -> dict:
+        return effective_topic_config(self.topic_defaults, dict(topic.configs))
+
+    def _open_partition_logs(self) -> None:
+        on_disk = self.logs.existing_partitions()
+        for topic in self.image.topics.values():
+            log_config = log_config_from(self.topic_config(topic))
+            for partition in topic.partitions.values():
+                if self.node_id in partition.replicas:
+                    self.logs.get_or_create(topic.name, partition.partition_id, log_config, on_disk.pop((topic.name, partition.partition_id), None))
+        on_disk.pop(("__cluster_metadata", 0), None)
+        for (topic, partition), path in on_disk.items():
+            # A topic deleted while we were down (or by a crash mid-delete).
+            log.info("deleting the log of removed partition %s-%d", topic, partition)
+            self.logs.delete(topic, partition, path)
+
+    def _on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
+        for name, topic in old.topics.items():
+            current = new.topics.get(name)
+            if current is None or current.topic_id != topic.topic_id:
+                for partition in topic.partitions:
+                    self.logs.delete(name, partition)
+                    self.partition_watch.notify((name, partition))
+        for name, topic in new.topics.items():
+            previous = old.topics.get(name)
+            if previous is not None and previous.topic_id == topic.topic_id and previous.partitions.keys() == topic.partitions.keys():
+                continue
+            log_config = log_config_from(self.topic_config(topic))
+            for partition in topic.partitions.values():
+                if self.node_id in partition.replicas:
+                    self.logs.get_or_create(name, partition.partition_id, log_config)
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get(topic, partition)
+
+    # ----------------------------------------------------------------- serving
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        max_frame_bytes = self.config["socket.request.max.bytes"]
+        for listener in self.config.listeners:
+            server = await loop.create_server(
+                lambda: KafkaConnection(self.dispatcher, max_frame_bytes, self._connections),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+            )
+            self._servers.append(server)
+            port = server.sockets[0].getsockname()[1]
+            self.bound_ports[listener.name] = port
+            log.info("listening on %s://%s:%d", listener.name, listener.host, port)
+
+    def advertised_endpoint(self) -> tuple[str, int]:
+        listener = self.config.advertised_listeners[0]
+        # Port 0 binds an ephemeral port; advertise the one we got.
+        port = listener.port or self.bound_ports.get(listener.name, listener.port)
+        return listener.host, port
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting, let connections answer what they have, flush and close files."""
+        self.stopping = True
+        for server in self._servers:
+            server.close()
+        for connection in list(self._connections):
+            connection.close_when_idle()
+        self.partition_watch.wake_all()  # long-polling fetches answer now
+        deadline = time.monotonic() + grace_s
+        while self._connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for connection in list(self._connections):
+            connection.abort()
+        for server in self._servers:
+            await server.wait_closed()
+        self.close_storage()
+
+    def close_storage(self) -> None:
+        self.logs.close()
+        self.controller.close()

@@ -1,0 +1,294 @@
+"""Broker configuration: Kafka's ``server.properties`` keys, types and defaults.
+
+Unknown keys warn (a typo should not stop a broker, but it should be seen);
+a value that does not parse or is out of range fails start-up with a message
+naming the key. Keys that Kafka has but pybroker does not act on yet are listed
+in ``NOT_YET_SUPPORTED`` and warn as such, instead of being silently accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+# --------------------------------------------------------------------------- properties files
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``key=value``, ``key: value`` or ``key value``,
+    ``#``/``!`` comments and backslash line continuations."""
+    result: dict[str, str] = {}
+    logical: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        # A line ending in an odd number of backslashes continues on the next line.
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        logical.append(line)
+    for line in logical:
+        match = re.match(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]?\s*(.*)$", line)
+        if not match:
+            continue
+        key = _unescape(match.group(1))
+        result[key] = _unescape(match.group(2).rstrip())
+    return result
+
+
+def _unescape(text: str) -> str:
+    def repl(m: re.Match) -> str:
+        c = m.group(1)
+        return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(c, c)
+
+    return re.sub(r"\\(.)", repl, text)
+
+
+# --------------------------------------------------------------------------- value types
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+
+
+def _int_parser(low: int | None = None, high: int | None = None) -> Callable[[str, str], int]:
+    def parse(key: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{key}: expected an integer, got {raw!r}") from None
+        if low is not None and value < low:
+            raise ConfigError(f"{key}: {value} is below the minimum {low}")
+        if high is not None and value > high:
+            raise ConfigError(f"{key}: {value} is above the maximum {high}")
+        return value
+
+    return parse
+
+
+def _choice_parser(*choices: str) -> Callable[[str, str], str]:
+    def parse(key: str, raw: str) -> str:
+        value = raw.strip()
+        if value not in choices:
+            raise ConfigError(f"{key}: expected one of {', '.join(choices)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _string(key: str, raw: str) -> str:
+    return raw.strip()
+
+
+def _list(key: str, raw: str) -> list[str]:
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listeners(key: str, raw: str) -> list[Listener]:
+    listeners = []
+    for entry in _list(key, raw):
+        match = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(-?\d+)", entry)
+        if not match:
+            raise ConfigError(f"{key}: {entry!r} is not NAME://host:port")
+        host = match.group(2).strip("[]")
+        port = int(match.group(3))
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key}: port {port} out of range")
+        listeners.append(Listener(match.group(1).upper(), host, port))
+    if not listeners:
+        raise ConfigError(f"{key}: at least one listener is required")
+    names = [l.name for l in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{key}: listener names must be unique")
+    return listeners
+
+
+# --------------------------------------------------------------------------- the keys
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    parse: Callable[[str, str], Any]
+    default: Any
+    synonyms: tuple[str, ...] = ()
+
+
+_KEYS = [
+    ConfigKey("node.id", _int_parser(0, INT32_MAX), 1, synonyms=("broker.id",)),
+    ConfigKey("process.roles", _list, ["broker", "controller"]),
+    ConfigKey("listeners", parse_listeners, "PLAINTEXT://127.0.0.1:9092"),
+    ConfigKey("advertised.listeners", parse_listeners, None),
+    ConfigKey("listener.security.protocol.map", _string, "PLAINTEXT:PLAINTEXT"),
+    ConfigKey("log.dirs", _list, None, synonyms=("log.dir",)),
+    ConfigKey("num.partitions", _int_parser(1), 1),
+    ConfigKey("default.replication.factor", _int_parser(1, 32767), 1),
+    ConfigKey("auto.create.topics.enable", _parse_bool, True),
+    ConfigKey("delete.topic.enable", _parse_bool, True),
+    ConfigKey("log.segment.bytes", _int_parser(14, INT32_MAX), 1073741824),
+    ConfigKey("log.index.interval.bytes", _int_parser(0, INT32_MAX), 4096),
+    ConfigKey("log.roll.hours", _int_parser(1, INT32_MAX), 168),
+    ConfigKey("log.roll.ms", _int_parser(1), None),
+    ConfigKey("message.max.bytes", _int_parser(0, INT32_MAX), 1048588),
+    ConfigKey("socket.request.max.bytes", _int_parser(1, INT32_MAX), 104857600),
+    ConfigKey("log.message.timestamp.type", _choice_parser("CreateTime", "LogAppendTime"), "CreateTime"),
+    ConfigKey("replica.fetch.max.bytes", _int_parser(0, INT32_MAX), 1048576),
+    ConfigKey("fetch.max.bytes", _int_parser(1024, INT32_MAX), 57671680),
+    ConfigKey("queued.max.requests", _int_parser(1, INT32_MAX), 500),
+    ConfigKey("cluster.id", _string, None),
+    ConfigKey("broker.rack", _string, None),
+]
+
+KEYS: dict[str, ConfigKey] = {}
+for _key in _KEYS:
+    KEYS[_key.name] = _key
+    for _syn in _key.synonyms:
+        KEYS[_syn] = _key
+
+# Kafka keys a user may well carry over from a real server.properties; we
+# recognise them so the warning says "not supported yet" rather than "unknown".
+NOT_YET_SUPPORTED = frozenset(
+    {
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
+        "controller.listener.names",
+        "inter.broker.listener.name",
+        "num.network.threads",
+        "num.io.threads",
+        "num.recovery.threads.per.data.dir",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "group.initial.rebalance.delay.ms",
+        "log.retention.hours",
+        "log.retention.minutes",
+        "log.retention.ms",
+        "log.retention.bytes",
+        "log.retention.check.interval.ms",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.cleanup.policy",
+        "log.cleaner.enable",
+        "min.insync.replicas",
+        "compression.type",
+    }
+)
+
+
+@dataclass
+class BrokerConfig:
+    values: dict[str, Any]
+    explicit: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[KEYS[key].name]
+
+    @property
+    def node_id(self) -> int:
+        return self["node.id"]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return self["listeners"]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        advertised = self["advertised.listeners"]
+        if advertised:
+            return advertised
+        # Kafka advertises the bind address; 0.0.0.0 cannot be dialled, so
+        # fall back to loopback as the most useful single-node answer.
+        return [Listener(l.name, l.host if l.host not in ("", "0.0.0.0", "::") else "127.0.0.1", l.port) for l in self.listeners]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(d) for d in self["log.dirs"]]
+
+    @property
+    def log_roll_ms(self) -> int:
+        return self["log.roll.ms"] or self["log.roll.hours"] * 3_600_000
+
+
+def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn: Callable[[str], None] | None = None) -> BrokerConfig:
+    """Build a validated config from raw string values (file contents plus overrides)."""
+    warn = warn or log.warning
+    values: dict[str, Any] = {}
+    explicit: dict[str, str] = {}
+    for raw_key, raw_value in overrides.items():
+        key = KEYS.get(raw_key)
+        if key is None:
+            if raw_key in NOT_YET_SUPPORTED:
+                warn(f"config key {raw_key} is not supported by pybroker yet; ignored")
+            else:
+                warn(f"unknown config key {raw_key}; ignored")
+            continue
+        if key.name in explicit and raw_key != key.name:
+            continue  # the canonical name wins over a legacy synonym
+        if raw_value.strip() == "" and key.default is None:
+            values[key.name] = None  # an empty optional key means "not set"
+        else:
+            values[key.name] = key.parse(raw_key, raw_value)
+        explicit[key.name] = raw_value
+    for key in _KEYS:
+        values.setdefault(key.name, key.default)
+    if values["log.dirs"] is None:
+        values["log.dirs"] = ["/tmp/pybroker-logs"]
+    if base_dir is not None:
+        values["log.dirs"] = [str(d if Path(d).is_absolute() else (base_dir / d)) for d in values["log.dirs"]]
+    if isinstance(values["listeners"], str):
+        values["listeners"] = parse_listeners("listeners", values["listeners"])
+    if "broker" not in values["process.roles"]:
+        raise ConfigError("process.roles: this version runs only brokers with an embedded controller (broker,controller)")
+    for role in values["process.roles"]:
+        if role not in ("broker", "controller"):
+            raise ConfigError(f"process.roles: unknown role {role!r}")
+    advertised = values["advertised.listeners"]
+    if advertised:
+        names = {l.name for l in values["listeners"]}
+        for listener in advertised:
+            if listener.name not in names:
+                raise ConfigError(f"advertised.listeners: {listener.name} is not one of listeners")
+    if values["message.max.bytes"] > values["socket.request.max.bytes"]:
+        warn("message.max.bytes is larger than socket.request.max.bytes; requests that large are refused")
+    return BrokerConfig(values, explicit)
+
+
+def load_config_file(path: Path, overrides: dict[str, str] | None = None, warn: Callable[[str], None] | None = None) -> BrokerConfig:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    raw = parse_properties(text)
+    raw.update(overrides or {})
+    return load_config(raw, base_dir=Path.cwd(), warn=warn)

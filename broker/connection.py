@@ -1,0 +1,137 @@
+"""One client connection: frames in, responses out, in request order.
+
+Kafka answers the requests of one connection strictly in the order they
+arrived (clients match responses by correlation id but rely on the order), so
+each connection has one worker task that takes decoded frames from a bounded
+queue and writes each response before starting the next request. Reading is
+paused while the queue is full: a client that pipelines faster than we answer
+is slowed down by TCP instead of by our memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING
+
+from protocol.exceptions import ProtocolError
+from protocol.framing import FrameSplitter, FrameTooLarge
+
+if TYPE_CHECKING:
+    from broker.dispatch import Dispatcher
+
+log = logging.getLogger(__name__)
+
+# How many undecoded requests a connection may have waiting before we stop
+# reading from its socket (Kafka's queued.max.requests is broker-wide; this is
+# the per-connection share of that bound).
+PENDING_REQUESTS_MAX = 64
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, dispatcher: "Dispatcher", max_frame_bytes: int, connections: set):
+        self._dispatcher = dispatcher
+        self._splitter = FrameSplitter(max_frame_bytes)
+        self._pending: deque[bytes] = deque()
+        self._wakeup = asyncio.Event()
+        self._transport: asyncio.Transport | None = None
+        self._reading_paused = False
+        self._closing = False
+        self._worker: asyncio.Task | None = None
+        self._connections = connections
+        self.peer = "?"
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    # ----------------------------------------------------------------- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._connections.add(self)
+        self._worker = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self.peer}")
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        try:
+            frames = self._splitter.feed(data)
+        except FrameTooLarge as exc:
+            log.warning("closing %s: %s (socket.request.max.bytes)", self.peer, exc)
+            self.abort()
+            return
+        except ProtocolError as exc:
+            log.warning("closing %s: %s", self.peer, exc)
+            self.abort()
+            return
+        if frames:
+            self._pending.extend(frames)
+            self._wakeup.set()
+            if len(self._pending) >= PENDING_REQUESTS_MAX and not self._reading_paused:
+                self._reading_paused = True
+                self._transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        # Finish answering what was already received, then close.
+        self._pending.append(b"")
+        self._wakeup.set()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._connections.discard(self)
+        self._drained.set()
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+
+    def pause_writing(self) -> None:
+        self._drained.clear()
+
+    def resume_writing(self) -> None:
+        self._drained.set()
+
+    # ----------------------------------------------------------------- worker
+
+    def abort(self) -> None:
+        self._closing = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close_when_idle(self) -> None:
+        """Graceful shutdown: answer what is queued, then close."""
+        self._pending.append(b"")
+        self._wakeup.set()
+
+    async def _serve(self) -> None:
+        dispatcher = self._dispatcher
+        try:
+            while not self._closing:
+                if not self._pending:
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                frame = self._pending.popleft()
+                if self._reading_paused and len(self._pending) < PENDING_REQUESTS_MAX // 2:
+                    self._reading_paused = False
+                    self._transport.resume_reading()
+                if not frame:  # end of stream or shutdown marker
+                    break
+                response = await dispatcher.handle_frame(frame, self)
+                if response is None:
+                    continue
+                if response is dispatcher.CLOSE:
+                    self.abort()
+                    return
+                self._transport.write(response)
+                if not self._drained.is_set():
+                    await self._drained.wait()
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug of ours: drop this connection, keep the broker
+            log.exception("connection %s failed", self.peer)
+            self.abort()
+            return
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()

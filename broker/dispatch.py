@@ -1,0 +1,107 @@
+"""Routes decoded requests to handlers; the registry of what the broker serves.
+
+The handler table is the single source of truth for ApiVersions and for the
+UNSUPPORTED_VERSION path: an API is advertised exactly when a handler for it
+is registered, over exactly the versions that handler declares.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from protocol.exceptions import ProtocolError
+from protocol.framing import decode_request, encode_response
+from protocol.headers import decode_request_header, peek_request_header, request_header_version
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import Api
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    peer: str
+
+
+Handler = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    api: Api
+    min_version: int
+    max_version: int
+    handle: Handler
+    is_async: bool
+
+
+class Dispatcher:
+    CLOSE = object()  # returned instead of a response: close the connection
+
+    def __init__(self) -> None:
+        self.handlers: dict[int, HandlerSpec] = {}
+
+    def register(self, api_key: int, min_version: int, max_version: int, handle: Handler) -> None:
+        api = APIS_BY_KEY[api_key]
+        if not (min_version in api.versions and max_version in api.versions):
+            raise ValueError(f"{api.name}: {min_version}-{max_version} outside declared {api.versions}")
+        self.handlers[api_key] = HandlerSpec(api, min_version, max_version, handle, inspect.iscoroutinefunction(handle))
+
+    def supported_versions(self) -> list[tuple[int, int, int]]:
+        return sorted((key, spec.min_version, spec.max_version) for key, spec in self.handlers.items())
+
+    async def handle_frame(self, frame: bytes, connection) -> Any:
+        """Decode, handle and encode one request. Returns the response frame,
+        ``None`` when no response is due (acks=0), or :attr:`CLOSE`."""
+        try:
+            api_key, api_version, correlation_id = peek_request_header(frame)
+        except ProtocolError as exc:
+            log.warning("closing %s: %s", connection.peer, exc)
+            return self.CLOSE
+        spec = self.handlers.get(api_key)
+        if spec is None or not spec.min_version <= api_version <= spec.max_version:
+            if api_key == API_VERSIONS_KEY and spec is not None:
+                return self._unsupported_api_versions(spec, api_version, correlation_id)
+            log.warning(
+                "closing %s: unsupported api_key=%d api_version=%d", connection.peer, api_key, api_version
+            )
+            return self.CLOSE
+        try:
+            header, body = decode_request(frame, spec.api)
+        except ProtocolError as exc:
+            log.warning("closing %s: malformed %s v%d request: %s", connection.peer, spec.api.name, api_version, exc)
+            return self.CLOSE
+        ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, connection.peer)
+        response = spec.handle(ctx, body)
+        if spec.is_async:
+            response = await response
+        if response is None:
+            return None
+        return encode_response(spec.api, api_version, correlation_id, response)
+
+    def _unsupported_api_versions(self, spec: HandlerSpec, api_version: int, correlation_id: int):
+        # A client newer than us asks with a version we do not know: answer in
+        # v0, which every client can read, with our ranges so it can retry.
+        from protocol.errors import ErrorCode
+
+        body = spec.api.response.cls(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            api_keys=[
+                _api_version_entry(spec.api, key, low, high) for key, low, high in self.supported_versions()
+            ],
+        )
+        return encode_response(spec.api, 0, correlation_id, body)
+
+
+def _api_version_entry(api_versions_api: Api, key: int, low: int, high: int):
+    item = api_versions_api.response.fields[1].type.item
+    return item.cls(api_key=key, min_version=low, max_version=high)

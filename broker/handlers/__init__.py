@@ -1,0 +1,20 @@
+"""One module per API; each states the versions it serves and how it behaves.
+
+``register_all`` is the broker's list of served APIs: what it registers is
+what ApiVersions advertises.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+    from broker.dispatch import Dispatcher
+
+
+def register_all(dispatcher: "Dispatcher", broker: "Broker") -> None:
+    from broker.handlers import api_versions, create_topics, delete_topics, fetch, list_offsets, metadata, produce
+
+    for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics):
+        module.register(dispatcher, broker)

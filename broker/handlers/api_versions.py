@@ -1,0 +1,30 @@
+"""ApiVersions (key 18), versions 0-4.
+
+Lists every API the dispatcher has a handler for, with that handler's range.
+A request with a version above ours is answered (in v0) by the dispatcher with
+UNSUPPORTED_VERSION and the same list. Feature negotiation (supported and
+finalized features) is left empty: no feature flags are implemented yet.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[18]
+R = struct_classes(API.response)
+
+
+def register(dispatcher, broker) -> None:
+    def handle(ctx, request):
+        return R.ApiVersionsResponse(
+            error_code=ErrorCode.NONE,
+            api_keys=[
+                R.ApiVersion(api_key=key, min_version=low, max_version=high)
+                for key, low, high in dispatcher.supported_versions()
+            ],
+            throttle_time_ms=0,
+        )
+
+    dispatcher.register(API.key, 0, 4, handle)

@@ -1,0 +1,70 @@
+"""CreateTopics (key 19), versions 2-7 (Kafka 4's range).
+
+num_partitions / replication_factor of -1 take the broker's num.partitions and
+default.replication.factor; explicit replica assignments are validated against
+the registered brokers. Topic configs are validated (unknown names and bad
+values: INVALID_CONFIG). validate_only checks everything and creates nothing.
+From v5 the response carries the partition count, replication factor and every
+topic config with its source; from v7 the topic id.
+"""
+
+from __future__ import annotations
+
+from controller.topic_commands import CreateTopicSpec
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import ZERO_UUID, struct_classes
+from storage.topic_config import TOPIC_CONFIG_KEYS
+
+API = APIS_BY_KEY[19]
+R = struct_classes(API.response)
+
+# DescribeConfigs config sources.
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+def register(dispatcher, broker) -> None:
+    def config_entries(overrides: dict[str, str]):
+        entries = []
+        for name, key in sorted(TOPIC_CONFIG_KEYS.items()):
+            if name in overrides:
+                value, source = overrides[name], SOURCE_DYNAMIC_TOPIC
+            elif name in broker.topic_defaults:
+                value, source = broker.topic_defaults[name], SOURCE_STATIC_BROKER
+            else:
+                value, source = key.default, SOURCE_DEFAULT
+            entries.append(R.CreatableTopicConfigs(name=name, value=value, read_only=False, config_source=source, is_sensitive=False))
+        return entries
+
+    def handle(ctx, request):
+        specs = []
+        for t in request.topics:
+            specs.append(
+                CreateTopicSpec(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    assignments={a.partition_index: list(a.broker_ids) for a in t.assignments},
+                    configs={c.name: c.value for c in t.configs},
+                )
+            )
+        results = broker.controller.create_topics(specs, validate_only=request.validate_only)
+        topics = []
+        for result in results:
+            ok = result.error_code == ErrorCode.NONE
+            topics.append(
+                R.CreatableTopicResult(
+                    name=result.name,
+                    topic_id=result.topic_id if ok and not request.validate_only else ZERO_UUID,
+                    error_code=result.error_code,
+                    error_message=result.error_message,
+                    num_partitions=result.num_partitions if ok else -1,
+                    replication_factor=result.replication_factor if ok else -1,
+                    configs=config_entries(result.configs) if ok else None,
+                )
+            )
+        return R.CreateTopicsResponse(throttle_time_ms=0, topics=topics)
+
+    dispatcher.register(API.key, 2, 7, handle)

@@ -1,0 +1,101 @@
+"""Metadata (key 3), versions 0-12.
+
+Topics: null (v1+) or empty (v0) asks for every topic; an unknown topic is
+created when both the request (v4+, always for older versions) and
+``auto.create.topics.enable`` allow it, otherwise it is answered with
+UNKNOWN_TOPIC_OR_PARTITION. Lookups by topic id (v10+) answer UNKNOWN_TOPIC_ID
+when unknown. Authorized operations are not computed (no ACLs): INT32_MIN, as
+Kafka answers when they are not requested.
+"""
+
+from __future__ import annotations
+
+from controller.topic_commands import CreateTopicSpec, topic_name_error
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import ZERO_UUID, struct_classes
+
+API = APIS_BY_KEY[3]
+R = struct_classes(API.response)
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def topic_response(broker, topic, api_version: int):
+    partitions = []
+    for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id):
+        partitions.append(
+            R.MetadataResponsePartition(
+                error_code=ErrorCode.NONE,
+                partition_index=p.partition_id,
+                leader_id=p.leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                offline_replicas=[],
+            )
+        )
+    return R.MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.name.startswith("__"),
+        partitions=partitions,
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def register(dispatcher, broker) -> None:
+    def handle(ctx, request):
+        image = broker.image
+        requested = request.topics
+        if ctx.api_version == 0 and requested == []:
+            requested = None  # v0 had no null: empty meant all topics
+        allow_auto_create = (request.allow_auto_topic_creation if ctx.api_version >= 4 else True) and broker.config[
+            "auto.create.topics.enable"
+        ]
+        topics = []
+        if requested is None:
+            topics = [topic_response(broker, t, ctx.api_version) for t in image.topics.values()]
+        else:
+            to_create = []
+            for wanted in requested:
+                name = wanted.name
+                if name is None:
+                    topic = image.topic_by_id(wanted.topic_id)
+                    if topic is None:
+                        topics.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id))
+                    else:
+                        topics.append(topic_response(broker, topic, ctx.api_version))
+                    continue
+                topic = image.topics.get(name)
+                if topic is not None:
+                    topics.append(topic_response(broker, topic, ctx.api_version))
+                elif topic_name_error(name):
+                    topics.append(R.MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID))
+                elif allow_auto_create:
+                    to_create.append(name)
+                    topics.append(name)  # placeholder, filled below
+                else:
+                    topics.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID))
+            if to_create:
+                results = {r.name: r for r in broker.controller.create_topics([CreateTopicSpec(n) for n in dict.fromkeys(to_create)])}
+                image = broker.image
+                for i, entry in enumerate(topics):
+                    if isinstance(entry, str):
+                        topic = image.topics.get(entry)
+                        if topic is not None:
+                            topics[i] = topic_response(broker, topic, ctx.api_version)
+                        else:
+                            code = results[entry].error_code if entry in results else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                            topics[i] = R.MetadataResponseTopic(error_code=code, name=entry, topic_id=ZERO_UUID)
+        host, port = broker.advertised_endpoint()
+        return R.MetadataResponse(
+            throttle_time_ms=0,
+            brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=broker.config["broker.rack"])],
+            cluster_id=broker.cluster_id,
+            controller_id=broker.node_id,
+            topics=topics,
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    dispatcher.register(API.key, 0, 12, handle)

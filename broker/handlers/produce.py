@@ -1,0 +1,73 @@
+"""Produce (key 0), versions 3-11 (Kafka 4 dropped 0-2 and their legacy message sets).
+
+acks=0 gets no response at all, acks=1 and acks=-1 are answered after the
+append (this broker is the whole ISR of its partitions). Batches are checked
+and appended at the batch level (see storage.log). Errors per partition:
+UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (CRC or framing),
+MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS, and UNKNOWN_PRODUCER_ID for
+idempotent or transactional batches, which need producer state that this
+broker does not keep yet (InitProducerId is not advertised).
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+from storage.log import AppendError
+
+API = APIS_BY_KEY[0]
+R = struct_classes(API.response)
+_VALID_ACKS = (-1, 0, 1)
+
+
+def register(dispatcher, broker) -> None:
+    notify = broker.partition_watch.notify
+
+    def handle(ctx, request):
+        acks = request.acks
+        responses = []
+        for topic_data in request.topic_data:
+            name = topic_data.name
+            topic = broker.image.topics.get(name)
+            partition_responses = []
+            for pdata in topic_data.partition_data:
+                index = pdata.index
+                plog = broker.partition_log(name, index) if topic is not None and index in topic.partitions else None
+                error = ErrorCode.NONE
+                message = None
+                base_offset = -1
+                append_time = -1
+                log_start = -1
+                if acks not in _VALID_ACKS:
+                    error = ErrorCode.INVALID_REQUIRED_ACKS
+                elif plog is None:
+                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif pdata.records is None:
+                    error, message = ErrorCode.CORRUPT_MESSAGE, "null records"
+                else:
+                    try:
+                        result = plog.append(pdata.records, leader_epoch=topic.partitions[index].leader_epoch)
+                    except AppendError as exc:
+                        error, message = exc.error_code, str(exc)
+                    else:
+                        base_offset = result.base_offset
+                        append_time = result.log_append_time_ms
+                        log_start = plog.log_start_offset
+                        notify((name, index))
+                partition_responses.append(
+                    R.PartitionProduceResponse(
+                        index=index,
+                        error_code=error,
+                        base_offset=base_offset,
+                        log_append_time_ms=append_time,
+                        log_start_offset=log_start,
+                        error_message=message,
+                    )
+                )
+            responses.append(R.TopicProduceResponse(name=name, partition_responses=partition_responses))
+        if acks == 0:
+            return None
+        return R.ProduceResponse(responses=responses, throttle_time_ms=0)
+
+    dispatcher.register(API.key, 3, 11, handle)

@@ -1,0 +1,126 @@
+"""The metadata controller of a single-node cluster.
+
+It is the precursor of the Raft quorum: commands become KRaft records, the
+records are appended (one batch per command, so a command applies whole or
+not at all) to the ``__cluster_metadata-0`` log and fsynced, and only then
+applied to the in-memory image. At start-up the log is replayed into the image.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.records import decode_record, encode_record, record_api_key
+from controller.topic_commands import (
+    ClusterDefaults,
+    CreateTopicResult,
+    CreateTopicSpec,
+    plan_create_topic,
+    plan_delete_topic,
+)
+from protocol.errors import ErrorCode
+from protocol.records import build_batch, decode_batch_records, iter_batches
+from storage.log import LogConfig, PartitionLog
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_DIR_NAME = f"{METADATA_TOPIC}-0"
+
+ImageListener = Callable[[MetadataImage, MetadataImage], None]
+
+
+class MetadataController:
+    def __init__(
+        self,
+        metadata_dir: Path,
+        defaults: ClusterDefaults,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+    ):
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._new_uuid = new_uuid
+        self.defaults = defaults
+        self._log = PartitionLog(Path(metadata_dir) / METADATA_DIR_NAME, LogConfig(segment_bytes=64 << 20), clock_ms=self._clock_ms)
+        self.image = MetadataImage()
+        self._listeners: list[ImageListener] = []
+        self._replay()
+
+    def _replay(self) -> None:
+        offset = self._log.log_start_offset
+        image = self.image
+        count = 0
+        while offset < self._log.log_end_offset:
+            data = self._log.read(offset, 1 << 20)
+            if not data:
+                break
+            for position, size, _ in iter_batches(data):
+                header, records = decode_batch_records(data[position : position + size])
+                decoded = [decode_record(r.value) for r in records]
+                count += len(decoded)
+                last = header.base_offset + header.last_offset_delta
+                image = apply_records(image, decoded, last)
+                offset = last + 1
+        self.image = image
+        log.info("metadata: replayed %d records up to offset %d, %d topics", count, image.offset, len(image.topics))
+
+    def subscribe(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    def _commit(self, records: list) -> None:
+        if not records:
+            return
+        now = self._clock_ms()
+        batch = build_batch([(None, encode_record(r), [], now) for r in records])
+        result = self._log.append(batch)
+        self._log.flush(fsync=True)
+        old = self.image
+        self.image = apply_records(old, [(record_api_key(r), r) for r in records], result.last_offset)
+        for listener in self._listeners:
+            listener(old, self.image)
+
+    # ----------------------------------------------------------------- commands
+
+    def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool = False) -> list[CreateTopicResult]:
+        results = []
+        records: list = []
+        planned = self.image
+        seen: set[str] = set()
+        for spec in specs:
+            if spec.name in seen:
+                results.append(CreateTopicResult(spec.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+                continue
+            seen.add(spec.name)
+            result, topic_records = plan_create_topic(planned, spec, self.defaults, self._new_uuid())
+            results.append(result)
+            if topic_records and not validate_only:
+                records.extend(topic_records)
+                # Later specs in the same request must see this topic.
+                planned = apply_records(planned, [(record_api_key(r), r) for r in topic_records], planned.offset)
+        self._commit(records)
+        return results
+
+    def delete_topics(self, targets: list[tuple[str | None, uuid.UUID | None]]):
+        """Returns a list of (error_code, message, name, topic_id) per target."""
+        results = []
+        records: list = []
+        planned = self.image
+        for name, topic_id in targets:
+            error, message, found_name, found_id, topic_records = plan_delete_topic(planned, name, topic_id)
+            results.append((error, message, found_name, found_id))
+            if topic_records:
+                records.extend(topic_records)
+                planned = apply_records(planned, [(record_api_key(r), r) for r in topic_records], planned.offset)
+        self._commit(records)
+        return results
+
+    def close(self) -> None:
+        self._log.flush(fsync=True)
+        self._log.close()
+

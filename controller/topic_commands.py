@@ -1,0 +1,152 @@
+"""Topic creation and deletion as pure functions: (image, command) -> (result, records).
+
+Nothing here does IO. The controller writes the records to the metadata log
+and only then applies them to its image, so a crash between the two replays
+the same records at start-up.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+from controller.metadata.image import MetadataImage
+from controller.metadata.records import CONFIG_RECORD, PARTITION_RECORD, REMOVE_TOPIC_RECORD, RESOURCE_TOPIC, TOPIC_RECORD
+from protocol.errors import ErrorCode
+from storage.topic_config import TopicConfigError, validate_topic_configs
+
+TOPIC_NAME_MAX_CHARS = 249
+_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Why ``name`` is not a legal topic name, or None when it is."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > TOPIC_NAME_MAX_CHARS:
+        return f"topic name is longer than {TOPIC_NAME_MAX_CHARS} characters"
+    if not _LEGAL_TOPIC_NAME.match(name):
+        return f"topic name {name!r} contains characters other than ASCII letters, digits, '.', '_' and '-'"
+    return None
+
+
+@dataclass
+class CreateTopicSpec:
+    name: str
+    num_partitions: int = -1  # -1: the broker's num.partitions
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    assignments: dict[int, list[int]] = field(default_factory=dict)
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class CreateTopicResult:
+    name: str
+    error_code: ErrorCode
+    error_message: str | None = None
+    topic_id: uuid.UUID = uuid.UUID(int=0)
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterDefaults:
+    broker_ids: tuple[int, ...]
+    num_partitions: int
+    replication_factor: int
+
+
+def plan_create_topic(image: MetadataImage, spec: CreateTopicSpec, defaults: ClusterDefaults, new_topic_id: uuid.UUID):
+    """Validate one topic creation; returns (result, records). Records are empty on error."""
+
+    def fail(code: ErrorCode, message: str):
+        return CreateTopicResult(spec.name, code, message), []
+
+    problem = topic_name_error(spec.name)
+    if problem:
+        return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if spec.name in image.topics:
+        return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
+    if spec.assignments:
+        if spec.num_partitions != -1 or spec.replication_factor != -1:
+            return fail(ErrorCode.INVALID_REQUEST, "replica assignments and num_partitions/replication_factor are exclusive")
+        if sorted(spec.assignments) != list(range(len(spec.assignments))):
+            return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered 0..n-1")
+        sizes = {len(r) for r in spec.assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "every partition needs the same, non-zero number of replicas")
+        for replicas in spec.assignments.values():
+            if len(set(replicas)) != len(replicas):
+                return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition lists a broker twice")
+            unknown = [b for b in replicas if b not in defaults.broker_ids]
+            if unknown:
+                return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown broker(s) {unknown}")
+        assignments = {p: list(r) for p, r in spec.assignments.items()}
+        replication_factor = sizes.pop()
+    else:
+        num_partitions = defaults.num_partitions if spec.num_partitions == -1 else spec.num_partitions
+        replication_factor = defaults.replication_factor if spec.replication_factor == -1 else spec.replication_factor
+        if num_partitions < 1:
+            return fail(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor < 1:
+            return fail(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        brokers = sorted(defaults.broker_ids)
+        if replication_factor > len(brokers):
+            return fail(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
+                f"{replication_factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
+            )
+        # Round-robin placement; rack awareness comes with the controller quorum.
+        assignments = {
+            p: [brokers[(p + r) % len(brokers)] for r in range(replication_factor)] for p in range(num_partitions)
+        }
+    try:
+        configs = validate_topic_configs(spec.configs)
+    except TopicConfigError as exc:
+        return fail(ErrorCode.INVALID_CONFIG, str(exc))
+
+    records = [TOPIC_RECORD(name=spec.name, topic_id=new_topic_id)]
+    for name, value in sorted(configs.items()):
+        records.append(CONFIG_RECORD(resource_type=RESOURCE_TOPIC, resource_name=spec.name, name=name, value=value))
+    for partition, replicas in sorted(assignments.items()):
+        records.append(
+            PARTITION_RECORD(
+                partition_id=partition,
+                topic_id=new_topic_id,
+                replicas=replicas,
+                isr=list(replicas),
+                leader=replicas[0],
+                leader_epoch=0,
+                partition_epoch=0,
+            )
+        )
+    result = CreateTopicResult(
+        spec.name,
+        ErrorCode.NONE,
+        None,
+        new_topic_id,
+        len(assignments),
+        replication_factor,
+        configs,
+    )
+    return result, records
+
+
+def plan_delete_topic(image: MetadataImage, name: str | None, topic_id: uuid.UUID | None):
+    """Returns (error_code, message, name, topic_id, records)."""
+    if name is not None and name != "":
+        topic = image.topics.get(name)
+    elif topic_id is not None and topic_id.int != 0:
+        topic = image.topic_by_id(topic_id)
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic id", None, topic_id, []
+    else:
+        return ErrorCode.INVALID_REQUEST, "neither a topic name nor a topic id", name, topic_id, []
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.", name, topic_id, []
+    return ErrorCode.NONE, None, topic.name, topic.topic_id, [REMOVE_TOPIC_RECORD(topic_id=topic.topic_id)]

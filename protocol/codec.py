@@ -1,0 +1,319 @@
+"""Encoders and decoders derived from the declarations in :mod:`protocol.schema`.
+
+For each (struct, version, flexible) the first use compiles a reader and a
+writer: a flat list of per-field closures with the version logic already
+resolved, so decoding a message walks no version checks. Results are cached.
+
+Only :func:`decode_struct`/:func:`decode_request_body` and friends are entry
+points for untrusted bytes; they turn every low-level failure into
+:class:`ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import struct as _struct
+from typing import Any, Callable
+
+from protocol import primitives as p
+from protocol.exceptions import ProtocolError
+from protocol.schema import (
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    UINT16,
+    UUID,
+    Array,
+    Field,
+    Primitive,
+    Struct,
+    Type,
+)
+
+Reader = Callable[[Any, int], tuple[Any, int]]
+Writer = Callable[[bytearray, Any], None]
+
+_FIXED_READERS = {
+    BOOL: p.read_bool,
+    INT8: p.read_int8,
+    INT16: p.read_int16,
+    UINT16: p.read_uint16,
+    INT32: p.read_int32,
+    INT64: p.read_int64,
+    FLOAT64: p.read_float64,
+    UUID: p.read_uuid,
+}
+_FIXED_WRITERS = {
+    BOOL: p.write_bool,
+    INT8: p.write_int8,
+    INT16: p.write_int16,
+    UINT16: p.write_uint16,
+    INT32: p.write_int32,
+    INT64: p.write_int64,
+    FLOAT64: p.write_float64,
+    UUID: p.write_uuid,
+}
+# Smallest encoding of one array element; used to reject array lengths that
+# cannot fit in the bytes that remain before allocating anything.
+_FIXED_SIZES = {BOOL: 1, INT8: 1, INT16: 2, UINT16: 2, INT32: 4, INT64: 8, FLOAT64: 8, UUID: 16}
+
+_reader_cache: dict[tuple[int, int, bool], Reader] = {}
+_writer_cache: dict[tuple[int, int, bool], Writer] = {}
+
+
+def _field_flexible(field: Field, version: int, flexible: bool) -> bool:
+    return flexible if field.flexible is None else version in field.flexible
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def _type_reader(t: Type, version: int, flexible: bool, nullable: bool) -> Reader:
+    if isinstance(t, Primitive):
+        fixed = _FIXED_READERS.get(t)
+        if fixed is not None:
+            return fixed
+        if t is STRING:
+            return lambda buf, pos: p.read_string(buf, pos, flexible, nullable)
+        if t is BYTES or t is RECORDS:
+            # RECORDS may always be null on the wire (an empty partition in a fetch).
+            null_ok = nullable or t is RECORDS
+            return lambda buf, pos: p.read_bytes(buf, pos, flexible, null_ok)
+        raise TypeError(f"no reader for {t!r}")
+    if isinstance(t, Array):
+        item_reader = _type_reader(t.item, version, flexible, False)
+        min_item_bytes = _FIXED_SIZES.get(t.item, 1) if not isinstance(t.item, Struct) else 0
+        read_length = p.read_length
+
+        def read_array(buf, pos):
+            n, pos = read_length(buf, pos, flexible)
+            if n < 0:
+                if n == -1 and nullable:
+                    return None, pos
+                raise ProtocolError(f"invalid array length {n}")
+            # Kafka's own rule: never allocate more elements than bytes left.
+            if n > len(buf) - pos or n * min_item_bytes > len(buf) - pos:
+                raise ProtocolError(f"array of {n} elements does not fit in {len(buf) - pos} bytes")
+            items = []
+            append = items.append
+            for _ in range(n):
+                item, pos = item_reader(buf, pos)
+                append(item)
+            return items, pos
+
+        return read_array
+    if isinstance(t, Struct):
+        inner = struct_reader(t, version, flexible)
+        if not nullable:
+            return inner
+
+        def read_nullable_struct(buf, pos):
+            marker = buf[pos]
+            if marker == 0xFF:  # int8 -1
+                return None, pos + 1
+            if marker != 1:
+                raise ProtocolError(f"invalid nullable struct marker {marker}")
+            return inner(buf, pos + 1)
+
+        return read_nullable_struct
+    raise TypeError(f"unknown type {t!r}")
+
+
+def struct_reader(st: Struct, version: int, flexible: bool) -> Reader:
+    key = (id(st), version, flexible)
+    cached = _reader_cache.get(key)
+    if cached is not None:
+        return cached
+    cls = st.cls
+    plain: list[tuple[str, Reader]] = []
+    tagged: dict[int, tuple[str, Reader]] = {}
+    defaults: list[Field] = []
+    for f in st.fields:
+        if version not in f.versions:
+            defaults.append(f)
+            continue
+        fflex = _field_flexible(f, version, flexible)
+        reader = _type_reader(f.type, version, fflex, version in f.nullable)
+        if flexible and version in f.tagged:
+            tagged[f.tag] = (f.name, reader)
+            defaults.append(f)
+        else:
+            plain.append((f.name, reader))
+    set_attr = object.__setattr__
+    new = object.__new__
+    read_uvarint = p.read_uvarint
+
+    def read_struct(buf, pos):
+        obj = new(cls)
+        for f in defaults:
+            set_attr(obj, f.name, f.default_value())
+        for name, reader in plain:
+            value, pos = reader(buf, pos)
+            set_attr(obj, name, value)
+        if flexible:
+            count, pos = read_uvarint(buf, pos)
+            for _ in range(count):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                end = pos + size
+                if end > len(buf):
+                    raise ProtocolError(f"tagged field {tag} runs past the end")
+                entry = tagged.get(tag)
+                if entry is not None:
+                    value, got = entry[1](buf, pos)
+                    if got != end:
+                        raise ProtocolError(f"tagged field {tag} declared {size} bytes, used {got - pos}")
+                    set_attr(obj, entry[0], value)
+                # Unknown tags are skipped: that is what makes them forward compatible.
+                pos = end
+        return obj, pos
+
+    _reader_cache[key] = read_struct
+    return read_struct
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def _type_writer(t: Type, version: int, flexible: bool, nullable: bool, where: str) -> Writer:
+    if isinstance(t, Primitive):
+        fixed = _FIXED_WRITERS.get(t)
+        if fixed is not None:
+            return fixed
+        if t is STRING:
+            write_string = p.write_string
+            if nullable:
+                return lambda out, v: write_string(out, v, flexible)
+
+            def write_nonnull_string(out, v):
+                if v is None:
+                    raise ValueError(f"{where}: null is not allowed in version {version}")
+                write_string(out, v, flexible)
+
+            return write_nonnull_string
+        if t is BYTES or t is RECORDS:
+            write_bytes = p.write_bytes
+            if nullable or t is RECORDS:
+                return lambda out, v: write_bytes(out, v, flexible)
+
+            def write_nonnull_bytes(out, v):
+                if v is None:
+                    raise ValueError(f"{where}: null is not allowed in version {version}")
+                write_bytes(out, v, flexible)
+
+            return write_nonnull_bytes
+        raise TypeError(f"no writer for {t!r}")
+    if isinstance(t, Array):
+        item_writer = _type_writer(t.item, version, flexible, False, where + "[]")
+        write_length = p.write_length
+
+        def write_array(out, items):
+            if items is None:
+                if not nullable:
+                    raise ValueError(f"{where}: null is not allowed in version {version}")
+                write_length(out, -1, flexible)
+                return
+            write_length(out, len(items), flexible)
+            for item in items:
+                item_writer(out, item)
+
+        return write_array
+    if isinstance(t, Struct):
+        inner = struct_writer(t, version, flexible)
+        if not nullable:
+
+            def write_nonnull_struct(out, v):
+                if v is None:
+                    raise ValueError(f"{where}: null is not allowed in version {version}")
+                inner(out, v)
+
+            return write_nonnull_struct
+
+        def write_nullable_struct(out, v):
+            if v is None:
+                out.append(0xFF)
+            else:
+                out.append(1)
+                inner(out, v)
+
+        return write_nullable_struct
+    raise TypeError(f"unknown type {t!r}")
+
+
+def struct_writer(st: Struct, version: int, flexible: bool) -> Writer:
+    key = (id(st), version, flexible)
+    cached = _writer_cache.get(key)
+    if cached is not None:
+        return cached
+    plain: list[tuple[str, Writer]] = []
+    tagged: list[tuple[int, str, Writer, Field]] = []
+    for f in st.fields:
+        if version not in f.versions:
+            continue
+        fflex = _field_flexible(f, version, flexible)
+        writer = _type_writer(f.type, version, fflex, version in f.nullable, f"{st.name}.{f.name}")
+        if flexible and version in f.tagged:
+            tagged.append((f.tag, f.name, writer, f))
+        else:
+            plain.append((f.name, writer))
+    tagged.sort(key=lambda entry: entry[0])
+    write_uvarint = p.write_uvarint
+
+    def write_struct(out, obj):
+        for name, writer in plain:
+            writer(out, getattr(obj, name))
+        if flexible:
+            if not tagged:
+                out.append(0)
+                return
+            # A tagged field is written only when it differs from its default,
+            # as Kafka does; old clients (librdkafka 2.0) mis-skip the others.
+            present = []
+            for tag, name, writer, f in tagged:
+                value = getattr(obj, name)
+                if value != f.default_value():
+                    body = bytearray()
+                    writer(body, value)
+                    present.append((tag, body))
+            write_uvarint(out, len(present))
+            for tag, body in present:
+                write_uvarint(out, tag)
+                write_uvarint(out, len(body))
+                out += body
+
+    _writer_cache[key] = write_struct
+    return write_struct
+
+
+# --------------------------------------------------------------------------- entry points
+
+_DECODE_FAILURES = (_struct.error, IndexError, ValueError, OverflowError, RecursionError)
+
+
+def decode_struct(st: Struct, version: int, flexible: bool, buf, pos: int = 0, *, exact: bool = True):
+    """Decode ``st`` at ``version`` from ``buf[pos:]``.
+
+    With ``exact`` the struct must use every remaining byte. Returns
+    ``(value, end_pos)``. Raises only :class:`ProtocolError` on bad input.
+    """
+    try:
+        value, end = struct_reader(st, version, flexible)(buf, pos)
+    except ProtocolError:
+        raise
+    except _DECODE_FAILURES as exc:
+        raise ProtocolError(f"cannot decode {st.name} v{version}: {exc.__class__.__name__}: {exc}") from None
+    if exact and end != len(buf):
+        raise ProtocolError(f"{st.name} v{version}: {len(buf) - end} unexpected trailing bytes")
+    return value, end
+
+
+def encode_struct(st: Struct, version: int, flexible: bool, value, out: bytearray | None = None) -> bytearray:
+    if out is None:
+        out = bytearray()
+    struct_writer(st, version, flexible)(out, value)
+    return out

@@ -1,0 +1,262 @@
+"""One partition's log: a directory ``<topic>-<partition>/`` of segments.
+
+Appends take the bytes of one or more v2 record batches as the producer sent
+them, check each batch at the batch level (size, magic, CRC32C), and assign
+offsets by patching each batch's base offset in place: records are never
+re-encoded. Reads return whole batches starting with the one that holds the
+requested offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from protocol.errors import ErrorCode
+from protocol.exceptions import ProtocolError
+from protocol.records import (
+    LOG_OVERHEAD_BYTES,
+    decode_batch_records,
+    iter_batches,
+    patch_base_offset,
+    patch_log_append_time,
+    patch_partition_leader_epoch,
+    validate_batch,
+)
+from storage.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+
+class AppendError(Exception):
+    """A produce request's records were refused; carries Kafka's error code."""
+
+    def __init__(self, error_code: ErrorCode, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The per-partition settings the log acts on (topic overrides applied)."""
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 7 * 24 * 3_600_000
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, config: LogConfig, *, clock_ms: Callable[[], int] | None = None):
+        self.directory = Path(directory)
+        self.config = config
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.segments: list[LogSegment] = []
+        self._segment_bases: list[int] = []
+        self._open_segments()
+        self.log_start_offset = self.segments[0].base_offset
+        # A single broker acknowledges what it wrote; replication moves this.
+        self.high_watermark = self.log_end_offset
+
+    def _open_segments(self) -> None:
+        bases = sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit())
+        if not bases:
+            bases = [0]
+        for base in bases:
+            self.segments.append(LogSegment(self.directory, base, self.config.index_interval_bytes))
+        self._segment_bases = [s.base_offset for s in self.segments]
+        for older, newer in zip(self.segments, self.segments[1:]):
+            older.next_offset = newer.base_offset
+        active = self.segments[-1]
+        truncated = active.recover()
+        if truncated:
+            log.warning("%s: cut %d bytes of a torn tail from %s", self.directory.name, truncated, active.log_path.name)
+
+    # ----------------------------------------------------------------- state
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self.segments)
+
+    # ----------------------------------------------------------------- append
+
+    def append(self, records, *, leader_epoch: int = 0) -> AppendResult:
+        """Validate and append the batches in ``records`` (bytes from a Produce request)."""
+        if not records:
+            raise AppendError(ErrorCode.CORRUPT_MESSAGE, "empty records")
+        data = bytearray(records)
+        batches = []
+        consumed = 0
+        try:
+            for position, size, header in iter_batches(data):
+                if header.magic != 2:
+                    raise AppendError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {header.magic} batches are not accepted")
+                if header.producer_id >= 0:
+                    # Idempotent/transactional batches need per-producer
+                    # sequence state; refusing them beats appending duplicates.
+                    raise AppendError(ErrorCode.UNKNOWN_PRODUCER_ID, f"producer id {header.producer_id} is not known")
+                if size > self.config.max_message_bytes:
+                    raise AppendError(
+                        ErrorCode.MESSAGE_TOO_LARGE,
+                        f"batch of {size} bytes exceeds max.message.bytes={self.config.max_message_bytes}",
+                    )
+                validate_batch(data, position, size)
+                batches.append((position, size, header))
+                consumed = position + size
+        except ProtocolError as exc:
+            raise AppendError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        if consumed != len(data) or not batches:
+            raise AppendError(ErrorCode.CORRUPT_MESSAGE, "records end with a partial batch")
+
+        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        now_ms = self._clock_ms() if log_append_time else -1
+        next_offset = self.log_end_offset
+        base_offset = next_offset
+        positions = []
+        for position, size, header in batches:
+            patch_base_offset(data, position, next_offset)
+            patch_partition_leader_epoch(data, position, leader_epoch)
+            max_timestamp = header.max_timestamp_ms
+            if log_append_time:
+                patch_log_append_time(data, position, now_ms)
+                max_timestamp = now_ms
+            last_offset = next_offset + header.last_offset_delta
+            positions.append((position, last_offset, max_timestamp))
+            next_offset = last_offset + 1
+
+        self._maybe_roll(len(data))
+        self.active_segment.append(data, next_offset - 1, positions)
+        self.high_watermark = self.log_end_offset
+        return AppendResult(base_offset, next_offset - 1, now_ms)
+
+    def _maybe_roll(self, incoming_bytes: int) -> None:
+        active = self.active_segment
+        if active.size_bytes == 0:
+            return
+        too_big = active.size_bytes + incoming_bytes > self.config.segment_bytes
+        too_old = self._clock_ms() - active.created_ms >= self.config.segment_ms
+        if too_big or too_old:
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        old = self.active_segment
+        old.flush(fsync=False)
+        new = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
+        new.next_offset = new.base_offset
+        self.segments.append(new)
+        self._segment_bases.append(new.base_offset)
+        return new
+
+    # ----------------------------------------------------------------- read
+
+    def _segment_for(self, offset: int) -> int:
+        return max(bisect_right(self._segment_bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, *, upper_offset: int | None = None, oversized_first_batch: bool = True) -> bytes:
+        """Whole batches starting with the one holding ``offset``.
+
+        At most ``max_bytes``, except that with ``oversized_first_batch`` a
+        first batch larger than that is returned whole (so a consumer can
+        always make progress); no batch that starts at or past
+        ``upper_offset`` (default: the high watermark).
+        """
+        upper = self.high_watermark if upper_offset is None else upper_offset
+        if offset >= upper:
+            return b""
+        index = self._segment_for(offset)
+        out = bytearray()
+        while index < len(self.segments):
+            segment = self.segments[index]
+            found = segment.find_batch_position(offset)
+            if found is not None:
+                start, first_size = found
+                length = 0
+                for position, size, header in segment.headers_from(start):
+                    if header.base_offset >= upper:
+                        break
+                    if length + size > max_bytes - len(out) and (out or length or not oversized_first_batch):
+                        break
+                    length += size
+                if length:
+                    out += segment.read(start, length)
+                return bytes(out)
+            index += 1
+            if index < len(self.segments):
+                offset = self.segments[index].base_offset
+        return bytes(out)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms``."""
+        for segment in self.segments:
+            if segment.max_timestamp_ms < timestamp_ms:
+                continue
+            start_offset = max(segment.time_index.lookup(timestamp_ms), self.log_start_offset)
+            found = segment.find_batch_position(start_offset)
+            if found is None:
+                continue
+            for position, size, header in segment.headers_from(found[0]):
+                if header.base_offset >= self.high_watermark:
+                    return None
+                if header.max_timestamp_ms < timestamp_ms:
+                    continue
+                # Only this batch needs its records: the answer is a record, not a batch.
+                _, records = decode_batch_records(segment.read(position, size))
+                for record in records:
+                    if record.offset >= self.log_start_offset and record.timestamp_ms >= timestamp_ms:
+                        return record.offset, record.timestamp_ms
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        best: tuple[int, int] | None = None
+        for segment in self.segments:
+            for position, size, header in segment.headers_from(0):
+                if header.base_offset >= self.high_watermark:
+                    break
+                if best is None or header.max_timestamp_ms > best[1]:
+                    _, records = decode_batch_records(segment.read(position, size))
+                    for record in records:
+                        if best is None or record.timestamp_ms > best[1]:
+                            best = (record.offset, record.timestamp_ms)
+        return best
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def flush(self, fsync: bool = True) -> None:
+        self.active_segment.flush(fsync)
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        for segment in self.segments:
+            segment.delete()
+        for leftover in self.directory.iterdir():
+            leftover.unlink()
+        self.directory.rmdir()

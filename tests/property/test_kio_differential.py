@@ -1,0 +1,336 @@
+"""Differential tests of our codec against kio, an independent implementation.
+
+For every (API or data message, side, version) that both our registry and kio
+know:
+
+* ours -> kio: a random value from our declarations (``values_for``), encoded
+  by our codec, is parsed by kio's reader for that entity (which must consume
+  every byte) and written again by kio's writer: the bytes must be identical.
+* kio -> ours: a random kio entity, generated from kio's own dataclasses
+  (independently of our declarations), is written by kio: our codec must
+  decode those bytes (exactly) and encode the result to the same bytes.
+
+kio represents some integers as richer Python types and so cannot represent
+every wire value; the values drawn for those fields are narrowed to what kio
+can represent (see ``_KIO_DOMAINS``), which is a limitation of kio and not of
+the wire format. Known kio quirks are listed in ``KIO_QUIRKS`` with a reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import re
+import uuid
+from typing import Any
+
+import pytest
+
+kio = pytest.importorskip("kio")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.strategies import SearchStrategy  # noqa: E402
+from kio.index import load_entity_schema  # noqa: E402
+from kio.schema.errors import ErrorCode  # noqa: E402
+from kio.schema.index import api_key_map, schema_name_map  # noqa: E402
+from kio.serial import entity_reader, entity_writer  # noqa: E402
+from kio.serial._implicit_defaults import get_tagged_field_default  # noqa: E402
+from kio.serial._introspect import (  # noqa: E402
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_schema_field_type,
+    is_optional,
+)
+from kio.serial.readers import tz_aware_from_i64  # noqa: E402
+from kio.static.constants import EntityType  # noqa: E402
+
+from protocol.codec import decode_struct, encode_struct  # noqa: E402
+from protocol.schema import Array, Field, Struct  # noqa: E402
+from tests.property.strategies import (  # noqa: E402
+    INT_RANGES,
+    MAX_BYTES,
+    MAX_ITEMS,
+    MAX_STRING,
+    MessageCase,
+    message_cases,
+    values_for,
+)
+from protocol.schema import INT8, INT16, INT32, INT64, UINT16  # noqa: E402
+
+# --------------------------------------------------------------------------- kio quirks
+
+# (message name, side, version) -> reason. Cases listed here are xfailed
+# (strictly: if kio is fixed, the entry must go).
+KIO_QUIRKS: dict[tuple[str, str, int], str] = {}
+
+# --------------------------------------------------------------------------- which cases
+
+_SIDE_TO_KIO = {"request": EntityType.request, "response": EntityType.response}
+
+
+def _snake(name: str) -> str:
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    return name.lower()
+
+
+def kio_class(case: MessageCase) -> type | None:
+    """kio's entity class for one of our cases, or None if kio does not know it."""
+    if case.api_key is not None:
+        name = api_key_map.get(case.api_key)
+        entity_types = [_SIDE_TO_KIO[case.side]]
+    else:
+        name = _snake(case.name)
+        entity_types = [EntityType.header, EntityType.data]
+    if name is None:
+        return None
+    by_type = schema_name_map.get(name, {}).get(case.version, {})
+    for entity_type in entity_types:
+        if entity_type in by_type:
+            return load_entity_schema(name, case.version, entity_type)
+    return None
+
+
+def _shared_groups() -> dict[str, list[tuple[MessageCase, type]]]:
+    groups: dict[str, list[tuple[MessageCase, type]]] = {}
+    for case in message_cases():
+        cls = kio_class(case)
+        if cls is not None:
+            groups.setdefault(f"{case.name}.{case.side}", []).append((case, cls))
+    return groups
+
+
+SHARED = _shared_groups()
+
+# --------------------------------------------------------------------------- helpers
+
+_COMMON = dict(
+    deadline=None,
+    database=None,  # leave no .hypothesis directory in the work tree
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+OURS_TO_KIO = settings(max_examples=15, **_COMMON)
+KIO_TO_OURS = settings(max_examples=15, **_COMMON)
+
+
+def _ours_encode(case: MessageCase, value) -> bytes:
+    return bytes(encode_struct(case.struct, case.version, case.flexible, value))
+
+
+def _kio_write(cls: type, entity) -> bytes:
+    with io.BytesIO() as out:
+        entity_writer(cls)(out, entity)
+        return out.getvalue()
+
+
+def _kio_read(cls: type, buf: bytes):
+    entity, size = entity_reader(cls)(buf, 0)
+    return entity, size
+
+
+def _params():
+    params = []
+    for group, pairs in SHARED.items():
+        marks = []
+        reasons = [KIO_QUIRKS[(c.name, c.side, c.version)] for c, _ in pairs if (c.name, c.side, c.version) in KIO_QUIRKS]
+        if reasons:
+            marks.append(pytest.mark.xfail(reason="; ".join(sorted(set(reasons))), strict=True))
+        params.append(pytest.param(group, marks=marks, id=group))
+    return params
+
+
+groups = pytest.mark.parametrize("group", _params())
+
+# --------------------------------------------------------------------------- kio's domains
+
+_DATETIME_MS = st.integers(min_value=0, max_value=2**42)  # 2109; exact through kio's float timestamps
+_TIMEDELTA_I64_MS = st.integers(min_value=-(2**43), max_value=2**43)
+_ERROR_CODES = sorted(int(code.value) for code in ErrorCode)
+
+
+def _kio_domain(kafka_type: str, optional: bool) -> SearchStrategy | None:
+    """Wire integers kio can represent for a kio kafka_type, or None for "any"."""
+    if kafka_type == "error_code":
+        # kio maps error codes to an enum and rejects codes it does not know.
+        return st.sampled_from(_ERROR_CODES)
+    if kafka_type == "datetime_i64":
+        # kio maps these to aware datetimes: no negative timestamps (except
+        # -1 as null where the field is nullable in kio) and none past 9999.
+        return st.one_of(st.just(-1), _DATETIME_MS) if optional else _DATETIME_MS
+    if kafka_type == "timedelta_i64":
+        return _TIMEDELTA_I64_MS  # datetime.timedelta tops out near 2**56 ms
+    return None
+
+
+class SchemaMismatch(AssertionError):
+    pass
+
+
+def _plain_and_tagged(fields: list, is_tagged) -> tuple[list, dict]:
+    plain = [f for f in fields if not is_tagged(f)]
+    tagged = {}
+    return plain, tagged
+
+
+def _pair(struct: Struct, cls: type, case: MessageCase, narrowed: dict, path: str) -> None:
+    """Walk our struct and kio's dataclass side by side (by position, tags by tag).
+
+    Records in ``narrowed`` the fields whose values kio cannot fully represent,
+    and raises :class:`SchemaMismatch` if the two disagree on the fields.
+    """
+    version, flexible = case.version, case.flexible
+    ours = [f for f in struct.fields if version in f.versions]
+    ours_plain = [f for f in ours if not (flexible and version in f.tagged)]
+    ours_tagged = {f.tag: f for f in ours if flexible and version in f.tagged}
+    theirs = dataclasses.fields(cls)
+    kio_plain = [f for f in theirs if "tag" not in f.metadata]
+    kio_tagged = {f.metadata["tag"]: f for f in theirs if "tag" in f.metadata}
+    if len(ours_plain) != len(kio_plain):
+        raise SchemaMismatch(
+            f"{case.label} {path}: fields differ: ours {[f.name for f in ours_plain]} "
+            f"kio {[f.name for f in kio_plain]}"
+        )
+    missing = sorted(set(ours_tagged) - set(kio_tagged))
+    if missing:
+        raise SchemaMismatch(f"{case.label} {path}: kio lacks tagged fields {[ours_tagged[t].name for t in missing]}")
+    pairs = list(zip(ours_plain, kio_plain)) + [(ours_tagged[t], kio_tagged[t]) for t in sorted(ours_tagged)]
+    for our_field, kio_field in pairs:
+        _pair_field(struct, our_field, kio_field, case, narrowed, f"{path}.{our_field.name}")
+
+
+def _pair_field(struct: Struct, ours: Field, theirs: dataclasses.Field, case: MessageCase, narrowed: dict, path: str) -> None:
+    kind = classify_field(theirs)
+    our_type = ours.type.item if isinstance(ours.type, Array) else ours.type
+    if isinstance(ours.type, Array) != kind.is_array:
+        raise SchemaMismatch(f"{case.label} {path}: array in one schema only ({ours.type!r} vs {theirs.type})")
+    if isinstance(kind, (EntityField, EntityTupleField)):
+        if not isinstance(our_type, Struct):
+            raise SchemaMismatch(f"{case.label} {path}: struct in kio only ({ours.type!r})")
+        _pair(our_type, kind.type_, case, narrowed, path)
+        return
+    if isinstance(our_type, Struct):
+        raise SchemaMismatch(f"{case.label} {path}: struct in ours only ({theirs.type})")
+    domain = _kio_domain(get_schema_field_type(theirs), is_optional(theirs))
+    if domain is not None:
+        narrowed[(id(struct), ours.name)] = domain
+
+
+def _ours_to_kio_strategy(case: MessageCase, cls: type) -> SearchStrategy:
+    narrowed: dict[tuple[int, str], SearchStrategy] = {}
+    _pair(case.struct, cls, case, narrowed, case.struct.name)
+    return values_for(
+        case.struct, case.version, case.flexible, override=lambda struct, field: narrowed.get((id(struct), field.name))
+    )
+
+
+# --------------------------------------------------------------------------- kio's values
+
+_KIO_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=MAX_STRING)
+_KIO_BYTES = st.binary(max_size=MAX_BYTES)
+_NONZERO_UUID = st.integers(min_value=1, max_value=2**128 - 1).map(lambda n: uuid.UUID(int=n))
+_KIO_INTS = {
+    "int8": INT_RANGES[INT8],
+    "int16": INT_RANGES[INT16],
+    "uint16": INT_RANGES[UINT16],
+    "int32": INT_RANGES[INT32],
+    "int64": INT_RANGES[INT64],
+}
+
+
+def _kio_primitive(kafka_type: str) -> SearchStrategy:
+    if kafka_type in _KIO_INTS:
+        low, high = _KIO_INTS[kafka_type]
+        return st.integers(min_value=low, max_value=high)
+    if kafka_type == "bool":
+        return st.booleans()
+    if kafka_type == "float64":
+        return st.floats(allow_nan=False, allow_infinity=False)
+    if kafka_type == "string":
+        return _KIO_TEXT
+    if kafka_type in ("bytes", "records"):
+        return _KIO_BYTES
+    if kafka_type == "uuid":
+        # kio's canonical zero uuid is None (its reader never returns UUID(0)).
+        return _NONZERO_UUID
+    if kafka_type == "error_code":
+        return st.sampled_from(list(ErrorCode))
+    if kafka_type == "timedelta_i32":
+        return st.integers(-(2**31), 2**31 - 1).map(lambda ms: datetime.timedelta(milliseconds=ms))
+    if kafka_type == "timedelta_i64":
+        return _TIMEDELTA_I64_MS.map(lambda ms: datetime.timedelta(milliseconds=ms))
+    if kafka_type == "datetime_i64":
+        return _DATETIME_MS.map(tz_aware_from_i64)
+    raise TypeError(f"no strategy for kio kafka_type {kafka_type!r}")
+
+
+_kio_cache: dict[type, SearchStrategy] = {}
+
+
+def kio_values(cls: type) -> SearchStrategy:
+    """Random kio entities of ``cls``, derived from kio's dataclass alone."""
+    cached = _kio_cache.get(cls)
+    if cached is not None:
+        return cached
+    kwargs: dict[str, SearchStrategy] = {}
+    for f in dataclasses.fields(cls):
+        kind = classify_field(f)
+        if isinstance(kind, PrimitiveField):
+            values = _kio_primitive(get_schema_field_type(f))
+        elif isinstance(kind, PrimitiveTupleField):
+            values = st.lists(_kio_primitive(get_schema_field_type(f)), max_size=MAX_ITEMS).map(tuple)
+        elif isinstance(kind, EntityField):
+            values = kio_values(kind.type_)
+        elif isinstance(kind, EntityTupleField):
+            values = st.lists(kio_values(kind.type_), max_size=MAX_ITEMS).map(tuple)
+        else:  # pragma: no cover
+            raise TypeError(kind)
+        if is_optional(f):
+            values = st.one_of(st.none(), values)
+        if "tag" in f.metadata:
+            values = st.one_of(st.just(get_tagged_field_default(f)), values)
+        kwargs[f.name] = values
+    strategy = st.builds(cls, **kwargs)
+    _kio_cache[cls] = strategy
+    return strategy
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_kio_shares_cases_with_us():
+    assert SHARED, "no (message, version) known to both kio and our registry"
+    assert ("Metadata.request" in SHARED) and ("ApiVersions.response" in SHARED)
+
+
+@groups
+@OURS_TO_KIO
+@given(data=st.data())
+def test_ours_to_kio(group, data):
+    for case, cls in SHARED[group]:
+        value = data.draw(_ours_to_kio_strategy(case, cls), label=case.label)
+        ours = _ours_encode(case, value)
+        try:
+            entity, size = _kio_read(cls, ours)
+        except Exception as exc:  # noqa: BLE001 - report what kio objected to
+            pytest.fail(f"{case.label}: kio cannot parse our bytes {ours.hex()}: {type(exc).__name__}: {exc}")
+        assert size == len(ours), f"{case.label}: kio read {size} of {len(ours)} bytes {ours.hex()}"
+        theirs = _kio_write(cls, entity)
+        assert theirs == ours, f"{case.label}: kio re-serialised {theirs.hex()}, we wrote {ours.hex()} for {value!r}"
+
+
+@groups
+@KIO_TO_OURS
+@given(data=st.data())
+def test_kio_to_ours(group, data):
+    for case, cls in SHARED[group]:
+        entity = data.draw(kio_values(cls), label=case.label)
+        theirs = _kio_write(cls, entity)
+        value, end = decode_struct(case.struct, case.version, case.flexible, theirs)
+        assert end == len(theirs)
+        ours = _ours_encode(case, value)
+        assert ours == theirs, f"{case.label}: we re-encoded {ours.hex()}, kio wrote {theirs.hex()} for {entity!r}"
