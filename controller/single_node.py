@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from controller.metadata.image import MetadataImage, apply_records
-from controller.metadata.records import decode_record, encode_record, record_api_key
+from controller.metadata.records import PRODUCER_IDS_RECORD, decode_record, encode_record, record_api_key
 from controller.topic_commands import (
     ClusterDefaults,
     CreateTopicResult,
@@ -119,6 +119,13 @@ class MetadataController:
                 planned = apply_records(planned, [(record_api_key(r), r) for r in topic_records], planned.offset)
         self._commit(records)
         return results
+
+    def allocate_producer_ids(self, broker_id: int, block_size: int) -> range:
+        """Reserve ``block_size`` producer ids; the reservation is durable before it is used,
+        so an id is never handed out twice, even across restarts."""
+        start = self.image.next_producer_id
+        self._commit([PRODUCER_IDS_RECORD(broker_id=broker_id, broker_epoch=-1, next_producer_id=start + block_size)])
+        return range(start, start + block_size)
 
     def close(self) -> None:
         self._log.flush(fsync=True)

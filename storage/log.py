@@ -27,6 +27,7 @@ from protocol.records import (
     patch_partition_leader_epoch,
     validate_batch,
 )
+from storage.producer_state import ProducerStateError, ProducerStateManager, last_sequence_of, next_sequence
 from storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class AppendResult:
     base_offset: int
     last_offset: int
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    duplicate: bool = False  # a retried idempotent batch: nothing was written
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -70,6 +72,7 @@ class PartitionLog:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.segments: list[LogSegment] = []
         self._segment_bases: list[int] = []
+        self.producer_state = ProducerStateManager()
         self._open_segments()
         self.log_start_offset = self.segments[0].base_offset
         # A single broker acknowledges what it wrote; replication moves this.
@@ -85,9 +88,20 @@ class PartitionLog:
         for older, newer in zip(self.segments, self.segments[1:]):
             older.next_offset = newer.base_offset
         active = self.segments[-1]
-        truncated = active.recover()
+        truncated = active.recover(on_batch=self._track_producer)
         if truncated:
             log.warning("%s: cut %d bytes of a torn tail from %s", self.directory.name, truncated, active.log_path.name)
+
+    def _track_producer(self, header) -> None:
+        if header.producer_id >= 0 and not header.is_control:
+            self.producer_state.update(
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.last_offset_delta,
+                header.base_offset,
+                header.max_timestamp_ms,
+            )
 
     # ----------------------------------------------------------------- state
 
@@ -116,10 +130,8 @@ class PartitionLog:
             for position, size, header in iter_batches(data):
                 if header.magic != 2:
                     raise AppendError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {header.magic} batches are not accepted")
-                if header.producer_id >= 0:
-                    # Idempotent/transactional batches need per-producer
-                    # sequence state; refusing them beats appending duplicates.
-                    raise AppendError(ErrorCode.UNKNOWN_PRODUCER_ID, f"producer id {header.producer_id} is not known")
+                if header.is_transactional:
+                    raise AppendError(ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet")
                 if size > self.config.max_message_bytes:
                     raise AppendError(
                         ErrorCode.MESSAGE_TOO_LARGE,
@@ -132,6 +144,12 @@ class PartitionLog:
             raise AppendError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
         if consumed != len(data) or not batches:
             raise AppendError(ErrorCode.CORRUPT_MESSAGE, "records end with a partial batch")
+
+        idempotent = [h for _, _, h in batches if h.producer_id >= 0]
+        if idempotent:
+            duplicate = self._check_producers(idempotent)
+            if duplicate is not None:
+                return duplicate
 
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         now_ms = self._clock_ms() if log_append_time else -1
@@ -147,12 +165,44 @@ class PartitionLog:
                 max_timestamp = now_ms
             last_offset = next_offset + header.last_offset_delta
             positions.append((position, last_offset, max_timestamp))
+            if header.producer_id >= 0:
+                self.producer_state.update(
+                    header.producer_id, header.producer_epoch, header.base_sequence,
+                    header.last_offset_delta, next_offset, max_timestamp,
+                )
             next_offset = last_offset + 1
 
         self._maybe_roll(len(data))
         self.active_segment.append(data, next_offset - 1, positions)
         self.high_watermark = self.log_end_offset
         return AppendResult(base_offset, next_offset - 1, now_ms)
+
+    def _check_producers(self, headers) -> AppendResult | None:
+        """Sequence checks for idempotent batches; a retried batch returns its first result."""
+        if len(headers) == 1:
+            h = headers[0]
+            try:
+                duplicate = self.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
+            except ProducerStateError as exc:
+                raise AppendError(exc.error_code, str(exc)) from None
+            if duplicate is not None:
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate=True)
+            return None
+        # Several batches of one request: each must follow the one before it.
+        seen: dict[int, tuple[int, int]] = {}
+        for h in headers:
+            previous = seen.get(h.producer_id)
+            try:
+                if previous is None:
+                    duplicate = self.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
+                    if duplicate is not None:
+                        raise AppendError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER, "a retried batch inside a multi-batch request")
+                elif h.producer_epoch != previous[0] or h.base_sequence != previous[1]:
+                    raise AppendError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "batches of one request are not consecutive")
+            except ProducerStateError as exc:
+                raise AppendError(exc.error_code, str(exc)) from None
+            seen[h.producer_id] = (h.producer_epoch, next_sequence(last_sequence_of(h.base_sequence, h.last_offset_delta)))
+        return None
 
     def _maybe_roll(self, incoming_bytes: int) -> None:
         active = self.active_segment

@@ -60,13 +60,14 @@ class LogSegment:
 
     # ----------------------------------------------------------------- opening
 
-    def recover(self) -> int:
+    def recover(self, on_batch=None) -> int:
         """Walk every batch header of the segment.
 
         Sets ``next_offset`` and adds index entries missing past the last one
         on disk; cuts a torn or garbage tail (a batch that does not fit, or a
         header that is not a v2 batch). Returns the number of bytes cut off.
         Checking every batch's CRC is the full recovery path's job.
+        ``on_batch(header)`` is called for every batch kept.
         """
         valid_end = 0
         end = self.size_bytes
@@ -86,6 +87,8 @@ class LogSegment:
                         self.time_index.maybe_append(header.max_timestamp_ms, last_offset)
                     next_offset = last_offset + 1
                     consumed = batch_pos + batch_size
+                    if on_batch is not None:
+                        on_batch(header)
             except ProtocolError:
                 pass
             if consumed == 0:

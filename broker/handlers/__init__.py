@@ -14,7 +14,16 @@ if TYPE_CHECKING:
 
 
 def register_all(dispatcher: "Dispatcher", broker: "Broker") -> None:
-    from broker.handlers import api_versions, create_topics, delete_topics, fetch, list_offsets, metadata, produce
+    from broker.handlers import (
+        api_versions,
+        create_topics,
+        delete_topics,
+        fetch,
+        init_producer_id,
+        list_offsets,
+        metadata,
+        produce,
+    )
 
-    for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics):
+    for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics, init_producer_id):
         module.register(dispatcher, broker)

@@ -4,9 +4,11 @@ acks=0 gets no response at all, acks=1 and acks=-1 are answered after the
 append (this broker is the whole ISR of its partitions). Batches are checked
 and appended at the batch level (see storage.log). Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (CRC or framing),
-MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS, and UNKNOWN_PRODUCER_ID for
-idempotent or transactional batches, which need producer state that this
-broker does not keep yet (InitProducerId is not advertised).
+MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS; for idempotent producers
+OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH, while a retried
+batch is answered with the offset it was first written at (see
+storage.producer_state). Transactional batches: INVALID_TXN_STATE, as
+transactions are not implemented yet.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def register(dispatcher, broker) -> None:
                         base_offset = result.base_offset
                         append_time = result.log_append_time_ms
                         log_start = plog.log_start_offset
-                        notify((name, index))
+                        if not result.duplicate:
+                            notify((name, index))
                 partition_responses.append(
                     R.PartitionProduceResponse(
                         index=index,

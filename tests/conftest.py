@@ -1,0 +1,139 @@
+"""Shared fixtures: a real broker process on an ephemeral 127.0.0.1 port.
+
+Every broker a test starts is a child process with its own data directory,
+stopped (SIGTERM, then SIGKILL after a grace period) when the test ends.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+STARTED_LINE = re.compile(r"pybroker started: .* listening on (?P<host>[^\s:]+):(?P<port>\d+)")
+START_TIMEOUT_S = 30
+STOP_TIMEOUT_S = 15
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class BrokerProcess:
+    """A ``pybroker start`` child process; ``bootstrap`` is its host:port."""
+
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, config_file: Path | None = None):
+        self.data_dir = Path(data_dir)
+        self.overrides = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "advertised.listeners": "",
+            "log.dirs": str(self.data_dir / "logs"),
+            **(overrides or {}),
+        }
+        self.config_file = config_file
+        self.process: subprocess.Popen | None = None
+        self.host = ""
+        self.port = 0
+        self.output: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> "BrokerProcess":
+        cmd = [sys.executable, "-m", "broker", "start"]
+        if self.config_file is not None:
+            cmd += ["--config", str(self.config_file)]
+        for key, value in self.overrides.items():
+            cmd += ["--override", f"{key}={value}"]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        self.process = subprocess.Popen(
+            cmd,
+            cwd=self.data_dir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        started = threading.Event()
+
+        def pump() -> None:
+            assert self.process is not None and self.process.stdout is not None
+            for line in self.process.stdout:
+                self.output.append(line)
+                match = STARTED_LINE.search(line)
+                if match and not started.is_set():
+                    self.host, self.port = match.group("host"), int(match.group("port"))
+                    started.set()
+            started.set()
+
+        self._reader = threading.Thread(target=pump, daemon=True)
+        self._reader.start()
+        if not started.wait(START_TIMEOUT_S) or not self.port:
+            self.kill()
+            raise RuntimeError("broker did not start:\n" + "".join(self.output))
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_TIMEOUT_S)
+        if self._reader is not None:
+            self._reader.join(5)
+        return self.process.returncode
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def log_text(self) -> str:
+        return "".join(self.output)
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    """Start brokers with ``broker_factory(**overrides)``; all are stopped at teardown."""
+    started: list[BrokerProcess] = []
+    counter = [0]
+
+    def start(overrides: dict[str, str] | None = None, data_dir: Path | None = None, **kwargs) -> BrokerProcess:
+        if data_dir is None:
+            counter[0] += 1
+            data_dir = tmp_path / f"broker{counter[0]}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        broker = BrokerProcess(data_dir, overrides, **kwargs).start()
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    """One broker for a whole test module (tests use distinct topic names)."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("shared-broker")).start()
+    yield broker
+    broker.stop()
+
+
+def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):
+    """Poll ``predicate`` until it returns a truthy value or the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval_s)
