@@ -52,10 +52,14 @@ def parse_properties(text: str) -> dict[str, str]:
 
 def _unescape(text: str) -> str:
     def repl(m: re.Match) -> str:
-        c = m.group(1)
+        if m.group(1):
+            return chr(int(m.group(1), 16))
+        c = m.group(2)
         return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(c, c)
 
-    return re.sub(r"\\(.)", repl, text)
+    # \uXXXX, \t \n \r \f, any other escaped character as itself, and a lone
+    # trailing backslash dropped, as java.util.Properties reads them.
+    return re.sub(r"\\(?:u([0-9a-fA-F]{4})|(.)|$)", lambda m: repl(m) if (m.group(1) or m.group(2)) else "", text)
 
 
 # --------------------------------------------------------------------------- value types
@@ -268,11 +272,11 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
         values["log.dirs"] = [str(d if Path(d).is_absolute() else (base_dir / d)) for d in values["log.dirs"]]
     if isinstance(values["listeners"], str):
         values["listeners"] = parse_listeners("listeners", values["listeners"])
-    if "broker" not in values["process.roles"]:
-        raise ConfigError("process.roles: this version runs only brokers with an embedded controller (broker,controller)")
     for role in values["process.roles"]:
         if role not in ("broker", "controller"):
             raise ConfigError(f"process.roles: unknown role {role!r}")
+    if set(values["process.roles"]) != {"broker", "controller"}:
+        raise ConfigError("process.roles: this version runs only combined nodes (broker,controller)")
     advertised = values["advertised.listeners"]
     if advertised:
         names = {l.name for l in values["listeners"]}

@@ -9,6 +9,7 @@ applied to the in-memory image. At start-up the log is replayed into the image.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Callable
 from controller.metadata.image import MetadataImage, apply_records
 from controller.metadata.records import PRODUCER_IDS_RECORD, decode_record, encode_record, record_api_key
 from controller.topic_commands import (
+    METADATA_TOPIC,
     ClusterDefaults,
     CreateTopicResult,
     CreateTopicSpec,
@@ -29,7 +31,6 @@ from storage.log import LogConfig, PartitionLog
 
 log = logging.getLogger(__name__)
 
-METADATA_TOPIC = "__cluster_metadata"
 METADATA_DIR_NAME = f"{METADATA_TOPIC}-0"
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
@@ -91,12 +92,16 @@ class MetadataController:
         results = []
         records: list = []
         planned = self.image
-        seen: set[str] = set()
+        counts = Counter(spec.name for spec in specs)
+        answered: set[str] = set()
         for spec in specs:
-            if spec.name in seen:
-                results.append(CreateTopicResult(spec.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            if counts[spec.name] > 1:
+                # Kafka creates none of the copies of a name given twice and
+                # answers it once (the response is keyed by name).
+                if spec.name not in answered:
+                    answered.add(spec.name)
+                    results.append(CreateTopicResult(spec.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
                 continue
-            seen.add(spec.name)
             result, topic_records = plan_create_topic(planned, spec, self.defaults, self._new_uuid())
             results.append(result)
             if topic_records and not validate_only:
@@ -111,7 +116,14 @@ class MetadataController:
         results = []
         records: list = []
         planned = self.image
+        counts = Counter(targets)
+        answered: set = set()
         for name, topic_id in targets:
+            if counts[(name, topic_id)] > 1:
+                if (name, topic_id) not in answered:
+                    answered.add((name, topic_id))
+                    results.append((ErrorCode.INVALID_REQUEST, "Duplicate topic in request.", name, topic_id))
+                continue
             error, message, found_name, found_id, topic_records = plan_delete_topic(planned, name, topic_id)
             results.append((error, message, found_name, found_id))
             if topic_records:

@@ -17,6 +17,9 @@ from protocol.errors import ErrorCode
 from storage.topic_config import TopicConfigError, validate_topic_configs
 
 TOPIC_NAME_MAX_CHARS = 249
+# The metadata log lives in a partition directory of this name: no topic may take it.
+METADATA_TOPIC = "__cluster_metadata"
+RESERVED_TOPICS = frozenset({METADATA_TOPIC})
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -69,8 +72,15 @@ def plan_create_topic(image: MetadataImage, spec: CreateTopicSpec, defaults: Clu
     problem = topic_name_error(spec.name)
     if problem:
         return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if spec.name in RESERVED_TOPICS:
+        return fail(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {spec.name} is prohibited.")
     if spec.name in image.topics:
         return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
+    # '.' and '_' collide in metric names, so Kafka refuses topics differing only there.
+    collision_key = spec.name.replace(".", "_")
+    for existing in image.topics:
+        if existing.replace(".", "_") == collision_key:
+            return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{spec.name}' collides with existing topic: {existing}")
     if spec.assignments:
         if spec.num_partitions != -1 or spec.replication_factor != -1:
             return fail(ErrorCode.INVALID_REQUEST, "replica assignments and num_partitions/replication_factor are exclusive")

@@ -10,6 +10,7 @@ requested offset.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import (
     LOG_OVERHEAD_BYTES,
+    MAGIC_OFFSET,
     decode_batch_records,
     iter_batches,
     patch_base_offset,
@@ -31,6 +33,9 @@ from storage.producer_state import ProducerStateError, ProducerStateManager, las
 from storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
+_LEGACY_MESSAGE_MIN_BYTES = 14  # crc + magic + attributes + key and value lengths (magic 0)
 
 
 class AppendError(Exception):
@@ -82,10 +87,14 @@ class PartitionLog:
         bases = sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit())
         if not bases:
             bases = [0]
+        now_ms = self._clock_ms()
         for base in bases:
-            self.segments.append(LogSegment(self.directory, base, self.config.index_interval_bytes))
+            self.segments.append(LogSegment(self.directory, base, self.config.index_interval_bytes, created_ms=now_ms))
         self._segment_bases = [s.base_offset for s in self.segments]
         for older, newer in zip(self.segments, self.segments[1:]):
+            if older.indexes_missing:
+                log.info("%s: rebuilding the indexes of %s", self.directory.name, older.log_path.name)
+                older.recover()
             older.next_offset = newer.base_offset
         active = self.segments[-1]
         truncated = active.recover(on_batch=self._track_producer)
@@ -124,12 +133,13 @@ class PartitionLog:
         if not records:
             raise AppendError(ErrorCode.CORRUPT_MESSAGE, "empty records")
         data = bytearray(records)
+        if len(data) > MAGIC_OFFSET and data[MAGIC_OFFSET] in (0, 1) and _INT32.unpack_from(data, 8)[0] >= _LEGACY_MESSAGE_MIN_BYTES:
+            # Produce v3+ may only carry v2 batches (Kafka answers INVALID_RECORD).
+            raise AppendError(ErrorCode.INVALID_RECORD, f"magic {data[MAGIC_OFFSET]} message sets are not accepted")
         batches = []
         consumed = 0
         try:
             for position, size, header in iter_batches(data):
-                if header.magic != 2:
-                    raise AppendError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {header.magic} batches are not accepted")
                 if header.is_transactional:
                     raise AppendError(ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet")
                 if size > self.config.max_message_bytes:
@@ -172,7 +182,7 @@ class PartitionLog:
                 )
             next_offset = last_offset + 1
 
-        self._maybe_roll(len(data))
+        self._maybe_roll(len(data), max(p[2] for p in positions))
         self.active_segment.append(data, next_offset - 1, positions)
         self.high_watermark = self.log_end_offset
         return AppendResult(base_offset, next_offset - 1, now_ms)
@@ -204,19 +214,21 @@ class PartitionLog:
             seen[h.producer_id] = (h.producer_epoch, next_sequence(last_sequence_of(h.base_sequence, h.last_offset_delta)))
         return None
 
-    def _maybe_roll(self, incoming_bytes: int) -> None:
+    def _maybe_roll(self, incoming_bytes: int, incoming_timestamp_ms: int) -> None:
         active = self.active_segment
         if active.size_bytes == 0:
             return
         too_big = active.size_bytes + incoming_bytes > self.config.segment_bytes
-        too_old = self._clock_ms() - active.created_ms >= self.config.segment_ms
+        too_old = active.time_waited_for_roll_ms(self._clock_ms(), incoming_timestamp_ms) > self.config.segment_ms
         if too_big or too_old:
             self.roll()
 
     def roll(self) -> LogSegment:
         old = self.active_segment
+        if old.size_bytes == 0:
+            return old  # an empty segment already starts at the log end
         old.flush(fsync=False)
-        new = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
+        new = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes, created_ms=self._clock_ms())
         new.next_offset = new.base_offset
         self.segments.append(new)
         self._segment_bases.append(new.base_offset)

@@ -7,11 +7,10 @@ Kafka writes them; this module never decodes records, it walks batch headers.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from protocol.exceptions import ProtocolError
-from protocol.records import BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES, iter_batches, parse_batch_header
+from protocol.records import BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES, iter_batches, parse_batch_header, validate_batch
 from storage.index import OffsetIndex, TimeIndex
 
 # Enough bytes to read one batch header (and its length) in a single pread.
@@ -33,13 +32,14 @@ class LogSegment:
         "time_index",
         "index_interval_bytes",
         "created_ms",
+        "rolling_base_timestamp_ms",
         "max_timestamp_ms",
         "_fd",
         "_bytes_since_index",
         "_unflushed_bytes",
     )
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, created_ms: int | None = None):
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, created_ms: int):
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -49,7 +49,8 @@ class LogSegment:
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size_bytes = os.fstat(self._fd).st_size
         self.next_offset = base_offset
-        self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
+        self.created_ms = created_ms
+        self.rolling_base_timestamp_ms: int | None = None
         self.max_timestamp_ms = self.time_index.max_timestamp
         self._bytes_since_index = 0
         self._unflushed_bytes = 0
@@ -63,27 +64,32 @@ class LogSegment:
     def recover(self, on_batch=None) -> int:
         """Walk every batch header of the segment.
 
-        Sets ``next_offset`` and adds index entries missing past the last one
-        on disk; cuts a torn or garbage tail (a batch that does not fit, or a
-        header that is not a v2 batch). Returns the number of bytes cut off.
-        Checking every batch's CRC is the full recovery path's job.
-        ``on_batch(header)`` is called for every batch kept.
+        Sets ``next_offset``, the maximum timestamp and index entries missing
+        from the files; cuts the log at the first batch that is torn, is not a
+        v2 batch or fails its CRC, since nothing after such a batch can be
+        trusted. Returns the number of bytes cut off. ``on_batch(header)`` is
+        called for every batch kept.
         """
         valid_end = 0
         end = self.size_bytes
         next_offset = self.base_offset
+        max_timestamp_ms = -1
+        first_timestamp_ms = None
         read_bytes = _RECOVERY_CHUNK_BYTES
         while valid_end < end:
             data = os.pread(self._fd, min(read_bytes, end - valid_end), valid_end)
             consumed = 0
             try:
                 for batch_pos, batch_size, header in iter_batches(data, allow_truncated_tail=True):
+                    validate_batch(data, batch_pos, batch_size)
                     last_offset = header.base_offset + header.last_offset_delta
                     position = valid_end + batch_pos
                     if position - self.index.last_position() >= self.index_interval_bytes:
                         self.index.append(last_offset, position)
-                    if header.max_timestamp_ms > self.max_timestamp_ms:
-                        self.max_timestamp_ms = header.max_timestamp_ms
+                    if first_timestamp_ms is None:
+                        first_timestamp_ms = header.max_timestamp_ms
+                    if header.max_timestamp_ms > max_timestamp_ms:
+                        max_timestamp_ms = header.max_timestamp_ms
                         self.time_index.maybe_append(header.max_timestamp_ms, last_offset)
                     next_offset = last_offset + 1
                     consumed = batch_pos + batch_size
@@ -110,7 +116,21 @@ class LogSegment:
             self.index.truncate_to_position(valid_end)
             self.time_index.truncate_to_offset(next_offset)
         self.next_offset = next_offset
+        self.max_timestamp_ms = max_timestamp_ms
+        self.rolling_base_timestamp_ms = first_timestamp_ms
         return truncated
+
+    def time_waited_for_roll_ms(self, now_ms: int, incoming_timestamp_ms: int) -> int:
+        """How old the segment is for ``segment.ms``: like Kafka, measured in record
+        time from the first batch once there is one (so a restart does not reset
+        it), in wall-clock time since creation before that."""
+        if self.rolling_base_timestamp_ms is not None:
+            return incoming_timestamp_ms - self.rolling_base_timestamp_ms
+        return now_ms - self.created_ms
+
+    @property
+    def indexes_missing(self) -> bool:
+        return self.size_bytes > 0 and not (self.index.path.exists() and self.time_index.path.exists())
 
     def _read_header(self, position: int):
         data = os.pread(self._fd, _HEADER_READ_BYTES, position)
@@ -127,6 +147,8 @@ class LogSegment:
         of each batch inside ``data``, for the indexes.
         """
         start = self.size_bytes
+        if self.rolling_base_timestamp_ms is None and batch_positions:
+            self.rolling_base_timestamp_ms = batch_positions[0][2]
         written = os.write(self._fd, data)
         while written < len(data):  # os.write may be partial on some filesystems
             written += os.write(self._fd, memoryview(data)[written:])

@@ -102,6 +102,7 @@ def _type_values(
     flexible: bool,
     nullable: bool,
     override: Override | None,
+    null_records: bool,
     owner: Struct,
     field: Field,
 ) -> SearchStrategy:
@@ -109,16 +110,16 @@ def _type_values(
         base = None if override is None else override(owner, field)
         if base is None:
             base = primitive_values(t)
-        # RECORDS may always be null on the wire (see protocol.codec).
-        if nullable or t is RECORDS:
+        # Our codec lets RECORDS be null on the wire in every version.
+        if nullable or (t is RECORDS and null_records):
             return st.one_of(st.none(), base)
         return base
     if isinstance(t, Array):
         # Array items are never null.
-        items = _type_values(t.item, version, flexible, False, override, owner, field)
+        items = _type_values(t.item, version, flexible, False, override, null_records, owner, field)
         base = st.lists(items, max_size=MAX_ITEMS)
     elif isinstance(t, Struct):
-        base = values_for(t, version, flexible, override=override)
+        base = values_for(t, version, flexible, override=override, null_records=null_records)
     else:
         raise TypeError(f"unknown type {t!r} in {owner.name}.{field.name}")
     if nullable:
@@ -126,16 +127,25 @@ def _type_values(
     return base
 
 
-_cache: dict[tuple[Struct, int, bool], SearchStrategy] = {}
+_cache: dict[tuple[Struct, int, bool, bool], SearchStrategy] = {}
 
 
-def values_for(struct: Struct, version: int, flexible: bool, *, override: Override | None = None) -> SearchStrategy:
+def values_for(
+    struct: Struct,
+    version: int,
+    flexible: bool,
+    *,
+    override: Override | None = None,
+    null_records: bool = True,
+) -> SearchStrategy:
     """Random value objects of ``struct.cls`` that are valid at ``version``.
 
     ``flexible`` is whether that version uses the flexible encoding (only then
-    are tagged fields tagged). Strategies without an ``override`` are cached.
+    are tagged fields tagged). RECORDS fields are sometimes ``None`` even
+    where not declared nullable (our codec accepts that), unless
+    ``null_records`` is false. Strategies without an ``override`` are cached.
     """
-    key = (struct, version, flexible)
+    key = (struct, version, flexible, null_records)
     if override is None:
         cached = _cache.get(key)
         if cached is not None:
@@ -144,7 +154,7 @@ def values_for(struct: Struct, version: int, flexible: bool, *, override: Overri
     for f in struct.fields:
         if version not in f.versions:
             continue  # absent in this version: keeps its default, as decoding does
-        values = _type_values(f.type, version, flexible, version in f.nullable, override, struct, f)
+        values = _type_values(f.type, version, flexible, version in f.nullable, override, null_records, struct, f)
         if flexible and version in f.tagged:
             # Sometimes the default (not sent at all), sometimes anything.
             values = st.one_of(st.builds(f.default_value), values)

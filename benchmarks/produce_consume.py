@@ -1,0 +1,91 @@
+"""Produce and consume throughput through a real broker with confluent-kafka.
+
+Starts a fresh pybroker on an ephemeral 127.0.0.1 port, produces N messages of
+S bytes to one partition with librdkafka (linger.ms=10, batch.size=1 MB), then
+consumes them with an assigned consumer, and prints msg/s and MB/s for both.
+
+    python benchmarks/produce_consume.py --messages 500000 --size 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker", "--log-level", "WARNING", "start",
+         "-o", "listeners=PLAINTEXT://127.0.0.1:0", "-o", "advertised.listeners=", "-o", f"log.dirs={data_dir}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    deadline = time.monotonic() + 30
+    for line in proc.stdout:
+        match = re.search(r"listening on (\S+)", line)
+        if match:
+            return proc, match.group(1)
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    raise RuntimeError("broker did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=500_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--acks", default="1")
+    args = parser.parse_args()
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, bootstrap = start_broker(Path(tmp))
+        try:
+            payload = b"x" * args.size
+            producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10, "batch.size": 1_000_000,
+                                 "acks": args.acks, "queue.buffering.max.messages": 2_000_000})
+            producer.produce("bench", payload)  # creates the topic
+            producer.flush(30)
+            start = time.perf_counter()
+            for _ in range(args.messages):
+                while True:
+                    try:
+                        producer.produce("bench", payload)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+            producer.flush(120)
+            produce_s = time.perf_counter() - start
+
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                                 "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760})
+            consumer.assign([TopicPartition("bench", 0, 1)])
+            received = 0
+            start = time.perf_counter()
+            deadline = time.monotonic() + 300
+            while received < args.messages and time.monotonic() < deadline:
+                for message in consumer.consume(10000, 1.0):
+                    if not message.error():
+                        received += 1
+            consume_s = time.perf_counter() - start
+            consumer.close()
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    mb = args.messages * args.size / 1e6
+    print(f"messages={args.messages} size={args.size}B acks={args.acks}")
+    print(f"produce: {args.messages / produce_s:,.0f} msg/s  {mb / produce_s:,.1f} MB/s  ({produce_s:.2f} s)")
+    print(f"consume: {received / consume_s:,.0f} msg/s  {received * args.size / 1e6 / consume_s:,.1f} MB/s  ({consume_s:.2f} s, {received} received)")
+
+
+if __name__ == "__main__":
+    main()
