@@ -72,7 +72,8 @@ class Broker:
         for broker_key, topic_key in _TOPIC_DEFAULT_SOURCES.items():
             if broker_key in self.config.explicit:
                 defaults[topic_key] = str(self.config[broker_key])
-        defaults["segment.ms"] = str(self.config.log_roll_ms)
+        if "log.roll.ms" in self.config.explicit or "log.roll.hours" in self.config.explicit:
+            defaults["segment.ms"] = str(self.config.log_roll_ms)
         return defaults
 
     def topic_config(self, topic: TopicImage) -> dict:

@@ -84,7 +84,9 @@ def decode_request(frame, api: Api | None = None):
         api = lookup_api(api_key, api_version)
     flexible = api_version in api.flexible
     header, pos = decode_request_header(frame, request_header_version(api_key, api_version, flexible))
-    body, _ = decode_struct(api.request, api_version, flexible, frame, pos)
+    # Kafka's request parser ignores bytes after the last field, and clients
+    # rely on it (librdkafka 2.16's Metadata v12 carries three extra bytes).
+    body, _ = decode_struct(api.request, api_version, flexible, frame, pos, exact=False)
     return header, body
 
 

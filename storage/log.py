@@ -55,6 +55,9 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    # How far a CreateTime record's timestamp may lie before/after the broker's clock.
+    timestamp_before_max_ms: int = 2**63 - 1
+    timestamp_after_max_ms: int = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,9 @@ class PartitionLog:
                 return duplicate
 
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
-        now_ms = self._clock_ms() if log_append_time else -1
+        now_ms = self._clock_ms()
+        if not log_append_time:
+            self._check_timestamps(data, batches, now_ms)
         next_offset = self.log_end_offset
         base_offset = next_offset
         positions = []
@@ -185,7 +190,28 @@ class PartitionLog:
         self._maybe_roll(len(data), max(p[2] for p in positions))
         self.active_segment.append(data, next_offset - 1, positions)
         self.high_watermark = self.log_end_offset
-        return AppendResult(base_offset, next_offset - 1, now_ms)
+        return AppendResult(base_offset, next_offset - 1, now_ms if log_append_time else -1)
+
+    def _check_timestamps(self, data, batches, now_ms: int) -> None:
+        """message.timestamp.after.max.ms / before.max.ms, as INVALID_TIMESTAMP."""
+        after_max = self.config.timestamp_after_max_ms
+        before_max = self.config.timestamp_before_max_ms
+        for position, size, header in batches:
+            if header.max_timestamp_ms - now_ms > after_max:
+                raise AppendError(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    f"timestamp {header.max_timestamp_ms} is more than {after_max} ms after the broker's time {now_ms}",
+                )
+            if before_max < 2**63 - 1:
+                # The oldest record may be anywhere in the batch: only this
+                # opt-in limit needs the records themselves.
+                _, records = decode_batch_records(data, position)
+                for record in records:
+                    if now_ms - record.timestamp_ms > before_max:
+                        raise AppendError(
+                            ErrorCode.INVALID_TIMESTAMP,
+                            f"timestamp {record.timestamp_ms} is more than {before_max} ms before the broker's time {now_ms}",
+                        )
 
     def _check_producers(self, headers) -> AppendResult | None:
         """Sequence checks for idempotent batches; a retried batch returns its first result."""

@@ -91,7 +91,8 @@ TOPIC_CONFIG_KEYS: dict[str, TopicConfigKey] = {
         TopicConfigKey("max.message.bytes", _int(0, INT32_MAX), "1048588", "message.max.bytes"),
         TopicConfigKey("message.timestamp.type", _choice("CreateTime", "LogAppendTime"), "CreateTime", "log.message.timestamp.type"),
         TopicConfigKey("message.timestamp.before.max.ms", _int(0, INT64_MAX), str(INT64_MAX), "log.message.timestamp.before.max.ms"),
-        TopicConfigKey("message.timestamp.after.max.ms", _int(0, INT64_MAX), str(INT64_MAX), "log.message.timestamp.after.max.ms"),
+        # Kafka 4.0 (KIP-1030) refuses records more than an hour in the future by default.
+        TopicConfigKey("message.timestamp.after.max.ms", _int(0, INT64_MAX), "3600000", "log.message.timestamp.after.max.ms"),
         TopicConfigKey("min.cleanable.dirty.ratio", _float(0.0, 1.0), "0.5", "log.cleaner.min.cleanable.ratio"),
         TopicConfigKey("min.compaction.lag.ms", _int(0, INT64_MAX), "0", "log.cleaner.min.compaction.lag.ms"),
         TopicConfigKey("min.insync.replicas", _int(1, INT32_MAX), "1", "min.insync.replicas"),
@@ -142,4 +143,6 @@ def log_config_from(values: dict[str, Any]) -> LogConfig:
         index_interval_bytes=values["index.interval.bytes"],
         max_message_bytes=values["max.message.bytes"],
         message_timestamp_type=values["message.timestamp.type"],
+        timestamp_before_max_ms=values["message.timestamp.before.max.ms"],
+        timestamp_after_max_ms=values["message.timestamp.after.max.ms"],
     )

@@ -19,11 +19,12 @@ def register_all(dispatcher: "Dispatcher", broker: "Broker") -> None:
         create_topics,
         delete_topics,
         fetch,
+        find_coordinator,
         init_producer_id,
         list_offsets,
         metadata,
         produce,
     )
 
-    for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics, init_producer_id):
+    for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics, init_producer_id, find_coordinator):
         module.register(dispatcher, broker)

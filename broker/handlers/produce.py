@@ -3,8 +3,9 @@
 acks=0 gets no response at all, acks=1 and acks=-1 are answered after the
 append (this broker is the whole ISR of its partitions). Batches are checked
 and appended at the batch level (see storage.log). Errors per partition:
-UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (CRC or framing),
-MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS; for idempotent producers
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD (not exactly one v2 batch),
+CORRUPT_MESSAGE (CRC or framing), MESSAGE_TOO_LARGE, INVALID_TIMESTAMP
+(message.timestamp.after/before.max.ms), INVALID_REQUIRED_ACKS; for idempotent producers
 OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH, while a retried
 batch is answered with the offset it was first written at (see
 storage.producer_state). Transactional batches: INVALID_TXN_STATE, as
@@ -14,6 +15,8 @@ transactions are not implemented yet.
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
+from protocol.primitives import INT32
+from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD_BYTES
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 from storage.log import AppendError
@@ -21,6 +24,17 @@ from storage.log import AppendError
 API = APIS_BY_KEY[0]
 R = struct_classes(API.response)
 _VALID_ACKS = (-1, 0, 1)
+
+
+def single_batch_problem(records) -> str | None:
+    """Produce v3+ carries exactly one v2 batch per partition (Kafka refuses
+    anything else with INVALID_RECORD before looking inside)."""
+    if not records or len(records) < LOG_OVERHEAD_BYTES:
+        return "Produce requests must contain exactly one record batch"
+    batch_bytes = INT32.unpack_from(records, BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD_BYTES
+    if batch_bytes < len(records):
+        return "Produce requests must contain exactly one record batch"
+    return None
 
 
 def register(dispatcher, broker) -> None:
@@ -45,8 +59,8 @@ def register(dispatcher, broker) -> None:
                     error = ErrorCode.INVALID_REQUIRED_ACKS
                 elif plog is None:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif pdata.records is None:
-                    error, message = ErrorCode.CORRUPT_MESSAGE, "null records"
+                elif (problem := single_batch_problem(pdata.records)) is not None:
+                    error, message = ErrorCode.INVALID_RECORD, problem
                 else:
                     try:
                         result = plog.append(pdata.records, leader_epoch=topic.partitions[index].leader_epoch)

@@ -307,3 +307,32 @@ def test_many_concurrent_connections(shared_broker):
         for conn in conns:
             conn.close()
     assert_broker_healthy(shared_broker)
+
+
+# --------------------------------------------------------------------------- unusual produce payloads
+
+INVALID_RECORD = 87
+
+
+@pytest.mark.parametrize(
+    "records,partition,acks,code",
+    [
+        ("two-batches", 0, -1, INVALID_RECORD),  # "only allowed to contain exactly one record batch per partition"
+        ("empty", 0, -1, INVALID_RECORD),  # "must have at least one record batch per partition"
+        ("one-batch", 5, -1, 3),  # UNKNOWN_TOPIC_OR_PARTITION
+        ("one-batch", 0, 2, 21),  # INVALID_REQUIRED_ACKS
+    ],
+    ids=["two-batches", "empty-records", "missing-partition", "acks-2"],
+)
+def test_produce_payloads_kafka_refuses(shared_broker, records, partition, acks, code):
+    """ProduceRequest.validateRecords (v3+) and the acks/partition checks."""
+    bootstrap = shared_broker.bootstrap
+    topic = unique_topic("refused")
+    create_topic(bootstrap, topic)
+    batch = build_batch([(None, b"a", [], T)])
+    payload = {"two-batches": batch + batch, "empty": b"", "one-batch": batch}[records]
+    with RawConnection(bootstrap) as conn:
+        response = conn.request(PRODUCE, 9, produce_request(topic, {partition: payload}, acks=acks))
+    result = response.responses[0].partition_responses[0]
+    assert (result.index, result.error_code, result.base_offset) == (partition, code, -1)
+    assert list_offset(bootstrap, topic, 0, -1).offset == 0, "nothing appended"

@@ -192,3 +192,19 @@ def test_init_producer_id_every_version(client):
         assert response.error_code == 0 and response.producer_epoch == 0
         ids.add(response.producer_id)
     assert len(ids) == len(versions_of(client, "InitProducerId"))
+
+
+def test_find_coordinator_every_version(client, shared_broker):
+    for version in versions_of(client, "FindCoordinator"):
+        if version < 4:
+            response = client.call("FindCoordinator", version, key="group-a", key_type=0)
+            assert (response.error_code, response.host, response.port) == (0, shared_broker.host, shared_broker.port)
+            if version >= 1:
+                txn = client.call("FindCoordinator", version, key="txn-a", key_type=1)
+                assert txn.error_code == 15  # COORDINATOR_NOT_AVAILABLE
+        else:
+            response = client.call("FindCoordinator", version, key_type=0, coordinator_keys=["g1", "g2"])
+            assert [(c.key, c.error_code, c.port) for c in response.coordinators] == [
+                ("g1", 0, shared_broker.port),
+                ("g2", 0, shared_broker.port),
+            ]

@@ -407,3 +407,46 @@ def test_restart_keeps_topics_and_messages(broker_factory, how):
     assert wait_until(lambda: len(segment_files(restarted.data_dir / "logs", topic)) > segments_before, 5)
     got = consume("aiokafka", bootstrap, topic, 15)
     assert [g.offset for g in got] == list(range(15))
+
+
+def test_topic_max_message_bytes_override(shared_broker):
+    """max.message.bytes per topic: larger than the broker's message.max.bytes
+    admits bigger batches, smaller refuses them with MESSAGE_TOO_LARGE."""
+    bootstrap = shared_broker.bootstrap
+    roomy, tight = unique_topic("roomy"), unique_topic("tight")
+    create_topic(bootstrap, roomy, configs={"max.message.bytes": "3000000"})
+    create_topic(bootstrap, tight, configs={"max.message.bytes": "1000"})
+    big = os.urandom(1_500_000)
+    assert produce_raw(bootstrap, roomy, build_batch([(None, big, [], T)])).error_code == 0
+    assert produce_raw(bootstrap, tight, build_batch([(None, os.urandom(2000), [], T)])).error_code == MESSAGE_TOO_LARGE
+    assert produce_raw(bootstrap, tight, build_batch([(None, b"small", [], T)])).error_code == 0
+    got = consume("kafka-python", bootstrap, roomy, 1, extra={"max_partition_fetch_bytes": 1024})
+    assert [g.value for g in got] == [big]
+
+
+def test_deleting_a_topic_ends_a_waiting_fetch(shared_broker):
+    """A long poll on a partition whose topic is deleted meanwhile is answered
+    at once with UNKNOWN_TOPIC_OR_PARTITION, not after max_wait."""
+    from kafka import KafkaAdminClient
+
+    bootstrap = shared_broker.bootstrap
+    topic = unique_topic("deleted-while-polled")
+    create_topic(bootstrap, topic)
+
+    def delete_later():
+        time.sleep(1.0)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+        try:
+            admin.delete_topics([topic])
+        finally:
+            admin.close()
+
+    thread = threading.Thread(target=delete_later, daemon=True)
+    with RawConnection(bootstrap, timeout_s=40) as conn:
+        started = time.monotonic()
+        thread.start()
+        response = conn.request(FETCH, 12, fetch_request(topic, 0, 0, max_wait_ms=20000, min_bytes=1))
+        elapsed = time.monotonic() - started
+    thread.join(30)
+    assert response.responses[0].partitions[0].error_code == 3
+    assert elapsed < 6, f"answered after {elapsed:.2f}s"

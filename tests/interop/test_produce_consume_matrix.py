@@ -181,3 +181,71 @@ def test_kafka_python_default_producer_is_idempotent(shared_broker):
         assert header.base_sequence == next_sequence, "sequences are contiguous from 0"
         next_sequence += len(records)
     assert next_sequence == 10
+
+
+# --------------------------------------------------------------------------- timestamps
+
+
+def now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_log_append_time_topic(shared_broker, client):
+    """message.timestamp.type=LogAppendTime: the broker stamps the batches with
+    its clock; consumers see that time and timestamp type LogAppendTime."""
+    from tests.interop._support import LOG_APPEND_TIME, create_topic
+
+    bootstrap = shared_broker.bootstrap
+    topic = unique_topic(f"append-time-{client}")
+    create_topic(bootstrap, topic, configs={"message.timestamp.type": "LogAppendTime"})
+    msgs = [Msg(b"k", f"v{i}".encode(), (), BASE_TS + i) for i in range(3)]
+    before = now_ms()
+    assert produce(client, bootstrap, topic, msgs) == [0, 1, 2]
+    after = now_ms()
+    got = consume(client, bootstrap, topic, 3)
+    assert [(g.offset, g.value) for g in got] == [(i, m.value) for i, m in enumerate(msgs)]
+    for g in got:
+        assert g.timestamp_type == LOG_APPEND_TIME
+        assert before - 5 <= g.timestamp <= after + 5, "the broker's append time replaces the producer's timestamp"
+
+
+def test_timestamp_before_max_ms_is_enforced(shared_broker):
+    """A topic's message.timestamp.before.max.ms bounds how old a CreateTime
+    timestamp may be; a batch with an older record is refused whole with
+    INVALID_TIMESTAMP (32)."""
+    from protocol.records import build_batch
+    from tests.interop._support import create_topic, produce_raw
+
+    bootstrap = shared_broker.bootstrap
+    topic = unique_topic("ts-before")
+    create_topic(bootstrap, topic, configs={"message.timestamp.before.max.ms": "3600000"})
+    now = now_ms()
+    old = produce_raw(bootstrap, topic, build_batch([(None, b"fresh", [], now), (None, b"stale", [], now - 2 * 3_600_000)]))
+    assert old.error_code == 32
+    assert list_offset(bootstrap, topic, 0, LATEST).offset == 0, "nothing of the refused batch is appended"
+    ok = produce_raw(bootstrap, topic, build_batch([(None, b"fresh", [], now - 60_000)]))
+    assert (ok.error_code, ok.base_offset) == (0, 0)
+
+
+def test_far_future_timestamp_is_refused_by_default(shared_broker):
+    """Kafka 4.0 (KIP-1030) defaults log.message.timestamp.after.max.ms to one
+    hour: a CreateTime timestamp more than an hour ahead of the broker's clock
+    is refused with INVALID_TIMESTAMP."""
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidTimestampError
+
+    from tests.interop._support import create_topic
+
+    bootstrap = shared_broker.bootstrap
+    topic = unique_topic("ts-after")
+    create_topic(bootstrap, topic)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, retries=0)
+    try:
+        with pytest.raises(InvalidTimestampError):
+            producer.send(topic, b"future", partition=0, timestamp_ms=now_ms() + 2 * 3_600_000).get(timeout=30)
+        assert producer.send(topic, b"soon", partition=0, timestamp_ms=now_ms() + 600_000).get(timeout=30).offset == 0
+    finally:
+        producer.close(timeout=10)

@@ -34,7 +34,7 @@ import pytest
 
 pytest.importorskip("kio")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.strategies import SearchStrategy  # noqa: E402
 from kio.index import load_entity_schema  # noqa: E402
@@ -55,6 +55,7 @@ from kio.serial.readers import tz_aware_from_i64  # noqa: E402
 from kio.static.constants import EntityType  # noqa: E402
 
 from protocol.codec import decode_struct, encode_struct  # noqa: E402
+from protocol.exceptions import ProtocolError  # noqa: E402
 from protocol.schema import INT8, INT16, INT32, INT64, UINT16, Array, Field, Struct  # noqa: E402
 from tests.property.strategies import (  # noqa: E402
     INT_RANGES,
@@ -70,7 +71,12 @@ from tests.property.strategies import (  # noqa: E402
 
 # (message, side, version) -> why kio differs. Excluded from the main tests;
 # test_known_kio_quirks_still_differ fails once an entry no longer differs.
-KIO_QUIRKS: dict[tuple[str, str, int], str] = {}
+KIO_QUIRKS: dict[tuple[str, str, int], str] = {
+    ("ReadShareGroupStateSummary", "response", 0): (
+        "kio 0.6.5 follows a later Kafka whose (then unstable) share-group API added LeaderEpoch to "
+        "v0 PartitionResult; we follow Kafka 4.0's ReadShareGroupStateSummaryResponse.json"
+    ),
+}
 
 # --------------------------------------------------------------------------- which cases
 
@@ -126,11 +132,16 @@ _COMMON = dict(
     deadline=None,
     database=None,  # leave no .hypothesis directory in the work tree
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    # One shrunk failure, no explain phase: a schema difference fails in many
+    # ways at once, and reporting each of them takes minutes.
+    report_multiple_bugs=False,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
 )
 # Examples per test; each example covers every shared version of its group.
 OURS_TO_KIO = settings(max_examples=15, **_COMMON)
 KIO_TO_OURS = settings(max_examples=15, **_COMMON)
-QUIRKS = settings(max_examples=15, **_COMMON)
+# Expected to fail: no need to shrink.
+QUIRKS = settings(max_examples=15, **{**_COMMON, "phases": [Phase.generate]})
 
 # --------------------------------------------------------------------------- kio's domains
 
@@ -342,7 +353,10 @@ def check_ours_to_kio(data, case: MessageCase, cls: type) -> None:
 def check_kio_to_ours(data, case: MessageCase, cls: type) -> None:
     entity = data.draw(kio_values(cls), label=f"kio {case.label}")
     theirs = _kio_write(cls, entity)
-    value, end = decode_struct(case.struct, case.version, case.flexible, theirs)
+    try:
+        value, end = decode_struct(case.struct, case.version, case.flexible, theirs)
+    except ProtocolError as exc:
+        pytest.fail(f"{case.label}: we cannot decode kio's bytes {theirs.hex()}: {exc}")
     assert end == len(theirs)
     ours = _ours_encode(case, value)
     assert ours == theirs, f"{case.label}: we re-encoded {ours.hex()}, kio wrote {theirs.hex()}"

@@ -21,7 +21,7 @@ generated value serves several properties):
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from protocol.codec import decode_struct, encode_struct
@@ -35,6 +35,10 @@ _COMMON = dict(
     deadline=None,
     database=None,  # leave no .hypothesis directory in the work tree
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    # One shrunk failure and no explain phase: with many versions per example,
+    # a codec bug fails in many ways at once and reporting each takes minutes.
+    report_multiple_bugs=False,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
 )
 # Examples per test; each example covers every version of its group. The
 # file runs every declared (API, side, version), so these stay small.
