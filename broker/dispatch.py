@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from protocol.exceptions import ProtocolError
 from protocol.framing import decode_request, encode_response
-from protocol.headers import decode_request_header, peek_request_header, request_header_version
+from protocol.headers import peek_request_header
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import Api
 

@@ -81,9 +81,7 @@ def _type_reader(t: Type, version: int, flexible: bool, nullable: bool) -> Reade
         if t is STRING:
             return lambda buf, pos: p.read_string(buf, pos, flexible, nullable)
         if t is BYTES or t is RECORDS:
-            # RECORDS may always be null on the wire (an empty partition in a fetch).
-            null_ok = nullable or t is RECORDS
-            return lambda buf, pos: p.read_bytes(buf, pos, flexible, null_ok)
+            return lambda buf, pos: p.read_bytes(buf, pos, flexible, nullable)
         raise TypeError(f"no reader for {t!r}")
     if isinstance(t, Array):
         item_reader = _type_reader(t.item, version, flexible, False)
@@ -198,7 +196,7 @@ def _type_writer(t: Type, version: int, flexible: bool, nullable: bool, where: s
             return write_nonnull_string
         if t is BYTES or t is RECORDS:
             write_bytes = p.write_bytes
-            if nullable or t is RECORDS:
+            if nullable:
                 return lambda out, v: write_bytes(out, v, flexible)
 
             def write_nonnull_bytes(out, v):

@@ -20,7 +20,6 @@ from typing import Callable
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import (
-    LOG_OVERHEAD_BYTES,
     MAGIC_OFFSET,
     decode_batch_records,
     iter_batches,

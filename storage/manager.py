@@ -35,7 +35,7 @@ class LogManager:
 
     def _choose_dir(self) -> Path:
         counts = {d: 0 for d in self.log_dirs}
-        for (topic, partition), plog in self.logs.items():
+        for plog in self.logs.values():
             parent = plog.directory.parent
             if parent in counts:
                 counts[parent] += 1

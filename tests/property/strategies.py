@@ -110,8 +110,9 @@ def _type_values(
         base = None if override is None else override(owner, field)
         if base is None:
             base = primitive_values(t)
-        # Our codec lets RECORDS be null on the wire in every version.
-        if nullable or (t is RECORDS and null_records):
+        # RECORDS follow their declared nullability, like every other field;
+        # ``null_records`` exists only so callers can turn nulls off entirely.
+        if nullable and (t is not RECORDS or null_records):
             return st.one_of(st.none(), base)
         return base
     if isinstance(t, Array):
@@ -141,9 +142,8 @@ def values_for(
     """Random value objects of ``struct.cls`` that are valid at ``version``.
 
     ``flexible`` is whether that version uses the flexible encoding (only then
-    are tagged fields tagged). RECORDS fields are sometimes ``None`` even
-    where not declared nullable (our codec accepts that), unless
-    ``null_records`` is false. Strategies without an ``override`` are cached.
+    are tagged fields tagged). Nullable RECORDS fields are sometimes ``None``
+    unless ``null_records`` is false. Strategies without an ``override`` are cached.
     """
     key = (struct, version, flexible, null_records)
     if override is None:
