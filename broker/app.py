@@ -29,8 +29,13 @@ log = logging.getLogger(__name__)
 _TOPIC_DEFAULT_SOURCES = {
     "log.segment.bytes": "segment.bytes",
     "log.index.interval.bytes": "index.interval.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
     "message.max.bytes": "max.message.bytes",
     "log.message.timestamp.type": "message.timestamp.type",
+    "log.flush.interval.messages": "flush.messages",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
 }
 
 
@@ -39,7 +44,7 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config["cluster.id"])
-        self.logs = LogManager(config.log_dirs)
+        self.logs = LogManager(config.log_dirs, max_open_files=config["log.open.files.max"])
         self.controller = MetadataController(
             config.log_dirs[0],
             ClusterDefaults(
@@ -54,6 +59,7 @@ class Broker:
         self._connections: set[KafkaConnection] = set()
         self.bound_ports: dict[str, int] = {}
         self.stopping = False
+        self._tasks: list[asyncio.Task] = []
         self.topic_defaults = self._topic_defaults()
         self._open_partition_logs()
         self.controller.subscribe(self._on_metadata_change)
@@ -72,8 +78,13 @@ class Broker:
         for broker_key, topic_key in _TOPIC_DEFAULT_SOURCES.items():
             if broker_key in self.config.explicit:
                 defaults[topic_key] = str(self.config[broker_key])
-        if "log.roll.ms" in self.config.explicit or "log.roll.hours" in self.config.explicit:
+        explicit = self.config.explicit
+        if "log.roll.ms" in explicit or "log.roll.hours" in explicit:
             defaults["segment.ms"] = str(self.config.log_roll_ms)
+        if explicit.keys() & {"log.retention.ms", "log.retention.minutes", "log.retention.hours"}:
+            defaults["retention.ms"] = str(self.config.log_retention_ms)
+        if explicit.keys() & {"log.flush.interval.ms", "log.flush.scheduler.interval.ms"}:
+            defaults["flush.ms"] = str(self.config.log_flush_interval_ms)
         return defaults
 
     def topic_config(self, topic: TopicImage) -> dict:
@@ -85,7 +96,8 @@ class Broker:
             log_config = log_config_from(self.topic_config(topic))
             for partition in topic.partitions.values():
                 if self.node_id in partition.replicas:
-                    self.logs.get_or_create(topic.name, partition.partition_id, log_config, on_disk.pop((topic.name, partition.partition_id), None))
+                    existing = on_disk.pop((topic.name, partition.partition_id), None)
+                    self.logs.register(topic.name, partition.partition_id, log_config, existing)
         on_disk.pop(("__cluster_metadata", 0), None)
         for (topic, partition), path in on_disk.items():
             # A topic deleted while we were down (or by a crash mid-delete).
@@ -106,14 +118,37 @@ class Broker:
             log_config = log_config_from(self.topic_config(topic))
             for partition in topic.partitions.values():
                 if self.node_id in partition.replicas:
-                    self.logs.get_or_create(name, partition.partition_id, log_config)
+                    self.logs.register(name, partition.partition_id, log_config)
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
 
     # ----------------------------------------------------------------- serving
 
+    def _now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def _start_housekeeping(self) -> None:
+        """Kafka's log manager schedule: flush by time, checkpoints, retention."""
+        jobs = [
+            ("log flusher", self.config["log.flush.scheduler.interval.ms"], lambda: self.logs.flush_by_time(self._now_ms())),
+            ("checkpoint writer", self.config["log.flush.offset.checkpoint.interval.ms"], self.logs.checkpoint),
+            ("retention", self.config["log.retention.check.interval.ms"], lambda: self.logs.apply_retention(self._now_ms())),
+        ]
+        for name, interval_ms, job in jobs:
+            if 0 < interval_ms < 2**62:
+                self._tasks.append(asyncio.get_running_loop().create_task(self._every(interval_ms, job, name), name=name))
+
+    async def _every(self, interval_ms: int, job, name: str) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                job()
+            except Exception:  # keep serving; the next round may succeed
+                log.exception("%s failed", name)
+
     async def start(self) -> None:
+        self._start_housekeeping()
         loop = asyncio.get_running_loop()
         max_frame_bytes = self.config["socket.request.max.bytes"]
         for listener in self.config.listeners:
@@ -149,6 +184,8 @@ class Broker:
             connection.abort()
         for server in self._servers:
             await server.wait_closed()
+        for task in self._tasks:
+            task.cancel()
         self.close_storage()
 
     def close_storage(self) -> None:

@@ -3,6 +3,9 @@
 ``pybroker start --config FILE [--override key=value ...]`` runs a broker until
 SIGTERM or SIGINT, then shuts down cleanly: listeners close, requests already
 received are answered, logs are flushed and closed.
+
+``pybroker dump-log FILE...`` prints segment, index and checkpoint files in a
+readable form (like Kafka's kafka-dump-log.sh); see storage/FORMAT.md, "Tools".
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -68,6 +72,42 @@ def cmd_start(args) -> int:
     return 0
 
 
+def _format_metadata_value(value: bytes) -> str:
+    """A ``__cluster_metadata`` record value as the record it encodes."""
+    from controller.metadata.records import decode_record
+    from protocol.exceptions import ProtocolError
+
+    try:
+        _, record = decode_record(value)
+    except (ProtocolError, ValueError, IndexError) as exc:
+        return f"<not a metadata record: {exc}> {bytes(value).decode('utf-8', 'replace')}"
+    return repr(record)
+
+
+def _value_formatter_for(path: Path):
+    from controller.single_node import METADATA_DIR_NAME
+
+    return _format_metadata_value if path.absolute().parent.name == METADATA_DIR_NAME else None
+
+
+def cmd_dump_log(args) -> int:
+    from storage.dump import DumpOptions, DumpStats, dump_files
+
+    options = DumpOptions(deep=args.deep_iteration, print_data=args.print_data_log, verify=args.verify)
+    stats = DumpStats()
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")  # payloads are arbitrary text
+    try:
+        for line in dump_files(args.files, options, stats, format_value_for=_value_formatter_for):
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into head
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return stats.exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
@@ -79,6 +119,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     start.add_argument("--no-uvloop", action="store_true", help="use the standard asyncio event loop")
     start.set_defaults(func=cmd_start)
+    dump = commands.add_parser(
+        "dump-log",
+        help="print .log, .index, .timeindex and checkpoint files (like kafka-dump-log.sh)",
+        description="Print log segments, their indexes and checkpoint files in a readable form. "
+        "Exit code: 0, 1 when a Mismatch or Corrupt line was printed, 2 when a file could not be dumped.",
+    )
+    dump.add_argument("files", nargs="+", metavar="FILE", help="files to dump")
+    dump.add_argument(
+        "--print-data-log",
+        "-d",
+        action="store_true",
+        help="print keys and payloads of records (implies --deep-iteration)",
+    )
+    dump.add_argument("--deep-iteration", action="store_true", help="print a line per record, not only per batch")
+    dump.add_argument(
+        "--verify",
+        "--verify-index-only",
+        dest="verify",
+        action="store_true",
+        help="check CRCs, offsets and index entries instead of printing entries "
+        "(add -d or --deep-iteration to print them too)",
+    )
+    dump.set_defaults(func=cmd_dump_log)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),

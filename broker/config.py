@@ -168,6 +168,20 @@ _KEYS = [
     ConfigKey("replica.fetch.max.bytes", _int_parser(0, INT32_MAX), 1048576),
     ConfigKey("fetch.max.bytes", _int_parser(1024, INT32_MAX), 57671680),
     ConfigKey("queued.max.requests", _int_parser(1, INT32_MAX), 500),
+    ConfigKey("log.index.size.max.bytes", _int_parser(4, INT32_MAX), 10485760),
+    ConfigKey("log.flush.interval.messages", _int_parser(1), 2**63 - 1),
+    ConfigKey("log.flush.interval.ms", _int_parser(0), None),
+    ConfigKey("log.flush.scheduler.interval.ms", _int_parser(0), 2**63 - 1),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", _int_parser(0, INT32_MAX), 60000),
+    ConfigKey("log.retention.hours", _int_parser(-1, INT32_MAX), 168),
+    ConfigKey("log.retention.minutes", _int_parser(-1, INT32_MAX), None),
+    ConfigKey("log.retention.ms", _int_parser(-1), None),
+    ConfigKey("log.retention.bytes", _int_parser(-1), -1),
+    ConfigKey("log.retention.check.interval.ms", _int_parser(1), 300000),
+    ConfigKey("log.cleanup.policy", _string, "delete"),
+    ConfigKey("log.cleaner.delete.retention.ms", _int_parser(0), 86400000),
+    # pybroker's own: how many segment files may be open at once (see storage.handle_pool).
+    ConfigKey("log.open.files.max", _int_parser(16, INT32_MAX), 1024),
     ConfigKey("cluster.id", _string, None),
     ConfigKey("broker.rack", _string, None),
 ]
@@ -195,19 +209,64 @@ NOT_YET_SUPPORTED = frozenset(
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
         "group.initial.rebalance.delay.ms",
-        "log.retention.hours",
-        "log.retention.minutes",
-        "log.retention.ms",
-        "log.retention.bytes",
-        "log.retention.check.interval.ms",
-        "log.flush.interval.messages",
-        "log.flush.interval.ms",
-        "log.cleanup.policy",
         "log.cleaner.enable",
         "min.insync.replicas",
         "compression.type",
     }
 )
+
+
+# DescribeConfigs metadata for the broker keys: Kafka's ConfigDef type name and a
+# short description in pybroker's words. None of them can be changed at run
+# time (pybroker has no dynamic broker configs), so all are reported read-only.
+BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
+    "node.id": ("INT", "The id of this node in the cluster."),
+    "process.roles": ("LIST", "The roles this node plays; pybroker runs combined broker,controller nodes only."),
+    "listeners": ("STRING", "The NAME://host:port addresses the broker accepts connections on."),
+    "advertised.listeners": ("STRING", "The addresses clients are told to connect to; unset means the listeners themselves."),
+    "listener.security.protocol.map": ("STRING", "Listener name to security protocol; pybroker speaks PLAINTEXT only."),
+    "log.dirs": ("LIST", "Directories that hold the partition logs and the metadata log."),
+    "num.partitions": ("INT", "Partition count of topics created without an explicit one (and of auto-created topics)."),
+    "default.replication.factor": ("INT", "Replication factor of topics created without an explicit one."),
+    "auto.create.topics.enable": ("BOOLEAN", "Whether Metadata requests for unknown topics create them."),
+    "delete.topic.enable": ("BOOLEAN", "Whether DeleteTopics may delete topics."),
+    "log.segment.bytes": ("INT", "Default segment.bytes of topics: the size at which a segment is rolled."),
+    "log.index.interval.bytes": ("INT", "Default index.interval.bytes of topics: bytes between two index entries."),
+    "log.roll.hours": ("INT", "Default segment.ms of topics, in hours; log.roll.ms wins when set."),
+    "log.roll.ms": ("LONG", "Default segment.ms of topics, in milliseconds."),
+    "message.max.bytes": ("INT", "Default max.message.bytes of topics: the largest record batch accepted."),
+    "socket.request.max.bytes": ("INT", "Largest request frame the broker reads; bigger frames close the connection."),
+    "log.message.timestamp.type": ("STRING", "Default message.timestamp.type of topics: CreateTime or LogAppendTime."),
+    "replica.fetch.max.bytes": ("INT", "Bytes a follower asks for per partition when it fetches from a leader (no followers yet)."),
+    "fetch.max.bytes": ("INT", "Broker-wide cap on the bytes of one Fetch response (not applied by pybroker yet)."),
+    "queued.max.requests": ("INT", "Requests queued before the network threads stop reading (pybroker bounds each connection instead)."),
+    "log.index.size.max.bytes": ("INT", "Default segment.index.bytes of topics: the largest size of a segment's index files."),
+    "log.flush.interval.messages": ("LONG", "Default flush.messages of topics: fsync after this many messages."),
+    "log.flush.interval.ms": ("LONG", "Default flush.ms of topics; log.flush.scheduler.interval.ms applies when unset."),
+    "log.flush.scheduler.interval.ms": ("LONG", "How often the broker checks whether a log is due for a time-based flush."),
+    "log.flush.offset.checkpoint.interval.ms": ("INT", "How often the recovery-point checkpoint files are written."),
+    "log.retention.hours": ("INT", "Default retention.ms of topics, in hours; log.retention.minutes and log.retention.ms win."),
+    "log.retention.minutes": ("INT", "Default retention.ms of topics, in minutes; log.retention.ms wins."),
+    "log.retention.ms": ("LONG", "Default retention.ms of topics, in milliseconds; -1 keeps data forever."),
+    "log.retention.bytes": ("LONG", "Default retention.bytes of topics: the size a partition may grow to; -1 means no limit."),
+    "log.retention.check.interval.ms": ("LONG", "How often the broker looks for segments that retention allows deleting."),
+    "log.cleanup.policy": ("LIST", "Default cleanup.policy of topics: delete, compact or both."),
+    "log.cleaner.delete.retention.ms": ("LONG", "Default delete.retention.ms of topics: how long tombstones stay readable."),
+    "log.open.files.max": ("INT", "pybroker's own: how many segment files may be open at once."),
+    "cluster.id": ("STRING", "The cluster id written to meta.properties; generated when unset."),
+    "broker.rack": ("STRING", "The rack of this broker, reported in Metadata."),
+}
+
+
+def format_broker_value(value: Any) -> str | None:
+    """A parsed broker config value as DescribeConfigs reports it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 @dataclass
@@ -242,6 +301,21 @@ class BrokerConfig:
     @property
     def log_roll_ms(self) -> int:
         return self["log.roll.ms"] or self["log.roll.hours"] * 3_600_000
+
+    @property
+    def log_retention_ms(self) -> int:
+        """log.retention.ms, else minutes, else hours; -1 keeps data forever."""
+        if self["log.retention.ms"] is not None:
+            return self["log.retention.ms"]
+        if self["log.retention.minutes"] is not None:
+            return self["log.retention.minutes"] * 60_000
+        hours = self["log.retention.hours"]
+        return -1 if hours < 0 else hours * 3_600_000
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        value = self["log.flush.interval.ms"]
+        return self["log.flush.scheduler.interval.ms"] if value is None else value
 
 
 def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn: Callable[[str], None] | None = None) -> BrokerConfig:

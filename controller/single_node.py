@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from controller.config_commands import AlterConfigsResult, ConfigChange, plan_alter_configs
 from controller.metadata.image import MetadataImage, apply_records
 from controller.metadata.records import PRODUCER_IDS_RECORD, decode_record, encode_record, record_api_key
 from controller.topic_commands import (
@@ -129,6 +130,37 @@ class MetadataController:
             if topic_records:
                 records.extend(topic_records)
                 planned = apply_records(planned, [(record_api_key(r), r) for r in topic_records], planned.offset)
+        self._commit(records)
+        return results
+
+    def alter_configs(
+        self,
+        changes: list[ConfigChange],
+        *,
+        incremental: bool,
+        validate_only: bool = False,
+        local_node_id: int,
+    ) -> list[AlterConfigsResult]:
+        """IncrementalAlterConfigs (``incremental``) or legacy AlterConfigs; one result per
+        change, in order. The records of every resource that passes are committed in one
+        batch; ``validate_only`` checks everything and writes nothing."""
+        results = []
+        records: list = []
+        planned = self.image
+        counts = Counter((c.resource_type, c.resource_name) for c in changes)
+        for change in changes:
+            if counts[(change.resource_type, change.resource_name)] > 1:
+                results.append(
+                    AlterConfigsResult(
+                        change.resource_type, change.resource_name, ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
+                    )
+                )
+                continue
+            result, resource_records = plan_alter_configs(planned, change, incremental=incremental, local_node_id=local_node_id)
+            results.append(result)
+            if resource_records and not validate_only:
+                records.extend(resource_records)
+                planned = apply_records(planned, [(record_api_key(r), r) for r in resource_records], planned.offset)
         self._commit(records)
         return results
 

@@ -10,9 +10,13 @@ target offset.
 timestamps only grow: an entry is written only when a batch raises the
 segment's maximum timestamp.
 
-Both are held in memory as arrays (an index costs 8 or 12 bytes per
-``log.index.interval.bytes`` of log) and appended to their files as entries
-are added; ``flush`` makes the file match.
+Like Kafka's, the index files of the active segment are preallocated to
+``segment.index.bytes`` (sparse, so the zeros cost no disk) and trimmed to
+their entries when the segment is rolled or closed; a full index rolls the
+segment. The entries live in memory as arrays, loaded on first use, so a
+broker with many partitions does not read every index at start-up. Writes go
+straight to the file with ``pwrite``; no file handle is kept open between
+operations (the open-file budget belongs to the ``.log`` files).
 """
 
 from __future__ import annotations
@@ -27,159 +31,237 @@ OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 
 
-class OffsetIndex:
-    __slots__ = ("path", "base_offset", "relative_offsets", "positions", "_file", "_unflushed")
+class _SparseIndex:
+    """Shared file handling of the two index kinds."""
 
-    def __init__(self, path: Path, base_offset: int):
+    ENTRY: struct.Struct
+
+    __slots__ = ("path", "base_offset", "max_entries", "_keys", "_values", "_loaded", "_unwritten", "_file_entries")
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int):
         self.path = Path(path)
         self.base_offset = base_offset
-        self.relative_offsets = array("i")
-        self.positions = array("i")
-        self._unflushed = bytearray()
-        self._file = None
-        if self.path.exists():
+        self.max_entries = max(max_bytes // self.ENTRY.size, 1)
+        self._loaded = False
+        self._keys = None
+        self._values = None
+        self._unwritten = 0  # entries appended in memory but not yet written
+        self._file_entries = 0  # entries known to be on disk
+
+    # --------------------------------------------------------------- loading
+
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        self._keys, self._values = self._new_arrays()
+        try:
             data = self.path.read_bytes()
-            usable = len(data) - len(data) % OFFSET_ENTRY.size
-            last = -1
-            for rel, pos in OFFSET_ENTRY.iter_unpack(data[:usable]):
-                # A preallocated (zero-filled) tail or a torn entry ends the index.
-                if rel <= last and not (rel == 0 and last == -1):
-                    break
-                self.relative_offsets.append(rel)
-                self.positions.append(pos)
-                last = rel
+        except FileNotFoundError:
+            data = b""
+        usable = len(data) - len(data) % self.ENTRY.size
+        for first, second in self.ENTRY.iter_unpack(data[:usable]):
+            if not self._accept(first, second):
+                break  # preallocated zeros, or a torn entry: the index ends here
+            self._keys.append(self._key(first, second))
+            self._values.append(self._value(first, second))
+        self._file_entries = len(self._keys)
+        self._loaded = True
 
     def __len__(self) -> int:
-        return len(self.positions)
+        self._ensure_loaded()
+        return len(self._keys)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self) >= self.max_entries
+
+    # --------------------------------------------------------------- writing
+
+    def _append(self, key: int, value: int) -> None:
+        self._keys.append(key)
+        self._values.append(value)
+        self._unwritten += 1
+
+    def flush(self, fsync: bool = False) -> None:
+        if not self._loaded or not self._unwritten:
+            return
+        start = len(self._keys) - self._unwritten
+        data = b"".join(self._pack(i) for i in range(start, len(self._keys)))
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, data, start * self.ENTRY.size)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._unwritten = 0
+        self._file_entries = len(self._keys)
+
+    def preallocate(self) -> None:
+        """Size the file for ``max_entries`` (sparse) so appends never grow it."""
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size < self.max_entries * self.ENTRY.size:
+                os.ftruncate(fd, self.max_entries * self.ENTRY.size)
+        finally:
+            os.close(fd)
+
+    def trim(self) -> None:
+        """Cut the file to exactly its entries (on roll and on close)."""
+        self.flush()
+        if not self.path.exists():
+            return
+        entries = len(self) if self._loaded else None
+        if entries is None:
+            return  # never loaded: the file was already trimmed when it was written
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, entries * self.ENTRY.size)
+        finally:
+            os.close(fd)
+
+    def rewrite(self) -> None:
+        """Replace the file with the in-memory entries (after a truncation)."""
+        data = b"".join(self._pack(i) for i in range(len(self._keys)))
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, self.path)
+        self._unwritten = 0
+        self._file_entries = len(self._keys)
+
+    def reset(self) -> None:
+        """Forget every entry (the index is about to be rebuilt from the log)."""
+        self._keys, self._values = self._new_arrays()
+        self._loaded = True
+        self._unwritten = 0
+        self.rewrite()
+
+    def delete(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        self.trim()
+
+
+class OffsetIndex(_SparseIndex):
+    ENTRY = OFFSET_ENTRY
+    __slots__ = ()
+
+    @staticmethod
+    def _new_arrays():
+        return array("i"), array("i")  # relative offsets, positions
+
+    def _accept(self, rel: int, position: int) -> bool:
+        if not self._keys:
+            # Position 0 needs no entry (a lookup starts there anyway), so an
+            # entry at 0 is the zero fill of a preallocated file.
+            return rel >= 0 and position > 0
+        return rel > self._keys[-1] and position > self._values[-1]
+
+    @staticmethod
+    def _key(rel, position):
+        return rel
+
+    @staticmethod
+    def _value(rel, position):
+        return position
+
+    def _pack(self, i: int) -> bytes:
+        return OFFSET_ENTRY.pack(self._keys[i], self._values[i])
 
     def append(self, offset: int, position: int) -> None:
+        self._ensure_loaded()
         rel = offset - self.base_offset
-        if self.relative_offsets and rel <= self.relative_offsets[-1]:
+        if position <= 0 or (self._keys and (rel <= self._keys[-1] or position <= self._values[-1])):
             return
-        self.relative_offsets.append(rel)
-        self.positions.append(position)
-        self._unflushed += OFFSET_ENTRY.pack(rel, position)
+        self._append(rel, position)
 
     def lookup(self, offset: int) -> int:
         """File position of the last indexed batch whose last offset is <= ``offset`` (0 if none)."""
-        i = bisect_right(self.relative_offsets, offset - self.base_offset)
-        return self.positions[i - 1] if i else 0
+        self._ensure_loaded()
+        i = bisect_right(self._keys, offset - self.base_offset)
+        return self._values[i - 1] if i else 0
 
     def last_position(self) -> int:
-        return self.positions[-1] if self.positions else 0
+        self._ensure_loaded()
+        return self._values[-1] if self._values else 0
+
+    def entries(self) -> list[tuple[int, int]]:
+        """(absolute offset, position) pairs."""
+        self._ensure_loaded()
+        return [(self.base_offset + r, p) for r, p in zip(self._keys, self._values)]
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries pointing at or past ``position`` (the log was cut there)."""
-        keep = bisect_right(self.positions, position - 1)
-        if keep < len(self.positions):
-            del self.positions[keep:]
-            del self.relative_offsets[keep:]
+        self._ensure_loaded()
+        keep = bisect_right(self._values, position - 1)
+        if keep < len(self._values):
+            del self._values[keep:]
+            del self._keys[keep:]
             self.rewrite()
 
-    def rewrite(self) -> None:
-        self.close()
-        data = b"".join(OFFSET_ENTRY.pack(r, p) for r, p in zip(self.relative_offsets, self.positions))
-        _write_file(self.path, data)
-        self._unflushed.clear()
 
-    def flush(self, fsync: bool = False) -> None:
-        if self._unflushed:
-            if self._file is None:
-                self._file = open(self.path, "ab")
-            self._file.write(self._unflushed)
-            self._unflushed.clear()
-            self._file.flush()
-        if fsync and self._file is not None:
-            os.fsync(self._file.fileno())
+class TimeIndex(_SparseIndex):
+    ENTRY = TIME_ENTRY
+    __slots__ = ()
 
-    def close(self) -> None:
-        self.flush()
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+    @staticmethod
+    def _new_arrays():
+        return array("q"), array("i")  # timestamps, relative offsets
 
+    def _accept(self, timestamp_ms: int, rel: int) -> bool:
+        if not self._keys:
+            return not (timestamp_ms == 0 and rel == 0)
+        return timestamp_ms > self._keys[-1] and rel >= self._values[-1]
 
-class TimeIndex:
-    __slots__ = ("path", "base_offset", "timestamps", "relative_offsets", "_file", "_unflushed")
+    @staticmethod
+    def _key(timestamp_ms, rel):
+        return timestamp_ms
 
-    def __init__(self, path: Path, base_offset: int):
-        self.path = Path(path)
-        self.base_offset = base_offset
-        self.timestamps = array("q")
-        self.relative_offsets = array("i")
-        self._unflushed = bytearray()
-        self._file = None
-        if self.path.exists():
-            data = self.path.read_bytes()
-            usable = len(data) - len(data) % TIME_ENTRY.size
-            for ts, rel in TIME_ENTRY.iter_unpack(data[:usable]):
-                if self.timestamps and (ts <= self.timestamps[-1] or rel < self.relative_offsets[-1]):
-                    break
-                self.timestamps.append(ts)
-                self.relative_offsets.append(rel)
+    @staticmethod
+    def _value(timestamp_ms, rel):
+        return rel
 
-    def __len__(self) -> int:
-        return len(self.timestamps)
+    def _pack(self, i: int) -> bytes:
+        return TIME_ENTRY.pack(self._keys[i], self._values[i])
 
     @property
     def max_timestamp(self) -> int:
-        return self.timestamps[-1] if self.timestamps else -1
+        self._ensure_loaded()
+        return self._keys[-1] if self._keys else -1
 
     def maybe_append(self, timestamp_ms: int, offset: int) -> None:
-        if self.timestamps and timestamp_ms <= self.timestamps[-1]:
+        self._ensure_loaded()
+        if self._keys and timestamp_ms <= self._keys[-1]:
             return
-        rel = offset - self.base_offset
-        self.timestamps.append(timestamp_ms)
-        self.relative_offsets.append(rel)
-        self._unflushed += TIME_ENTRY.pack(timestamp_ms, rel)
+        self._append(timestamp_ms, offset - self.base_offset)
 
     def lookup(self, timestamp_ms: int) -> int:
-        """An offset from which to scan for the first record with timestamp >= ``timestamp_ms``.
-
-        The entry with the largest timestamp below the target maps to the last
-        offset of a batch whose records are all older... or not: its batch may
-        still hold newer records, so the scan starts at that entry's offset.
-        """
-        i = bisect_right(self.timestamps, timestamp_ms - 1)
+        """An offset from which to scan for the first record with timestamp >= ``timestamp_ms``:
+        the last offset of the newest indexed batch whose maximum timestamp is still
+        below the target (every record before it is older), or the segment's base."""
+        self._ensure_loaded()
+        i = bisect_right(self._keys, timestamp_ms - 1)
         if i == 0:
             return self.base_offset
-        return self.base_offset + self.relative_offsets[i - 1]
+        return self.base_offset + self._values[i - 1]
+
+    def entries(self) -> list[tuple[int, int]]:
+        """(timestamp, absolute offset) pairs."""
+        self._ensure_loaded()
+        return [(t, self.base_offset + r) for t, r in zip(self._keys, self._values)]
 
     def truncate_to_offset(self, offset: int) -> None:
+        self._ensure_loaded()
         rel = offset - self.base_offset
         keep = 0
-        while keep < len(self.relative_offsets) and self.relative_offsets[keep] < rel:
+        while keep < len(self._values) and self._values[keep] < rel:
             keep += 1
-        if keep < len(self.relative_offsets):
-            del self.timestamps[keep:]
-            del self.relative_offsets[keep:]
+        if keep < len(self._values):
+            del self._keys[keep:]
+            del self._values[keep:]
             self.rewrite()
-
-    def rewrite(self) -> None:
-        self.close()
-        data = b"".join(TIME_ENTRY.pack(t, r) for t, r in zip(self.timestamps, self.relative_offsets))
-        _write_file(self.path, data)
-        self._unflushed.clear()
-
-    def flush(self, fsync: bool = False) -> None:
-        if self._unflushed:
-            if self._file is None:
-                self._file = open(self.path, "ab")
-            self._file.write(self._unflushed)
-            self._unflushed.clear()
-            self._file.flush()
-        if fsync and self._file is not None:
-            os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self.flush()
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)

@@ -10,6 +10,7 @@ requested offset.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import time
 from bisect import bisect_right
@@ -29,6 +30,7 @@ from protocol.records import (
     validate_batch,
 )
 from storage.producer_state import ProducerStateError, ProducerStateManager, last_sequence_of, next_sequence
+from storage.handle_pool import FileHandlePool
 from storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -51,12 +53,30 @@ class LogConfig:
 
     segment_bytes: int = 1073741824
     segment_ms: int = 7 * 24 * 3_600_000
+    segment_index_bytes: int = 10 * 1024 * 1024
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     # How far a CreateTime record's timestamp may lie before/after the broker's clock.
     timestamp_before_max_ms: int = 2**63 - 1
     timestamp_after_max_ms: int = 3_600_000
+    # Flush (fsync) after this many messages / this long; Kafka's defaults
+    # leave durability to replication and the page cache.
+    flush_messages: int = 2**63 - 1
+    flush_ms: int = 2**63 - 1
+    cleanup_policy: str = "delete"
+    retention_ms: int = 7 * 24 * 3_600_000
+    retention_bytes: int = -1
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+
+    @property
+    def deletes(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compacts(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
 
 
 @dataclass(frozen=True)
@@ -71,37 +91,164 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+# Suffixes of files left by an interrupted segment replacement or deletion.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
+
+
 class PartitionLog:
-    def __init__(self, directory: Path, config: LogConfig, *, clock_ms: Callable[[], int] | None = None):
+    """One partition's log.
+
+    Opening: with ``clean_shutdown`` the files are trusted and only the tail
+    of the active segment is read; otherwise every segment from the one
+    holding ``recovery_point`` (all of them when it is unknown) is re-read
+    with CRC checks and cut at the first bad batch.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        pool: FileHandlePool | None = None,
+        recovery_point: int | None = None,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool = False,
+    ):
         self.directory = Path(directory)
         self.config = config
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._pool = pool
         self.directory.mkdir(parents=True, exist_ok=True)
         self.segments: list[LogSegment] = []
         self._segment_bases: list[int] = []
         self.producer_state = ProducerStateManager()
-        self._open_segments()
-        self.log_start_offset = self.segments[0].base_offset
+        self.recovery_point = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock_ms()
+        self._open_segments(recovery_point, clean_shutdown)
+        first_base = self.segments[0].base_offset
+        self.log_start_offset = max(first_base, log_start_offset or 0)
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
         # A single broker acknowledges what it wrote; replication moves this.
         self.high_watermark = self.log_end_offset
 
-    def _open_segments(self) -> None:
-        bases = sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit())
-        if not bases:
-            bases = [0]
-        now_ms = self._clock_ms()
-        for base in bases:
-            self.segments.append(LogSegment(self.directory, base, self.config.index_interval_bytes, created_ms=now_ms))
+    def _new_segment(self, base: int, size_bytes: int | None = None) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base,
+            self.config.index_interval_bytes,
+            created_ms=self._clock_ms(),
+            pool=self._pool,
+            index_bytes=self.config.segment_index_bytes,
+            size_bytes=size_bytes,
+        )
+
+    def _complete_interrupted_operations(self) -> None:
+        """Finish or undo what a crash interrupted, the way Kafka's log loader does:
+        ``.cleaned`` files are an unfinished cleaning (dropped), ``.swap`` files a
+        finished one that was being swapped in (completed), ``.deleted`` files a
+        deletion (finished)."""
+        swaps = []
+        for path in self.directory.iterdir():
+            name = path.name
+            if name.endswith(CLEANED_SUFFIX) or name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+                path.unlink()
+            elif name.endswith(SWAP_SUFFIX):
+                swaps.append(path)
+        # Segment .log swaps first: completing one removes the files it replaces,
+        # which must not include the index swaps that belong to it.
+        for path in sorted(swaps, key=lambda p: (not p.name.endswith(".log" + SWAP_SUFFIX), p.name)):
+            final = path.with_name(path.name[: -len(SWAP_SUFFIX)])
+            if final.suffix == ".log":
+                # The swapped-in segment replaces every older segment it covers;
+                # those were renamed to .deleted (and removed above) or still
+                # exist if the crash came first: remove them by offset range.
+                self._remove_segments_covered_by(path, int(final.stem))
+            os.replace(path, final)
+
+    def _remove_segments_covered_by(self, swap_log: Path, base: int) -> None:
+        """Delete the segments a swap file replaces: those from ``base`` up to its last offset."""
+        last_offset = base
+        with open(swap_log, "rb") as f:
+            data = f.read()
+        for _, _, header in iter_batches(data, allow_truncated_tail=True):
+            last_offset = header.base_offset + header.last_offset_delta
+        for path in list(self.directory.glob("*.log")):
+            if path.stem.isdigit() and base <= int(path.stem) <= last_offset:
+                for suffix in _SEGMENT_SUFFIXES:
+                    path.with_suffix(suffix).unlink(missing_ok=True)
+
+    def _open_segments(self, recovery_point: int | None, clean_shutdown: bool) -> None:
+        self._complete_interrupted_operations()
+        sizes = {}
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.endswith(".log") and name[:-4].isdigit():
+                    sizes[int(name[:-4])] = entry.stat().st_size
+        if not sizes:
+            sizes = {0: None}
+        for base in sorted(sizes):
+            self.segments.append(self._new_segment(base, sizes[base]))
         self._segment_bases = [s.base_offset for s in self.segments]
         for older, newer in zip(self.segments, self.segments[1:]):
-            if older.indexes_missing:
-                log.info("%s: rebuilding the indexes of %s", self.directory.name, older.log_path.name)
-                older.recover()
             older.next_offset = newer.base_offset
         active = self.segments[-1]
-        truncated = active.recover(on_batch=self._track_producer)
-        if truncated:
-            log.warning("%s: cut %d bytes of a torn tail from %s", self.directory.name, truncated, active.log_path.name)
+        if clean_shutdown and recovery_point is not None and recovery_point >= active.base_offset:
+            for older in self.segments[:-1]:
+                if older.indexes_missing:
+                    log.info("%s: rebuilding the indexes of %s", self.directory.name, older.log_path.name)
+                    older.recover(verify_crc=False)
+            active.load_after_clean_shutdown(on_batch=self._track_producer)
+            active.index.preallocate()
+            active.time_index.preallocate()
+            self.recovery_point = active.next_offset
+            return
+        self._recover(recovery_point)
+
+    def _recover(self, recovery_point: int | None) -> None:
+        """Re-read every segment that may hold unflushed data, cut at the first bad batch."""
+        if recovery_point is None:
+            first = 0
+        else:
+            first = max(bisect_right(self._segment_bases, recovery_point) - 1, 0)
+        for older in self.segments[:first]:
+            if older.indexes_missing:
+                older.recover(verify_crc=False)
+        total_bytes = sum(s.size_bytes for s in self.segments[first:])
+        done_bytes = 0
+        started = time.monotonic()
+        index = first
+        while index < len(self.segments):
+            segment = self.segments[index]
+            truncated = segment.recover(on_batch=self._track_producer)
+            done_bytes += segment.size_bytes + truncated
+            if total_bytes > 64 << 20:
+                log.info(
+                    "%s: recovered %s (%d of %d MB, %.1f s)",
+                    self.directory.name, segment.log_path.name, done_bytes >> 20, total_bytes >> 20, time.monotonic() - started,
+                )
+            if truncated:
+                log.warning("%s: cut %d bytes of a torn or corrupt tail from %s", self.directory.name, truncated, segment.log_path.name)
+                # Nothing after a corrupt batch can be trusted, later segments included.
+                for later in self.segments[index + 1 :]:
+                    log.warning("%s: deleting %s, which follows a corrupt batch", self.directory.name, later.log_path.name)
+                    later.delete()
+                del self.segments[index + 1 :]
+                self._segment_bases = [s.base_offset for s in self.segments]
+                break
+            if index + 1 < len(self.segments) and segment.next_offset > self.segments[index + 1].base_offset:
+                raise RuntimeError(f"{self.directory}: segment {segment.log_path.name} overlaps the next one")
+            index += 1
+        active = self.segments[-1]
+        active.index.preallocate()
+        active.time_index.preallocate()
+        self.flush(fsync=True)
 
     def _track_producer(self, header) -> None:
         if header.producer_id >= 0 and not header.is_control:
@@ -189,6 +336,9 @@ class PartitionLog:
         self._maybe_roll(len(data), max(p[2] for p in positions))
         self.active_segment.append(data, next_offset - 1, positions)
         self.high_watermark = self.log_end_offset
+        self._unflushed_messages += next_offset - base_offset
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush(fsync=True)
         return AppendResult(base_offset, next_offset - 1, now_ms if log_append_time else -1)
 
     def _check_timestamps(self, data, batches, now_ms: int) -> None:
@@ -245,7 +395,7 @@ class PartitionLog:
             return
         too_big = active.size_bytes + incoming_bytes > self.config.segment_bytes
         too_old = active.time_waited_for_roll_ms(self._clock_ms(), incoming_timestamp_ms) > self.config.segment_ms
-        if too_big or too_old:
+        if too_big or too_old or active.index_full:
             self.roll()
 
     def roll(self) -> LogSegment:
@@ -253,8 +403,12 @@ class PartitionLog:
         if old.size_bytes == 0:
             return old  # an empty segment already starts at the log end
         old.flush(fsync=False)
-        new = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes, created_ms=self._clock_ms())
+        old.index.trim()
+        old.time_index.trim()
+        new = self._new_segment(self.log_end_offset, 0)
         new.next_offset = new.base_offset
+        new.index.preallocate()
+        new.time_index.preallocate()
         self.segments.append(new)
         self._segment_bases.append(new.base_offset)
         return new
@@ -335,9 +489,115 @@ class PartitionLog:
     # ----------------------------------------------------------------- lifecycle
 
     def flush(self, fsync: bool = True) -> None:
-        self.active_segment.flush(fsync)
+        """Write out index entries; with ``fsync`` also make everything appended
+        so far durable and move the recovery point to the log end."""
+        for segment in self.segments[-2:]:  # a roll leaves the previous segment unsynced
+            segment.flush(fsync)
+        if fsync:
+            self.recovery_point = self.log_end_offset
+            self._unflushed_messages = 0
+            self._last_flush_ms = self._clock_ms()
+
+    def maybe_flush_by_time(self, now_ms: int) -> bool:
+        """flush.ms: fsync when the oldest unflushed message is that old."""
+        if self._unflushed_messages and now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush(fsync=True)
+            return True
+        return False
+
+    # ----------------------------------------------------------------- retention
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1: the high
+        watermark); whole segments below it are deleted. Returns the new log start."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise AppendError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is outside [0, {self.high_watermark}]")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._delete_segments_below_log_start()
+        return self.log_start_offset
+
+    def _delete_segments_below_log_start(self) -> int:
+        deleted = 0
+        # The active segment stays even when everything in it is below the start.
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            self._delete_segment(self.segments.pop(0))
+            deleted += 1
+        self._segment_bases = [s.base_offset for s in self.segments]
+        return deleted
+
+    def _delete_segment(self, segment: LogSegment) -> None:
+        log.info("%s: deleting segment %s", self.directory.name, segment.log_path.name)
+        segment.delete()
+
+    def apply_retention(self, now_ms: int) -> int:
+        """cleanup.policy=delete: drop the oldest segments past retention.ms or
+        beyond retention.bytes; never the active segment. Returns segments deleted."""
+        if not self.config.deletes:
+            return self._delete_segments_below_log_start()
+        deleted = 0
+        retention_ms = self.config.retention_ms
+        retention_bytes = self.config.retention_bytes
+        size = self.size_bytes
+        while len(self.segments) > 1:
+            oldest = self.segments[0]
+            expired = retention_ms >= 0 and now_ms - oldest.max_timestamp_ms > retention_ms
+            oversize = retention_bytes >= 0 and size - oldest.size_bytes >= retention_bytes
+            below_start = self.segments[1].base_offset <= self.log_start_offset
+            if not (expired or oversize or below_start):
+                break
+            self.segments.pop(0)
+            size -= oldest.size_bytes
+            self._delete_segment(oldest)
+            deleted += 1
+        if deleted:
+            self._segment_bases = [s.base_offset for s in self.segments]
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        return deleted
+
+    def replace_segments(self, old: list[LogSegment], cleaned_base: int) -> LogSegment:
+        """Swap ``old`` (consecutive, not the active one) for the segment whose files
+        were written as ``<cleaned_base>.{log,index,timeindex}.cleaned``.
+
+        Crash-safe in Kafka's way: .cleaned -> .swap (the new files are complete),
+        old segments deleted, .swap -> final names. Opening a log completes or
+        drops an interrupted swap (see _complete_interrupted_operations).
+        """
+        if not old or old[-1] is self.active_segment:
+            raise ValueError("replace_segments needs consecutive non-active segments")
+        first = self.segments.index(old[0])
+        if self.segments[first : first + len(old)] != old:
+            raise ValueError("segments to replace are not consecutive")
+        next_base = self.segments[first + len(old)].base_offset
+        stem = f"{cleaned_base:020d}"
+        for suffix in _SEGMENT_SUFFIXES:
+            cleaned = self.directory / f"{stem}{suffix}{CLEANED_SUFFIX}"
+            if cleaned.exists():
+                os.replace(cleaned, self.directory / f"{stem}{suffix}{SWAP_SUFFIX}")
+        _fsync_dir(self.directory)
+        for segment in old:
+            segment.delete()
+        for suffix in _SEGMENT_SUFFIXES:
+            swap = self.directory / f"{stem}{suffix}{SWAP_SUFFIX}"
+            if swap.exists():
+                os.replace(swap, self.directory / f"{stem}{suffix}")
+        _fsync_dir(self.directory)
+        new = self._new_segment(cleaned_base)
+        if new.indexes_missing:
+            new.recover(verify_crc=False)
+        else:
+            new.load_after_clean_shutdown()
+        new.next_offset = next_base
+        self.segments[first : first + len(old)] = [new]
+        self._segment_bases = [s.base_offset for s in self.segments]
+        return new
+
+    # ----------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
+        self.flush(fsync=True)
         for segment in self.segments:
             segment.close()
 
@@ -347,3 +607,11 @@ class PartitionLog:
         for leftover in self.directory.iterdir():
             leftover.unlink()
         self.directory.rmdir()
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,72 +1,216 @@
-"""All partition logs of a broker, across its ``log.dirs``."""
+"""All partition logs of a broker, across its ``log.dirs``.
+
+Partition logs are registered at start-up and, after a clean shutdown, opened
+on first use, so a broker with many partitions starts without touching each
+one (after a crash they are all recovered at start-up); their ``.log``
+files share one bounded :class:`FileHandlePool`. Each log directory keeps the
+offset checkpoints (recovery points, log start offsets, high watermarks) and a
+clean-shutdown marker: when the marker is present the logs' files are trusted
+as they are; when it is missing every log is recovered from its recovery
+point when it is opened.
+"""
 
 from __future__ import annotations
 
 import logging
 import re
 import shutil
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
+from storage.checkpoint import (
+    CLEAN_SHUTDOWN_MARKER,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    read_offsets,
+    write_atomically,
+    write_offsets,
+)
+from storage.handle_pool import DEFAULT_MAX_OPEN_FILES, FileHandlePool
 from storage.log import LogConfig, PartitionLog, partition_dir_name
 
 log = logging.getLogger(__name__)
 
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class _Registered:
+    path: Path
+    config: LogConfig
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path], *, clock_ms: Callable[[], int] | None = None):
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+    ):
         self.log_dirs = [Path(d) for d in log_dirs]
-        self._clock_ms = clock_ms
-        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.pool = FileHandlePool(max_open_files)
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self._registered: dict[TopicPartition, _Registered] = {}
+        self._clean_dirs: set[Path] = set()
+        self._recovery_points: dict[TopicPartition, int] = {}
+        self._log_start_offsets: dict[TopicPartition, int] = {}
+        self._high_watermarks: dict[TopicPartition, int] = {}
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
+            marker = directory / CLEAN_SHUTDOWN_MARKER
+            if marker.exists():
+                self._clean_dirs.add(directory)
+            try:
+                self._recovery_points.update(read_offsets(directory / RECOVERY_POINT_CHECKPOINT))
+                self._log_start_offsets.update(read_offsets(directory / LOG_START_OFFSET_CHECKPOINT))
+                self._high_watermarks.update(read_offsets(directory / REPLICATION_OFFSET_CHECKPOINT))
+            except CheckpointError as exc:
+                # Without trustworthy checkpoints every log is recovered in full.
+                log.warning("ignoring a corrupt checkpoint: %s", exc)
+                self._clean_dirs.discard(directory)
+            # From here on a crash must look unclean: the marker goes until the
+            # next clean shutdown writes it again.
+            marker.unlink(missing_ok=True)
 
-    def existing_partitions(self) -> dict[tuple[str, int], Path]:
+    # ----------------------------------------------------------------- registry
+
+    def existing_partitions(self) -> dict[TopicPartition, Path]:
         """Partition directories found on disk (topic, partition) -> path."""
         found = {}
         for directory in self.log_dirs:
             for child in directory.iterdir():
                 match = _PARTITION_DIR.match(child.name)
-                if child.is_dir() and match:
+                if match and child.is_dir():
                     found[(match.group(1), int(match.group(2)))] = child
         return found
 
     def _choose_dir(self) -> Path:
         counts = {d: 0 for d in self.log_dirs}
-        for plog in self.logs.values():
-            parent = plog.directory.parent
+        for registered in self._registered.values():
+            parent = registered.path.parent
             if parent in counts:
                 counts[parent] += 1
         return min(self.log_dirs, key=lambda d: counts[d])
 
-    def get_or_create(self, topic: str, partition: int, config: LogConfig, existing: Path | None = None) -> PartitionLog:
+    def register(self, topic: str, partition: int, config: LogConfig, existing: Path | None = None) -> None:
+        """Make a partition known; an existing log is opened on first use, a new one now."""
         key = (topic, partition)
-        plog = self.logs.get(key)
-        if plog is None:
-            directory = existing or self._choose_dir() / partition_dir_name(topic, partition)
-            plog = PartitionLog(directory, config, clock_ms=self._clock_ms)
-            self.logs[key] = plog
-        return plog
+        if key in self._registered:
+            return
+        if existing is None:
+            path = self._choose_dir() / partition_dir_name(topic, partition)
+            self._registered[key] = _Registered(path, config)
+            self._open(key)
+        else:
+            self._registered[key] = _Registered(existing, config)
+            if existing.parent not in self._clean_dirs:
+                # After a crash every log is recovered before anything is
+                # served, and before a later clean shutdown could vouch for it.
+                self._open(key)
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig, existing: Path | None = None) -> PartitionLog:
+        self.register(topic, partition, config, existing)
+        return self.get(topic, partition)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
-        return self.logs.get((topic, partition))
+        key = (topic, partition)
+        plog = self.logs.get(key)
+        if plog is None and key in self._registered:
+            plog = self._open(key)
+        return plog
+
+    def _open(self, key: TopicPartition) -> PartitionLog:
+        registered = self._registered[key]
+        plog = PartitionLog(
+            registered.path,
+            registered.config,
+            clock_ms=self._clock_ms,
+            pool=self.pool,
+            recovery_point=self._recovery_points.get(key),
+            log_start_offset=self._log_start_offsets.get(key),
+            clean_shutdown=registered.path.parent in self._clean_dirs,
+        )
+        self.logs[key] = plog
+        return plog
+
+    def set_config(self, topic: str, partition: int, config: LogConfig) -> None:
+        key = (topic, partition)
+        if key in self._registered:
+            self._registered[key].config = config
+        if key in self.logs:
+            self.logs[key].config = config
+
+    def partitions(self) -> list[TopicPartition]:
+        return list(self._registered)
+
+    def opened_logs(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
+        return iter(list(self.logs.items()))
+
+    def all_logs(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
+        """Every registered log, opening those not opened yet."""
+        for key in list(self._registered):
+            plog = self.get(*key)
+            if plog is not None:
+                yield key, plog
 
     def delete(self, topic: str, partition: int, path: Path | None = None) -> None:
-        plog = self.logs.pop((topic, partition), None)
+        key = (topic, partition)
+        plog = self.logs.pop(key, None)
+        registered = self._registered.pop(key, None)
         if plog is not None:
-            plog.close()
+            for segment in plog.segments:
+                self.pool.close(segment.log_path)
             path = plog.directory
+        elif registered is not None:
+            path = registered.path
+        for table in (self._recovery_points, self._log_start_offsets, self._high_watermarks):
+            table.pop(key, None)
         if path is not None and path.exists():
             shutil.rmtree(path)
 
+    # ----------------------------------------------------------------- periodic work
+
+    def flush_by_time(self, now_ms: int) -> int:
+        return sum(1 for _, plog in self.opened_logs() if plog.maybe_flush_by_time(now_ms))
+
+    def apply_retention(self, now_ms: int) -> int:
+        deleted = 0
+        for _, plog in self.all_logs():
+            deleted += plog.apply_retention(now_ms)
+        return deleted
+
+    def checkpoint(self) -> None:
+        """Write the offset checkpoints of every log directory."""
+        for key, plog in self.opened_logs():
+            self._recovery_points[key] = plog.recovery_point
+            self._log_start_offsets[key] = plog.log_start_offset
+            self._high_watermarks[key] = plog.high_watermark
+        for directory in self.log_dirs:
+            keys = [k for k, r in self._registered.items() if r.path.parent == directory]
+            for name, table in (
+                (RECOVERY_POINT_CHECKPOINT, self._recovery_points),
+                (LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets),
+                (REPLICATION_OFFSET_CHECKPOINT, self._high_watermarks),
+            ):
+                write_offsets(directory / name, {k: table[k] for k in keys if k in table})
+
     def flush_all(self, fsync: bool = True) -> None:
-        for plog in self.logs.values():
+        for _, plog in self.opened_logs():
             plog.flush(fsync)
 
     def close(self) -> None:
-        for plog in self.logs.values():
-            plog.flush(fsync=True)
+        """Clean shutdown: flush, checkpoint, close, then mark every directory clean."""
+        for _, plog in self.opened_logs():
             plog.close()
+        self.checkpoint()
         self.logs.clear()
+        self.pool.close_all()
+        for directory in self.log_dirs:
+            write_atomically(directory / CLEAN_SHUTDOWN_MARKER, b"")

@@ -7,9 +7,10 @@ directory from another cluster or node is never served by mistake.
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from pathlib import Path
+
+from storage.checkpoint import write_atomically
 
 META_PROPERTIES = "meta.properties"
 
@@ -32,20 +33,6 @@ def read_meta_properties(path: Path) -> dict[str, str]:
         key, value = line.split("=", 1)
         values[key.strip()] = value.strip()
     return values
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def ensure_meta_properties(log_dirs: list[Path], node_id: int, cluster_id: str | None) -> str:
@@ -77,5 +64,5 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int, cluster_id: str |
             f"node.id={node_id}\n"
             "version=1\n"
         )
-        write_atomically(directory / META_PROPERTIES, text)
+        write_atomically(directory / META_PROPERTIES, text.encode())
     return cluster_id

@@ -2,6 +2,8 @@
 
 The ``.log`` file is a plain concatenation of v2 record batches exactly as
 Kafka writes them; this module never decodes records, it walks batch headers.
+The ``.log`` file descriptor comes from a shared :class:`FileHandlePool`, so a
+segment costs no open file while nobody uses it.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ from pathlib import Path
 
 from protocol.exceptions import ProtocolError
 from protocol.records import BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES, iter_batches, parse_batch_header, validate_batch
+from storage.handle_pool import DEFAULT_POOL, FileHandlePool
 from storage.index import OffsetIndex, TimeIndex
 
-# Enough bytes to read one batch header (and its length) in a single pread.
-_HEADER_READ_BYTES = BATCH_HEADER_BYTES
 _RECOVERY_CHUNK_BYTES = 1 << 20
+DEFAULT_INDEX_BYTES = 10 * 1024 * 1024
 
 
 def segment_file_stem(base_offset: int) -> str:
@@ -33,59 +35,92 @@ class LogSegment:
         "index_interval_bytes",
         "created_ms",
         "rolling_base_timestamp_ms",
-        "max_timestamp_ms",
-        "_fd",
+        "_max_timestamp_ms",
+        "_pool",
+        "log_path",
         "_bytes_since_index",
         "_unflushed_bytes",
     )
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, created_ms: int):
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        *,
+        created_ms: int,
+        pool: FileHandlePool | None = None,
+        index_bytes: int = DEFAULT_INDEX_BYTES,
+        size_bytes: int | None = None,
+    ):
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
+        self._pool = pool if pool is not None else DEFAULT_POOL
         stem = segment_file_stem(base_offset)
-        self.index = OffsetIndex(self.directory / f"{stem}.index", base_offset)
-        self.time_index = TimeIndex(self.directory / f"{stem}.timeindex", base_offset)
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size_bytes = os.fstat(self._fd).st_size
+        self.log_path = self.directory / f"{stem}.log"
+        self.index = OffsetIndex(self.directory / f"{stem}.index", base_offset, index_bytes)
+        self.time_index = TimeIndex(self.directory / f"{stem}.timeindex", base_offset, index_bytes)
+        if size_bytes is None:
+            size_bytes = os.fstat(self._fd()).st_size
+        self.size_bytes = size_bytes
         self.next_offset = base_offset
         self.created_ms = created_ms
         self.rolling_base_timestamp_ms: int | None = None
-        self.max_timestamp_ms = self.time_index.max_timestamp
+        self._max_timestamp_ms: int | None = None  # from the time index, when first needed
         self._bytes_since_index = 0
         self._unflushed_bytes = 0
 
+    def _fd(self) -> int:
+        return self._pool.fd(self.log_path)
+
     @property
-    def log_path(self) -> Path:
-        return self.directory / f"{segment_file_stem(self.base_offset)}.log"
+    def max_timestamp_ms(self) -> int:
+        if self._max_timestamp_ms is None:
+            self._max_timestamp_ms = self.time_index.max_timestamp
+        return self._max_timestamp_ms
+
+    @max_timestamp_ms.setter
+    def max_timestamp_ms(self, value: int) -> None:
+        self._max_timestamp_ms = value
 
     # ----------------------------------------------------------------- opening
 
-    def recover(self, on_batch=None) -> int:
-        """Walk every batch header of the segment.
+    def recover(self, on_batch=None, *, verify_crc: bool = True, start_position: int = 0) -> int:
+        """Walk the batches of the segment from ``start_position`` (a batch boundary).
 
-        Sets ``next_offset``, the maximum timestamp and index entries missing
-        from the files; cuts the log at the first batch that is torn, is not a
-        v2 batch or fails its CRC, since nothing after such a batch can be
-        trusted. Returns the number of bytes cut off. ``on_batch(header)`` is
-        called for every batch kept.
+        Sets ``next_offset``, the maximum timestamp and the index entries;
+        cuts the log at the first batch that is torn, is not a v2 batch or
+        (with ``verify_crc``) fails its CRC, since nothing after such a batch
+        can be trusted. Returns the number of bytes cut off.
+        ``on_batch(header)`` is called for every batch kept.
         """
-        valid_end = 0
+        if start_position == 0:
+            self.index.reset()
+            self.time_index.reset()
+            max_timestamp_ms = -1
+            first_timestamp_ms = None
+        else:
+            max_timestamp_ms = self.time_index.max_timestamp
+            first_timestamp_ms = self.rolling_base_timestamp_ms
+        fd = self._fd()
+        valid_end = start_position
         end = self.size_bytes
         next_offset = self.base_offset
-        max_timestamp_ms = -1
-        first_timestamp_ms = None
+        last_indexed = self.index.last_position()
         read_bytes = _RECOVERY_CHUNK_BYTES
         while valid_end < end:
-            data = os.pread(self._fd, min(read_bytes, end - valid_end), valid_end)
+            data = os.pread(fd, min(read_bytes, end - valid_end), valid_end)
             consumed = 0
             try:
                 for batch_pos, batch_size, header in iter_batches(data, allow_truncated_tail=True):
-                    validate_batch(data, batch_pos, batch_size)
+                    if verify_crc:
+                        validate_batch(data, batch_pos, batch_size)
                     last_offset = header.base_offset + header.last_offset_delta
                     position = valid_end + batch_pos
-                    if position - self.index.last_position() >= self.index_interval_bytes:
+                    if position - last_indexed >= self.index_interval_bytes and position > 0:
                         self.index.append(last_offset, position)
+                        last_indexed = position
                     if first_timestamp_ms is None:
                         first_timestamp_ms = header.max_timestamp_ms
                     if header.max_timestamp_ms > max_timestamp_ms:
@@ -111,14 +146,38 @@ class LogSegment:
             read_bytes = _RECOVERY_CHUNK_BYTES
         truncated = end - valid_end
         if truncated:
-            os.ftruncate(self._fd, valid_end)
+            os.ftruncate(fd, valid_end)
             self.size_bytes = valid_end
             self.index.truncate_to_position(valid_end)
             self.time_index.truncate_to_offset(next_offset)
-        self.next_offset = next_offset
-        self.max_timestamp_ms = max_timestamp_ms
+        if valid_end > start_position or start_position == 0:
+            self.next_offset = next_offset
+        self._max_timestamp_ms = max_timestamp_ms
         self.rolling_base_timestamp_ms = first_timestamp_ms
+        self.index.flush()
+        self.time_index.flush()
         return truncated
+
+    def load_after_clean_shutdown(self, on_batch=None) -> None:
+        """A cleanly closed segment: its files are whole, so only the batches after
+        the last index entry are read (headers only) to find the log end."""
+        start = self.index.last_position()
+        header = self._read_header(0) if self.size_bytes else None
+        if header is not None:
+            self.rolling_base_timestamp_ms = header.max_timestamp_ms
+        if start:
+            header = self._read_header(start)
+            self.next_offset = header.base_offset if header is not None else self.base_offset
+        for _, _, header in self.headers_from(start):
+            self.next_offset = header.base_offset + header.last_offset_delta + 1
+            if on_batch is not None:
+                on_batch(header)
+
+    def _read_header(self, position: int):
+        data = os.pread(self._fd(), BATCH_HEADER_BYTES, position)
+        if len(data) < BATCH_HEADER_BYTES:
+            return None
+        return parse_batch_header(data, 0)
 
     def time_waited_for_roll_ms(self, now_ms: int, incoming_timestamp_ms: int) -> int:
         """How old the segment is for ``segment.ms``: like Kafka, measured in record
@@ -132,12 +191,6 @@ class LogSegment:
     def indexes_missing(self) -> bool:
         return self.size_bytes > 0 and not (self.index.path.exists() and self.time_index.path.exists())
 
-    def _read_header(self, position: int):
-        data = os.pread(self._fd, _HEADER_READ_BYTES, position)
-        if len(data) < BATCH_HEADER_BYTES:
-            return None
-        return parse_batch_header(data, 0)
-
     # ----------------------------------------------------------------- writing
 
     def append(self, data, last_offset: int, batch_positions: list[tuple[int, int, int]]) -> None:
@@ -149,16 +202,19 @@ class LogSegment:
         start = self.size_bytes
         if self.rolling_base_timestamp_ms is None and batch_positions:
             self.rolling_base_timestamp_ms = batch_positions[0][2]
-        written = os.write(self._fd, data)
+        fd = self._fd()
+        written = os.write(fd, data)
         while written < len(data):  # os.write may be partial on some filesystems
-            written += os.write(self._fd, memoryview(data)[written:])
+            written += os.write(fd, memoryview(data)[written:])
+        max_timestamp_ms = self.max_timestamp_ms
         for rel_pos, batch_last_offset, batch_max_ts in batch_positions:
             if self._bytes_since_index >= self.index_interval_bytes:
                 self.index.append(batch_last_offset, start + rel_pos)
                 self._bytes_since_index = 0
-            if batch_max_ts > self.max_timestamp_ms:
-                self.max_timestamp_ms = batch_max_ts
+            if batch_max_ts > max_timestamp_ms:
+                max_timestamp_ms = batch_max_ts
                 self.time_index.maybe_append(batch_max_ts, batch_last_offset)
+        self._max_timestamp_ms = max_timestamp_ms
         self._bytes_since_index += len(data)
         self.size_bytes = start + len(data)
         self.next_offset = last_offset + 1
@@ -166,29 +222,30 @@ class LogSegment:
 
     def flush(self, fsync: bool = True) -> None:
         if fsync and self._unflushed_bytes:
-            os.fsync(self._fd)
+            os.fsync(self._fd())
         self._unflushed_bytes = 0
         self.index.flush(fsync)
         self.time_index.flush(fsync)
+
+    @property
+    def index_full(self) -> bool:
+        return self.index.is_full or self.time_index.is_full
 
     # ----------------------------------------------------------------- reading
 
     def find_batch_position(self, offset: int) -> tuple[int, int] | None:
         """(position, size) of the first batch whose last offset is >= ``offset``."""
-        position = self.index.lookup(offset)
-        end = self.size_bytes
-        while position < end:
-            header = self._read_header(position)
-            if header is None:
-                return None
-            size = header.batch_length + LOG_OVERHEAD_BYTES
+        for position, size, header in self.headers_from(self.index.lookup(offset)):
             if header.base_offset + header.last_offset_delta >= offset:
                 return position, size
-            position += size
         return None
 
     def read(self, position: int, length: int) -> bytes:
-        return os.pread(self._fd, length, position)
+        return os.pread(self._fd(), length, position)
+
+    def dup_fd(self) -> int:
+        """A descriptor of the ``.log`` file that stays valid after the pool closes its own."""
+        return os.dup(self._fd())
 
     def headers_from(self, position: int):
         """Yield (position, size, header) of each batch from ``position`` to the end."""
@@ -201,17 +258,18 @@ class LogSegment:
             yield position, size, header
             position += size
 
+    # ----------------------------------------------------------------- lifecycle
+
     def close(self) -> None:
+        self.flush(fsync=False)
         self.index.close()
         self.time_index.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._pool.close(self.log_path)
 
     def delete(self) -> None:
-        self.close()
-        for suffix in (".log", ".index", ".timeindex"):
+        self._pool.close(self.log_path)
+        for path in (self.log_path, self.index.path, self.time_index.path):
             try:
-                (self.directory / f"{segment_file_stem(self.base_offset)}{suffix}").unlink()
+                path.unlink()
             except FileNotFoundError:
                 pass

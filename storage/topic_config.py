@@ -108,6 +108,121 @@ TOPIC_CONFIG_KEYS: dict[str, TopicConfigKey] = {
 }
 
 
+# --------------------------------------------------------------------------- DescribeConfigs metadata
+
+# Kafka's ConfigDef type of each topic config (DescribeConfigs v3+ reports it
+# as an id, see CONFIG_TYPE_IDS). No topic config is a PASSWORD, so none is
+# sensitive.
+TOPIC_CONFIG_TYPES: dict[str, str] = {
+    "cleanup.policy": "LIST",
+    "compression.type": "STRING",
+    "delete.retention.ms": "LONG",
+    "file.delete.delay.ms": "LONG",
+    "flush.messages": "LONG",
+    "flush.ms": "LONG",
+    "index.interval.bytes": "INT",
+    "max.compaction.lag.ms": "LONG",
+    "max.message.bytes": "INT",
+    "message.timestamp.type": "STRING",
+    "message.timestamp.before.max.ms": "LONG",
+    "message.timestamp.after.max.ms": "LONG",
+    "min.cleanable.dirty.ratio": "DOUBLE",
+    "min.compaction.lag.ms": "LONG",
+    "min.insync.replicas": "INT",
+    "preallocate": "BOOLEAN",
+    "retention.bytes": "LONG",
+    "retention.ms": "LONG",
+    "segment.bytes": "INT",
+    "segment.index.bytes": "INT",
+    "segment.jitter.ms": "LONG",
+    "segment.ms": "LONG",
+    "unclean.leader.election.enable": "BOOLEAN",
+}
+
+# DescribeConfigs' ConfigType ids (DescribeConfigsResponse.ConfigType in Kafka).
+CONFIG_TYPE_IDS: dict[str, int] = {
+    "UNKNOWN": 0,
+    "BOOLEAN": 1,
+    "STRING": 2,
+    "INT": 3,
+    "SHORT": 4,
+    "LONG": 5,
+    "DOUBLE": 6,
+    "LIST": 7,
+    "CLASS": 8,
+    "PASSWORD": 9,
+}
+
+# One or two sentences per config, in pybroker's words (DescribeConfigs v3+).
+TOPIC_CONFIG_DOCS: dict[str, str] = {
+    "cleanup.policy": "How old data is disposed of: 'delete' removes whole segments by age or size, "
+    "'compact' keeps the latest record of each key; both may be listed.",
+    "compression.type": "The codec batches are stored with; 'producer' keeps the one the producer chose.",
+    "delete.retention.ms": "How long delete markers (tombstones) stay readable in a compacted topic.",
+    "file.delete.delay.ms": "How long a removed segment file lingers before it is deleted from disk.",
+    "flush.messages": "Force an fsync of the log after this many messages.",
+    "flush.ms": "Force an fsync of the log when this much time has passed since the last one.",
+    "index.interval.bytes": "Bytes of log between two entries of the offset and time indexes; "
+    "a change applies to segments created afterwards.",
+    "max.compaction.lag.ms": "Longest time a record may remain ineligible for compaction.",
+    "max.message.bytes": "Largest record batch (after compression) the topic accepts; bigger produces fail with MESSAGE_TOO_LARGE.",
+    "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the broker's clock.",
+    "message.timestamp.before.max.ms": "How far in the past a CreateTime timestamp may lie, relative to the broker's clock, "
+    "before the batch is refused with INVALID_TIMESTAMP.",
+    "message.timestamp.after.max.ms": "How far in the future a CreateTime timestamp may lie, relative to the broker's clock, "
+    "before the batch is refused with INVALID_TIMESTAMP.",
+    "min.cleanable.dirty.ratio": "Share of a log that must be uncompacted before the cleaner compacts it.",
+    "min.compaction.lag.ms": "Shortest time a record stays uncompacted.",
+    "min.insync.replicas": "Replicas that must hold a write before an acks=all produce succeeds.",
+    "preallocate": "Whether segment files are preallocated when they are created.",
+    "retention.bytes": "Size a partition may grow to before its oldest segments are deleted; -1 means no limit.",
+    "retention.ms": "Age after which old segments are deleted; -1 means forever.",
+    "segment.bytes": "Size at which the active segment file is closed and a new one started.",
+    "segment.index.bytes": "Largest size of a segment's offset and time index files.",
+    "segment.jitter.ms": "Random amount subtracted from segment.ms to spread segment rolls over time.",
+    "segment.ms": "Age at which the active segment is rolled even when it is not full.",
+    "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader, at the cost of losing data.",
+}
+
+# The broker-level keys that supply a topic config's default, in Kafka's order of
+# precedence, each with Kafka's default for that broker key (None: no default).
+# A key that is not listed here has exactly one: (TopicConfigKey.broker_key, TopicConfigKey.default).
+_MULTI_NAME_BROKER_SYNONYMS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "segment.ms": (("log.roll.ms", None), ("log.roll.hours", "168")),
+    "segment.jitter.ms": (("log.roll.jitter.ms", None), ("log.roll.jitter.hours", "0")),
+    "retention.ms": (("log.retention.ms", None), ("log.retention.minutes", None), ("log.retention.hours", "168")),
+    "flush.ms": (("log.flush.interval.ms", None), ("log.flush.scheduler.interval.ms", str(2**63 - 1))),
+}
+
+
+def broker_synonyms(name: str) -> tuple[tuple[str, str | None], ...]:
+    """``(broker key, Kafka's default for it)`` pairs that supply topic config ``name``'s default."""
+    if name in _MULTI_NAME_BROKER_SYNONYMS:
+        return _MULTI_NAME_BROKER_SYNONYMS[name]
+    key = TOPIC_CONFIG_KEYS[name]
+    return ((key.broker_key, key.default),) if key.broker_key else ()
+
+
+def is_list_config(name: str) -> bool:
+    """APPEND and SUBTRACT (IncrementalAlterConfigs) apply only to LIST configs."""
+    return TOPIC_CONFIG_TYPES.get(name) == "LIST"
+
+
+def is_sensitive_config(name: str) -> bool:
+    return TOPIC_CONFIG_TYPES.get(name) == "PASSWORD"
+
+
+def format_config_value(type_name: str, value: Any) -> str | None:
+    """A parsed config value as Kafka writes it in DescribeConfigs (booleans in lower case)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
 def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
     """Check names and values; returns the normalised string values. Raises TopicConfigError."""
     result = {}
@@ -145,4 +260,12 @@ def log_config_from(values: dict[str, Any]) -> LogConfig:
         message_timestamp_type=values["message.timestamp.type"],
         timestamp_before_max_ms=values["message.timestamp.before.max.ms"],
         timestamp_after_max_ms=values["message.timestamp.after.max.ms"],
+        segment_index_bytes=values["segment.index.bytes"],
+        flush_messages=values["flush.messages"],
+        flush_ms=values["flush.ms"],
+        cleanup_policy=values["cleanup.policy"],
+        retention_ms=values["retention.ms"],
+        retention_bytes=values["retention.bytes"],
+        delete_retention_ms=values["delete.retention.ms"],
+        min_compaction_lag_ms=values["min.compaction.lag.ms"],
     )

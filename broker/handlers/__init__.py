@@ -15,16 +15,32 @@ if TYPE_CHECKING:
 
 def register_all(dispatcher: "Dispatcher", broker: "Broker") -> None:
     from broker.handlers import (
+        alter_configs,
         api_versions,
         create_topics,
         delete_topics,
+        describe_configs,
         fetch,
         find_coordinator,
+        incremental_alter_configs,
         init_producer_id,
         list_offsets,
         metadata,
         produce,
     )
 
-    for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics, init_producer_id, find_coordinator):
+    for module in (
+        api_versions,
+        metadata,
+        produce,
+        fetch,
+        list_offsets,
+        create_topics,
+        delete_topics,
+        init_producer_id,
+        find_coordinator,
+        describe_configs,
+        alter_configs,
+        incremental_alter_configs,
+    ):
         module.register(dispatcher, broker)

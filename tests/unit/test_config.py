@@ -226,7 +226,7 @@ def test_unknown_key_warns_and_is_ignored():
     assert "num.partitons" not in config.explicit
 
 
-@pytest.mark.parametrize("key", ["log.retention.hours", "num.network.threads", "controller.quorum.voters"])
+@pytest.mark.parametrize("key", ["num.io.threads", "num.network.threads", "controller.quorum.voters"])
 def test_not_yet_supported_key_warns_differently(key):
     assert key in NOT_YET_SUPPORTED
     config, warnings = load({key: "whatever"})
@@ -240,7 +240,7 @@ def test_not_yet_supported_key_warns_differently(key):
 
 def test_not_yet_supported_values_are_not_validated():
     # They are ignored, so a value Kafka would reject must not stop start-up.
-    _, warnings = load({"log.retention.hours": "not-a-number"})
+    _, warnings = load({"num.io.threads": "not-a-number"})
     assert len(warnings) == 1
 
 

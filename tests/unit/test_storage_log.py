@@ -711,7 +711,7 @@ def test_rebuilt_offset_index_gives_the_same_reads(new_log, log_dir):
     content = _fill(plog, 20)
     reads = {o: plog.read(o, 500) for o in range(plog.log_end_offset)}
     assert len(plog.active_segment.index) > 2
-    entries = list(zip(plog.active_segment.index.relative_offsets, plog.active_segment.index.positions))
+    entries = plog.active_segment.index.entries()
     plog.close()
     for p in log_files(log_dir, ".index"):
         p.unlink()
@@ -720,7 +720,7 @@ def test_rebuilt_offset_index_gives_the_same_reads(new_log, log_dir):
     assert {o: reopened.read(o, 500) for o in range(reopened.log_end_offset)} == reads
     assert keys_values(read_all(reopened)) == content
     # Recovery indexes the same batches the appends did.
-    assert list(zip(reopened.active_segment.index.relative_offsets, reopened.active_segment.index.positions)) == entries
+    assert reopened.active_segment.index.entries() == entries
 
 
 def _multi_segment_timestamped_log(new_log, config):
@@ -810,8 +810,11 @@ def test_index_file_formats(new_log, log_dir):
     for i in range(6):
         positions.append(plog.active_segment.size_bytes)
         plog.append(make_batch(2, ts=T0 + 100 * i, step=10, tag=f"i{i}"))
-    plog.flush(fsync=False)
     stem = f"{base:020d}"
+    # The active segment's index files are preallocated (sparse zeros past
+    # the entries), like Kafka's; closing trims them to their entries.
+    assert (log_dir / f"{stem}.index").stat().st_size == config.segment_index_bytes
+    plog.close()
     index_bytes = (log_dir / f"{stem}.index").read_bytes()
     time_bytes = (log_dir / f"{stem}.timeindex").read_bytes()
     assert OFFSET_ENTRY.size == 8 and TIME_ENTRY.size == 12

@@ -1,0 +1,52 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1 (Kafka 4's range).
+
+Per key: SET (0) sets the topic override, DELETE (1) removes it (deleting a
+key that is not set, even an unknown one, is a no-op), APPEND (2) and
+SUBTRACT (3) add or remove comma-separated items of a LIST config
+(``cleanup.policy``), starting from its default when there is no override;
+on any other key they answer INVALID_CONFIG. The resulting overrides are
+validated as for CreateTopics (INVALID_CONFIG), written to the metadata log
+as ConfigRecords and applied to the topic's partition logs at once.
+A resource that fails changes nothing: unknown topic
+UNKNOWN_TOPIC_OR_PARTITION; duplicate keys, a null value for SET/APPEND/SUBTRACT,
+an unknown operation or a resource given twice INVALID_REQUEST. BROKER
+resources answer INVALID_REQUEST: pybroker has no dynamic broker configs (set
+them in server.properties); BROKER_LOGGER (log levels) and other types are not
+supported either (INVALID_REQUEST). validate_only checks everything and writes
+nothing.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.alter_configs import install_live_topic_configs
+from controller.config_commands import ConfigChange, ConfigOp
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[44]
+R = struct_classes(API.response)
+
+
+def register(dispatcher, broker) -> None:
+    install_live_topic_configs(broker)
+
+    def handle(ctx, request):
+        changes = [
+            ConfigChange(r.resource_type, r.resource_name, [ConfigOp(c.name, c.config_operation, c.value) for c in r.configs])
+            for r in request.resources
+        ]
+        results = broker.controller.alter_configs(
+            changes, incremental=True, validate_only=request.validate_only, local_node_id=broker.node_id
+        )
+        responses = [
+            R.AlterConfigsResourceResponse(
+                error_code=result.error_code,
+                error_message=result.error_message,
+                resource_type=result.resource_type,
+                resource_name=result.resource_name,
+            )
+            for result in results
+        ]
+        return R.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+    dispatcher.register(API.key, 0, 1, handle)

@@ -1,0 +1,101 @@
+"""Checkpoint files in Kafka's text formats, written atomically.
+
+Offset checkpoints (``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint``), one per
+log directory::
+
+    0                 <- format version
+    2                 <- number of entries
+    orders 0 1234     <- topic partition offset
+    orders 1 99
+
+``leader-epoch-checkpoint``, one per partition directory, has the same header
+and ``epoch start_offset`` entries.
+
+Every write goes to a temporary file that is fsynced, renamed over the old
+file and followed by an fsync of the directory, so a crash leaves either the
+old or the new checkpoint, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CHECKPOINT_VERSION = 0
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+
+
+class CheckpointError(ValueError):
+    pass
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _format(entries: list[str]) -> bytes:
+    return (f"{CHECKPOINT_VERSION}\n{len(entries)}\n" + "".join(e + "\n" for e in entries)).encode()
+
+
+def _parse(path: Path, fields: int) -> list[list[str]]:
+    lines = Path(path).read_text().splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: missing header")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CheckpointError(f"{path}: unknown version {lines[0]!r}")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CheckpointError(f"{path}: bad entry count {lines[1]!r}") from None
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if count != len(entries) or any(len(e) != fields for e in entries):
+        raise CheckpointError(f"{path}: expected {count} entries of {fields} fields")
+    return entries
+
+
+def write_offsets(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    entries = [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+    write_atomically(Path(path), _format(entries))
+
+
+def read_offsets(path: Path) -> dict[tuple[str, int], int]:
+    """A missing file reads as empty; a malformed one raises CheckpointError."""
+    if not Path(path).exists():
+        return {}
+    try:
+        return {(t, int(p)): int(o) for t, p, o in _parse(path, 3)}
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
+
+
+def write_leader_epochs(path: Path, epochs: list[tuple[int, int]]) -> None:
+    write_atomically(Path(path), _format([f"{epoch} {start}" for epoch, start in epochs]))
+
+
+def read_leader_epochs(path: Path) -> list[tuple[int, int]]:
+    if not Path(path).exists():
+        return []
+    try:
+        return [(int(e), int(s)) for e, s in _parse(path, 2)]
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
