@@ -21,11 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str]:
+def start_broker(data_dir: Path, no_uvloop: bool = False) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker", "--log-level", "WARNING", "start",
-         "-o", "listeners=PLAINTEXT://127.0.0.1:0", "-o", "advertised.listeners=", "-o", f"log.dirs={data_dir}"],
+         "-o", "listeners=PLAINTEXT://127.0.0.1:0", "-o", "advertised.listeners=", "-o", f"log.dirs={data_dir}"]
+        + (["--no-uvloop"] if no_uvloop else []),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )
     deadline = time.monotonic() + 30
@@ -44,11 +45,12 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--acks", default="1")
+    parser.add_argument("--no-uvloop", action="store_true", help="run the broker on the standard asyncio loop (zero-copy sendfile)")
     args = parser.parse_args()
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     with tempfile.TemporaryDirectory() as tmp:
-        proc, bootstrap = start_broker(Path(tmp))
+        proc, bootstrap = start_broker(Path(tmp), args.no_uvloop)
         try:
             payload = b"x" * args.size
             producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10, "batch.size": 1_000_000,
@@ -82,7 +84,7 @@ def main() -> None:
             proc.terminate()
             proc.wait(30)
     mb = args.messages * args.size / 1e6
-    print(f"messages={args.messages} size={args.size}B acks={args.acks}")
+    print(f"messages={args.messages} size={args.size}B acks={args.acks} loop={'asyncio' if args.no_uvloop else 'uvloop'}")
     print(f"produce: {args.messages / produce_s:,.0f} msg/s  {mb / produce_s:,.1f} MB/s  ({produce_s:.2f} s)")
     print(f"consume: {received / consume_s:,.0f} msg/s  {received * args.size / 1e6 / consume_s:,.1f} MB/s  ({consume_s:.2f} s, {received} received)")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,9 @@ PENDING_REQUESTS_MAX = 64
 
 
 class KafkaConnection(asyncio.Protocol):
+    # Whether loop.sendfile worked so far; uvloop answers NotImplementedError.
+    _zero_copy_supported = True
+
     def __init__(self, dispatcher: "Dispatcher", max_frame_bytes: int, connections: set):
         self._dispatcher = dispatcher
         self._splitter = FrameSplitter(max_frame_bytes)
@@ -43,6 +47,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = "?"
         self._drained = asyncio.Event()
         self._drained.set()
+        self._zero_copy = KafkaConnection._zero_copy_supported
 
     # ----------------------------------------------------------------- asyncio.Protocol
 
@@ -104,6 +109,31 @@ class KafkaConnection(asyncio.Protocol):
         self._pending.append(b"")
         self._wakeup.set()
 
+    async def _write_with_externals(self, frame) -> None:
+        """Write a frame whose record fields are file ranges: with sendfile where
+        the event loop can (the standard asyncio loop), else by reading them."""
+        try:
+            loop = asyncio.get_running_loop()
+            written = 0
+            for position, value in frame.externals:
+                if position > written:
+                    self._transport.write(memoryview(frame)[written:position])
+                written = position
+                if self._zero_copy:
+                    try:
+                        with os.fdopen(os.dup(value.fd), "rb", closefd=True) as file:
+                            await loop.sendfile(self._transport, file, value.position, len(value), fallback=False)
+                        continue
+                    except (NotImplementedError, RuntimeError, asyncio.SendfileNotAvailableError):
+                        # uvloop and some transports cannot: copy from now on.
+                        KafkaConnection._zero_copy_supported = False
+                        self._zero_copy = False
+                self._transport.write(value.read_all())
+            if written < len(frame):
+                self._transport.write(memoryview(frame)[written:])
+        finally:
+            frame.close_externals()
+
     async def _serve(self) -> None:
         dispatcher = self._dispatcher
         try:
@@ -124,7 +154,10 @@ class KafkaConnection(asyncio.Protocol):
                 if response is dispatcher.CLOSE:
                     self.abort()
                     return
-                self._transport.write(response)
+                if getattr(response, "externals", None):
+                    await self._write_with_externals(response)
+                else:
+                    self._transport.write(response)
                 if not self._drained.is_set():
                     await self._drained.wait()
         except asyncio.CancelledError:

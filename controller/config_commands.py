@@ -97,12 +97,19 @@ def _check_resource(change: ConfigChange, *, incremental: bool, local_node_id: i
             except ValueError:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
             if node_id != local_node_id:
-                raise _Refused(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {local_node_id}, but received {name}")
+                raise _Refused(
+                    ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {local_node_id}, but received {name}"
+                )
         raise _Refused(ErrorCode.INVALID_REQUEST, DYNAMIC_BROKER_CONFIGS_UNSUPPORTED)
     if kind == RESOURCE_BROKER_LOGGER and incremental:
-        raise _Refused(ErrorCode.INVALID_REQUEST, "Changing broker log levels (BROKER_LOGGER resources) is not supported by pybroker.")
+        raise _Refused(
+            ErrorCode.INVALID_REQUEST,
+            "Changing broker log levels (BROKER_LOGGER resources) is not supported by pybroker.",
+        )
     if kind in _UNSUPPORTED_KNOWN_TYPES:
-        raise _Refused(ErrorCode.INVALID_REQUEST, f"{_UNSUPPORTED_KNOWN_TYPES[kind]} configs are not supported by pybroker.")
+        raise _Refused(
+            ErrorCode.INVALID_REQUEST, f"{_UNSUPPORTED_KNOWN_TYPES[kind]} configs are not supported by pybroker."
+        )
     # Legacy AlterConfigs never supported BROKER_LOGGER: Kafka answers it as unknown too.
     raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {kind}")
 
@@ -123,7 +130,9 @@ def _apply_ops(current: dict[str, str], ops: list[ConfigOp], *, incremental: boo
             new.pop(op.name, None)
         else:  # APPEND / SUBTRACT
             if not is_list_config(op.name):
-                raise _Refused(ErrorCode.INVALID_CONFIG, f"Can't {OP_NAMES[op.op]} to key {op.name} because its type is not LIST.")
+                raise _Refused(
+                    ErrorCode.INVALID_CONFIG, f"Can't {OP_NAMES[op.op]} to key {op.name} because its type is not LIST."
+                )
             start = new.get(op.name)
             parts = _list_parts(start if start is not None else TOPIC_CONFIG_KEYS[op.name].default)
             for item in _list_parts(op.value):
@@ -166,5 +175,7 @@ def plan_alter_configs(image: MetadataImage, change: ConfigChange, *, incrementa
     for name in sorted(set(current) | set(validated)):
         value = validated.get(name)
         if current.get(name) != value:
-            records.append(CONFIG_RECORD(resource_type=RESOURCE_TOPIC, resource_name=change.resource_name, name=name, value=value))
+            records.append(
+                CONFIG_RECORD(resource_type=RESOURCE_TOPIC, resource_name=change.resource_name, name=name, value=value)
+            )
     return result, records

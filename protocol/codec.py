@@ -194,7 +194,9 @@ def _type_writer(t: Type, version: int, flexible: bool, nullable: bool, where: s
                 write_string(out, v, flexible)
 
             return write_nonnull_string
-        if t is BYTES or t is RECORDS:
+        if t is RECORDS:
+            return _records_writer(flexible, nullable, where, version)
+        if t is BYTES:
             write_bytes = p.write_bytes
             if nullable:
                 return lambda out, v: write_bytes(out, v, flexible)
@@ -241,6 +243,33 @@ def _type_writer(t: Type, version: int, flexible: bool, nullable: bool, where: s
 
         return write_nullable_struct
     raise TypeError(f"unknown type {t!r}")
+
+
+def _records_writer(flexible: bool, nullable: bool, where: str, version: int) -> Writer:
+    """Record bytes, or an *external* value: any object with
+    ``is_external_bytes = True``, ``__len__`` and ``read_all()`` (a file range).
+    An external value is written as its length only, and handed to
+    ``out.add_external`` when the output can carry it (so the IO layer can
+    send it with sendfile); otherwise its bytes are read in."""
+    write_bytes = p.write_bytes
+    write_length = p.write_length
+
+    def write_records(out, v):
+        if v is None:
+            if not nullable:
+                raise ValueError(f"{where}: null is not allowed in version {version}")
+            write_bytes(out, None, flexible)
+        elif getattr(v, "is_external_bytes", False):
+            write_length(out, len(v), flexible)
+            add_external = getattr(out, "add_external", None)
+            if add_external is None:
+                out += v.read_all()
+            else:
+                add_external(v)
+        else:
+            write_bytes(out, v, flexible)
+
+    return write_records
 
 
 def struct_writer(st: Struct, version: int, flexible: bool) -> Writer:

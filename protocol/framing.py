@@ -99,13 +99,36 @@ def encode_request(api: Api, api_version: int, correlation_id: int, client_id: s
     return bytes(out)
 
 
-def encode_response(api: Api, api_version: int, correlation_id: int, body) -> bytearray:
+class ResponseFrame(bytearray):
+    """An encoded frame whose record fields may be external (e.g. file ranges):
+    ``externals`` lists ``(position, value)`` — the value's bytes belong at that
+    position of the frame, between ``self[:position]`` and what follows."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.externals: list[tuple[int, object]] = []
+
+    def add_external(self, value) -> None:
+        self.externals.append((len(self), value))
+
+    @property
+    def frame_bytes(self) -> int:
+        return len(self) + sum(len(v) for _, v in self.externals)
+
+    def close_externals(self) -> None:
+        for _, value in self.externals:
+            close = getattr(value, "close", None)
+            if close is not None:
+                close()
+
+
+def encode_response(api: Api, api_version: int, correlation_id: int, body) -> ResponseFrame:
     """The whole frame, size prefix included."""
     flexible = api_version in api.flexible
-    out = bytearray(SIZE_PREFIX_BYTES)
+    out = ResponseFrame(SIZE_PREFIX_BYTES)
     encode_response_header(out, response_header_version(api.key, flexible), correlation_id)
     encode_struct(api.response, api_version, flexible, body, out)
-    INT32.pack_into(out, 0, len(out) - SIZE_PREFIX_BYTES)
+    INT32.pack_into(out, 0, out.frame_bytes - SIZE_PREFIX_BYTES)
     return out
 
 

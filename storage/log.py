@@ -30,6 +30,7 @@ from protocol.records import (
     validate_batch,
 )
 from storage.producer_state import ProducerStateError, ProducerStateManager, last_sequence_of, next_sequence
+from storage.file_slice import FileSlice
 from storage.handle_pool import FileHandlePool
 from storage.segment import LogSegment
 
@@ -419,37 +420,47 @@ class PartitionLog:
         return max(bisect_right(self._segment_bases, offset) - 1, 0)
 
     def read(self, offset: int, max_bytes: int, *, upper_offset: int | None = None, oversized_first_batch: bool = True) -> bytes:
-        """Whole batches starting with the one holding ``offset``.
+        """Whole batches starting with the one holding ``offset``, as bytes (see :meth:`read_slice`)."""
+        file_slice = self.read_slice(offset, max_bytes, upper_offset=upper_offset, oversized_first_batch=oversized_first_batch)
+        if file_slice is None:
+            return b""
+        try:
+            return file_slice.read_all()
+        finally:
+            file_slice.close()
+
+    def read_slice(
+        self, offset: int, max_bytes: int, *, upper_offset: int | None = None, oversized_first_batch: bool = True
+    ) -> FileSlice | None:
+        """The file range of whole batches starting with the one holding ``offset``.
 
         At most ``max_bytes``, except that with ``oversized_first_batch`` a
         first batch larger than that is returned whole (so a consumer can
         always make progress); no batch that starts at or past
-        ``upper_offset`` (default: the high watermark).
+        ``upper_offset`` (default: the high watermark). Reads stay within one
+        segment, as Kafka's do. The caller closes the slice.
         """
         upper = self.high_watermark if upper_offset is None else upper_offset
         if offset >= upper:
-            return b""
+            return None
         index = self._segment_for(offset)
-        out = bytearray()
         while index < len(self.segments):
             segment = self.segments[index]
             found = segment.find_batch_position(offset)
             if found is not None:
-                start, first_size = found
+                start = found[0]
                 length = 0
-                for position, size, header in segment.headers_from(start):
+                for _, size, header in segment.headers_from(start):
                     if header.base_offset >= upper:
                         break
-                    if length + size > max_bytes - len(out) and (out or length or not oversized_first_batch):
+                    if length + size > max_bytes and (length or not oversized_first_batch):
                         break
                     length += size
-                if length:
-                    out += segment.read(start, length)
-                return bytes(out)
+                return FileSlice(segment.dup_fd(), start, length) if length else None
             index += 1
             if index < len(self.segments):
                 offset = self.segments[index].base_offset
-        return bytes(out)
+        return None
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms``."""

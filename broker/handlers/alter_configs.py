@@ -25,7 +25,7 @@ from storage.topic_config import log_config_from
 API = APIS_BY_KEY[33]
 R = struct_classes(API.response)
 
-_LIVE_CONFIG_BROKERS: "weakref.WeakSet" = weakref.WeakSet()
+_LIVE_CONFIG_BROKERS: weakref.WeakSet = weakref.WeakSet()
 
 
 def install_live_topic_configs(broker) -> None:

@@ -33,7 +33,8 @@ types.
 
 from __future__ import annotations
 
-from broker.config import BROKER_CONFIG_INFO, KEYS as BROKER_KEYS, format_broker_value
+from broker.config import BROKER_CONFIG_INFO, format_broker_value
+from broker.config import KEYS as BROKER_KEYS
 from controller.config_commands import RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP
 from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from controller.topic_commands import topic_name_error
@@ -117,7 +118,9 @@ def _default_value(name: str, kafka_default: str | None) -> str | None:
     return kafka_default
 
 
-def _broker_chain(config, dynamic: dict[str, str], names_and_defaults, primary: str) -> list[tuple[str, str | None, int]]:
+def _broker_chain(
+    config, dynamic: dict[str, str], names_and_defaults, primary: str
+) -> list[tuple[str, str | None, int]]:
     """Synonyms ``(name, value, source)`` of broker key ``primary`` in precedence order:
     dynamic, then static, then default values of each name."""
     chain: list[tuple[str, str | None, int]] = []
@@ -146,7 +149,9 @@ def _entry(name, value, source, synonyms, *, read_only, type_name, doc, include_
         is_default=source == SOURCE_DEFAULT,
         config_source=source,
         is_sensitive=False,
-        synonyms=[R.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in synonyms] if include_synonyms else [],
+        synonyms=[R.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in synonyms]
+        if include_synonyms
+        else [],
         config_type=CONFIG_TYPE_IDS.get(type_name, 0),
         documentation=doc if include_documentation else None,
     )
@@ -254,15 +259,20 @@ def describe_resource(broker, resource, include_synonyms: bool, include_document
             return cluster_default_entries(broker, resource, include_synonyms, include_documentation)
         if _broker_id(name) != broker.node_id:
             raise DescribeError(
-                ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
+                ErrorCode.INVALID_REQUEST,
+                f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}",
             )
         return broker_entries(broker, resource, include_synonyms, include_documentation)
     if kind == RESOURCE_BROKER_LOGGER:
         if not name:
             raise DescribeError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
         if _broker_id(name) != broker.node_id:
-            raise DescribeError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} but received {name}")
-        raise DescribeError(ErrorCode.INVALID_REQUEST, "Broker log levels (BROKER_LOGGER resources) are not supported by pybroker.")
+            raise DescribeError(
+                ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} but received {name}"
+            )
+        raise DescribeError(
+            ErrorCode.INVALID_REQUEST, "Broker log levels (BROKER_LOGGER resources) are not supported by pybroker."
+        )
     if kind in (RESOURCE_CLIENT_METRICS, RESOURCE_GROUP):
         label = "CLIENT_METRICS" if kind == RESOURCE_CLIENT_METRICS else "GROUP"
         raise DescribeError(ErrorCode.INVALID_REQUEST, f"{label} configs are not supported by pybroker.")

@@ -40,6 +40,7 @@ def register(dispatcher, broker) -> None:
         has_error = False
         keys = []
         responses = []
+        slices = []
         for fetch_topic in request.topics:
             topic = image.topic_by_id(fetch_topic.topic_id) if by_id else image.topics.get(fetch_topic.topic)
             partitions = []
@@ -76,10 +77,13 @@ def register(dispatcher, broker) -> None:
                 limit = min(fp.partition_max_bytes, remaining_bytes)
                 if limit <= 0 and total_bytes:
                     continue
-                data = plog.read(offset, max(limit, 0), oversized_first_batch=total_bytes == 0)
-                pd.records = data
-                total_bytes += len(data)
-                remaining_bytes -= len(data)
+                file_slice = plog.read_slice(offset, max(limit, 0), oversized_first_batch=total_bytes == 0)
+                if file_slice is not None:
+                    # Sent from the file by the connection (sendfile when it can).
+                    pd.records = file_slice
+                    slices.append(file_slice)
+                    total_bytes += len(file_slice)
+                    remaining_bytes -= len(file_slice)
             responses.append(
                 R.FetchableTopicResponse(
                     topic=fetch_topic.topic if not by_id else "",
@@ -87,20 +91,21 @@ def register(dispatcher, broker) -> None:
                     partitions=partitions,
                 )
             )
-        return R.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses), total_bytes, has_error, keys
+        response = R.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+        return response, total_bytes, has_error, keys, slices
 
     async def handle(ctx, request):
         if request.session_id != 0:
             return R.FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         while True:
-            response, total_bytes, has_error, keys = build(request, ctx.api_version)
+            response, total_bytes, has_error, keys, slices = build(request, ctx.api_version)
             remaining_s = deadline - time.monotonic()
-            if total_bytes >= request.min_bytes or has_error or remaining_s <= 0 or not keys:
+            if total_bytes >= request.min_bytes or has_error or remaining_s <= 0 or not keys or broker.stopping:
                 return response
+            for file_slice in slices:  # not enough yet: this answer is dropped
+                file_slice.close()
             if not await broker.partition_watch.wait_any(keys, remaining_s):
-                return build(request, ctx.api_version)[0]
-            if broker.stopping:
                 return build(request, ctx.api_version)[0]
 
     dispatcher.register(API.key, 4, 17, handle)

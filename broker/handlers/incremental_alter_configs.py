@@ -32,7 +32,9 @@ def register(dispatcher, broker) -> None:
 
     def handle(ctx, request):
         changes = [
-            ConfigChange(r.resource_type, r.resource_name, [ConfigOp(c.name, c.config_operation, c.value) for c in r.configs])
+            ConfigChange(
+                r.resource_type, r.resource_name, [ConfigOp(c.name, c.config_operation, c.value) for c in r.configs]
+            )
             for r in request.resources
         ]
         results = broker.controller.alter_configs(

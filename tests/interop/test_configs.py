@@ -72,7 +72,9 @@ IQ = struct_classes(INCREMENTAL.request)
 
 @pytest.fixture(scope="module")
 def cfg_broker(tmp_path_factory):
-    broker = BrokerProcess(tmp_path_factory.mktemp("configs-broker"), {"message.max.bytes": STATIC_MESSAGE_MAX_BYTES}).start()
+    broker = BrokerProcess(
+        tmp_path_factory.mktemp("configs-broker"), {"message.max.bytes": STATIC_MESSAGE_MAX_BYTES}
+    ).start()
     yield broker
     broker.stop()
 
@@ -128,7 +130,9 @@ def c_incremental(cadmin, topic, ops, *, validate_only=False, resource_type=None
 def raw_describe(bootstrap, resources, *, version=4, synonyms=True, documentation=True):
     """resources: [(type, name, keys or None)]; returns the response's results."""
     body = DQ.DescribeConfigsRequest(
-        resources=[DQ.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=k) for t, n, k in resources],
+        resources=[
+            DQ.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=k) for t, n, k in resources
+        ],
         include_synonyms=synonyms,
         include_documentation=documentation,
     )
@@ -163,7 +167,9 @@ def raw_alter(bootstrap, resources, *, validate_only=False, version=2):
     """Legacy AlterConfigs; resources: [(type, name, {key: value})]."""
     body = AQ.AlterConfigsRequest(
         resources=[
-            AQ.AlterConfigsResource(resource_type=t, resource_name=n, configs=[AQ.AlterableConfig(name=k, value=v) for k, v in cfg.items()])
+            AQ.AlterConfigsResource(
+                resource_type=t, resource_name=n, configs=[AQ.AlterableConfig(name=k, value=v) for k, v in cfg.items()]
+            )
             for t, n, cfg in resources
         ],
         validate_only=validate_only,
@@ -179,7 +185,11 @@ def batch_of(size: int) -> bytes:
 def overrides(cadmin, topic) -> dict[str, str]:
     from confluent_kafka.admin import ConfigSource, ResourceType
 
-    return {k: e.value for k, e in c_describe(cadmin, ResourceType.TOPIC, topic).items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    return {
+        k: e.value
+        for k, e in c_describe(cadmin, ResourceType.TOPIC, topic).items()
+        if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    }
 
 
 # --------------------------------------------------------------------------- DescribeConfigs
@@ -202,24 +212,43 @@ def test_confluent_describe_topic_lists_every_config_with_its_source(cfg_broker,
 def test_alter_shows_the_override_first_in_the_synonyms(cfg_broker, cadmin):
     topic = unique_topic("cfg-syn")
     create_topic(cfg_broker.bootstrap, topic)
-    assert c_incremental(cadmin, topic, [("max.message.bytes", "SET", "5000"), ("segment.bytes", "SET", "2097152")]) == NONE
+    assert (
+        c_incremental(cadmin, topic, [("max.message.bytes", "SET", "5000"), ("segment.bytes", "SET", "2097152")])
+        == NONE
+    )
     configs = raw_topic_configs(cfg_broker.bootstrap, topic)
 
     def chain(name):
         return [(s.name, s.value, s.source) for s in configs[name].synonyms]
 
-    assert (configs["max.message.bytes"].value, configs["max.message.bytes"].config_source) == ("5000", DYNAMIC_TOPIC_CONFIG)
+    assert (configs["max.message.bytes"].value, configs["max.message.bytes"].config_source) == (
+        "5000",
+        DYNAMIC_TOPIC_CONFIG,
+    )
     assert chain("max.message.bytes") == [
         ("max.message.bytes", "5000", DYNAMIC_TOPIC_CONFIG),
         ("message.max.bytes", STATIC_MESSAGE_MAX_BYTES, STATIC_BROKER_CONFIG),
         ("message.max.bytes", "1048588", DEFAULT_CONFIG),
     ]
-    assert chain("segment.bytes") == [("segment.bytes", "2097152", DYNAMIC_TOPIC_CONFIG), ("log.segment.bytes", "1073741824", DEFAULT_CONFIG)]
+    assert chain("segment.bytes") == [
+        ("segment.bytes", "2097152", DYNAMIC_TOPIC_CONFIG),
+        ("log.segment.bytes", "1073741824", DEFAULT_CONFIG),
+    ]
     assert chain("compression.type") == [("compression.type", "producer", DEFAULT_CONFIG)]
     # Kafka drops synonyms ahead of the primary broker key: log.roll.ms has no default.
     assert chain("segment.ms") == []
     assert configs["segment.ms"].config_source == DEFAULT_CONFIG
-    types = {name: configs[name].config_type for name in ("cleanup.policy", "segment.bytes", "segment.ms", "preallocate", "min.cleanable.dirty.ratio", "compression.type")}
+    types = {
+        name: configs[name].config_type
+        for name in (
+            "cleanup.policy",
+            "segment.bytes",
+            "segment.ms",
+            "preallocate",
+            "min.cleanable.dirty.ratio",
+            "compression.type",
+        )
+    }
     assert types == {
         "cleanup.policy": TYPE_LIST,
         "segment.bytes": TYPE_INT,
@@ -236,7 +265,11 @@ def test_alter_shows_the_override_first_in_the_synonyms(cfg_broker, cadmin):
 
     assert c_incremental(cadmin, topic, [("max.message.bytes", "DELETE", None)]) == NONE
     after = raw_topic_configs(cfg_broker.bootstrap, topic)["max.message.bytes"]
-    assert (after.value, after.config_source, after.synonyms[0].source) == (STATIC_MESSAGE_MAX_BYTES, STATIC_BROKER_CONFIG, STATIC_BROKER_CONFIG)
+    assert (after.value, after.config_source, after.synonyms[0].source) == (
+        STATIC_MESSAGE_MAX_BYTES,
+        STATIC_BROKER_CONFIG,
+        STATIC_BROKER_CONFIG,
+    )
 
 
 @pytest.mark.parametrize("version", range(5))
@@ -303,11 +336,16 @@ def test_describe_broker(cfg_broker, cadmin, kadmin):
     assert entries["message.max.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert entries["listeners"].value == "PLAINTEXT://127.0.0.1:0"
     assert entries["listeners"].source == ConfigSource.STATIC_BROKER_CONFIG.value
-    assert (entries["num.partitions"].value, entries["num.partitions"].source) == ("1", ConfigSource.DEFAULT_CONFIG.value)
+    assert (entries["num.partitions"].value, entries["num.partitions"].source) == (
+        "1",
+        ConfigSource.DEFAULT_CONFIG.value,
+    )
     assert entries["auto.create.topics.enable"].value == "true"
     assert all(e.is_read_only for e in entries.values())
 
-    result = kadmin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1", ["node.id", "log.segment.bytes", "bogus"])], config_filter="all")
+    result = kadmin.describe_configs(
+        [ConfigResource(ConfigResourceType.BROKER, "1", ["node.id", "log.segment.bytes", "bogus"])], config_filter="all"
+    )
     got = result["broker"]["1"]
     assert set(got) == {"node.id", "log.segment.bytes"}
     assert (got["node.id"]["value"], got["node.id"]["config_type"]) == ("1", "INT")
@@ -324,11 +362,16 @@ def test_describe_broker(cfg_broker, cadmin, kadmin):
 def test_confluent_incremental_set_delete_append_subtract(cfg_broker, cadmin):
     topic = unique_topic("cfg-incr")
     create_topic(cfg_broker.bootstrap, topic, configs={"retention.ms": "1000"})
-    assert c_incremental(cadmin, topic, [("segment.ms", "SET", "60000"), ("cleanup.policy", "APPEND", "compact")]) == NONE
+    assert (
+        c_incremental(cadmin, topic, [("segment.ms", "SET", "60000"), ("cleanup.policy", "APPEND", "compact")]) == NONE
+    )
     got = overrides(cadmin, topic)
     assert set(got["cleanup.policy"].split(",")) == {"compact", "delete"}
     assert (got["segment.ms"], got["retention.ms"]) == ("60000", "1000")
-    assert c_incremental(cadmin, topic, [("cleanup.policy", "SUBTRACT", "delete"), ("retention.ms", "DELETE", None)]) == NONE
+    assert (
+        c_incremental(cadmin, topic, [("cleanup.policy", "SUBTRACT", "delete"), ("retention.ms", "DELETE", None)])
+        == NONE
+    )
     assert overrides(cadmin, topic) == {"cleanup.policy": "compact", "segment.ms": "60000"}
     assert c_incremental(cadmin, topic, [("segment.ms", "DELETE", None), ("cleanup.policy", "DELETE", None)]) == NONE
     assert overrides(cadmin, topic) == {}
@@ -363,23 +406,47 @@ def test_kafka_python_describe_and_alter(cfg_broker, kadmin):
     create_topic(cfg_broker.bootstrap, topic)
     assert kadmin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]) == {"topic": {topic: {}}}
     # IncrementalAlterConfigs (kafka-python's default when the broker has it).
-    result = kadmin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"segment.ms": "60000", "cleanup.policy": (AlterConfigOp.APPEND, "compact")})])
+    result = kadmin.alter_configs(
+        [
+            ConfigResource(
+                ConfigResourceType.TOPIC,
+                topic,
+                {"segment.ms": "60000", "cleanup.policy": (AlterConfigOp.APPEND, "compact")},
+            )
+        ]
+    )
     assert result == {"topic": {topic: "OK"}}
     # Legacy AlterConfigs: kafka-python re-sends the modified keys it read first.
-    result = kadmin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "3600000"})], incremental=False)
+    result = kadmin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "3600000"})], incremental=False
+    )
     assert result == {"topic": {topic: "OK"}}
-    modified = kadmin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], include_synonyms=True)["topic"][topic]
-    assert {k: v["value"] for k, v in modified.items()} == {"segment.ms": "60000", "cleanup.policy": "compact,delete", "retention.ms": "3600000"}
+    modified = kadmin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], include_synonyms=True)[
+        "topic"
+    ][topic]
+    assert {k: v["value"] for k, v in modified.items()} == {
+        "segment.ms": "60000",
+        "cleanup.policy": "compact,delete",
+        "retention.ms": "3600000",
+    }
     assert {v["config_source"] for v in modified.values()} == {"DYNAMIC_TOPIC_CONFIG"}
-    assert modified["retention.ms"]["synonyms"][0] == {"name": "retention.ms", "value": "3600000", "source": "DYNAMIC_TOPIC_CONFIG"}
-    everything = kadmin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")["topic"][topic]
+    assert modified["retention.ms"]["synonyms"][0] == {
+        "name": "retention.ms",
+        "value": "3600000",
+        "source": "DYNAMIC_TOPIC_CONFIG",
+    }
+    everything = kadmin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")[
+        "topic"
+    ][topic]
     assert set(everything) == set(TOPIC_CONFIG_KEYS)
     assert everything["max.message.bytes"]["config_source"] == "STATIC_BROKER_CONFIG"
 
     bad = kadmin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "forever"})])
     assert bad["topic"][topic].startswith("[Error 40]")
     missing = unique_topic("cfg-kp-missing")
-    result = kadmin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, missing, {"retention.ms": "1"})], raise_on_unknown=False)
+    result = kadmin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, missing, {"retention.ms": "1"})], raise_on_unknown=False
+    )
     assert result["topic"][missing].startswith("[Error 3]")
 
 
@@ -395,7 +462,10 @@ def test_alter_errors(cfg_broker, cadmin):
     assert c_incremental(cadmin, topic, [("no.such.config", "SET", "1")]) == INVALID_CONFIG
     assert c_incremental(cadmin, topic, [("segment.bytes", "APPEND", "1")]) == INVALID_CONFIG
     assert c_incremental(cadmin, topic, [("retention.ms", "SUBTRACT", "1000")]) == INVALID_CONFIG
-    assert c_incremental(cadmin, "1", [("num.partitions", "SET", "3")], resource_type=ResourceType.BROKER) == INVALID_REQUEST
+    assert (
+        c_incremental(cadmin, "1", [("num.partitions", "SET", "3")], resource_type=ResourceType.BROKER)
+        == INVALID_REQUEST
+    )
     # Nothing of the failed requests was applied.
     assert overrides(cadmin, topic) == {"retention.ms": "1000"}
 
@@ -416,7 +486,9 @@ def test_alter_errors(cfg_broker, cadmin):
     ]
     assert responses[0].error_message == "Can't APPEND to key segment.bytes because its type is not LIST."
     assert "not supported" in responses[1].error_message
-    [legacy_missing, legacy_broker] = raw_alter(cfg_broker.bootstrap, [(TOPIC, missing, {"segment.ms": "1"}), (BROKER, "1", {"num.partitions": "3"})])
+    [legacy_missing, legacy_broker] = raw_alter(
+        cfg_broker.bootstrap, [(TOPIC, missing, {"segment.ms": "1"}), (BROKER, "1", {"num.partitions": "3"})]
+    )
     assert (legacy_missing.error_code, legacy_broker.error_code) == (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST)
 
 
@@ -459,7 +531,10 @@ def test_configs_survive_a_restart(broker_factory, tmp_path):
     topic = unique_topic("cfg-restart")
     create_topic(first.bootstrap, topic)
     admin = AdminClient({"bootstrap.servers": first.bootstrap})
-    assert c_incremental(admin, topic, [("max.message.bytes", "SET", "1000"), ("cleanup.policy", "SET", "compact")]) == NONE
+    assert (
+        c_incremental(admin, topic, [("max.message.bytes", "SET", "1000"), ("cleanup.policy", "SET", "compact")])
+        == NONE
+    )
     first.stop()
 
     second = broker_factory(data_dir=data_dir)

@@ -9,7 +9,8 @@ import uuid
 
 import pytest
 
-from broker.config import BROKER_CONFIG_INFO, KEYS as BROKER_KEYS
+from broker.config import BROKER_CONFIG_INFO
+from broker.config import KEYS as BROKER_KEYS
 from controller.config_commands import (
     OP_APPEND,
     OP_DELETE,
@@ -74,7 +75,10 @@ def test_set_normalises_like_create_topics():
 
 def test_delete_removes_the_override_and_deleting_an_absent_key_is_a_no_op():
     image = image_with(configs={"retention.ms": "1000", "segment.ms": "5000"})
-    result, records = plan(image, [("retention.ms", OP_DELETE, None), ("max.message.bytes", OP_DELETE, None), ("no.such.key", OP_DELETE, None)])
+    result, records = plan(
+        image,
+        [("retention.ms", OP_DELETE, None), ("max.message.bytes", OP_DELETE, None), ("no.such.key", OP_DELETE, None)],
+    )
     assert result.error_code == ErrorCode.NONE
     assert as_changes(records) == {(RESOURCE_TOPIC, "t", "retention.ms"): None}
     assert applied(image, records) == {"segment.ms": "5000"}
@@ -94,7 +98,9 @@ def test_subtract_removes_items_and_refuses_an_empty_policy():
     _, records = plan(image, [("cleanup.policy", OP_SUBTRACT, "delete")])
     assert applied(image, records) == {"cleanup.policy": "compact"}
     # Subtracting what is not there changes nothing.
-    result, records = plan(image_with(configs={"cleanup.policy": "compact"}), [("cleanup.policy", OP_SUBTRACT, "delete")])
+    result, records = plan(
+        image_with(configs={"cleanup.policy": "compact"}), [("cleanup.policy", OP_SUBTRACT, "delete")]
+    )
     assert result.error_code == ErrorCode.NONE and records == []
     result, records = plan(image, [("cleanup.policy", OP_SUBTRACT, "compact,delete")])
     assert result.error_code == ErrorCode.INVALID_CONFIG and records == []
@@ -155,7 +161,11 @@ def test_unknown_topic_is_checked_after_the_configs():
 
 @pytest.mark.parametrize(
     "name, code",
-    [("", ErrorCode.INVALID_REQUEST), ("bad/name", ErrorCode.INVALID_TOPIC_EXCEPTION), ("a" * 250, ErrorCode.INVALID_TOPIC_EXCEPTION)],
+    [
+        ("", ErrorCode.INVALID_REQUEST),
+        ("bad/name", ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("a" * 250, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ],
 )
 def test_topic_resource_names_are_checked(name, code):
     result, records = plan(image_with(), [("segment.ms", OP_SET, "1000")], name=name)
@@ -176,7 +186,9 @@ def test_topic_resource_names_are_checked(name, code):
     ],
 )
 def test_other_resources_are_refused(incremental, kind, name, fragment):
-    result, records = plan(image_with(), [("num.partitions", OP_SET, "3")], name=name, kind=kind, incremental=incremental)
+    result, records = plan(
+        image_with(), [("num.partitions", OP_SET, "3")], name=name, kind=kind, incremental=incremental
+    )
     assert (result.error_code, records) == (ErrorCode.INVALID_REQUEST, [])
     assert fragment in result.error_message
     assert (result.resource_type, result.resource_name) == (kind, name)
@@ -185,7 +197,9 @@ def test_other_resources_are_refused(incremental, kind, name, fragment):
 def test_broker_logger_is_refused_and_unknown_to_legacy_alter_configs():
     result, _ = plan(image_with(), [("kafka", OP_SET, "DEBUG")], name="1", kind=RESOURCE_BROKER_LOGGER)
     assert result.error_code == ErrorCode.INVALID_REQUEST and "BROKER_LOGGER" in result.error_message
-    result, _ = plan(image_with(), [("kafka", OP_SET, "DEBUG")], name="1", kind=RESOURCE_BROKER_LOGGER, incremental=False)
+    result, _ = plan(
+        image_with(), [("kafka", OP_SET, "DEBUG")], name="1", kind=RESOURCE_BROKER_LOGGER, incremental=False
+    )
     assert (result.error_code, result.error_message) == (ErrorCode.INVALID_REQUEST, "Unknown resource type 8")
 
 
@@ -194,7 +208,9 @@ def test_broker_logger_is_refused_and_unknown_to_legacy_alter_configs():
 
 def test_legacy_alter_replaces_every_override():
     image = image_with(configs={"retention.ms": "1000", "segment.ms": "5000"})
-    result, records = plan(image, [("segment.ms", OP_SET, "6000"), ("max.message.bytes", OP_SET, "2048")], incremental=False)
+    result, records = plan(
+        image, [("segment.ms", OP_SET, "6000"), ("max.message.bytes", OP_SET, "2048")], incremental=False
+    )
     assert result.error_code == ErrorCode.NONE
     assert as_changes(records) == {
         (RESOURCE_TOPIC, "t", "max.message.bytes"): "2048",
@@ -254,12 +270,16 @@ def test_controller_commits_and_replays_config_changes(controllers):
     seen = []
     c.subscribe(lambda old, new: seen.append((dict(old.topics["t"].configs), dict(new.topics["t"].configs))))
     [result] = c.alter_configs(
-        [topic_change("t", ("segment.bytes", OP_SET, "1048576"), ("retention.ms", OP_DELETE, None))], incremental=True, local_node_id=NODE
+        [topic_change("t", ("segment.bytes", OP_SET, "1048576"), ("retention.ms", OP_DELETE, None))],
+        incremental=True,
+        local_node_id=NODE,
     )
     assert result.error_code == ErrorCode.NONE
     assert dict(c.image.topics["t"].configs) == {"segment.bytes": "1048576"}
     assert seen == [({"retention.ms": "1000"}, {"segment.bytes": "1048576"})]
-    [result] = c.alter_configs([topic_change("t", ("cleanup.policy", OP_SET, "compact"))], incremental=False, local_node_id=NODE)
+    [result] = c.alter_configs(
+        [topic_change("t", ("cleanup.policy", OP_SET, "compact"))], incremental=False, local_node_id=NODE
+    )
     assert result.error_code == ErrorCode.NONE
     c.close()
     reopened = controllers()
@@ -280,7 +300,9 @@ def test_validate_only_checks_everything_and_writes_nothing(controllers):
     )
     assert [r.error_code for r in results] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     assert c.image is before_image and c._log.log_end_offset == before_end and seen == []
-    [result] = c.alter_configs([topic_change("t", ("segment.ms", OP_SET, "x"))], incremental=False, validate_only=True, local_node_id=NODE)
+    [result] = c.alter_configs(
+        [topic_change("t", ("segment.ms", OP_SET, "x"))], incremental=False, validate_only=True, local_node_id=NODE
+    )
     assert result.error_code == ErrorCode.INVALID_CONFIG
 
 
@@ -312,7 +334,9 @@ def test_a_resource_named_twice_is_refused_every_time(controllers):
         incremental=True,
         local_node_id=NODE,
     )
-    assert [(r.error_code, r.error_message) for r in results] == [(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")] * 2
+    assert [(r.error_code, r.error_message) for r in results] == [
+        (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+    ] * 2
     assert dict(c.image.topics["t"].configs) == {}
 
 

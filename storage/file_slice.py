@@ -1,0 +1,48 @@
+"""A byte range of a segment file, handed to the network layer unread.
+
+The broker can send it with ``sendfile`` (zero-copy) or read it when the
+transport cannot; the protocol encoder treats it as opaque record bytes (see
+``is_external_bytes`` in :mod:`protocol.codec`). It owns a duplicated file
+descriptor, so it stays readable even if the handle pool closes the segment's
+own descriptor or retention deletes the file; whoever ends up with it closes it.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class FileSlice:
+    __slots__ = ("fd", "position", "length")
+
+    is_external_bytes = True
+
+    def __init__(self, fd: int, position: int, length: int):
+        self.fd = fd
+        self.position = position
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read_all(self) -> bytes:
+        data = os.pread(self.fd, self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(f"segment shrank under a read: wanted {self.length} bytes, got {len(data)}")
+        return data
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self):  # a last resort: every path that takes a slice closes it
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
+
+    def __repr__(self) -> str:
+        return f"FileSlice(position={self.position}, length={self.length})"

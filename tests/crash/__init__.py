@@ -1,0 +1,1 @@
+"""Crash tests: real broker processes killed with SIGKILL and restarted on the same data."""
