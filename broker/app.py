@@ -113,11 +113,17 @@ class Broker:
                     self.partition_watch.notify((name, partition))
         for name, topic in new.topics.items():
             previous = old.topics.get(name)
-            if previous is not None and previous.topic_id == topic.topic_id and previous.partitions.keys() == topic.partitions.keys():
+            same_topic = previous is not None and previous.topic_id == topic.topic_id
+            if same_topic and previous.partitions.keys() == topic.partitions.keys() and previous.configs == topic.configs:
                 continue
             log_config = log_config_from(self.topic_config(topic))
             for partition in topic.partitions.values():
-                if self.node_id in partition.replicas:
+                if self.node_id not in partition.replicas:
+                    continue
+                if same_topic and partition.partition_id in previous.partitions:
+                    # A config change reaches the log at once (opened or not).
+                    self.logs.set_config(name, partition.partition_id, log_config)
+                else:
                     self.logs.register(name, partition.partition_id, log_config)
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:

@@ -15,45 +15,14 @@ Kafka. validate_only checks everything and writes nothing.
 
 from __future__ import annotations
 
-import weakref
 
 from controller.config_commands import OP_SET, ConfigChange, ConfigOp
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
-from storage.topic_config import log_config_from
 
 API = APIS_BY_KEY[33]
 R = struct_classes(API.response)
 
-_LIVE_CONFIG_BROKERS: weakref.WeakSet = weakref.WeakSet()
-
-
-def install_live_topic_configs(broker) -> None:
-    """Make committed topic config changes reach the partition logs at once.
-
-    ``Broker._on_metadata_change`` reacts only to partition-set changes; until it
-    also handles config changes, this listener gives every partition log of a
-    topic whose overrides changed its new LogConfig. Installed once per broker.
-    """
-    if broker in _LIVE_CONFIG_BROKERS:
-        return
-    _LIVE_CONFIG_BROKERS.add(broker)
-
-    def on_metadata_change(old, new) -> None:
-        for name, topic in new.topics.items():
-            previous = old.topics.get(name)
-            if previous is None or previous.topic_id != topic.topic_id or previous.configs == topic.configs:
-                continue
-            log_config = log_config_from(broker.topic_config(topic))
-            set_config = getattr(broker.logs, "set_config", None)
-            for partition in topic.partitions:
-                if set_config is not None:
-                    # Also reaches a registered log that is not open yet.
-                    set_config(name, partition, log_config)
-                elif (plog := broker.partition_log(name, partition)) is not None:
-                    plog.config = log_config
-
-    broker.controller.subscribe(on_metadata_change)
 
 
 def responses(results):
@@ -69,7 +38,6 @@ def responses(results):
 
 
 def register(dispatcher, broker) -> None:
-    install_live_topic_configs(broker)
 
     def handle(ctx, request):
         changes = [

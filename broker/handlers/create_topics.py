@@ -10,33 +10,31 @@ topic config with its source; from v7 the topic id.
 
 from __future__ import annotations
 
+from types import MappingProxyType, SimpleNamespace
+
+from broker.handlers.describe_configs import topic_entries
+from controller.metadata.image import TopicImage
 from controller.topic_commands import CreateTopicSpec
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import ZERO_UUID, struct_classes
-from storage.topic_config import TOPIC_CONFIG_KEYS
 
 API = APIS_BY_KEY[19]
 R = struct_classes(API.response)
 
-# DescribeConfigs config sources.
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
 
 
 def register(dispatcher, broker) -> None:
-    def config_entries(overrides: dict[str, str]):
-        entries = []
-        for name, key in sorted(TOPIC_CONFIG_KEYS.items()):
-            if name in overrides:
-                value, source = overrides[name], SOURCE_DYNAMIC_TOPIC
-            elif name in broker.topic_defaults:
-                value, source = broker.topic_defaults[name], SOURCE_STATIC_BROKER
-            else:
-                value, source = key.default, SOURCE_DEFAULT
-            entries.append(R.CreatableTopicConfigs(name=name, value=value, read_only=False, config_source=source, is_sensitive=False))
-        return entries
+    def config_entries(name: str, overrides: dict[str, str]):
+        # The same values and sources DescribeConfigs reports for the topic.
+        topic = TopicImage(name, ZERO_UUID, configs=MappingProxyType(dict(overrides)))
+        every_key = SimpleNamespace(configuration_keys=None)
+        return [
+            R.CreatableTopicConfigs(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source, is_sensitive=e.is_sensitive
+            )
+            for e in topic_entries(broker, topic, every_key, include_synonyms=False, include_documentation=False)
+        ]
 
     def handle(ctx, request):
         specs = []
@@ -62,7 +60,7 @@ def register(dispatcher, broker) -> None:
                     error_message=result.error_message,
                     num_partitions=result.num_partitions if ok else -1,
                     replication_factor=result.replication_factor if ok else -1,
-                    configs=config_entries(result.configs) if ok else None,
+                    configs=config_entries(result.name, result.configs) if ok else None,
                 )
             )
         return R.CreateTopicsResponse(throttle_time_ms=0, topics=topics)

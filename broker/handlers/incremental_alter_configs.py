@@ -18,7 +18,6 @@ nothing.
 
 from __future__ import annotations
 
-from broker.handlers.alter_configs import install_live_topic_configs
 from controller.config_commands import ConfigChange, ConfigOp
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -28,7 +27,6 @@ R = struct_classes(API.response)
 
 
 def register(dispatcher, broker) -> None:
-    install_live_topic_configs(broker)
 
     def handle(ctx, request):
         changes = [

@@ -36,6 +36,8 @@ import os
 import random
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -55,7 +57,7 @@ from storage.checkpoint import (
 from storage.dump import DumpOptions, DumpStats, dump_offset_index, dump_time_index
 from storage.handle_pool import FileHandlePool
 from storage.log import LogConfig, PartitionLog
-from tests.conftest import wait_until
+from tests.conftest import PROJECT_ROOT, wait_until
 from tests.interop._support import create_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -69,6 +71,7 @@ FIRST_ACK_TIMEOUT_S = 30.0
 ROUND_PRODUCE_LIMIT = 60_000  # messages one round's producer may send at most
 ROUND_TIME_LIMIT_S = 60.0
 FINAL_MESSAGES = 500
+EARLY_KILL_CHANCE = 0.25  # of also killing a broker during its start-up before a round
 
 OVERRIDES = {
     "log.flush.interval.messages": "1",  # durable mode: fsync before acknowledging
@@ -118,10 +121,12 @@ class RoundProducer(threading.Thread):
     """One round's producer: sends ids from ``first_id`` on until stopped, then
     purges whatever is still queued or in flight so nothing outlives the round."""
 
-    def __init__(self, bootstrap: str, first_id: int, ledger: Ledger, seed: int):
+    def __init__(self, bootstrap: str, first_id: int, ledger: Ledger, seed: int, *, limit: int = ROUND_PRODUCE_LIMIT, drain: bool = False):
         super().__init__(daemon=True, name=f"producer-{first_id}")
         self.bootstrap = bootstrap
         self.first_id = first_id
+        self.limit = limit
+        self.drain = drain  # wait for every delivery report before purging (no kill coming)
         self.next_id = first_id
         self.ledger = ledger
         self.rng = random.Random(seed)
@@ -159,9 +164,9 @@ class RoundProducer(threading.Thread):
             while (
                 not self.stop_event.is_set()
                 and time.monotonic() < deadline
-                and self.next_id - self.first_id < ROUND_PRODUCE_LIMIT
+                and self.next_id - self.first_id < self.limit
             ):
-                for _ in range(20):
+                for _ in range(min(20, self.limit - (self.next_id - self.first_id))):
                     msg_id = self.next_id
                     try:
                         producer.produce(
@@ -180,6 +185,8 @@ class RoundProducer(threading.Thread):
         except BaseException as exc:
             self.error = exc
         finally:
+            if self.drain:
+                producer.flush(30)
             # The broker is gone (or going): fail everything this producer still
             # holds, so no retry of it can reach the next broker incarnation.
             producer.purge(in_queue=True, in_flight=True)
@@ -209,15 +216,15 @@ class SegmentCache:
     """Decoded records of sealed segments, so each round only decodes what changed."""
 
     def __init__(self):
-        self._cache: dict[Path, tuple[int, list, int]] = {}
+        self._cache: dict[Path, tuple[tuple[int, int], list]] = {}
 
-    def decode(self, path: Path, data: bytes, allow_tail: bool):
-        """(records, next_offset_after_last_batch, valid_bytes) of a segment."""
+    def decode(self, path: Path, data: bytes):
+        """The records of a segment's whole batches (CRCs checked)."""
         key = (len(data), hash(data[-4096:]))
         cached = self._cache.get(path)
         if cached is not None and cached[0] == key:
             return cached[1]
-        records = decode_records(data, verify_crc=True, allow_truncated_tail=allow_tail)
+        records = decode_records(data, verify_crc=True)
         self._cache[path] = (key, records)
         return records
 
@@ -259,7 +266,7 @@ def check_partition_files(pdir: Path, cache: SegmentCache, *, strict: bool) -> D
             torn = len(data) - valid_end
         if i < len(logs) - 1:
             assert data, f"{path}: an empty segment that is not the last one"
-        for record in cache.decode(path, data[:valid_end], allow_tail=False):
+        for record in cache.decode(path, data[:valid_end]):
             msg_id = message_id(record.value)
             assert msg_id not in ids, f"{pdir.name}: message {msg_id} at offsets {ids[msg_id]} and {record.offset}"
             ids[msg_id] = record.offset
@@ -436,19 +443,18 @@ def test_kill9_rounds_keep_every_acknowledged_message(broker_factory, tmp_path):
     started = time.monotonic()
 
     for round_no in range(ROUNDS):
+        if round_no > 0 and rng.random() < EARLY_KILL_CHANCE and expected_cuts is None:
+            # A kill while the broker is still starting (recovering) or has only just started.
+            delay = rng.uniform(0.05, 0.8)
+            early = kill_early(data_dir, delay)
+            states = check_disk(log_dir, ledger, cache, strict=False, seed=seed)
+            print(f"round {round_no:2d}: killed {delay:.2f}s after exec ({early}); log ends {[s.next_offset for s in states]}")
         broker = broker_factory(OVERRIDES, data_dir=data_dir)
         assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists(), "the clean-shutdown marker exists while the broker runs"
         if round_no == 0:
             create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         if expected_cuts is not None:
-            # The torn tails written while it was down: cut, exactly, and
-            # everything acknowledged before is served.
-            text = broker.log_text()
-            for name, count in expected_cuts.items():
-                assert re.search(rf"{re.escape(name)}: cut {count} bytes of a torn or corrupt tail", text), (
-                    f"no report of cutting {count} bytes from {name}:\n{text[-3000:]}"
-                )
-            check_consumed(consume_all(broker.bootstrap), ledger, seed)
+            check_cuts(broker, expected_cuts, ledger, seed)
             expected_cuts = None
 
         producer = RoundProducer(broker.bootstrap, next_id, ledger, rng.randrange(2**32))
@@ -491,18 +497,17 @@ def test_kill9_rounds_keep_every_acknowledged_message(broker_factory, tmp_path):
             else:
                 torn_round += 1
 
-    assert expected_cuts is None and torn_round < ROUNDS, "the torn-tail round never ran"
+    assert torn_round < ROUNDS, "the torn-tail round never ran"
 
     # A final incarnation: it must take writes normally, then stop cleanly.
     broker = broker_factory(OVERRIDES, data_dir=data_dir)
-    final = RoundProducer(broker.bootstrap, next_id, ledger, rng.randrange(2**32))
-    final_target = next_id + FINAL_MESSAGES
+    if expected_cuts is not None:
+        check_cuts(broker, expected_cuts, ledger, seed)
+        expected_cuts = None
+    final = RoundProducer(broker.bootstrap, next_id, ledger, rng.randrange(2**32), limit=FINAL_MESSAGES, drain=True)
     final.start()
-    wait_until(lambda: final.next_id >= final_target or final.error is not None, 30)
-    final.stop_event.set()
-    # Let the last sends finish before the producer purges: wait for their acknowledgements.
-    wait_until(lambda: not (ledger.sent - set(ledger.acked) - set(ledger.failed)) or final.error is not None, 30)
-    final.join(30)
+    final.join(90)
+    assert not final.is_alive(), "the final producer did not finish"
     assert final.error is None and final.fatal is None, f"final producer: {final.error!r} {final.fatal}"
     with ledger.lock:
         unresolved = ledger.sent - set(ledger.acked) - set(ledger.failed)
@@ -534,6 +539,40 @@ def test_kill9_rounds_keep_every_acknowledged_message(broker_factory, tmp_path):
     )
 
 
+def kill_early(data_dir: Path, delay_s: float) -> str:
+    """Start ``pybroker start`` on ``data_dir`` and SIGKILL it after ``delay_s``,
+    whatever it is doing then; says whether it had announced itself."""
+    cmd = [sys.executable, "-m", "broker", "start"]
+    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "", "log.dirs": str(data_dir / "logs"), **OVERRIDES}
+    for key, value in overrides.items():
+        cmd += ["--override", f"{key}={value}"]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    with open(data_dir / "early-kill.out", "w+") as out:
+        process = subprocess.Popen(cmd, cwd=data_dir, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            time.sleep(delay_s)
+        finally:
+            process.kill()
+            process.wait(15)
+        out.seek(0)
+        text = out.read()
+    if "pybroker started" in text:
+        return "after start-up"
+    return "during start-up"
+
+
+def check_cuts(broker, expected_cuts: dict[str, int], ledger: Ledger, seed: int) -> None:
+    """The tails torn by hand while the broker was down were cut, exactly, and
+    everything acknowledged before is served."""
+    text = broker.log_text()
+    for name, count in expected_cuts.items():
+        assert re.search(rf"{re.escape(name)}: cut {count} bytes of a torn or corrupt tail", text), (
+            f"no report of cutting {count} bytes from {name}:\n{text[-3000:]}"
+        )
+    check_consumed(consume_all(broker.bootstrap), ledger, seed)
+
+
 def read_every_offset(pdir: Path, state: DiskState) -> None:
     """Every offset is found through the (trusted, clean) indexes, then once more
     after a full recovery, which must find nothing to cut."""
@@ -558,7 +597,6 @@ def read_every_offset(pdir: Path, state: DiskState) -> None:
                 assert message_id(r.value) == by_offset[r.offset]
             # Every offset inside the batch must land on the same batch.
             for inner in range(offset + 1, last + 1):
-                found = plog.active_segment if False else None
                 assert plog.read(inner, 1)[:12] == data[:12], f"{pdir.name}: read({inner}) missed its batch"
             offset = last + 1
     finally:

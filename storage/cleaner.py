@@ -1,0 +1,521 @@
+"""Log compaction (``cleanup.policy=compact``): Kafka's log cleaner, one partition at a time.
+
+Pure and synchronous: :func:`clean_log` reads the partition's non-active
+segments, writes cleaned copies next to them and swaps them in with
+:meth:`PartitionLog.replace_segments`. The caller decides when to run it
+(Kafka's ``LogCleanerManager``), stores the returned ``first_dirty_offset``
+(Kafka's ``cleaner-offset-checkpoint``) and passes it back next time.
+
+What one cleaning does, as Kafka's ``Cleaner.doClean`` does it:
+
+1. The cleanable range is ``[first_dirty_offset, first_uncleanable_offset)``:
+   it starts at the checkpoint (the log start offset when there is none or it
+   is out of range) and stops at the smallest of the high watermark, the
+   active segment's base offset and, when ``min.compaction.lag.ms > 0``, the
+   base offset of the first segment at or after the checkpoint whose largest
+   timestamp is newer than ``now - min.compaction.lag.ms``.
+   Nothing happens when the range is empty or, unless ``force``, when its
+   share of the log (the dirty ratio) is below ``min_cleanable_ratio``.
+2. An offset map ``key -> latest offset`` is built over the dirty range only
+   (control batches skipped). It holds at most ``max_map_entries`` keys; when
+   it is full, the cleaning covers only the prefix of the dirty range that
+   was mapped, and the returned checkpoint says where the next one resumes.
+   ``latest_offset`` is the last offset the map covers.
+3. Every segment from the start of the log whose base offset is at or below
+   ``latest_offset`` is recopied (the already clean part too, so that keys
+   rewritten in the dirty part disappear from it). Consecutive segments are
+   merged into one output segment while their total size stays within
+   ``segment.bytes`` (and their indexes within ``segment.index.bytes``, and
+   their offset span within an int32), as ``groupSegmentsBySize`` does.
+4. A record is kept when its offset is past ``latest_offset``, or when it has
+   a key, no later offset for that key is in the map, and it is not a
+   tombstone whose delete horizon has passed. Records without a key are
+   dropped (Kafka counts them as invalid: the produce path refuses them on
+   compacted topics, so only older data can hold any).
+5. Tombstones (null values) follow KIP-534: the first cleaning that keeps a
+   tombstone rewrites its batch with the *delete horizon* set (attribute bit
+   6; the batch's baseTimestamp is the horizon ``now + delete.retention.ms``
+   and every record's timestampDelta is relative to it, so record timestamps
+   are unchanged); a later cleaning at or after the horizon removes the
+   tombstones of that batch.
+6. Batches are rewritten record by record only when something changed (a
+   record removed, or a horizon to set); otherwise their bytes are copied.
+   A rewritten batch keeps the source batch's baseOffset, lastOffsetDelta,
+   codec, timestamp type, producer id/epoch/base sequence, transactional flag
+   and partition leader epoch (``MemoryRecords.buildRetainedRecordsInto``);
+   kept records keep their offsets and timestamps, so offset deltas may have
+   gaps. Control batches are kept as they are (transactions are not
+   supported yet, so no marker is ever removable).
+7. A batch with nothing left disappears, except that (``RETAIN_EMPTY``) a
+   header with recordsCount 0 is kept, with the same offsets and producer
+   fields, for the last batch of each producer id the partition knows
+   (so idempotent producer state survives a reopen) and for the batch that
+   ends at the first uncleanable offset (so the last offset is not lost).
+8. Each output segment is written as ``<base>.log.cleaned``, fsynced and
+   swapped in; its indexes are rebuilt from it by ``replace_segments``. A
+   crash leaves either a ``.cleaned`` file (dropped on reopen: old content)
+   or ``.swap`` files (completed on reopen: new content).
+
+Memory: the map holds keys shorter than 16 bytes as they are and longer ones
+as a 16-byte BLAKE2b digest (Kafka keeps an MD5 of every key), so an entry
+costs about 120 bytes of Python objects whatever the key size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_BYTES,
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
+    HEADER_STRUCT,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD_BYTES,
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    Record,
+    build_batch,
+    decode_batch_records,
+    iter_batches,
+    parse_batch_header,
+    update_crc,
+)
+from storage.index import OFFSET_ENTRY, TIME_ENTRY
+from storage.log import CLEANED_SUFFIX, PartitionLog
+from storage.segment import LogSegment, segment_file_stem
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MIN_CLEANABLE_RATIO = 0.5  # min.cleanable.dirty.ratio
+DEFAULT_MAX_MAP_ENTRIES = 1 << 20
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+_READ_CHUNK_BYTES = 1 << 20
+_HASHED_KEY_BYTES = 16
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+
+
+class CleanerError(Exception):
+    """A segment could not be read as whole v2 batches; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class CleanableRange:
+    """What a cleaning would cover now (Kafka's ``LogToClean``)."""
+
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int  # segments below the first dirty offset
+    cleanable_bytes: int  # segments from the first dirty offset to the first uncleanable one
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.cleanable_bytes
+        return self.cleanable_bytes / total if total else 0.0
+
+    @property
+    def empty(self) -> bool:
+        return self.first_dirty_offset >= self.first_uncleanable_offset
+
+
+@dataclass
+class CleanResult:
+    """What a cleaning did. Store ``first_dirty_offset`` as the checkpoint."""
+
+    first_dirty_offset: int  # where the next cleaning starts (unchanged when skipped)
+    first_uncleanable_offset: int
+    dirty_ratio: float
+    skipped: str | None = None  # why nothing was cleaned, or None
+    segments_cleaned: int = 0  # source segments replaced
+    segments_written: int = 0  # cleaned segments swapped in
+    bytes_before: int = 0  # size of the replaced segments
+    bytes_after: int = 0  # size of the segments that replaced them
+    batches_read: int = 0
+    batches_removed: int = 0
+    records_read: int = 0
+    records_removed: int = 0  # every record dropped, for whatever reason
+    tombstones_removed: int = 0  # of which: latest tombstones past their delete horizon
+    keyless_removed: int = 0  # of which: records without a key
+    delete_horizons_set: int = 0  # batches stamped with a delete horizon
+    empty_batches_kept: int = 0  # batches kept as a bare header (RETAIN_EMPTY)
+    map_entries: int = 0
+    map_full: bool = False  # only a prefix of the dirty range was cleaned
+
+    @property
+    def cleaned(self) -> bool:
+        return self.skipped is None
+
+
+# --------------------------------------------------------------------------- range
+
+
+def _floor_index(segments: list[LogSegment], offset: int) -> int:
+    """Index of the segment that holds ``offset`` (the first one if ``offset`` is below all)."""
+    return max(bisect_right([s.base_offset for s in segments], offset) - 1, 0)
+
+
+def _segments_overlapping(segments: list[LogSegment], start: int, end: int) -> list[LogSegment]:
+    """Kafka's ``logSegments(from, to)``: the segment holding ``start`` and those below ``end``."""
+    if start >= end:
+        return []
+    first = _floor_index(segments, start)
+    return [s for s in segments[first:] if s.base_offset < end]
+
+
+def cleanable_range(plog: PartitionLog, now_ms: int, first_dirty_offset: int | None = None) -> CleanableRange:
+    """The range a cleaning at ``now_ms`` would cover, and the dirty ratio that gates it
+    (Kafka's ``LogCleanerManager.cleanableOffsets`` and ``LogToClean``)."""
+    log_start = plog.log_start_offset
+    if first_dirty_offset is None or not log_start <= first_dirty_offset <= plog.log_end_offset:
+        first_dirty = log_start
+    else:
+        first_dirty = first_dirty_offset
+    segments = plog.segments
+    uncleanable = min(plog.high_watermark, plog.active_segment.base_offset)
+    lag_ms = max(plog.config.min_compaction_lag_ms, 0)
+    if lag_ms > 0:
+        for segment in segments[_floor_index(segments, first_dirty) : -1]:
+            if segment.max_timestamp_ms > now_ms - lag_ms:
+                uncleanable = min(uncleanable, segment.base_offset)
+                break
+    clean_bytes = sum(s.size_bytes for s in segments if s.base_offset < first_dirty)
+    cleanable_bytes = sum(
+        s.size_bytes for s in _segments_overlapping(segments, min(first_dirty, uncleanable), uncleanable)
+    )
+    return CleanableRange(first_dirty, uncleanable, clean_bytes, cleanable_bytes)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _segment_batches(segment: LogSegment, position: int = 0):
+    """Yield ``(header, bytes)`` of every batch of ``segment`` from ``position``, reading in chunks."""
+    end = segment.size_bytes
+    while position < end:
+        data = segment.read(position, min(_READ_CHUNK_BYTES, end - position))
+        consumed = 0
+        try:
+            for pos, size, header in iter_batches(data, allow_truncated_tail=True):
+                yield header, data[pos : pos + size]
+                consumed = pos + size
+            if consumed == 0:
+                # One batch larger than the chunk.
+                size = parse_batch_header(data, 0).batch_length + LOG_OVERHEAD_BYTES
+                if size > end - position:
+                    raise CleanerError(f"{segment.log_path}: batch at position {position} runs past the end")
+                data = segment.read(position, size)
+                yield parse_batch_header(data, 0), data
+                consumed = size
+        except CleanerError:
+            raise
+        except Exception as exc:  # ProtocolError from a header that is not a v2 batch
+            raise CleanerError(f"{segment.log_path}: unreadable batch near position {position}: {exc}") from exc
+        position += consumed
+
+
+def _map_key(key: bytes) -> bytes:
+    """The offset map's key: the key itself when short, else a digest (disjoint by length)."""
+    if len(key) < _HASHED_KEY_BYTES:
+        return bytes(key)
+    return hashlib.blake2b(key, digest_size=_HASHED_KEY_BYTES).digest()
+
+
+def _build_offset_map(plog: PartitionLog, start: int, end: int, max_entries: int) -> tuple[dict[bytes, int], int, bool]:
+    """``key -> latest offset`` over the dirty range ``[start, end)``.
+
+    Returns ``(map, latest_offset, full)``: ``latest_offset`` is the last offset the
+    map accounts for (``end - 1`` unless the map filled up first, ``full``)."""
+    offsets: dict[bytes, int] = {}
+    latest = start - 1
+    segments = _segments_overlapping(plog.segments, start, end)
+    for i, segment in enumerate(segments):
+        segment_end = min(segments[i + 1].base_offset if i + 1 < len(segments) else end, end)
+        position = segment.index.lookup(start) if segment.base_offset < start else 0
+        for header, data in _segment_batches(segment, position):
+            if header.base_offset >= end:
+                break
+            last_offset = header.base_offset + header.last_offset_delta
+            if last_offset < start:
+                continue
+            if not header.attributes & CONTROL_MASK:
+                _, records = decode_batch_records(data)
+                for record in records:
+                    if record.key is None or not start <= record.offset < end:
+                        continue
+                    key = _map_key(record.key)
+                    if key not in offsets and len(offsets) >= max_entries:
+                        return offsets, latest, True
+                    offsets[key] = record.offset
+                    latest = max(latest, record.offset)
+            latest = max(latest, min(last_offset, end - 1))
+        # Offsets missing at the end of a segment (removed earlier) are covered too.
+        latest = max(latest, segment_end - 1)
+    return offsets, latest, False
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _group_segments(segments: list[LogSegment], max_bytes: int, max_index_bytes: int, first_uncleanable: int) -> list[list[LogSegment]]:
+    """Kafka's ``groupSegmentsBySize``: consecutive segments whose logs fit in
+    ``segment.bytes``, whose indexes fit in ``segment.index.bytes`` and whose
+    offsets fit in an int32 relative to the group's base offset."""
+    groups: list[list[LogSegment]] = []
+    i = 0
+    while i < len(segments):
+        first = segments[i]
+        group = [first]
+        log_bytes = first.size_bytes
+        index_bytes = len(first.index) * OFFSET_ENTRY.size
+        time_index_bytes = len(first.time_index) * TIME_ENTRY.size
+        i += 1
+        while i < len(segments):
+            candidate = segments[i]
+            last_offset = segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable - 1
+            candidate_index = len(candidate.index) * OFFSET_ENTRY.size
+            candidate_time_index = len(candidate.time_index) * TIME_ENTRY.size
+            if not (
+                log_bytes + candidate.size_bytes <= max_bytes
+                and index_bytes + candidate_index <= max_index_bytes
+                and time_index_bytes + candidate_time_index <= max_index_bytes
+                and (candidate.size_bytes == 0 or last_offset - first.base_offset <= INT32_MAX)
+            ):
+                break
+            group.append(candidate)
+            log_bytes += candidate.size_bytes
+            index_bytes += candidate_index
+            time_index_bytes += candidate_time_index
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _rebuilt_batch(header: BatchHeader, kept: list, delete_horizon_ms: int | None) -> bytes:
+    """The kept records of ``header``'s batch as a new batch with the same offsets
+    range, producer fields, codec and timestamp type (``buildRetainedRecordsInto``)."""
+    base_timestamp = delete_horizon_ms if delete_horizon_ms is not None else kept[0].timestamp_ms
+    base_offset = header.base_offset
+    records = [
+        Record(r.offset - base_offset, r.timestamp_ms - base_timestamp, r.key, r.value, r.headers)
+        for r in kept
+    ]
+    out = bytearray(
+        build_batch(
+            records,
+            base_offset=base_offset,
+            codec=header.codec,
+            timestamp_type=header.timestamp_type,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional,
+            partition_leader_epoch=header.partition_leader_epoch,
+            base_timestamp_ms=base_timestamp,
+        )
+    )
+    # The batch keeps its last offset (so its last sequence stays right), and the
+    # horizon flag says baseTimestamp is the delete horizon.
+    _INT32.pack_into(out, LAST_OFFSET_DELTA_OFFSET, header.last_offset_delta)
+    if delete_horizon_ms is not None:
+        (attributes,) = _INT16.unpack_from(out, ATTRIBUTES_OFFSET)
+        _INT16.pack_into(out, ATTRIBUTES_OFFSET, attributes | DELETE_HORIZON_MASK)
+    update_crc(out)
+    return bytes(out)
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """A header with no records covering the same offsets (Kafka's ``writeEmptyHeader``)."""
+    attributes = header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
+    out = bytearray(BATCH_HEADER_BYTES)
+    HEADER_STRUCT.pack_into(
+        out,
+        0,
+        header.base_offset,
+        BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES,
+        header.partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        header.last_offset_delta,
+        NO_TIMESTAMP,
+        header.max_timestamp_ms,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        0,
+    )
+    update_crc(out)
+    return bytes(out)
+
+
+class _GroupCleaner:
+    """Filters the batches of one cleaning; shared by its segment groups."""
+
+    def __init__(self, plog: PartitionLog, offsets: dict[bytes, int], latest_offset: int, upper_bound: int, now_ms: int, result: CleanResult):
+        self.offsets = offsets
+        self.latest_offset = latest_offset
+        self.upper_bound = upper_bound
+        self.now_ms = now_ms
+        self.new_horizon_ms = min(now_ms + max(plog.config.delete_retention_ms, 0), INT64_MAX)
+        self.result = result
+        # Last offset of the last batch of each producer the partition knows.
+        self.producer_last_offsets = {
+            pid: entry.batches[-1].last_offset for pid, entry in plog.producer_state.producers.items() if entry.batches
+        }
+
+    def filter_batch(self, header: BatchHeader, data: bytes) -> bytes | None:
+        """The batch to write for this source batch (``data`` itself when unchanged), or None."""
+        result = self.result
+        result.batches_read += 1
+        result.records_read += header.records_count
+        if header.is_control:
+            return data
+        horizon = header.base_timestamp_ms if header.has_delete_horizon else None
+        _, records = decode_batch_records(data)
+        kept = []
+        has_tombstone = False
+        for record in records:
+            if record.offset > self.latest_offset:
+                keep = True
+            elif record.key is None:
+                keep = False
+                result.keyless_removed += 1
+            elif record.offset < self.offsets.get(_map_key(record.key), -1):
+                keep = False
+            elif record.value is None and horizon is not None and self.now_ms >= horizon:
+                keep = False
+                result.tombstones_removed += 1
+            else:
+                keep = True
+            if keep:
+                kept.append(record)
+                if record.value is None:
+                    has_tombstone = True
+        result.records_removed += len(records) - len(kept)
+        if kept:
+            needs_horizon = has_tombstone and horizon is None
+            if len(kept) == len(records) and not needs_horizon:
+                return data
+            if needs_horizon:
+                result.delete_horizons_set += 1
+                horizon = self.new_horizon_ms
+            return _rebuilt_batch(header, kept, horizon)
+        last_offset = header.base_offset + header.last_offset_delta
+        last_of_producer = header.producer_id >= 0 and self.producer_last_offsets.get(header.producer_id) == last_offset
+        if last_of_producer or last_offset + 1 == self.upper_bound:
+            result.empty_batches_kept += 1
+            return data if header.records_count == 0 else _empty_batch(header)
+        result.batches_removed += 1
+        return None
+
+    def clean_group(self, plog: PartitionLog, group: list[LogSegment]) -> None:
+        base = group[0].base_offset
+        path = plog.directory / f"{segment_file_stem(base)}.log{CLEANED_SUFFIX}"
+        changed = len(group) > 1
+        written = 0
+        try:
+            with open(path, "wb", buffering=_READ_CHUNK_BYTES) as out:
+                for segment in group:
+                    for header, data in _segment_batches(segment):
+                        kept = self.filter_batch(header, data)
+                        if kept is not data:
+                            changed = True
+                        if kept is not None:
+                            out.write(kept)
+                            written += len(kept)
+                out.flush()
+                os.fsync(out.fileno())
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        if not changed:
+            path.unlink()  # one segment, every batch copied as it was: nothing to swap
+            return
+        before = sum(s.size_bytes for s in group)
+        log.info(
+            "%s: swapping in cleaned segment %s for %d segment(s) (%d -> %d bytes)",
+            plog.directory.name, path.name, len(group), before, written,
+        )
+        plog.replace_segments(group, base)
+        self.result.segments_cleaned += len(group)
+        self.result.segments_written += 1
+        self.result.bytes_before += before
+        self.result.bytes_after += written
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def clean_log(
+    plog: PartitionLog,
+    now_ms: int,
+    *,
+    first_dirty_offset: int | None = None,
+    min_cleanable_ratio: float = DEFAULT_MIN_CLEANABLE_RATIO,
+    force: bool = False,
+    max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+) -> CleanResult:
+    """Compact ``plog`` as Kafka's log cleaner would at time ``now_ms``.
+
+    ``first_dirty_offset`` is the stored checkpoint (None: the log start).
+    Returns what was done; its ``first_dirty_offset`` is the checkpoint to store.
+    Raises :class:`CleanerError` (with the log unchanged) on an unreadable segment.
+    """
+    if max_map_entries < 1:
+        raise ValueError("max_map_entries must be at least 1")
+    cleanable = cleanable_range(plog, now_ms, first_dirty_offset)
+    result = CleanResult(cleanable.first_dirty_offset, cleanable.first_uncleanable_offset, cleanable.dirty_ratio)
+    if not plog.config.compacts:
+        result.skipped = f"cleanup.policy={plog.config.cleanup_policy} does not compact"
+        return result
+    if cleanable.empty:
+        result.skipped = "no cleanable offsets"
+        return result
+    if not force and cleanable.dirty_ratio < min_cleanable_ratio:
+        result.skipped = f"dirty ratio {cleanable.dirty_ratio:.3f} is below {min_cleanable_ratio}"
+        return result
+
+    offsets, latest_offset, full = _build_offset_map(
+        plog, cleanable.first_dirty_offset, cleanable.first_uncleanable_offset, max_map_entries
+    )
+    result.map_entries = len(offsets)
+    result.map_full = full
+    end_offset = latest_offset + 1
+    to_clean = [s for s in plog.segments[:-1] if s.base_offset < end_offset]
+    groups = _group_segments(
+        to_clean, plog.config.segment_bytes, plog.config.segment_index_bytes, cleanable.first_uncleanable_offset
+    )
+    cleaner = _GroupCleaner(plog, offsets, latest_offset, cleanable.first_uncleanable_offset, now_ms, result)
+    for group in groups:
+        cleaner.clean_group(plog, group)
+    result.first_dirty_offset = end_offset
+    log.info(
+        "%s: cleaned [%d, %d): %d segments into %d, %d -> %d bytes, %d of %d records removed (%d tombstones)",
+        plog.directory.name, cleanable.first_dirty_offset, end_offset, result.segments_cleaned,
+        result.segments_written, result.bytes_before, result.bytes_after, result.records_removed,
+        result.records_read, result.tombstones_removed,
+    )
+    return result
+
+
+__all__ = [
+    "DEFAULT_MAX_MAP_ENTRIES",
+    "DEFAULT_MIN_CLEANABLE_RATIO",
+    "CleanResult",
+    "CleanableRange",
+    "CleanerError",
+    "clean_log",
+    "cleanable_range",
+]
