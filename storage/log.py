@@ -311,6 +311,8 @@ class PartitionLog:
             if duplicate is not None:
                 return duplicate
 
+        if self.config.compacts:
+            self._check_keys(data, batches)
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         now_ms = self._clock_ms()
         if not log_append_time:
@@ -341,6 +343,16 @@ class PartitionLog:
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush(fsync=True)
         return AppendResult(base_offset, next_offset - 1, now_ms if log_append_time else -1)
+
+    def _check_keys(self, data, batches) -> None:
+        """Compaction keeps the latest record per key, so a compacted topic refuses
+        records without a key (as Kafka does); the one check that needs the records."""
+        for position, _, header in batches:
+            if header.is_control:
+                continue
+            _, records = decode_batch_records(data, position)
+            if any(record.key is None for record in records):
+                raise AppendError(ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key.")
 
     def _check_timestamps(self, data, batches, now_ms: int) -> None:
         """message.timestamp.after.max.ms / before.max.ms, as INVALID_TIMESTAMP."""

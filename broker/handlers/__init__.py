@@ -18,6 +18,7 @@ def register_all(dispatcher: "Dispatcher", broker: "Broker") -> None:
         alter_configs,
         api_versions,
         create_topics,
+        delete_records,
         delete_topics,
         describe_configs,
         fetch,
@@ -42,5 +43,6 @@ def register_all(dispatcher: "Dispatcher", broker: "Broker") -> None:
         describe_configs,
         alter_configs,
         incremental_alter_configs,
+        delete_records,
     ):
         module.register(dispatcher, broker)

@@ -208,3 +208,40 @@ def test_find_coordinator_every_version(client, shared_broker):
                 ("g1", 0, shared_broker.port),
                 ("g2", 0, shared_broker.port),
             ]
+
+
+def test_delete_records_every_version(client, shared_broker):
+    create_topic(client, "every-delete-records")
+    P = struct_classes(APIS_BY_NAME["Produce"].request)
+    for i in range(6):
+        batch = build_batch([(None, f"r{i}".encode(), [], 1_700_000_000_000 + i)])
+        client.call(
+            "Produce", 9, acks=-1, timeout_ms=5000,
+            topic_data=[P.TopicProduceData(name="every-delete-records", partition_data=[P.PartitionProduceData(index=0, records=batch)])],
+        )
+    D = struct_classes(APIS_BY_NAME["DeleteRecords"].request)
+    L = struct_classes(APIS_BY_NAME["ListOffsets"].request)
+    for version, target in zip(versions_of(client, "DeleteRecords"), (2, 4, -1)):
+        response = client.call(
+            "DeleteRecords", version, timeout_ms=5000,
+            topics=[D.DeleteRecordsTopic(name="every-delete-records", partitions=[D.DeleteRecordsPartition(partition_index=0, offset=target)])],
+        )
+        result = response.topics[0].partitions[0]
+        expected = 6 if target == -1 else target
+        assert (result.error_code, result.low_watermark) == (0, expected)
+        earliest = client.call(
+            "ListOffsets", 7, replica_id=-1,
+            topics=[L.ListOffsetsTopic(name="every-delete-records", partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-2)])],
+        )
+        assert earliest.topics[0].partitions[0].offset == expected
+    beyond = client.call(
+        "DeleteRecords", 2, timeout_ms=5000,
+        topics=[D.DeleteRecordsTopic(name="every-delete-records", partitions=[D.DeleteRecordsPartition(partition_index=0, offset=99)])],
+    )
+    assert beyond.topics[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
+    Fq = struct_classes(APIS_BY_NAME["Fetch"].request)
+    fetched = client.call(
+        "Fetch", 12, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+        topics=[Fq.FetchTopic(topic="every-delete-records", partitions=[Fq.FetchPartition(partition=0, fetch_offset=1, partition_max_bytes=1 << 20)])],
+    )
+    assert fetched.responses[0].partitions[0].error_code == 1  # below the log start: OFFSET_OUT_OF_RANGE

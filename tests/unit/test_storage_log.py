@@ -908,3 +908,13 @@ def test_decode_batch_records_matches_our_read(new_log):
     data = plog.read(0, 1 << 20)
     header, records = decode_batch_records(data)
     assert header.records_count == 4 and [r.offset for r in records] == [0, 1, 2, 3]
+
+
+def test_compacted_topic_refuses_records_without_a_key(new_log):
+    plog = new_log(LogConfig(cleanup_policy="compact"))
+    with pytest.raises(AppendError) as exc:
+        plog.append(build_batch([(b"k", b"v", [], T0), (None, b"v", [], T0)]))
+    assert exc.value.error_code == ErrorCode.INVALID_RECORD
+    assert plog.log_end_offset == 0
+    plog.append(build_batch([(b"k", b"v", [], T0)]))
+    assert plog.log_end_offset == 1
