@@ -36,6 +36,8 @@ _TOPIC_DEFAULT_SOURCES = {
     "log.retention.bytes": "retention.bytes",
     "log.cleanup.policy": "cleanup.policy",
     "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
 }
 
 
@@ -141,6 +143,9 @@ class Broker:
             ("checkpoint writer", self.config["log.flush.offset.checkpoint.interval.ms"], self.logs.checkpoint),
             ("retention", self.config["log.retention.check.interval.ms"], lambda: self.logs.apply_retention(self._now_ms())),
         ]
+        if self.config["log.cleaner.enable"]:
+            # Runs on the event loop: a long compaction delays requests meanwhile.
+            jobs.append(("log cleaner", self.config["log.cleaner.backoff.ms"], lambda: self.logs.clean_compacted(self._now_ms())))
         for name, interval_ms, job in jobs:
             if 0 < interval_ms < 2**62:
                 self._tasks.append(asyncio.get_running_loop().create_task(self._every(interval_ms, job, name), name=name))

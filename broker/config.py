@@ -87,6 +87,19 @@ def _int_parser(low: int | None = None, high: int | None = None) -> Callable[[st
     return parse
 
 
+def _float_parser(low: float, high: float) -> Callable[[str, str], float]:
+    def parse(key: str, raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
+        if not low <= value <= high:
+            raise ConfigError(f"{key}: {value} is outside [{low}, {high}]")
+        return value
+
+    return parse
+
+
 def _choice_parser(*choices: str) -> Callable[[str, str], str]:
     def parse(key: str, raw: str) -> str:
         value = raw.strip()
@@ -180,6 +193,10 @@ _KEYS = [
     ConfigKey("log.retention.check.interval.ms", _int_parser(1), 300000),
     ConfigKey("log.cleanup.policy", _string, "delete"),
     ConfigKey("log.cleaner.delete.retention.ms", _int_parser(0), 86400000),
+    ConfigKey("log.cleaner.enable", _parse_bool, True),
+    ConfigKey("log.cleaner.backoff.ms", _int_parser(0), 15000),
+    ConfigKey("log.cleaner.min.cleanable.ratio", _float_parser(0.0, 1.0), 0.5),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", _int_parser(0), 0),
     # pybroker's own: how many segment files may be open at once (see storage.handle_pool).
     ConfigKey("log.open.files.max", _int_parser(16, INT32_MAX), 1024),
     ConfigKey("cluster.id", _string, None),
@@ -209,7 +226,6 @@ NOT_YET_SUPPORTED = frozenset(
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
         "group.initial.rebalance.delay.ms",
-        "log.cleaner.enable",
         "min.insync.replicas",
         "compression.type",
     }
@@ -252,6 +268,10 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "log.retention.check.interval.ms": ("LONG", "How often the broker looks for segments that retention allows deleting."),
     "log.cleanup.policy": ("LIST", "Default cleanup.policy of topics: delete, compact or both."),
     "log.cleaner.delete.retention.ms": ("LONG", "Default delete.retention.ms of topics: how long tombstones stay readable."),
+    "log.cleaner.enable": ("BOOLEAN", "Whether the log cleaner compacts topics with cleanup.policy=compact."),
+    "log.cleaner.backoff.ms": ("LONG", "Pause between log cleaner passes over the compacted logs."),
+    "log.cleaner.min.cleanable.ratio": ("DOUBLE", "Default min.cleanable.dirty.ratio: the share of a log that must be uncleaned before it is compacted."),
+    "log.cleaner.min.compaction.lag.ms": ("LONG", "Default min.compaction.lag.ms: how long a record stays uncompacted at least."),
     "log.open.files.max": ("INT", "pybroker's own: how many segment files may be open at once."),
     "cluster.id": ("STRING", "The cluster id written to meta.properties; generated when unset."),
     "broker.rack": ("STRING", "The rack of this broker, reported in Metadata."),

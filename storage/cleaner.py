@@ -225,6 +225,14 @@ def _segment_batches(segment: LogSegment, position: int = 0):
         position += consumed
 
 
+def _decode(segment: LogSegment, header: BatchHeader, data: bytes) -> list:
+    """The records of one batch (CRC checked), or CleanerError."""
+    try:
+        return decode_batch_records(data)[1]
+    except Exception as exc:
+        raise CleanerError(f"{segment.log_path}: batch at offset {header.base_offset} is corrupt: {exc}") from exc
+
+
 def _map_key(key: bytes) -> bytes:
     """The offset map's key: the key itself when short, else a digest (disjoint by length)."""
     if len(key) < _HASHED_KEY_BYTES:
@@ -250,8 +258,7 @@ def _build_offset_map(plog: PartitionLog, start: int, end: int, max_entries: int
             if last_offset < start:
                 continue
             if not header.attributes & CONTROL_MASK:
-                _, records = decode_batch_records(data)
-                for record in records:
+                for record in _decode(segment, header, data):
                     if record.key is None or not start <= record.offset < end:
                         continue
                     key = _map_key(record.key)
@@ -375,7 +382,7 @@ class _GroupCleaner:
             pid: entry.batches[-1].last_offset for pid, entry in plog.producer_state.producers.items() if entry.batches
         }
 
-    def filter_batch(self, header: BatchHeader, data: bytes) -> bytes | None:
+    def filter_batch(self, segment: LogSegment, header: BatchHeader, data: bytes) -> bytes | None:
         """The batch to write for this source batch (``data`` itself when unchanged), or None."""
         result = self.result
         result.batches_read += 1
@@ -383,7 +390,7 @@ class _GroupCleaner:
         if header.is_control:
             return data
         horizon = header.base_timestamp_ms if header.has_delete_horizon else None
-        _, records = decode_batch_records(data)
+        records = _decode(segment, header, data)
         kept = []
         has_tombstone = False
         for record in records:
@@ -429,7 +436,7 @@ class _GroupCleaner:
             with open(path, "wb", buffering=_READ_CHUNK_BYTES) as out:
                 for segment in group:
                     for header, data in _segment_batches(segment):
-                        kept = self.filter_batch(header, data)
+                        kept = self.filter_batch(segment, header, data)
                         if kept is not data:
                             changed = True
                         if kept is not None:

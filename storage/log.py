@@ -70,6 +70,7 @@ class LogConfig:
     retention_bytes: int = -1
     delete_retention_ms: int = 86_400_000
     min_compaction_lag_ms: int = 0
+    min_cleanable_ratio: float = 0.5
 
     @property
     def deletes(self) -> bool:
@@ -502,10 +503,12 @@ class PartitionLog:
             for position, size, header in segment.headers_from(0):
                 if header.base_offset >= self.high_watermark:
                     break
+                if header.base_offset + header.last_offset_delta < self.log_start_offset:
+                    continue
                 if best is None or header.max_timestamp_ms > best[1]:
                     _, records = decode_batch_records(segment.read(position, size))
                     for record in records:
-                        if best is None or record.timestamp_ms > best[1]:
+                        if record.offset >= self.log_start_offset and (best is None or record.timestamp_ms > best[1]):
                             best = (record.offset, record.timestamp_ms)
         return best
 
@@ -527,6 +530,29 @@ class PartitionLog:
             self.flush(fsync=True)
             return True
         return False
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything at or after ``offset`` (a follower cutting a divergent
+        tail). A batch holding ``offset`` goes whole, as in Kafka, so the new log
+        end may be below ``offset``. Returns the new log end offset."""
+        if offset >= self.log_end_offset:
+            return self.log_end_offset
+        offset = max(offset, self.log_start_offset)
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+        segment = self.segments[-1]
+        found = segment.find_batch_position(offset)
+        if found is not None:
+            position = found[0]
+            header = segment._read_header(position)
+            segment.truncate_to_position(position, header.base_offset)
+        self._segment_bases = [s.base_offset for s in self.segments]
+        self.producer_state.truncate_from(self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.flush(fsync=True)
+        return self.log_end_offset
 
     # ----------------------------------------------------------------- retention
 

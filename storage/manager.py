@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 
 from storage.checkpoint import (
     CLEAN_SHUTDOWN_MARKER,
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -30,6 +31,7 @@ from storage.checkpoint import (
     write_atomically,
     write_offsets,
 )
+from storage.cleaner import CleanerError, clean_log
 from storage.handle_pool import DEFAULT_MAX_OPEN_FILES, FileHandlePool
 from storage.log import LogConfig, PartitionLog, partition_dir_name
 
@@ -62,6 +64,7 @@ class LogManager:
         self._recovery_points: dict[TopicPartition, int] = {}
         self._log_start_offsets: dict[TopicPartition, int] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
             marker = directory / CLEAN_SHUTDOWN_MARKER
@@ -71,6 +74,7 @@ class LogManager:
                 self._recovery_points.update(read_offsets(directory / RECOVERY_POINT_CHECKPOINT))
                 self._log_start_offsets.update(read_offsets(directory / LOG_START_OFFSET_CHECKPOINT))
                 self._high_watermarks.update(read_offsets(directory / REPLICATION_OFFSET_CHECKPOINT))
+                self._cleaner_offsets.update(read_offsets(directory / CLEANER_OFFSET_CHECKPOINT))
             except CheckpointError as exc:
                 # Without trustworthy checkpoints every log is recovered in full.
                 log.warning("ignoring a corrupt checkpoint: %s", exc)
@@ -170,7 +174,7 @@ class LogManager:
             path = plog.directory
         elif registered is not None:
             path = registered.path
-        for table in (self._recovery_points, self._log_start_offsets, self._high_watermarks):
+        for table in (self._recovery_points, self._log_start_offsets, self._high_watermarks, self._cleaner_offsets):
             table.pop(key, None)
         if path is not None and path.exists():
             shutil.rmtree(path)
@@ -186,6 +190,34 @@ class LogManager:
             deleted += plog.apply_retention(now_ms)
         return deleted
 
+    def clean_compacted(self, now_ms: int) -> int:
+        """One log cleaner pass over every compacted log; returns the logs cleaned.
+
+        A log whose segments fail their checks is skipped (and logged): the
+        cleaner never rewrites what it cannot read."""
+        cleaned = 0
+        for key, plog in self.all_logs():
+            if not plog.config.compacts:
+                continue
+            try:
+                result = clean_log(
+                    plog,
+                    now_ms,
+                    first_dirty_offset=self._cleaner_offsets.get(key),
+                    min_cleanable_ratio=plog.config.min_cleanable_ratio,
+                )
+            except CleanerError as exc:
+                log.error("log cleaner skipped %s-%d: %s", key[0], key[1], exc)
+                continue
+            self._cleaner_offsets[key] = result.first_dirty_offset
+            if result.cleaned:
+                cleaned += 1
+                log.info(
+                    "cleaned %s-%d: %d -> %d bytes, %d records removed",
+                    key[0], key[1], result.bytes_before, result.bytes_after, result.records_removed,
+                )
+        return cleaned
+
     def checkpoint(self) -> None:
         """Write the offset checkpoints of every log directory."""
         for key, plog in self.opened_logs():
@@ -198,6 +230,7 @@ class LogManager:
                 (RECOVERY_POINT_CHECKPOINT, self._recovery_points),
                 (LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets),
                 (REPLICATION_OFFSET_CHECKPOINT, self._high_watermarks),
+                (CLEANER_OFFSET_CHECKPOINT, self._cleaner_offsets),
             ):
                 write_offsets(directory / name, {k: table[k] for k in keys if k in table})
 

@@ -63,6 +63,8 @@ class LogSegment:
         self.time_index = TimeIndex(self.directory / f"{stem}.timeindex", base_offset, index_bytes)
         if size_bytes is None:
             size_bytes = os.fstat(self._fd()).st_size
+        elif size_bytes == 0:
+            self._fd()  # a new segment's .log must exist even before its first append
         self.size_bytes = size_bytes
         self.next_offset = base_offset
         self.created_ms = created_ms
@@ -219,6 +221,19 @@ class LogSegment:
         self.size_bytes = start + len(data)
         self.next_offset = last_offset + 1
         self._unflushed_bytes += len(data)
+
+    def truncate_to_position(self, position: int, next_offset: int) -> None:
+        """Cut the ``.log`` at ``position`` (a batch boundary whose batch starts at
+        ``next_offset``) and drop the index entries past it."""
+        os.ftruncate(self._fd(), position)
+        self.size_bytes = position
+        self.next_offset = next_offset
+        self.index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(next_offset)
+        self._max_timestamp_ms = self.time_index.max_timestamp
+        self._bytes_since_index = 0
+        if position == 0:
+            self.rolling_base_timestamp_ms = None
 
     def flush(self, fsync: bool = True) -> None:
         if fsync and self._unflushed_bytes:

@@ -268,4 +268,5 @@ def log_config_from(values: dict[str, Any]) -> LogConfig:
         retention_bytes=values["retention.bytes"],
         delete_retention_ms=values["delete.retention.ms"],
         min_compaction_lag_ms=values["min.compaction.lag.ms"],
+        min_cleanable_ratio=values["min.cleanable.dirty.ratio"],
     )

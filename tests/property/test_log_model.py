@@ -2,14 +2,17 @@
 
 A hypothesis state machine appends batches (1-5 small records, random codec,
 random and possibly out-of-order timestamps), reads from random offsets with
-random max_bytes, rolls segments, reopens the log from disk and looks up
-offsets by timestamp; after every step the log must agree with the model.
+random max_bytes, rolls segments, truncates the tail, moves the log start
+(DeleteRecords), applies size-based retention, reopens the log from disk
+(after a clean or an unclean stop) and looks up offsets by timestamp; after
+every step the log must agree with the model.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -37,8 +40,23 @@ class LogModel(RuleBasedStateMachine):
         self.tmp = Path(tempfile.mkdtemp(prefix="pybroker-logmodel-"))
         self.config = LogConfig(segment_bytes=400, index_interval_bytes=64)
         self.plog = PartitionLog(self.tmp / "model-0", self.config)
-        # The model: (offset, key, value, timestamp) in offset order.
+        # The model: (offset, key, value, timestamp) in offset order, of every
+        # record still on disk; batches as (base, last) offsets.
         self.model: list[tuple[int, bytes | None, bytes | None, int]] = []
+        self.batches: list[tuple[int, int]] = []
+        self.end = 0
+        self.start = 0
+
+    def _add_batch(self, records):
+        base = self.end
+        for i, (k, v, t) in enumerate(records):
+            self.model.append((base + i, k, v, T0 + t))
+        self.end = base + len(records)
+        self.batches.append((base, self.end - 1))
+        return base
+
+    def _visible(self):
+        return [r for r in self.model if r[0] >= self.start]
 
     def teardown(self):
         try:
@@ -52,28 +70,25 @@ class LogModel(RuleBasedStateMachine):
     def append(self, records, codec):
         batch = build_batch([(k, v, [], T0 + t) for k, v, t in records], codec=codec)
         result = self.plog.append(batch)
-        base = len(self.model)
+        base = self._add_batch(records)
         assert result.base_offset == base
         assert result.last_offset == base + len(records) - 1
-        for i, (k, v, t) in enumerate(records):
-            self.model.append((base + i, k, v, T0 + t))
 
     @rule(records=st.lists(batch_st, min_size=2, max_size=3))
     def append_several_batches(self, records):
         payload = b"".join(build_batch([(k, v, [], T0 + t) for k, v, t in batch]) for batch in records)
         result = self.plog.append(payload)
-        base = len(self.model)
-        assert result.base_offset == base
+        base = self.end
         for batch in records:
-            for k, v, t in batch:
-                self.model.append((len(self.model), k, v, T0 + t))
-        assert result.last_offset == len(self.model) - 1
+            self._add_batch(batch)
+        assert result.base_offset == base
+        assert result.last_offset == self.end - 1
 
     @rule(data=st.data(), max_bytes=st.sampled_from([1, 100, 300, 1 << 20]))
     def read(self, data, max_bytes):
-        offset = data.draw(st.integers(min_value=0, max_value=len(self.model) + 2), label="offset")
+        offset = data.draw(st.integers(min_value=self.start, max_value=self.end + 2), label="offset")
         raw = self.plog.read(offset, max_bytes)
-        if offset >= len(self.model):
+        if offset >= self.end:
             assert raw == b""
             return
         assert raw, f"read({offset}, {max_bytes}) returned nothing below the end {len(self.model)}"
@@ -82,53 +97,101 @@ class LogModel(RuleBasedStateMachine):
             assert len(list(iter_batches(raw))) == 1
         decoded = decode_records(raw)
         assert decoded[0].offset <= offset, "the first batch returned must hold the offset"
-        got = [(r.offset, r.key, r.value, r.timestamp_ms) for r in decoded if r.offset >= offset]
-        assert got, "no record at or after the requested offset"
-        assert got == self.model[offset : offset + len(got)]
-        # Records before the offset come from the same batch and match too.
-        before = [(r.offset, r.key, r.value, r.timestamp_ms) for r in decoded if r.offset < offset]
-        assert before == self.model[offset - len(before) : offset]
+        by_offset = {r[0]: r for r in self.model}
+        got = [(r.offset, r.key, r.value, r.timestamp_ms) for r in decoded]
+        assert any(r[0] >= offset for r in got), "no record at or after the requested offset"
+        assert got == [by_offset[r[0]] for r in got]
+        offsets = [r[0] for r in got]
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "records are contiguous"
 
     @rule()
     def roll(self):
         self.plog.roll()
 
-    @rule()
-    def reopen(self):
-        self.plog.close()
-        self.plog = PartitionLog(self.tmp / "model-0", self.config)
+    @rule(clean=st.booleans())
+    def reopen(self, clean):
+        start = self.plog.log_start_offset
+        if clean:
+            self.plog.close()
+            recovery_point = self.plog.recovery_point
+        else:
+            # An unclean stop: nothing flushed, no recovery point known.
+            self.plog.flush(fsync=False)
+            recovery_point = None
+        self.plog = PartitionLog(
+            self.tmp / "model-0", self.config, recovery_point=recovery_point, log_start_offset=start, clean_shutdown=clean
+        )
+
+    @rule(data=st.data())
+    def truncate(self, data):
+        offset = data.draw(st.integers(min_value=self.start, max_value=self.end + 1), label="truncate_to")
+        if offset < self.end:
+            # The batch holding the offset goes whole, even if it starts below
+            # the log start; the log start then follows the end down.
+            target = max(offset, self.start)
+            new_end = next(b for b, last in self.batches if b <= target <= last)
+        else:
+            new_end = self.end
+        assert self.plog.truncate_to(offset) == new_end
+        self.model = [r for r in self.model if r[0] < new_end]
+        self.batches = [(b, last) for b, last in self.batches if last < new_end]
+        self.end = new_end
+        self.start = min(self.start, new_end)
+
+    @rule(data=st.data())
+    def delete_records(self, data):
+        offset = data.draw(st.integers(min_value=0, max_value=self.end), label="delete_before")
+        assert self.plog.delete_records(offset) == max(self.start, offset)
+        self.start = max(self.start, offset)
+        self._forget_deleted_segments()
+
+    @rule(retention_bytes=st.integers(min_value=0, max_value=1500))
+    def size_retention(self, retention_bytes):
+        self.plog.config = replace(self.config, retention_bytes=retention_bytes)
+        try:
+            self.plog.apply_retention(now_ms=T0)
+        finally:
+            self.plog.config = self.config
+        assert self.plog.size_bytes - self.plog.segments[0].size_bytes < retention_bytes or len(self.plog.segments) == 1
+        self.start = max(self.start, self.plog.segments[0].base_offset)
+        self._forget_deleted_segments()
+
+    def _forget_deleted_segments(self):
+        first_base = self.plog.segments[0].base_offset
+        self.model = [r for r in self.model if r[0] >= first_base]
+        self.batches = [(b, last) for b, last in self.batches if b >= first_base]
 
     @rule(target_ts=st.integers(min_value=-5, max_value=510))
     def offset_for_timestamp(self, target_ts):
         target = T0 + target_ts
-        expected = next(((o, t) for o, _, _, t in self.model if t >= target), None)
+        expected = next(((o, t) for o, _, _, t in self._visible() if t >= target), None)
         assert self.plog.offset_for_timestamp(target) == expected
 
-    @precondition(lambda self: self.model)
+    @precondition(lambda self: self._visible())
     @rule()
     def max_timestamp_offset(self):
-        best = max(self.model, key=lambda r: (r[3], -r[0]))
+        best = max(self._visible(), key=lambda r: (r[3], -r[0]))
         assert self.plog.max_timestamp_offset() == (best[0], best[3])
 
     # ------------------------------------------------------------------ invariants
 
     @invariant()
     def ends_agree(self):
-        assert self.plog.log_end_offset == len(self.model)
-        assert self.plog.high_watermark == len(self.model)
-        assert self.plog.log_start_offset == 0
+        assert self.plog.log_end_offset == self.end
+        assert self.plog.high_watermark == self.end
+        assert self.plog.log_start_offset == self.start
 
     @invariant()
     def segments_are_ordered(self):
         bases = [s.base_offset for s in self.plog.segments]
         assert bases == sorted(bases)
-        assert bases[0] == 0
-        assert all(b <= len(self.model) for b in bases)
+        assert bases[0] <= self.start
+        assert all(b <= self.end for b in bases)
 
 
 LogModel.TestCase.settings = settings(
-    max_examples=30,
-    stateful_step_count=30,
+    max_examples=50,
+    stateful_step_count=40,
     deadline=None,
     database=None,  # leave no example database in the work tree
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
