@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
 def start_broker(data_dir: Path, no_uvloop: bool = False) -> tuple[subprocess.Popen, str]:
@@ -38,6 +40,48 @@ def start_broker(data_dir: Path, no_uvloop: bool = False) -> tuple[subprocess.Po
             break
     proc.kill()
     raise RuntimeError("broker did not start")
+
+
+def raw_fetch_all(bootstrap: str, end_offset: int) -> tuple[float, int]:
+    """Read the topic with bare Fetch requests (our codec, one socket): what the
+    broker serves when no client library sits in between."""
+    from protocol.framing import decode_response, encode_request
+    from protocol.primitives import INT32
+    from protocol.records import iter_batches
+    from protocol.registry import APIS_BY_NAME
+    from protocol.schema import struct_classes
+
+    api = APIS_BY_NAME["Fetch"]
+    Q = struct_classes(api.request)
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=30)
+
+    def recv_exactly(n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            chunk = sock.recv(n - len(chunks))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            chunks += chunk
+        return bytes(chunks)
+
+    offset, total, correlation_id = 0, 0, 0
+    start = time.perf_counter()
+    while offset < end_offset and correlation_id < 100_000:
+        correlation_id += 1
+        request = Q.FetchRequest(
+            max_wait_ms=100, min_bytes=1, max_bytes=50 << 20,
+            topics=[Q.FetchTopic(topic="bench", partitions=[Q.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=10 << 20)])],
+        )
+        sock.sendall(encode_request(api, 12, correlation_id, "bench", request))
+        size = INT32.unpack(recv_exactly(4))[0]
+        _, response = decode_response(api, 12, recv_exactly(size))
+        records = response.responses[0].partitions[0].records or b""
+        total += len(records)
+        for _, _, header in iter_batches(records, allow_truncated_tail=True):
+            offset = header.base_offset + header.last_offset_delta + 1
+    sock.close()
+    return time.perf_counter() - start, total
 
 
 def main() -> None:
@@ -80,6 +124,7 @@ def main() -> None:
                         received += 1
             consume_s = time.perf_counter() - start
             consumer.close()
+            raw_s, raw_bytes = raw_fetch_all(bootstrap, args.messages + 1)
         finally:
             proc.terminate()
             proc.wait(30)
@@ -87,6 +132,7 @@ def main() -> None:
     print(f"messages={args.messages} size={args.size}B acks={args.acks} loop={'asyncio' if args.no_uvloop else 'uvloop'}")
     print(f"produce: {args.messages / produce_s:,.0f} msg/s  {mb / produce_s:,.1f} MB/s  ({produce_s:.2f} s)")
     print(f"consume: {received / consume_s:,.0f} msg/s  {received * args.size / 1e6 / consume_s:,.1f} MB/s  ({consume_s:.2f} s, {received} received)")
+    print(f"raw fetch (no client library): {(args.messages + 1) / raw_s:,.0f} msg/s  {raw_bytes / 1e6 / raw_s:,.1f} MB/s on the wire  ({raw_s:.2f} s)")
 
 
 if __name__ == "__main__":
