@@ -30,6 +30,7 @@ from protocol.records import (
     validate_batch,
 )
 from storage.producer_state import ProducerStateError, ProducerStateManager, last_sequence_of, next_sequence
+from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_leader_epochs, write_leader_epochs
 from storage.file_slice import FileSlice
 from storage.handle_pool import FileHandlePool
 from storage.segment import LogSegment
@@ -129,6 +130,8 @@ class PartitionLog:
         self._segment_bases: list[int] = []
         self.producer_state = ProducerStateManager()
         self.recovery_point = 0
+        # (epoch, start offset) of each leader epoch that wrote to this log.
+        self.leader_epochs: list[tuple[int, int]] = read_leader_epochs(self.directory / LEADER_EPOCH_CHECKPOINT)
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock_ms()
         self._open_segments(recovery_point, clean_shutdown)
@@ -320,6 +323,8 @@ class PartitionLog:
             self._check_timestamps(data, batches, now_ms)
         next_offset = self.log_end_offset
         base_offset = next_offset
+        if not self.leader_epochs or self.leader_epochs[-1][0] < leader_epoch:
+            self._assign_leader_epoch(leader_epoch, base_offset)
         positions = []
         for position, size, header in batches:
             patch_base_offset(data, position, next_offset)
@@ -344,6 +349,23 @@ class PartitionLog:
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush(fsync=True)
         return AppendResult(base_offset, next_offset - 1, now_ms if log_append_time else -1)
+
+    def _assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new leader epoch starts writing here: record it in
+        ``leader-epoch-checkpoint`` before the first batch of the epoch lands."""
+        self.leader_epochs.append((epoch, start_offset))
+        write_leader_epochs(self.directory / LEADER_EPOCH_CHECKPOINT, self.leader_epochs)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= ``epoch``, the offset where the next epoch starts or the
+        log end): what OffsetForLeaderEpoch answers. (-1, -1) when unknown."""
+        found = (-1, -1)
+        for i, (e, _) in enumerate(self.leader_epochs):
+            if e > epoch:
+                break
+            end = self.leader_epochs[i + 1][1] if i + 1 < len(self.leader_epochs) else self.log_end_offset
+            found = (e, end)
+        return found
 
     def _check_keys(self, data, batches) -> None:
         """Compaction keeps the latest record per key, so a compacted topic refuses
@@ -548,6 +570,10 @@ class PartitionLog:
             segment.truncate_to_position(position, header.base_offset)
         self._segment_bases = [s.base_offset for s in self.segments]
         self.producer_state.truncate_from(self.log_end_offset)
+        kept = [(e, start) for e, start in self.leader_epochs if start < self.log_end_offset]
+        if kept != self.leader_epochs:
+            self.leader_epochs = kept
+            write_leader_epochs(self.directory / LEADER_EPOCH_CHECKPOINT, kept)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
