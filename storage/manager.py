@@ -65,6 +65,7 @@ class LogManager:
         self._log_start_offsets: dict[TopicPartition, int] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._cleaner_offsets: dict[TopicPartition, int] = {}
+        self._partitions_per_dir: dict[Path, int] = {}
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
             marker = directory / CLEAN_SHUTDOWN_MARKER
@@ -96,12 +97,11 @@ class LogManager:
         return found
 
     def _choose_dir(self) -> Path:
-        counts = {d: 0 for d in self.log_dirs}
-        for registered in self._registered.values():
-            parent = registered.path.parent
-            if parent in counts:
-                counts[parent] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        # Counts kept as partitions come and go: choosing stays O(dirs), not O(partitions).
+        return min(self.log_dirs, key=lambda d: self._partitions_per_dir.get(d, 0))
+
+    def _count(self, path: Path, delta: int) -> None:
+        self._partitions_per_dir[path.parent] = self._partitions_per_dir.get(path.parent, 0) + delta
 
     def register(self, topic: str, partition: int, config: LogConfig, existing: Path | None = None) -> None:
         """Make a partition known; an existing log is opened on first use, a new one now."""
@@ -111,9 +111,11 @@ class LogManager:
         if existing is None:
             path = self._choose_dir() / partition_dir_name(topic, partition)
             self._registered[key] = _Registered(path, config)
+            self._count(path, +1)
             self._open(key)
         else:
             self._registered[key] = _Registered(existing, config)
+            self._count(existing, +1)
             if existing.parent not in self._clean_dirs:
                 # After a crash every log is recovered before anything is
                 # served, and before a later clean shutdown could vouch for it.
@@ -174,6 +176,8 @@ class LogManager:
             path = plog.directory
         elif registered is not None:
             path = registered.path
+        if registered is not None:
+            self._count(registered.path, -1)
         for table in (self._recovery_points, self._log_start_offsets, self._high_watermarks, self._cleaner_offsets):
             table.pop(key, None)
         if path is not None and path.exists():
