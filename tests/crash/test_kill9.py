@@ -23,7 +23,10 @@ While the broker is down after each kill the segment, index and checkpoint
 files are checked as the crash left them (durability at the file level: all
 acknowledged messages must already be on disk). One round also tears the
 tails by hand (half a batch, and garbage) while the broker is down: it must
-start, cut exactly those bytes and serve everything acknowledged. At the end
+start, cut exactly those bytes and serve everything acknowledged; another
+deletes a closed segment's indexes and scribbles over the active segment's
+index, which the restart must rebuild. Some rounds also kill a broker during
+its start-up (recovery), before the round's own broker starts. At the end
 the broker is stopped cleanly and the files are checked strictly, read back
 offset by offset through ``PartitionLog`` and recovered once more in full.
 
@@ -41,6 +44,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -121,7 +125,16 @@ class RoundProducer(threading.Thread):
     """One round's producer: sends ids from ``first_id`` on until stopped, then
     purges whatever is still queued or in flight so nothing outlives the round."""
 
-    def __init__(self, bootstrap: str, first_id: int, ledger: Ledger, seed: int, *, limit: int = ROUND_PRODUCE_LIMIT, drain: bool = False):
+    def __init__(
+        self,
+        bootstrap: str,
+        first_id: int,
+        ledger: Ledger,
+        seed: int,
+        *,
+        limit: int = ROUND_PRODUCE_LIMIT,
+        drain: bool = False,
+    ):
         super().__init__(daemon=True, name=f"producer-{first_id}")
         self.bootstrap = bootstrap
         self.first_id = first_id
@@ -156,7 +169,7 @@ class RoundProducer(threading.Thread):
                     "error_cb": on_error,
                 }
             )
-        except BaseException as exc:  # surfaces in the main thread
+        except Exception as exc:  # noqa: BLE001 - surfaces in the main thread
             self.error = exc
             return
         deadline = time.monotonic() + ROUND_TIME_LIMIT_S
@@ -182,7 +195,7 @@ class RoundProducer(threading.Thread):
                         self.ledger.sent.add(msg_id)
                     self.next_id += 1
                 producer.poll(0.005)
-        except BaseException as exc:
+        except Exception as exc:  # noqa: BLE001 - surfaces in the main thread
             self.error = exc
         finally:
             if self.drain:
@@ -342,7 +355,9 @@ def consume_all(bootstrap: str, timeout_s: float = 60.0) -> dict[int, list[tuple
         }
     )
     try:
-        watermarks = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10) for p in range(PARTITIONS)}
+        watermarks = {
+            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10) for p in range(PARTITIONS)
+        }
         for p, (low, high) in watermarks.items():
             assert low == 0, f"partition {p}: log start offset {low}, expected 0"
         consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
@@ -360,7 +375,9 @@ def consume_all(bootstrap: str, timeout_s: float = 60.0) -> dict[int, list[tuple
                 out[msg.partition()].append((msg.offset(), message_id(msg.value())))
         assert len(done) == PARTITIONS, f"not every partition read to its end within {timeout_s}s: {watermarks}"
         for p, (_, high) in watermarks.items():
-            assert out[p] and out[p][-1][0] == high - 1 or high == 0, f"partition {p}: read up to {out[p][-1:]} of {high}"
+            assert out[p] and out[p][-1][0] == high - 1 or high == 0, (
+                f"partition {p}: read up to {out[p][-1:]} of {high}"
+            )
         return out
     finally:
         consumer.close()
@@ -376,7 +393,7 @@ def check_consumed(consumed: dict[int, list[tuple[int, int]]], ledger: Ledger, s
         offsets = [offset for offset, _ in records]
         assert offsets == list(range(len(offsets))), (
             f"partition {partition}: offsets are not contiguous from 0 "
-            f"(first gap after {next((a for a, b in zip(offsets, offsets[1:]) if b != a + 1), None)})"
+            f"(first gap after {next((a for a, b in pairwise(offsets) if b != a + 1), None)})"
         )
         for offset, msg_id in records:
             if msg_id in where:
@@ -386,7 +403,9 @@ def check_consumed(consumed: dict[int, list[tuple[int, int]]], ledger: Ledger, s
         f"seed {seed}: {len(duplicates)} messages appear twice, (id, first, second, acknowledged): {duplicates[:10]}"
     )
     wrong = [(i, po, where.get(i)) for i, po in acked.items() if where.get(i) != po]
-    assert not wrong, f"seed {seed}: {len(wrong)} acknowledged messages missing or moved, (id, acked at, found at): {wrong[:10]}"
+    assert not wrong, (
+        f"seed {seed}: {len(wrong)} acknowledged messages missing or moved, (id, acked at, found at): {wrong[:10]}"
+    )
     foreign = set(where) - sent
     assert not foreign, f"messages never sent: {sorted(foreign)[:10]}"
     return len(where)
@@ -426,6 +445,27 @@ def tear_tails(log_dir: Path, rng: random.Random) -> dict[str, int]:
     return appended
 
 
+def damage_indexes(log_dir: Path, rng: random.Random) -> list[Path]:
+    """While the broker is down: delete both indexes of a random closed segment of
+    partition 1 (to be rebuilt at start-up) and overwrite the start of partition
+    0's active ``.index`` with garbage (the active segment is always recovered
+    after a crash, its index reset). Returns the index files that must exist
+    again, with entries that agree with their ``.log``, after the next restart."""
+    damaged = []
+    p1 = sorted((log_dir / f"{TOPIC}-1").glob("*.log"), key=lambda x: int(x.stem))
+    if len(p1) > 1:
+        victim = p1[rng.randrange(len(p1) - 1)]
+        for suffix in (".index", ".timeindex"):
+            victim.with_suffix(suffix).unlink()
+            damaged.append(victim.with_suffix(suffix))
+    p0 = sorted((log_dir / f"{TOPIC}-0").glob("*.log"), key=lambda x: int(x.stem))
+    index = p0[-1].with_suffix(".index")
+    with open(index, "r+b") as f:
+        f.write(bytes(rng.randrange(1, 256) for _ in range(64)))
+    damaged.append(index)
+    return damaged
+
+
 # --------------------------------------------------------------------------- the test
 
 
@@ -438,6 +478,8 @@ def test_kill9_rounds_keep_every_acknowledged_message(broker_factory, tmp_path):
     ledger = Ledger()
     cache = SegmentCache()
     torn_round = ROUNDS // 2
+    damage_round = min(torn_round + 3, ROUNDS - 1)
+    damaged_indexes: list[Path] = []
     next_id = 0
     expected_cuts: dict[str, int] | None = None
     started = time.monotonic()
@@ -448,7 +490,9 @@ def test_kill9_rounds_keep_every_acknowledged_message(broker_factory, tmp_path):
             delay = rng.uniform(0.05, 0.8)
             early = kill_early(data_dir, delay)
             states = check_disk(log_dir, ledger, cache, strict=False, seed=seed)
-            print(f"round {round_no:2d}: killed {delay:.2f}s after exec ({early}); log ends {[s.next_offset for s in states]}")
+            print(
+                f"round {round_no:2d}: killed {delay:.2f}s after exec ({early}); log ends {[s.next_offset for s in states]}"
+            )
         broker = broker_factory(OVERRIDES, data_dir=data_dir)
         assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists(), "the clean-shutdown marker exists while the broker runs"
         if round_no == 0:
@@ -460,14 +504,18 @@ def test_kill9_rounds_keep_every_acknowledged_message(broker_factory, tmp_path):
         producer = RoundProducer(broker.bootstrap, next_id, ledger, rng.randrange(2**32))
         producer.start()
         got_ack = wait_until(
-            lambda: producer.acked_this_round > 0 or producer.error is not None or producer.fatal is not None,
+            lambda p=producer: p.acked_this_round > 0 or p.error is not None or p.fatal is not None,
             FIRST_ACK_TIMEOUT_S,
         )
         assert producer.error is None, f"round {round_no}: producer failed: {producer.error!r}"
         assert producer.fatal is None, f"round {round_no}: fatal producer error: {producer.fatal}"
-        assert got_ack, f"round {round_no}: nothing acknowledged within {FIRST_ACK_TIMEOUT_S}s\n{broker.log_text()[-3000:]}"
+        assert got_ack, (
+            f"round {round_no}: nothing acknowledged within {FIRST_ACK_TIMEOUT_S}s\n{broker.log_text()[-3000:]}"
+        )
         time.sleep(rng.uniform(0.0, MAX_KILL_DELAY_S))
-        assert broker.process.poll() is None, f"round {round_no}: the broker died by itself:\n{broker.log_text()[-3000:]}"
+        assert broker.process.poll() is None, (
+            f"round {round_no}: the broker died by itself:\n{broker.log_text()[-3000:]}"
+        )
         broker.kill()
         assert broker.process.returncode == -signal.SIGKILL
 
@@ -482,6 +530,10 @@ def test_kill9_rounds_keep_every_acknowledged_message(broker_factory, tmp_path):
         # The files as the crash left them.
         assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists(), "a clean-shutdown marker after SIGKILL"
         states = check_disk(log_dir, ledger, cache, strict=False, seed=seed)
+        if damaged_indexes:
+            missing = [str(path) for path in damaged_indexes if not path.exists()]
+            assert not missing, f"index files not rebuilt after a restart: {missing}"
+            damaged_indexes = []  # check_disk verified their entries
         with ledger.lock:
             acked, failed, sent = len(ledger.acked), len(ledger.failed), len(ledger.sent)
         print(
@@ -496,6 +548,9 @@ def test_kill9_rounds_keep_every_acknowledged_message(broker_factory, tmp_path):
                 print(f"round {round_no:2d}: tore the tails by hand: {expected_cuts}")
             else:
                 torn_round += 1
+        elif round_no == damage_round:
+            damaged_indexes = damage_indexes(log_dir, rng)
+            print(f"round {round_no:2d}: damaged the indexes {[p.name for p in damaged_indexes]}")
 
     assert torn_round < ROUNDS, "the torn-tail round never ran"
 
@@ -543,7 +598,12 @@ def kill_early(data_dir: Path, delay_s: float) -> str:
     """Start ``pybroker start`` on ``data_dir`` and SIGKILL it after ``delay_s``,
     whatever it is doing then; says whether it had announced itself."""
     cmd = [sys.executable, "-m", "broker", "start"]
-    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "", "log.dirs": str(data_dir / "logs"), **OVERRIDES}
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "advertised.listeners": "",
+        "log.dirs": str(data_dir / "logs"),
+        **OVERRIDES,
+    }
     for key, value in overrides.items():
         cmd += ["--override", f"{key}={value}"]
     env = dict(os.environ)
@@ -590,7 +650,9 @@ def read_every_offset(pdir: Path, state: DiskState) -> None:
             assert len(batches) == 1, f"{pdir.name}: read({offset}) returned {len(batches)} batches"
             _, _, header = batches[0]
             last = header.base_offset + header.last_offset_delta
-            assert header.base_offset <= offset <= last, f"{pdir.name}: read({offset}) returned {header.base_offset}..{last}"
+            assert header.base_offset <= offset <= last, (
+                f"{pdir.name}: read({offset}) returned {header.base_offset}..{last}"
+            )
             records = decode_records(data)
             assert [r.offset for r in records] == list(range(header.base_offset, last + 1))
             for r in records:

@@ -4,8 +4,10 @@
   deletes whole closed segments; ListOffsets earliest (``beginning_offsets``)
   moves up to the first remaining segment and a consumer from the earliest
   offset starts there; the active segment is never deleted, however old or
-  large it is (pybroker's rule; note that Kafka rolls an expired active
-  segment and deletes it, see docs).
+  large it is. That is pybroker's rule, not Kafka's: Kafka's
+  ``UnifiedLog.deleteSegments`` rolls a non-empty active segment that
+  retention selects ("we must always have at least one segment") and deletes
+  it, so an idle topic's data does expire there.
 - The broker keys ``log.retention.ms`` / ``minutes`` / ``hours`` / ``bytes``
   supply the topic defaults (ms wins over minutes over hours).
 - A clean shutdown leaves ``recovery-point-offset-checkpoint``,
