@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import time
 
 from broker.config import BrokerConfig
@@ -46,7 +47,7 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config["cluster.id"])
-        self.logs = LogManager(config.log_dirs, max_open_files=config["log.open.files.max"])
+        self.logs = LogManager(config.log_dirs, max_open_files=self._open_files_budget())
         self.controller = MetadataController(
             config.log_dirs[0],
             ClusterDefaults(
@@ -68,6 +69,17 @@ class Broker:
         from broker.handlers import register_all
 
         register_all(self.dispatcher, self)
+
+    def _open_files_budget(self) -> int:
+        """log.open.files.max, by default at most half of the process's file limit,
+        so segments never starve sockets, however many partitions there are."""
+        configured = self.config["log.open.files.max"]
+        if "log.open.files.max" in self.config.explicit:
+            return configured
+        soft_limit, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft_limit == resource.RLIM_INFINITY:
+            return configured
+        return max(16, min(configured, soft_limit // 2))
 
     # ----------------------------------------------------------------- metadata
 

@@ -197,7 +197,8 @@ _KEYS = [
     ConfigKey("log.cleaner.backoff.ms", _int_parser(0), 15000),
     ConfigKey("log.cleaner.min.cleanable.ratio", _float_parser(0.0, 1.0), 0.5),
     ConfigKey("log.cleaner.min.compaction.lag.ms", _int_parser(0), 0),
-    # pybroker's own: how many segment files may be open at once (see storage.handle_pool).
+    # pybroker's own: how many segment files may be open at once (see storage.handle_pool);
+    # unless set, also capped at half of the process's open-file limit.
     ConfigKey("log.open.files.max", _int_parser(16, INT32_MAX), 1024),
     ConfigKey("cluster.id", _string, None),
     ConfigKey("broker.rack", _string, None),
