@@ -438,9 +438,12 @@ class PartitionLog:
         old = self.active_segment
         if old.size_bytes == 0:
             return old  # an empty segment already starts at the log end
-        old.flush(fsync=False)
+        # Kafka flushes a rolled segment and moves the recovery point past it, so
+        # a crash re-reads only the active segment; one fsync per segment.
+        old.flush(fsync=True)
         old.index.trim()
         old.time_index.trim()
+        self.recovery_point = max(self.recovery_point, self.log_end_offset)
         new = self._new_segment(self.log_end_offset, 0)
         new.next_offset = new.base_offset
         new.index.preallocate()
