@@ -75,6 +75,7 @@ FIRST_ACK_TIMEOUT_S = 30.0
 ROUND_PRODUCE_LIMIT = 60_000  # messages one round's producer may send at most
 ROUND_TIME_LIMIT_S = 60.0
 FINAL_MESSAGES = 500
+KILL_ROUND_MESSAGE_TIMEOUT_MS = 5000
 EARLY_KILL_CHANCE = 0.25  # of also killing a broker during its start-up before a round
 
 OVERRIDES = {
@@ -153,7 +154,9 @@ class RoundProducer(threading.Thread):
         from confluent_kafka import Producer
 
         def on_error(err):
-            if err.fatal():
+            # A fatal error while the broker serves is a finding; once the round
+            # is being torn down (broker killed, queue purged) it is the client's.
+            if err.fatal() and not self.stop_event.is_set():
                 self.fatal = str(err)
 
         try:
@@ -163,7 +166,10 @@ class RoundProducer(threading.Thread):
                     "acks": "all",
                     "enable.idempotence": True,
                     "linger.ms": 2,
-                    "message.timeout.ms": 30000,
+                    # A killed round's leftovers must resolve soon: librdkafka does not
+                    # always fail in-flight messages of an idempotent producer at once
+                    # when purged, but it does fail them when they time out.
+                    "message.timeout.ms": 30000 if self.drain else KILL_ROUND_MESSAGE_TIMEOUT_MS,
                     "reconnect.backoff.ms": 20,
                     "reconnect.backoff.max.ms": 200,
                     "error_cb": on_error,
@@ -203,7 +209,7 @@ class RoundProducer(threading.Thread):
             # The broker is gone (or going): fail everything this producer still
             # holds, so no retry of it can reach the next broker incarnation.
             producer.purge(in_queue=True, in_flight=True)
-            self.left_in_queue = producer.flush(10)
+            self.left_in_queue = producer.flush(KILL_ROUND_MESSAGE_TIMEOUT_MS / 1000 + 10)
             del producer
 
     def _delivered(self, msg_id: int, err, msg) -> None:

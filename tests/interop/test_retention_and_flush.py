@@ -85,9 +85,18 @@ def produce_records(
 
 
 def segments(broker, topic: str, partition: int = 0) -> list[tuple[int, int]]:
-    """(base offset, size) of each ``.log`` file of a partition, oldest first."""
+    """(base offset, size) of each ``.log`` file of a partition, oldest first
+    (a file that retention deletes while we look is left out)."""
     pdir = log_dir_of(broker) / f"{topic}-{partition}"
-    return sorted((int(p.stem), p.stat().st_size) for p in pdir.glob("*.log") if p.stem.isdigit())
+    found = []
+    for path in pdir.glob("*.log"):
+        if not path.stem.isdigit():
+            continue
+        try:
+            found.append((int(path.stem), path.stat().st_size))
+        except FileNotFoundError:
+            continue
+    return sorted(found)
 
 
 def earliest(broker, topic: str, partition: int = 0) -> int:
