@@ -238,10 +238,6 @@ class LogManager:
             ):
                 write_offsets(directory / name, {k: table[k] for k in keys if k in table})
 
-    def flush_all(self, fsync: bool = True) -> None:
-        for _, plog in self.opened_logs():
-            plog.flush(fsync)
-
     def close(self) -> None:
         """Clean shutdown: flush, checkpoint, close, then mark every directory clean."""
         for _, plog in self.opened_logs():
