@@ -15,6 +15,7 @@ import time
 from broker.config import BrokerConfig
 from broker.connection import KafkaConnection
 from broker.dispatch import Dispatcher
+from broker.groups.service import GroupService
 from broker.partition_watch import PartitionWatch
 from controller.metadata.image import MetadataImage, TopicImage
 from controller.single_node import MetadataController
@@ -47,7 +48,11 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config["cluster.id"])
-        self.logs = LogManager(config.log_dirs, max_open_files=self._open_files_budget())
+        self.logs = LogManager(
+            config.log_dirs,
+            max_open_files=self._open_files_budget(),
+            producer_id_expiration_ms=config["producer.id.expiration.ms"],
+        )
         self.controller = MetadataController(
             config.log_dirs[0],
             ClusterDefaults(
@@ -65,7 +70,9 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self.topic_defaults = self._topic_defaults()
         self._open_partition_logs()
+        self.groups = GroupService(self)
         self.controller.subscribe(self._on_metadata_change)
+        self.groups.load()
         from broker.handlers import register_all
 
         register_all(self.dispatcher, self)
@@ -119,12 +126,16 @@ class Broker:
             self.logs.delete(topic, partition, path)
 
     def _on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
+        deleted_topics = set()
         for name, topic in old.topics.items():
             current = new.topics.get(name)
             if current is None or current.topic_id != topic.topic_id:
+                deleted_topics.add(name)
                 for partition in topic.partitions:
                     self.logs.delete(name, partition)
                     self.partition_watch.notify((name, partition))
+        if deleted_topics:
+            self.groups.coordinator.remove_offsets_of_topics(self.groups.now_ms(), deleted_topics)
         for name, topic in new.topics.items():
             previous = old.topics.get(name)
             same_topic = previous is not None and previous.topic_id == topic.topic_id
@@ -154,6 +165,12 @@ class Broker:
             ("log flusher", self.config["log.flush.scheduler.interval.ms"], lambda: self.logs.flush_by_time(self._now_ms())),
             ("checkpoint writer", self.config["log.flush.offset.checkpoint.interval.ms"], self.logs.checkpoint),
             ("retention", self.config["log.retention.check.interval.ms"], lambda: self.logs.apply_retention(self._now_ms())),
+            (
+                "producer id expiration",
+                self.config["producer.id.expiration.check.interval.ms"],
+                lambda: self.logs.remove_expired_producers(self._now_ms()),
+            ),
+            ("offsets expiry", self.config["offsets.retention.check.interval.ms"], self.groups.expire_offsets),
         ]
         if self.config["log.cleaner.enable"]:
             # Runs on the event loop: a long compaction delays requests meanwhile.
@@ -172,6 +189,7 @@ class Broker:
 
     async def start(self) -> None:
         self._start_housekeeping()
+        self.groups.start()
         loop = asyncio.get_running_loop()
         max_frame_bytes = self.config["socket.request.max.bytes"]
         for listener in self.config.listeners:
@@ -197,6 +215,7 @@ class Broker:
         self.stopping = True
         for server in self._servers:
             server.close()
+        self.groups.stop()  # requests waiting for a rebalance are answered NOT_COORDINATOR
         for connection in list(self._connections):
             connection.close_when_idle()
         self.partition_watch.wake_all()  # long-polling fetches answer now

@@ -6,6 +6,10 @@ received are answered, logs are flushed and closed.
 
 ``pybroker dump-log FILE...`` prints segment, index and checkpoint files in a
 readable form (like Kafka's kafka-dump-log.sh); see storage/FORMAT.md, "Tools".
+
+``pybroker groups [--bootstrap-server HOST:PORT] list|describe GROUP`` lists
+consumer groups and shows one's members, assignments, committed offsets and
+lag per partition (like kafka-consumer-groups.sh); see broker/group_tool.py.
 """
 
 from __future__ import annotations
@@ -108,6 +112,41 @@ def cmd_dump_log(args) -> int:
     return stats.exit_code
 
 
+def cmd_groups(args) -> int:
+    from broker.group_tool import GroupTool, ToolError, format_description
+
+    tool = None
+    try:
+        tool = GroupTool(args.bootstrap_server, timeout_s=args.timeout)
+        if args.groups_command == "list":
+            groups = tool.list_groups(args.state)
+            if args.state is not None:
+                for line in _group_list_table(groups):
+                    print(line)
+            else:
+                for group_id, _, _ in groups:
+                    print(group_id)
+            return 0
+        description = tool.describe_group(args.group)
+        if description is None:
+            print(f"Consumer group '{args.group}' does not exist.", file=sys.stderr)
+            return 1
+        for line in format_description(description):
+            print(line)
+        return 0
+    except ToolError as exc:
+        print(f"pybroker groups: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if tool is not None:
+            tool.close()
+
+
+def _group_list_table(groups) -> list[str]:
+    width = max([len("GROUP")] + [len(g) for g, _, _ in groups])
+    return [f"{'GROUP'.ljust(width)}  STATE"] + [f"{g.ljust(width)}  {state}" for g, _, state in groups]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
@@ -121,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     start.set_defaults(func=cmd_start)
     dump = commands.add_parser(
         "dump-log",
-        help="print .log, .index, .timeindex and checkpoint files (like kafka-dump-log.sh)",
+        help="print .log, .index, .timeindex, .snapshot and checkpoint files (like kafka-dump-log.sh)",
         description="Print log segments, their indexes and checkpoint files in a readable form. "
         "Exit code: 0, 1 when a Mismatch or Corrupt line was printed, 2 when a file could not be dumped.",
     )
@@ -142,6 +181,26 @@ def main(argv: list[str] | None = None) -> int:
         "(add -d or --deep-iteration to print them too)",
     )
     dump.set_defaults(func=cmd_dump_log)
+    groups = commands.add_parser(
+        "groups",
+        help="list consumer groups, or describe one with its offsets and lag (like kafka-consumer-groups.sh)",
+        description="Talks to a running broker. 'list' prints the group ids (with --state, their states too); "
+        "'describe GROUP' prints per partition the committed offset, log end offset, lag and owning member, "
+        "then the members and their assignments. Exit code: 0, 1 when the group does not exist, 2 on errors.",
+    )
+    groups.add_argument(
+        "--bootstrap-server", default="localhost:9092", metavar="HOST:PORT", help="a broker to ask (default localhost:9092)"
+    )
+    groups.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS", help="socket timeout (default 15)")
+    group_commands = groups.add_subparsers(dest="groups_command", required=True)
+    group_list = group_commands.add_parser("list", help="list the groups")
+    group_list.add_argument(
+        "--state", nargs="*", metavar="STATE",
+        help="show states; with names (Stable, Empty, ...), only groups in those states",
+    )
+    group_describe = group_commands.add_parser("describe", help="describe one group")
+    group_describe.add_argument("group", metavar="GROUP")
+    groups.set_defaults(func=cmd_groups)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),

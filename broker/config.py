@@ -197,11 +197,23 @@ _KEYS = [
     ConfigKey("log.cleaner.backoff.ms", _int_parser(0), 15000),
     ConfigKey("log.cleaner.min.cleanable.ratio", _float_parser(0.0, 1.0), 0.5),
     ConfigKey("log.cleaner.min.compaction.lag.ms", _int_parser(0), 0),
+    ConfigKey("producer.id.expiration.ms", _int_parser(1, INT32_MAX), 86400000),
+    ConfigKey("producer.id.expiration.check.interval.ms", _int_parser(1, INT32_MAX), 600000),
     # pybroker's own: how many segment files may be open at once (see storage.handle_pool);
     # unless set, also capped at half of the process's open-file limit.
     ConfigKey("log.open.files.max", _int_parser(16, INT32_MAX), 1024),
+    ConfigKey("offsets.topic.num.partitions", _int_parser(1, INT32_MAX), 50),
+    ConfigKey("offsets.topic.segment.bytes", _int_parser(1, INT32_MAX), 104857600),
+    ConfigKey("offsets.retention.minutes", _int_parser(1, INT32_MAX), 10080),
+    ConfigKey("offsets.retention.check.interval.ms", _int_parser(1), 600000),
+    ConfigKey("offset.metadata.max.bytes", _int_parser(0, INT32_MAX), 4096),
+    ConfigKey("group.initial.rebalance.delay.ms", _int_parser(0, INT32_MAX), 3000),
+    ConfigKey("group.min.session.timeout.ms", _int_parser(0, INT32_MAX), 6000),
+    ConfigKey("group.max.session.timeout.ms", _int_parser(0, INT32_MAX), 1800000),
+    ConfigKey("group.max.size", _int_parser(1, INT32_MAX), INT32_MAX),
     ConfigKey("cluster.id", _string, None),
     ConfigKey("broker.rack", _string, None),
+    ConfigKey("max.request.partition.size.limit", _int_parser(1, INT32_MAX), 2000),
 ]
 
 KEYS: dict[str, ConfigKey] = {}
@@ -226,7 +238,6 @@ NOT_YET_SUPPORTED = frozenset(
         "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
-        "group.initial.rebalance.delay.ms",
         "min.insync.replicas",
         "compression.type",
     }
@@ -273,9 +284,21 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "log.cleaner.backoff.ms": ("LONG", "Pause between log cleaner passes over the compacted logs."),
     "log.cleaner.min.cleanable.ratio": ("DOUBLE", "Default min.cleanable.dirty.ratio: the share of a log that must be uncleaned before it is compacted."),
     "log.cleaner.min.compaction.lag.ms": ("LONG", "Default min.compaction.lag.ms: how long a record stays uncompacted at least."),
+    "producer.id.expiration.ms": ("INT", "How long a partition keeps an idle producer id's state (measured from the max timestamp of its last batch); a producer whose state expired may continue at any sequence."),
+    "producer.id.expiration.check.interval.ms": ("INT", "How often expired producer ids are removed."),
     "log.open.files.max": ("INT", "pybroker's own: how many segment files may be open at once."),
+    "offsets.topic.num.partitions": ("INT", "Partitions of __consumer_offsets, fixed when it is created; a group's partition is chosen by a hash of its id."),
+    "offsets.topic.segment.bytes": ("INT", "segment.bytes of __consumer_offsets: small segments let compaction keep it short."),
+    "offsets.retention.minutes": ("INT", "How long committed offsets outlive their group becoming empty (or, without a group, their commit)."),
+    "offsets.retention.check.interval.ms": ("LONG", "How often expired committed offsets are looked for."),
+    "offset.metadata.max.bytes": ("INT", "Largest metadata string an offset commit may carry."),
+    "group.initial.rebalance.delay.ms": ("INT", "How long the first rebalance of an empty group waits for more members to join."),
+    "group.min.session.timeout.ms": ("INT", "Smallest session timeout a group member may ask for."),
+    "group.max.session.timeout.ms": ("INT", "Largest session timeout a group member may ask for."),
+    "group.max.size": ("INT", "Most members a group may have."),
     "cluster.id": ("STRING", "The cluster id written to meta.properties; generated when unset."),
     "broker.rack": ("STRING", "The rack of this broker, reported in Metadata."),
+    "max.request.partition.size.limit": ("INT", "The most partitions one DescribeTopicPartitions response answers."),
 }
 
 

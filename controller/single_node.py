@@ -21,8 +21,11 @@ from controller.metadata.records import PRODUCER_IDS_RECORD, decode_record, enco
 from controller.topic_commands import (
     METADATA_TOPIC,
     ClusterDefaults,
+    CreatePartitionsResult,
+    CreatePartitionsSpec,
     CreateTopicResult,
     CreateTopicSpec,
+    plan_create_partitions,
     plan_create_topic,
     plan_delete_topic,
 )
@@ -89,7 +92,9 @@ class MetadataController:
 
     # ----------------------------------------------------------------- commands
 
-    def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool = False) -> list[CreateTopicResult]:
+    def create_topics(
+        self, specs: list[CreateTopicSpec], *, validate_only: bool = False, internal: bool = False
+    ) -> list[CreateTopicResult]:
         results = []
         records: list = []
         planned = self.image
@@ -103,11 +108,39 @@ class MetadataController:
                     answered.add(spec.name)
                     results.append(CreateTopicResult(spec.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
                 continue
-            result, topic_records = plan_create_topic(planned, spec, self.defaults, self._new_uuid())
+            result, topic_records = plan_create_topic(planned, spec, self.defaults, self._new_uuid(), internal=internal)
             results.append(result)
             if topic_records and not validate_only:
                 records.extend(topic_records)
                 # Later specs in the same request must see this topic.
+                planned = apply_records(planned, [(record_api_key(r), r) for r in topic_records], planned.offset)
+        self._commit(records)
+        return results
+
+    def create_partitions(
+        self, specs: list[CreatePartitionsSpec], *, validate_only: bool = False
+    ) -> list[CreatePartitionsResult]:
+        """Add partitions to existing topics; one result per distinct name, in request
+        order. The new partitions of every topic that passes are committed in one
+        batch (appended and fsynced, then applied); ``validate_only`` checks
+        everything and writes nothing."""
+        results = []
+        records: list = []
+        planned = self.image
+        counts = Counter(spec.name for spec in specs)
+        answered: set[str] = set()
+        for spec in specs:
+            if counts[spec.name] > 1:
+                # As ControllerApis.createPartitions: a name given twice is answered
+                # once with INVALID_REQUEST and none of its copies is applied.
+                if spec.name not in answered:
+                    answered.add(spec.name)
+                    results.append(CreatePartitionsResult(spec.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+                continue
+            result, topic_records = plan_create_partitions(planned, spec, self.defaults)
+            results.append(result)
+            if topic_records and not validate_only:
+                records.extend(topic_records)
                 planned = apply_records(planned, [(record_api_key(r), r) for r in topic_records], planned.offset)
         self._commit(records)
         return results

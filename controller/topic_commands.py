@@ -1,4 +1,4 @@
-"""Topic creation and deletion as pure functions: (image, command) -> (result, records).
+"""Topic creation, deletion and partition addition as pure functions: (image, command) -> (result, records).
 
 Nothing here does IO. The controller writes the records to the metadata log
 and only then applies them to its image, so a crash between the two replays
@@ -20,6 +20,8 @@ TOPIC_NAME_MAX_CHARS = 249
 # The metadata log lives in a partition directory of this name: no topic may take it.
 METADATA_TOPIC = "__cluster_metadata"
 RESERVED_TOPICS = frozenset({METADATA_TOPIC})
+# Topics the brokers create and own; clients may not create them.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -63,8 +65,11 @@ class ClusterDefaults:
     replication_factor: int
 
 
-def plan_create_topic(image: MetadataImage, spec: CreateTopicSpec, defaults: ClusterDefaults, new_topic_id: uuid.UUID):
-    """Validate one topic creation; returns (result, records). Records are empty on error."""
+def plan_create_topic(
+    image: MetadataImage, spec: CreateTopicSpec, defaults: ClusterDefaults, new_topic_id: uuid.UUID, *, internal: bool = False
+):
+    """Validate one topic creation; returns (result, records). Records are empty on error.
+    ``internal`` is the broker itself creating one of its internal topics."""
 
     def fail(code: ErrorCode, message: str):
         return CreateTopicResult(spec.name, code, message), []
@@ -72,7 +77,7 @@ def plan_create_topic(image: MetadataImage, spec: CreateTopicSpec, defaults: Clu
     problem = topic_name_error(spec.name)
     if problem:
         return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    if spec.name in RESERVED_TOPICS:
+    if spec.name in RESERVED_TOPICS or (spec.name in INTERNAL_TOPICS and not internal):
         return fail(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {spec.name} is prohibited.")
     if spec.name in image.topics:
         return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
@@ -145,6 +150,103 @@ def plan_create_topic(image: MetadataImage, spec: CreateTopicSpec, defaults: Clu
         configs,
     )
     return result, records
+
+
+@dataclass
+class CreatePartitionsSpec:
+    name: str
+    count: int  # the new total number of partitions
+    assignments: list[list[int]] | None = None  # one replica list per new partition; None: placed here
+
+
+@dataclass
+class CreatePartitionsResult:
+    name: str
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+def _manual_assignment_error(replicas: list[int], broker_ids, replication_factor: int) -> str | None:
+    """Why a manual replica list is unacceptable (Kafka's ReplicationControlManager wording)."""
+    seen: set[int] = set()
+    for broker_id in replicas:
+        if broker_id in seen:
+            return f"The manual partition assignment includes the broker {broker_id} more than once."
+        seen.add(broker_id)
+        if broker_id not in broker_ids:
+            return f"The manual partition assignment includes broker {broker_id}, but no such broker is registered."
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    if len(replicas) != replication_factor:
+        return (
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is "
+            f"not consistent with previous partitions, which have {replication_factor} replica(s)."
+        )
+    return None
+
+
+def plan_create_partitions(image: MetadataImage, spec: CreatePartitionsSpec, defaults: ClusterDefaults):
+    """Validate adding partitions to a topic; returns (result, records). Records are
+    empty on error. New partitions take the ids after the existing ones and the
+    replication factor of the topic's existing partitions; each starts with its
+    whole replica list as ISR, led by its first replica at leader epoch 0."""
+
+    def fail(code: ErrorCode, message: str | None):
+        return CreatePartitionsResult(spec.name, code, message), []
+
+    topic = image.topics.get(spec.name)
+    if topic is None:
+        return fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+    current = len(topic.partitions)
+    if spec.count == current:
+        return fail(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if spec.count < current:
+        return fail(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {spec.name} currently has {current} partition(s); {spec.count} would not be an increase.",
+        )
+    additional = spec.count - current
+    if not topic.partitions:
+        return fail(ErrorCode.UNKNOWN_SERVER_ERROR, f"Invalid state: topic {spec.name} appears to have no partitions.")
+    replication_factor = len(next(iter(topic.partitions.values())).replicas)
+    if spec.assignments is not None:
+        if len(spec.assignments) != additional:
+            return fail(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {additional} additional partition(s), but only {len(spec.assignments)} "
+                "assignment(s) were specified.",
+            )
+        for replicas in spec.assignments:
+            problem = _manual_assignment_error(list(replicas), defaults.broker_ids, replication_factor)
+            if problem:
+                return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+        assignments = [list(replicas) for replicas in spec.assignments]
+    else:
+        brokers = sorted(defaults.broker_ids)
+        if replication_factor > len(brokers):
+            return fail(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"The target replication factor of {replication_factor} cannot be reached because only "
+                f"{len(brokers)} broker(s) are registered.",
+            )
+        # The same round-robin placement as topic creation, continued past the existing ids.
+        assignments = [
+            [brokers[(p + r) % len(brokers)] for r in range(replication_factor)] for p in range(current, spec.count)
+        ]
+    # Partition ids are 0..n-1, so the new ones start at the current count (as in Kafka).
+    records = [
+        PARTITION_RECORD(
+            partition_id=current + i,
+            topic_id=topic.topic_id,
+            replicas=replicas,
+            isr=list(replicas),
+            leader=replicas[0],
+            leader_epoch=0,
+            partition_epoch=0,
+        )
+        for i, replicas in enumerate(assignments)
+    ]
+    return CreatePartitionsResult(spec.name, ErrorCode.NONE, None), records
 
 
 def plan_delete_topic(image: MetadataImage, name: str | None, topic_id: uuid.UUID | None):

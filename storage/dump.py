@@ -5,7 +5,7 @@ storage/FORMAT.md: ``.log`` segments (one line per batch, optionally one per
 record), ``.index`` and ``.timeindex`` files, and the text checkpoint files
 (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
 ``replication-offset-checkpoint``, ``cleaner-offset-checkpoint`` and a
-partition's ``leader-epoch-checkpoint``).
+partition's ``leader-epoch-checkpoint``), and producer state ``.snapshot`` files.
 
 Every function here is a plain generator of output lines (no printing, no
 asyncio), so tests and other tools can call them directly. Problems are
@@ -48,6 +48,7 @@ from protocol.records import (
     validate_batch,
 )
 from storage.index import OFFSET_ENTRY, TIME_ENTRY
+from storage.producer_snapshot import SNAPSHOT_SUFFIX, CorruptSnapshotError, decode_snapshot
 
 __all__ = [
     "LEADER_EPOCH_CHECKPOINT_NAME",
@@ -59,6 +60,7 @@ __all__ = [
     "dump_files",
     "dump_log_segment",
     "dump_offset_index",
+    "dump_producer_snapshot",
     "dump_time_index",
     "file_kind",
     "parse_checkpoint",
@@ -123,14 +125,14 @@ class DumpStats:
 
 
 def file_kind(path: Path) -> str | None:
-    """'log', 'index', 'timeindex', 'offset-checkpoint', 'leader-epoch-checkpoint' or None."""
+    """'log', 'index', 'timeindex', 'snapshot', 'offset-checkpoint', 'leader-epoch-checkpoint' or None."""
     name = Path(path).name
     if name in OFFSET_CHECKPOINT_NAMES:
         return "offset-checkpoint"
     if name == LEADER_EPOCH_CHECKPOINT_NAME:
         return "leader-epoch-checkpoint"
     suffix = Path(path).suffix
-    if suffix in (".log", ".index", ".timeindex"):
+    if suffix in (".log", ".index", ".timeindex", SNAPSHOT_SUFFIX):
         return suffix[1:]
     return None
 
@@ -161,7 +163,7 @@ def dump_file(path: str | Path, options: DumpOptions = DumpOptions(), stats: Dum
     if kind is None:
         stats.errors += 1
         yield (
-            f"Error: {path} is not a .log, .index or .timeindex file or a checkpoint "
+            f"Error: {path} is not a .log, .index or .timeindex file, a producer .snapshot or a checkpoint "
             f"({', '.join(sorted(OFFSET_CHECKPOINT_NAMES | {LEADER_EPOCH_CHECKPOINT_NAME}))})"
         )
         return
@@ -173,6 +175,7 @@ def dump_file(path: str | Path, options: DumpOptions = DumpOptions(), stats: Dum
         "log": dump_log_segment,
         "index": dump_offset_index,
         "timeindex": dump_time_index,
+        "snapshot": dump_producer_snapshot,
         "offset-checkpoint": dump_checkpoint,
         "leader-epoch-checkpoint": dump_checkpoint,
     }[kind]
@@ -535,6 +538,39 @@ def dump_time_index(path: Path, options: DumpOptions = DumpOptions(), stats: Dum
     yield from _index_tail(path, data, TIME_ENTRY, verify, stats)
     if verify:
         yield _verified_line(path, len(entries), "entries", stats.problems - problems_before)
+
+
+# --------------------------------------------------------------------------- .snapshot
+
+
+def dump_producer_snapshot(path: Path, options: DumpOptions = DumpOptions(), stats: DumpStats | None = None) -> Iterator[str]:
+    """One line per producer, as kafka-dump-log.sh prints a producer snapshot;
+    a bad size, version or CRC is a ``Corrupt`` line."""
+    stats = DumpStats() if stats is None else stats
+    path = Path(path)
+    problems_before = stats.problems
+    try:
+        entries = decode_snapshot(path.read_bytes())
+    except CorruptSnapshotError as exc:
+        stats.problems += 1
+        entries = []
+        yield f"Corrupt {path}: {exc}"
+    if options.print_entries:
+        for entry in entries:
+            line = (
+                f"producerId: {entry.producer_id} producerEpoch: {entry.epoch} coordinatorEpoch: -1 "
+                f"currentTxnFirstOffset: -1 lastTimestamp: {entry.last_timestamp_ms}"
+            )
+            if entry.batches:
+                batch = entry.batches[-1]
+                line += (
+                    f" firstSequence: {batch.first_sequence} lastSequence: {batch.last_sequence} "
+                    f"lastOffset: {batch.last_offset} offsetDelta: {batch.last_offset - batch.first_offset} "
+                    f"timestamp: {batch.timestamp_ms}"
+                )
+            yield line
+    if options.verify:
+        yield _verified_line(path, len(entries), "producers", stats.problems - problems_before)
 
 
 # --------------------------------------------------------------------------- checkpoints

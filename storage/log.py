@@ -13,10 +13,10 @@ import logging
 import os
 import struct
 import time
-from bisect import bisect_right
+from bisect import bisect_right, insort
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
@@ -29,10 +29,17 @@ from protocol.records import (
     patch_partition_leader_epoch,
     validate_batch,
 )
-from storage.producer_state import ProducerStateError, ProducerStateManager, last_sequence_of, next_sequence
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_leader_epochs, write_leader_epochs
 from storage.file_slice import FileSlice
 from storage.handle_pool import FileHandlePool
+from storage.producer_snapshot import (
+    CorruptSnapshotError,
+    read_snapshot,
+    snapshot_file_name,
+    snapshot_offset,
+    write_snapshot,
+)
+from storage.producer_state import ProducerStateError, ProducerStateManager, last_sequence_of, next_sequence
 from storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -101,6 +108,42 @@ DELETED_SUFFIX = ".deleted"
 _SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
 
 
+EPOCH_UNDEFINED = (-1, -1)
+
+
+def epoch_end_offset(
+    epochs: list[tuple[int, int]], requested: int, *, current_epoch: int, log_start_offset: int, log_end_offset: int
+) -> tuple[int, int]:
+    """(epoch, end offset) answering ``requested`` from the ``(epoch, start offset)``
+    entries of a leader's log, as Kafka's LeaderEpochFileCache.endOffsetFor: the
+    largest epoch at or below ``requested`` and the start of the first later
+    epoch (the log end for the latest); (-1, -1) for -1 or an epoch above every
+    known one; an epoch below every known one answers itself with the first
+    known epoch's start. The current epoch counts as known from the log end even
+    before it writes (a leader records its epoch when it takes over), and epochs
+    wholly below the log start offset count as starting at it."""
+    if requested == -1:
+        return EPOCH_UNDEFINED
+    entries = sorted(epochs)
+    if not entries or entries[-1][0] < current_epoch:
+        # A Kafka leader records its epoch at the log end when it takes over.
+        entries.append((current_epoch, log_end_offset))
+    # Kafka truncates the epoch cache from the start as the log start moves: the
+    # last epoch starting at or below the log start offset now starts there.
+    below = [e for e in entries if e[1] <= log_start_offset]
+    if below:
+        entries = [(below[-1][0], log_start_offset)] + [e for e in entries if e[1] > log_start_offset]
+    if entries[-1][0] == requested:
+        return requested, log_end_offset
+    higher = next((e for e in entries if e[0] > requested), None)
+    if higher is None:
+        return EPOCH_UNDEFINED
+    floor = [e for e in entries if e[0] <= requested]
+    if not floor:
+        return requested, higher[1]
+    return floor[-1][0], higher[1]
+
+
 class PartitionLog:
     """One partition's log.
 
@@ -108,6 +151,15 @@ class PartitionLog:
     of the active segment is read; otherwise every segment from the one
     holding ``recovery_point`` (all of them when it is unknown) is re-read
     with CRC checks and cut at the first bad batch.
+
+    Idempotent-producer state comes from the newest valid producer snapshot
+    (``<offset>.snapshot``, see storage.producer_snapshot) at or below the
+    log end (clean) or the recovery point (crash), plus the batches after it;
+    from the log start when no snapshot is valid. Snapshots are written when
+    a segment rolls (at its successor's base offset) and when the log closes
+    (at the log end), so a clean open reads no batch for it.
+    ``producer_id_expiration_ms``, when given, leaves expired producers out
+    of a loaded snapshot.
     """
 
     def __init__(
@@ -120,6 +172,7 @@ class PartitionLog:
         recovery_point: int | None = None,
         log_start_offset: int | None = None,
         clean_shutdown: bool = False,
+        producer_id_expiration_ms: int | None = None,
     ):
         self.directory = Path(directory)
         self.config = config
@@ -129,16 +182,20 @@ class PartitionLog:
         self.segments: list[LogSegment] = []
         self._segment_bases: list[int] = []
         self.producer_state = ProducerStateManager()
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._snapshots: list[int] = []  # offsets of this log's .snapshot files, ascending
+        # Provisional until the segments are known: loading producer state needs it.
+        self.log_start_offset = log_start_offset or 0
         self.recovery_point = 0
         # (epoch, start offset) of each leader epoch that wrote to this log.
         self.leader_epochs: list[tuple[int, int]] = read_leader_epochs(self.directory / LEADER_EPOCH_CHECKPOINT)
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock_ms()
         self._open_segments(recovery_point, clean_shutdown)
+        self._remove_stray_snapshots()
         first_base = self.segments[0].base_offset
         self.log_start_offset = max(first_base, log_start_offset or 0)
-        if self.log_start_offset > self.log_end_offset:
-            self.log_start_offset = self.log_end_offset
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         # A single broker acknowledges what it wrote; replication moves this.
         self.high_watermark = self.log_end_offset
 
@@ -161,7 +218,7 @@ class PartitionLog:
         swaps = []
         for path in self.directory.iterdir():
             name = path.name
-            if name.endswith(CLEANED_SUFFIX) or name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+            if name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp")):
                 path.unlink()
             elif name.endswith(SWAP_SUFFIX):
                 swaps.append(path)
@@ -196,6 +253,11 @@ class PartitionLog:
                 name = entry.name
                 if name.endswith(".log") and name[:-4].isdigit():
                     sizes[int(name[:-4])] = entry.stat().st_size
+                else:
+                    offset = snapshot_offset(name)
+                    if offset is not None:
+                        self._snapshots.append(offset)
+        self._snapshots.sort()
         if not sizes:
             sizes = {0: None}
         for base in sorted(sizes):
@@ -209,10 +271,11 @@ class PartitionLog:
                 if older.indexes_missing:
                     log.info("%s: rebuilding the indexes of %s", self.directory.name, older.log_path.name)
                     older.recover(verify_crc=False)
-            active.load_after_clean_shutdown(on_batch=self._track_producer)
+            active.load_after_clean_shutdown()
             active.index.preallocate()
             active.time_index.preallocate()
             self.recovery_point = active.next_offset
+            self._load_producer_state()
             return
         self._recover(recovery_point)
 
@@ -225,13 +288,30 @@ class PartitionLog:
         for older in self.segments[:first]:
             if older.indexes_missing:
                 older.recover(verify_crc=False)
+        # Producer state: the newest valid snapshot at or below the recovery point
+        # (everything below it is durable), then the batches after it; the
+        # segments re-read below feed it as they are checked.
+        loaded = self._load_snapshot(recovery_point if recovery_point is not None else self.segments[0].base_offset)
+        replay_from = loaded if loaded is not None else self.segments[0].base_offset
+        recovered_from = self.segments[first].base_offset
+        if replay_from < recovered_from:
+            # Batches below the recovery point are trusted: headers only, no CRC.
+            self._replay_producers(replay_from, recovered_from)
+            self._write_snapshot(recovered_from)
+            replay_from = recovered_from
+        floor = self._first_offset()
+
+        def on_batch(header) -> None:
+            if header.base_offset >= replay_from and header.base_offset + header.last_offset_delta >= floor:
+                self._track_producer(header)
+
         total_bytes = sum(s.size_bytes for s in self.segments[first:])
         done_bytes = 0
         started = time.monotonic()
         index = first
         while index < len(self.segments):
             segment = self.segments[index]
-            truncated = segment.recover(on_batch=self._track_producer)
+            truncated = segment.recover(on_batch=on_batch)
             done_bytes += segment.size_bytes + truncated
             if total_bytes > 64 << 20:
                 log.info(
@@ -254,6 +334,119 @@ class PartitionLog:
         active.index.preallocate()
         active.time_index.preallocate()
         self.flush(fsync=True)
+        if loaded is not None and loaded > self.log_end_offset:
+            # Recovery cut batches the loaded snapshot had seen (fsynced data
+            # was damaged): rebuild from a snapshot at or below the new end.
+            self.producer_state.producers.clear()
+            self._load_producer_state()
+        else:
+            self._delete_snapshots_above(self.log_end_offset)
+
+    # ----------------------------------------------------------------- producer state
+
+    def _first_offset(self) -> int:
+        """The log start offset as far as it is known while opening."""
+        return max(self.segments[0].base_offset, self.log_start_offset)
+
+    def _load_producer_state(self) -> None:
+        """Producer state at the log end: the newest valid snapshot at or below it,
+        then the batches after it (from the log start when there is none). A
+        replay is followed by a snapshot at the log end, so the next open is fast."""
+        end = self.log_end_offset
+        self._delete_snapshots_above(end)
+        loaded = self._load_snapshot(end)
+        start = loaded if loaded is not None else self.segments[0].base_offset
+        if start < end:
+            self._replay_producers(start, end)
+            self._write_snapshot(end)
+
+    def _load_snapshot(self, upper: int) -> int | None:
+        """Load the newest valid snapshot at or below ``upper`` into the (empty)
+        producer state; a corrupt one is deleted and the next older one tried.
+        Returns the loaded snapshot's offset, or None."""
+        for offset in reversed([o for o in self._snapshots if o <= upper]):
+            try:
+                entries = read_snapshot(self.directory / snapshot_file_name(offset))
+            except CorruptSnapshotError as exc:
+                log.warning("%s: ignoring producer snapshot %s: %s", self.directory.name, snapshot_file_name(offset), exc)
+                self._delete_snapshot(offset)
+                continue
+            now_ms = self._clock_ms()
+            expiration_ms = self.producer_id_expiration_ms
+            floor = self._first_offset()
+            for entry in entries:
+                if expiration_ms is not None and now_ms - entry.last_timestamp_ms >= expiration_ms:
+                    continue
+                if entry.batches and entry.batches[-1].last_offset < floor:
+                    continue
+                self.producer_state.producers[entry.producer_id] = entry
+            return offset
+        return None
+
+    def _replay_producers(self, start: int, end: int) -> None:
+        """Feed the headers of the batches in [start, end) to the producer state,
+        except those wholly below the log start (``start`` is a batch boundary:
+        a snapshot's offset or the first segment's base offset)."""
+        floor = self._first_offset()
+        index = self._segment_for(start)
+        for segment in self.segments[index:]:
+            if segment.base_offset >= end:
+                return
+            found = segment.find_batch_position(max(start, segment.base_offset))
+            if found is None:
+                continue
+            for _, _, header in segment.headers_from(found[0]):
+                if header.base_offset >= end:
+                    return
+                if header.base_offset >= start and header.base_offset + header.last_offset_delta >= floor:
+                    self._track_producer(header)
+
+    def _write_snapshot(self, offset: int) -> None:
+        """Snapshot the producer state, which must describe exactly the batches below ``offset``."""
+        write_snapshot(self.directory, offset, self.producer_state.producers)
+        if offset not in self._snapshots:
+            insort(self._snapshots, offset)
+
+    def _delete_snapshot(self, offset: int) -> None:
+        (self.directory / snapshot_file_name(offset)).unlink(missing_ok=True)
+        if offset in self._snapshots:
+            self._snapshots.remove(offset)
+
+    def _delete_snapshots_above(self, end: int) -> None:
+        """Snapshots past the log end describe batches that are gone. Their removal
+        is made durable (directory fsync): if one came back after a power loss
+        once the log had grown past it again, it would describe other batches."""
+        above = [o for o in self._snapshots if o > end]
+        for offset in above:
+            self._delete_snapshot(offset)
+        if above:
+            _fsync_dir(self.directory)
+
+    def _delete_snapshots_below(self, offset: int) -> None:
+        for old in [o for o in self._snapshots if o < offset]:
+            self._delete_snapshot(old)
+
+    def _remove_stray_snapshots(self) -> None:
+        """Keep a snapshot per segment base offset and the newest other one if it is
+        above the last segment's base (the one a clean shutdown wrote), as Kafka's
+        ``removeStraySnapshots`` does: at most one snapshot more than segments."""
+        bases = set(self._segment_bases)
+        strays = [o for o in self._snapshots if o not in bases]
+        if strays and strays[-1] > self._segment_bases[-1]:
+            strays.pop()
+        for offset in strays:
+            self._delete_snapshot(offset)
+
+    def _on_log_start_moved(self) -> None:
+        """Retention or DeleteRecords moved the log start (and maybe deleted
+        segments): producers whose last batch is gone are dropped, and so are the
+        snapshots below the first remaining segment."""
+        self.producer_state.remove_below(self.log_start_offset)
+        self._delete_snapshots_below(self.segments[0].base_offset)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """producer.id.expiration.ms: drop producers idle that long; returns how many."""
+        return len(self.producer_state.remove_expired(now_ms, expiration_ms))
 
     def _track_producer(self, header) -> None:
         if header.producer_id >= 0 and not header.is_control:
@@ -326,6 +519,7 @@ class PartitionLog:
         if not self.leader_epochs or self.leader_epochs[-1][0] < leader_epoch:
             self._assign_leader_epoch(leader_epoch, base_offset)
         positions = []
+        producer_updates = []
         for position, size, header in batches:
             patch_base_offset(data, position, next_offset)
             patch_partition_leader_epoch(data, position, leader_epoch)
@@ -336,14 +530,18 @@ class PartitionLog:
             last_offset = next_offset + header.last_offset_delta
             positions.append((position, last_offset, max_timestamp))
             if header.producer_id >= 0:
-                self.producer_state.update(
-                    header.producer_id, header.producer_epoch, header.base_sequence,
-                    header.last_offset_delta, next_offset, max_timestamp,
+                producer_updates.append(
+                    (header.producer_id, header.producer_epoch, header.base_sequence,
+                     header.last_offset_delta, next_offset, max_timestamp)
                 )
             next_offset = last_offset + 1
 
+        # A roll snapshots the producer state at the log end, so this
+        # request's batches enter the state only once they are written.
         self._maybe_roll(len(data), max(p[2] for p in positions))
         self.active_segment.append(data, next_offset - 1, positions)
+        for update in producer_updates:
+            self.producer_state.update(*update)
         self.high_watermark = self.log_end_offset
         self._unflushed_messages += next_offset - base_offset
         if self._unflushed_messages >= self.config.flush_messages:
@@ -356,16 +554,13 @@ class PartitionLog:
         self.leader_epochs.append((epoch, start_offset))
         write_leader_epochs(self.directory / LEADER_EPOCH_CHECKPOINT, self.leader_epochs)
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(largest epoch <= ``epoch``, the offset where the next epoch starts or the
-        log end): what OffsetForLeaderEpoch answers. (-1, -1) when unknown."""
-        found = (-1, -1)
-        for i, (e, _) in enumerate(self.leader_epochs):
-            if e > epoch:
-                break
-            end = self.leader_epochs[i + 1][1] if i + 1 < len(self.leader_epochs) else self.log_end_offset
-            found = (e, end)
-        return found
+    def end_offset_for_epoch(self, epoch: int, current_epoch: int = -1) -> tuple[int, int]:
+        """What OffsetForLeaderEpoch answers for ``epoch`` (see :func:`epoch_end_offset`);
+        ``current_epoch`` is the partition's leader epoch now."""
+        return epoch_end_offset(
+            self.leader_epochs, epoch, current_epoch=current_epoch,
+            log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset,
+        )
 
     def _check_keys(self, data, batches) -> None:
         """Compaction keeps the latest record per key, so a compacted topic refuses
@@ -450,6 +645,9 @@ class PartitionLog:
         new.time_index.preallocate()
         self.segments.append(new)
         self._segment_bases.append(new.base_offset)
+        # As Kafka does: the state of every batch below the new segment, so that
+        # recovering the new segment starts from a snapshot, not the log start.
+        self._write_snapshot(new.base_offset)
         return new
 
     # ----------------------------------------------------------------- read
@@ -572,7 +770,6 @@ class PartitionLog:
             header = segment._read_header(position)
             segment.truncate_to_position(position, header.base_offset)
         self._segment_bases = [s.base_offset for s in self.segments]
-        self.producer_state.truncate_from(self.log_end_offset)
         kept = [(e, start) for e, start in self.leader_epochs if start < self.log_end_offset]
         if kept != self.leader_epochs:
             self.leader_epochs = kept
@@ -581,6 +778,10 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.flush(fsync=True)
+        # As Kafka's truncateAndReload: from the newest snapshot at or below the new end.
+        self.producer_state.producers.clear()
+        self._load_producer_state()
+        self._remove_stray_snapshots()
         return self.log_end_offset
 
     # ----------------------------------------------------------------- retention
@@ -595,6 +796,7 @@ class PartitionLog:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self._delete_segments_below_log_start()
+            self._on_log_start_moved()
         return self.log_start_offset
 
     def _delete_segments_below_log_start(self) -> int:
@@ -614,7 +816,10 @@ class PartitionLog:
         """cleanup.policy=delete: drop the oldest segments past retention.ms or
         beyond retention.bytes; never the active segment. Returns segments deleted."""
         if not self.config.deletes:
-            return self._delete_segments_below_log_start()
+            deleted = self._delete_segments_below_log_start()
+            if deleted:
+                self._on_log_start_moved()
+            return deleted
         deleted = 0
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
@@ -633,6 +838,7 @@ class PartitionLog:
         if deleted:
             self._segment_bases = [s.base_offset for s in self.segments]
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self._on_log_start_moved()
         return deleted
 
     def replace_segments(self, old: list[LogSegment], cleaned_base: int) -> LogSegment:
@@ -670,12 +876,18 @@ class PartitionLog:
         new.next_offset = next_base
         self.segments[first : first + len(old)] = [new]
         self._segment_bases = [s.base_offset for s in self.segments]
+        self._remove_stray_snapshots()  # those of the segments merged into this one
         return new
 
     # ----------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
         self.flush(fsync=True)
+        end = self.log_end_offset
+        if end > 0 and end not in self._snapshots:
+            # The next open after this clean shutdown loads this and reads no batch.
+            self._write_snapshot(end)
+            self._remove_stray_snapshots()
         for segment in self.segments:
             segment.close()
 

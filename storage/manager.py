@@ -13,6 +13,7 @@ point when it is opened.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import time
@@ -37,6 +38,7 @@ from storage.log import LogConfig, PartitionLog, partition_dir_name
 
 log = logging.getLogger(__name__)
 
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 TopicPartition = tuple[str, int]
 
@@ -54,10 +56,12 @@ class LogManager:
         *,
         clock_ms: Callable[[], int] | None = None,
         max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ):
         self.log_dirs = [Path(d) for d in log_dirs]
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.pool = FileHandlePool(max_open_files)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self._registered: dict[TopicPartition, _Registered] = {}
         self._clean_dirs: set[Path] = set()
@@ -142,6 +146,7 @@ class LogManager:
             recovery_point=self._recovery_points.get(key),
             log_start_offset=self._log_start_offsets.get(key),
             clean_shutdown=registered.path.parent in self._clean_dirs,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
         self.logs[key] = plog
         return plog
@@ -155,6 +160,37 @@ class LogManager:
 
     def partitions(self) -> list[TopicPartition]:
         return list(self._registered)
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The entry of ``log.dirs`` holding a registered partition, or None."""
+        registered = self._registered.get((topic, partition))
+        return None if registered is None else registered.path.parent
+
+    def size_bytes(self, topic: str, partition: int) -> int | None:
+        """Bytes in a registered partition's segment files (Kafka's ``log.size``), or None.
+
+        An open log answers from memory; a log not opened yet is measured by
+        stat-ing its ``.log`` files, so describing many partitions opens none."""
+        key = (topic, partition)
+        plog = self.logs.get(key)
+        if plog is not None:
+            return plog.size_bytes
+        registered = self._registered.get(key)
+        if registered is None:
+            return None
+        total = 0
+        try:
+            with os.scandir(registered.path) as it:
+                entries = list(it)
+        except FileNotFoundError:
+            return 0
+        for entry in entries:
+            if entry.name.endswith(".log"):
+                try:
+                    total += entry.stat().st_size
+                except FileNotFoundError:  # deleted since the listing
+                    pass
+        return total
 
     def opened_logs(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
         return iter(list(self.logs.items()))
@@ -184,6 +220,13 @@ class LogManager:
             shutil.rmtree(path)
 
     # ----------------------------------------------------------------- periodic work
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """producer.id.expiration.ms over every open log; returns the producers dropped.
+        Logs not opened yet leave expired producers out when they load their snapshot."""
+        return sum(
+            plog.remove_expired_producers(now_ms, self.producer_id_expiration_ms) for _, plog in self.opened_logs()
+        )
 
     def flush_by_time(self, now_ms: int) -> int:
         return sum(1 for _, plog in self.opened_logs() if plog.maybe_flush_by_time(now_ms))

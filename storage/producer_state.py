@@ -15,8 +15,14 @@ with batch-header fields only:
   was lost with the data that carried it) is accepted at any sequence, as
   Kafka does.
 
+Idle producers expire (``producer.id.expiration.ms``, measured from the
+max timestamp of a producer's last batch, as Kafka does), and producers
+whose last batch lies below the log start offset are dropped when retention
+or DeleteRecords move it; either way the producer's next batch is accepted
+at any sequence, by the rule above.
+
 Pure: no IO, no clock. The log feeds it headers as it appends and as it
-re-reads batches when opening.
+re-reads batches when opening; storage.producer_snapshot persists it.
 """
 
 from __future__ import annotations
@@ -60,6 +66,13 @@ class ProducerEntry:
 def last_sequence_of(first_sequence: int, last_offset_delta: int) -> int:
     last = first_sequence + last_offset_delta
     return last - INT32_MAX - 1 if last > INT32_MAX else last
+
+
+def first_sequence_of(last_sequence: int, last_offset_delta: int) -> int:
+    """The inverse of :func:`last_sequence_of` (Kafka's ``decrementSequence``)."""
+    if last_sequence < last_offset_delta:
+        return INT32_MAX - (last_offset_delta - last_sequence) + 1
+    return last_sequence - last_offset_delta
 
 
 def next_sequence(sequence: int) -> int:
@@ -120,7 +133,8 @@ class ProducerStateManager:
                 timestamp_ms,
             )
         )
-        entry.last_timestamp_ms = max(entry.last_timestamp_ms, timestamp_ms)
+        # Kafka's lastTimestamp: the max timestamp of the producer's last batch.
+        entry.last_timestamp_ms = timestamp_ms
 
     def truncate_from(self, offset: int) -> None:
         """Forget batches at or after ``offset`` (the log was cut there)."""
@@ -131,3 +145,21 @@ class ProducerStateManager:
                 del self.producers[producer_id]
             elif len(kept) != len(entry.batches):
                 entry.batches = deque(kept, maxlen=BATCHES_REMEMBERED)
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Drop producers idle for ``expiration_ms`` or more (Kafka's
+        ``currentTimeMs - lastTimestamp >= producerIdExpirationMs``); returns their ids."""
+        expired = [pid for pid, entry in self.producers.items() if now_ms - entry.last_timestamp_ms >= expiration_ms]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return expired
+
+    def remove_below(self, log_start_offset: int) -> list[int]:
+        """Drop producers whose last batch ends below ``log_start_offset`` (deleted
+        by retention or DeleteRecords); returns their ids."""
+        gone = [
+            pid for pid, entry in self.producers.items() if entry.batches and entry.batches[-1].last_offset < log_start_offset
+        ]
+        for producer_id in gone:
+            del self.producers[producer_id]
+        return gone

@@ -32,6 +32,8 @@ class BrokerProcess:
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "advertised.listeners": "",
             "log.dirs": str(self.data_dir / "logs"),
+            # Kafka's 3 s wait before a new group's first rebalance only slows tests down.
+            "group.initial.rebalance.delay.ms": "0",
             **(overrides or {}),
         }
         self.config_file = config_file

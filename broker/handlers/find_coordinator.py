@@ -25,6 +25,9 @@ def register(dispatcher, broker) -> None:
     def lookup(key_type: int):
         """(error_code, message, node_id, host, port)."""
         if key_type == KEY_TYPE_GROUP:
+            # As Kafka, the first lookup of a group coordinator creates __consumer_offsets.
+            if broker.groups.ensure_offsets_topic() != ErrorCode.NONE:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
             host, port = broker.advertised_endpoint()
             return ErrorCode.NONE, None, broker.node_id, host, port
         if key_type in (KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE):

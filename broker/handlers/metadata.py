@@ -4,23 +4,25 @@ Topics: null (v1+) or empty (v0) asks for every topic; an unknown topic is
 created when both the request (v4+, always for older versions) and
 ``auto.create.topics.enable`` allow it, otherwise it is answered with
 UNKNOWN_TOPIC_OR_PARTITION. Lookups by topic id (v10+) answer UNKNOWN_TOPIC_ID
-when unknown. Authorized operations are not computed (no ACLs): INT32_MIN, as
-Kafka answers when they are not requested.
+when unknown. Authorized operations (v8+) are INT32_MIN unless requested;
+then, as a Kafka broker without an authorizer answers, every operation of the
+resource type (see broker.authorized_operations).
 """
 
 from __future__ import annotations
 
-from controller.topic_commands import CreateTopicSpec, topic_name_error
+from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
+from broker.groups.service import OFFSETS_TOPIC
+from controller.topic_commands import INTERNAL_TOPICS, CreateTopicSpec, topic_name_error
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import ZERO_UUID, struct_classes
 
 API = APIS_BY_KEY[3]
 R = struct_classes(API.response)
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def topic_response(broker, topic, api_version: int):
+def topic_response(broker, topic, api_version: int, include_operations: bool = False):
     partitions = []
     for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id):
         partitions.append(
@@ -38,9 +40,9 @@ def topic_response(broker, topic, api_version: int):
         error_code=ErrorCode.NONE,
         name=topic.name,
         topic_id=topic.topic_id,
-        is_internal=topic.name.startswith("__"),
+        is_internal=topic.name in INTERNAL_TOPICS,
         partitions=partitions,
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=TOPIC_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 
@@ -50,12 +52,13 @@ def register(dispatcher, broker) -> None:
         requested = request.topics
         if ctx.api_version == 0 and requested == []:
             requested = None  # v0 had no null: empty meant all topics
+        topic_operations = ctx.api_version >= 8 and request.include_topic_authorized_operations
         allow_auto_create = (request.allow_auto_topic_creation if ctx.api_version >= 4 else True) and broker.config[
             "auto.create.topics.enable"
         ]
         topics = []
         if requested is None:
-            topics = [topic_response(broker, t, ctx.api_version) for t in image.topics.values()]
+            topics = [topic_response(broker, t, ctx.api_version, topic_operations) for t in image.topics.values()]
         else:
             to_create = []
             for wanted in requested:
@@ -65,11 +68,14 @@ def register(dispatcher, broker) -> None:
                     if topic is None:
                         topics.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id))
                     else:
-                        topics.append(topic_response(broker, topic, ctx.api_version))
+                        topics.append(topic_response(broker, topic, ctx.api_version, topic_operations))
                     continue
+                if name == OFFSETS_TOPIC and name not in image.topics and allow_auto_create:
+                    broker.groups.ensure_offsets_topic()  # created with its internal configs
+                    image = broker.image
                 topic = image.topics.get(name)
                 if topic is not None:
-                    topics.append(topic_response(broker, topic, ctx.api_version))
+                    topics.append(topic_response(broker, topic, ctx.api_version, topic_operations))
                 elif topic_name_error(name):
                     topics.append(R.MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID))
                 elif allow_auto_create:
@@ -84,7 +90,7 @@ def register(dispatcher, broker) -> None:
                     if isinstance(entry, str):
                         topic = image.topics.get(entry)
                         if topic is not None:
-                            topics[i] = topic_response(broker, topic, ctx.api_version)
+                            topics[i] = topic_response(broker, topic, ctx.api_version, topic_operations)
                         else:
                             code = results[entry].error_code if entry in results else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                             topics[i] = R.MetadataResponseTopic(error_code=code, name=entry, topic_id=ZERO_UUID)
@@ -95,7 +101,9 @@ def register(dispatcher, broker) -> None:
             cluster_id=broker.cluster_id,
             controller_id=broker.node_id,
             topics=topics,
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            cluster_authorized_operations=CLUSTER_OPERATIONS
+            if 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED,
         )
 
     dispatcher.register(API.key, 0, 12, handle)

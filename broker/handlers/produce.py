@@ -5,7 +5,8 @@ append (this broker is the whole ISR of its partitions). Batches are checked
 and appended at the batch level (see storage.log). Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD (not exactly one v2 batch),
 CORRUPT_MESSAGE (CRC or framing), MESSAGE_TOO_LARGE, INVALID_TIMESTAMP
-(message.timestamp.after/before.max.ms), INVALID_REQUIRED_ACKS; for idempotent producers
+(message.timestamp.after/before.max.ms), INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION
+for the internal topics (``__consumer_offsets``); for idempotent producers
 OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH, while a retried
 batch is answered with the offset it was first written at (see
 storage.producer_state). Transactional batches: INVALID_TXN_STATE, as
@@ -14,6 +15,7 @@ transactions are not implemented yet.
 
 from __future__ import annotations
 
+from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from protocol.primitives import INT32
 from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD_BYTES
@@ -59,6 +61,9 @@ def register(dispatcher, broker) -> None:
                     error = ErrorCode.INVALID_REQUIRED_ACKS
                 elif plog is None:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif name in INTERNAL_TOPICS:
+                    # Only the broker's coordinators write there.
+                    error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}"
                 elif (problem := single_batch_problem(pdata.records)) is not None:
                     error, message = ErrorCode.INVALID_RECORD, problem
                 else:

@@ -36,10 +36,15 @@ def snake_case(name: str) -> str:
     return name.lower()
 
 
+# The records of __consumer_offsets that the group coordinator writes and reads.
+GROUP_COORDINATOR_RECORDS = ("OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue")
+
+
 def reference_files() -> list[Path]:
     if not CLIENTS_DIR.is_dir():
         return []
-    return sorted(CLIENTS_DIR.glob("*.json"))
+    group_dir = REFERENCE_DIR / "group-coordinator"
+    return sorted(CLIENTS_DIR.glob("*.json")) + [group_dir / f"{name}.json" for name in GROUP_COORDINATOR_RECORDS]
 
 
 def parse_default(type_name: str, raw):

@@ -70,3 +70,14 @@ def test_the_checker_sees_violations(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import asyncio\nfrom broker.app import Broker\n")
     assert {"asyncio", "broker.app"} <= imported_modules(bad)
+
+
+# Coordination logic inside broker/ is pure too: only its shell does IO.
+PURE_BROKER_MODULES = ("broker/groups/records.py", "broker/groups/group.py", "broker/groups/coordinator.py")
+
+
+@pytest.mark.parametrize("relative", PURE_BROKER_MODULES)
+def test_coordinator_state_machines_do_no_io(relative):
+    imported = {m.split(".")[0] for m in imported_modules(ROOT / relative)}
+    assert not imported & (IO_MODULES | {"time", "broker.app"}), imported & IO_MODULES
+    assert "broker.groups.service" not in imported_modules(ROOT / relative)

@@ -1,0 +1,152 @@
+"""Records of ``__consumer_offsets``: committed offsets and group metadata.
+
+A record's key and value each start with an int16 version. Keys 0 and 1 are
+OffsetCommitKey (group, topic, partition), key 2 is GroupMetadataKey (group).
+A record without a value is a tombstone: the offset or group is gone, and
+compaction will drop the key. The versions written are those Kafka writes
+today: key 1 for offsets, value 3 (value 1 when the commit carried an expiry
+time), group metadata value 3.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from protocol.codec import decode_struct, encode_struct
+from protocol.exceptions import ProtocolError
+from protocol.registry import DATA_MESSAGES
+
+_OFFSET_KEY = DATA_MESSAGES["OffsetCommitKey"]
+_OFFSET_VALUE = DATA_MESSAGES["OffsetCommitValue"]
+_GROUP_KEY = DATA_MESSAGES["GroupMetadataKey"]
+_GROUP_VALUE = DATA_MESSAGES["GroupMetadataValue"]
+_INT16 = struct.Struct(">h")
+
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 3
+OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_VALUE_VERSION = 3
+
+GroupMember = _GROUP_VALUE.struct.fields[-1].type.item.cls
+
+
+@dataclass(frozen=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    group: str
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int  # -1: unknown
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int = -1  # set only by OffsetCommit v2-v4 with a retention time
+
+
+def _versioned(message, version: int, value) -> bytes:
+    out = bytearray(_INT16.pack(version))
+    encode_struct(message.struct, version, version in message.flexible, value, out)
+    return bytes(out)
+
+
+def _read_versioned(message, data: bytes):
+    if len(data) < 2:
+        raise ProtocolError(f"{message.name}: {len(data)} bytes, no version")
+    version = _INT16.unpack_from(data)[0]
+    if version not in message.versions:
+        raise ProtocolError(f"{message.name}: unknown version {version}")
+    value, _ = decode_struct(message.struct, version, version in message.flexible, data, 2)
+    return version, value
+
+
+def offset_key_bytes(key: OffsetKey) -> bytes:
+    return _versioned(_OFFSET_KEY, OFFSET_KEY_VERSION, _OFFSET_KEY.struct.cls(group=key.group, topic=key.topic, partition=key.partition))
+
+
+def group_key_bytes(group: str) -> bytes:
+    return _versioned(_GROUP_KEY, GROUP_KEY_VERSION, _GROUP_KEY.struct.cls(group=group))
+
+
+def offset_value_bytes(offset: OffsetAndMetadata) -> bytes:
+    version = OFFSET_VALUE_VERSION if offset.expire_timestamp_ms < 0 else OFFSET_VALUE_VERSION_WITH_EXPIRY
+    value = _OFFSET_VALUE.struct.cls(
+        offset=offset.offset,
+        leader_epoch=offset.leader_epoch,
+        metadata=offset.metadata,
+        commit_timestamp=offset.commit_timestamp_ms,
+        expire_timestamp=offset.expire_timestamp_ms,
+    )
+    return _versioned(_OFFSET_VALUE, version, value)
+
+
+def group_value_bytes(value) -> bytes:
+    """``value`` is a GroupMetadataValue (``GROUP_VALUE_CLASS``)."""
+    return _versioned(_GROUP_VALUE, GROUP_VALUE_VERSION, value)
+
+
+GROUP_VALUE_CLASS = _GROUP_VALUE.struct.cls
+
+
+def decode_key(data: bytes) -> OffsetKey | GroupKey:
+    if len(data) < 2:
+        raise ProtocolError("__consumer_offsets key without a version")
+    version = _INT16.unpack_from(data)[0]
+    if version in (0, 1):
+        _, key = _read_versioned(_OFFSET_KEY, data)
+        return OffsetKey(key.group, key.topic, key.partition)
+    if version == GROUP_KEY_VERSION:
+        _, key = _read_versioned(_GROUP_KEY, data)
+        return GroupKey(key.group)
+    raise ProtocolError(f"__consumer_offsets key version {version} is not a classic group record")
+
+
+def decode_offset_value(data: bytes) -> OffsetAndMetadata:
+    _, value = _read_versioned(_OFFSET_VALUE, data)
+    return OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.expire_timestamp)
+
+
+def decode_group_value(data: bytes):
+    return _read_versioned(_GROUP_VALUE, data)[1]
+
+
+def partition_for_group(group_id: str, partition_count: int) -> int:
+    """Kafka's placement: Java's String.hashCode of the id, sign bit cleared, modulo the count."""
+    h = 0
+    encoded = group_id.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(encoded), 2):
+        h = (31 * h + ((encoded[i] << 8) | encoded[i + 1])) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partition_count
+
+
+_SUBSCRIPTION = DATA_MESSAGES["ConsumerProtocolSubscription"]
+
+
+def decode_subscription_topics(metadata: bytes) -> set[str] | None:
+    """The topics of a ``consumer`` protocol member's subscription, None if it does not parse."""
+    try:
+        _, value = _read_versioned_lenient(_SUBSCRIPTION, metadata)
+    except ProtocolError:
+        return None
+    return set(value.topics)
+
+
+def _read_versioned_lenient(message, data: bytes):
+    # Newer clients may send a higher subscription version than we know: its
+    # leading fields are the same, so read it as our highest version, as Kafka does.
+    if len(data) < 2:
+        raise ProtocolError(f"{message.name}: no version")
+    version = min(_INT16.unpack_from(data)[0], message.versions.high)
+    if version < 0:
+        raise ProtocolError(f"{message.name}: negative version")
+    value, _ = decode_struct(message.struct, version, False, data, 2, exact=False)
+    return version, value

@@ -1,0 +1,27 @@
+"""DeleteGroups (key 42), versions 0-2.
+
+Deletes empty groups with their committed offsets (tombstones in
+``__consumer_offsets``). Per group: GROUP_ID_NOT_FOUND for a group the
+coordinator does not have, NON_EMPTY_GROUP while it has members.
+"""
+
+from __future__ import annotations
+
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[42]
+R = struct_classes(API.response)
+
+
+def register(dispatcher, broker) -> None:
+    def handle(ctx, request):
+        groups = broker.groups
+        names = list(dict.fromkeys(request.groups_names))
+        results = groups.coordinator.delete_groups(groups.now_ms(), names)
+        return R.DeleteGroupsResponse(
+            throttle_time_ms=0,
+            results=[R.DeletableGroupResult(group_id=name, error_code=results[name]) for name in names],
+        )
+
+    dispatcher.register(API.key, 0, 2, handle)

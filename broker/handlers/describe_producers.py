@@ -1,0 +1,55 @@
+"""DescribeProducers (key 61), version 0.
+
+For each requested partition, the idempotent producers the partition's log
+remembers (its producer state: the latest snapshot plus the batches after
+it, see storage/producer_snapshot.py): producer id, epoch, the last sequence
+it wrote and the largest timestamp of its last batch; producers idle for
+``producer.id.expiration.ms`` are gone. ``coordinator_epoch`` and ``current_txn_start_offset`` are -1, as
+Kafka reports producers with no transaction (transactions are not supported
+yet). Every producer the state holds is listed. Errors per partition:
+UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition,
+NOT_LEADER_OR_FOLLOWER for a partition this broker does not host.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[61]
+R = struct_classes(API.response)
+
+
+def register(dispatcher, broker) -> None:
+    def handle(ctx, request):
+        image = broker.image
+        topics = []
+        for rt in request.topics:
+            topic = image.topics.get(rt.name)
+            partitions = []
+            for index in rt.partition_indexes:
+                answer = R.PartitionResponse(partition_index=index, error_code=ErrorCode.NONE, error_message=None, active_producers=[])
+                partitions.append(answer)
+                if topic is None or index not in topic.partitions:
+                    answer.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                plog = broker.partition_log(rt.name, index)
+                if plog is None:
+                    answer.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
+                answer.active_producers = [
+                    R.ProducerState(
+                        producer_id=producer_id,
+                        producer_epoch=entry.epoch,
+                        last_sequence=entry.last_sequence,
+                        last_timestamp=entry.last_timestamp_ms,
+                        coordinator_epoch=-1,
+                        current_txn_start_offset=-1,
+                    )
+                    for producer_id, entry in sorted(plog.producer_state.producers.items())
+                ]
+            topics.append(R.TopicResponse(name=rt.name, partitions=partitions))
+        return R.DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+    dispatcher.register(API.key, 0, 0, handle)

@@ -1,0 +1,30 @@
+"""Heartbeat (key 12), versions 0-4.
+
+Keeps a member's session alive. Answers REBALANCE_IN_PROGRESS while the group
+rebalances (the member must rejoin), ILLEGAL_GENERATION for an old generation,
+UNKNOWN_MEMBER_ID for a member the group does not have, FENCED_INSTANCE_ID for
+a static member whose instance id another member id has taken over.
+"""
+
+from __future__ import annotations
+
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[12]
+R = struct_classes(API.response)
+
+
+def register(dispatcher, broker) -> None:
+    def handle(ctx, request):
+        groups = broker.groups
+        error = groups.coordinator.heartbeat(
+            groups.now_ms(),
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id if ctx.api_version >= 3 else None,
+        )
+        return R.HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+    dispatcher.register(API.key, 0, 4, handle)

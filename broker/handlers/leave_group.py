@@ -1,0 +1,42 @@
+"""LeaveGroup (key 13), versions 0-5.
+
+v0-2 name one member; v3+ a batch of members, each by member id or (static
+members) by group instance id, with an error per member. Members that leave
+make the group rebalance at once. An unknown group answers UNKNOWN_MEMBER_ID
+for each member; a member id that does not own the instance id it names
+answers FENCED_INSTANCE_ID.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[13]
+R = struct_classes(API.response)
+
+
+def register(dispatcher, broker) -> None:
+    def handle(ctx, request):
+        groups = broker.groups
+        if ctx.api_version < 3:
+            leaving = [(request.member_id, None)]
+        else:
+            leaving = [(m.member_id, m.group_instance_id) for m in request.members]
+        error, member_errors = groups.coordinator.leave_group(groups.now_ms(), request.group_id, leaving)
+        groups.after_operation(request.group_id)
+        if ctx.api_version < 3:
+            # One member: its error is the response's.
+            if error == ErrorCode.NONE and member_errors:
+                error = member_errors[0]
+            return R.LeaveGroupResponse(throttle_time_ms=0, error_code=error)
+        members = []
+        if error == ErrorCode.NONE:
+            members = [
+                R.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=member_error)
+                for (member_id, instance_id), member_error in zip(leaving, member_errors)
+            ]
+        return R.LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=members)
+
+    dispatcher.register(API.key, 0, 5, handle)

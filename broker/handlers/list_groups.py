@@ -1,0 +1,34 @@
+"""ListGroups (key 16), versions 0-5.
+
+Every group the coordinator has, with its protocol type (``consumer`` for
+consumer groups, empty for offsets committed without a group), its state (v4+)
+and its type (v5+, always ``classic``: the KIP-848 consumer protocol is not
+served). ``states_filter`` (v4+) and ``types_filter`` (v5+) match
+case-insensitively; empty filters match everything.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[16]
+R = struct_classes(API.response)
+
+
+def register(dispatcher, broker) -> None:
+    def handle(ctx, request):
+        states = request.states_filter if ctx.api_version >= 4 else []
+        types = request.types_filter if ctx.api_version >= 5 else []
+        listings = broker.groups.coordinator.list_groups(states, types)
+        return R.ListGroupsResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            groups=[
+                R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
+                for g in listings
+            ],
+        )
+
+    dispatcher.register(API.key, 0, 5, handle)

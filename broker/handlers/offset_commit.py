@@ -1,0 +1,85 @@
+"""OffsetCommit (key 8), versions 0-9.
+
+Stores consumer positions in ``__consumer_offsets`` (answered after the
+append). Members of a group commit with their member id and generation
+(UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while the
+assignment is being completed, FENCED_INSTANCE_ID); a consumer that does not
+use group membership commits with generation -1 while the group has no
+members (v0 has no generation: always such a commit). v1's per-partition
+``commit_timestamp`` and v2-4's ``retention_time_ms`` (an explicit expiry) are
+honoured; v6+ stores the leader epoch. Per partition: UNKNOWN_TOPIC_OR_PARTITION
+for a partition the cluster does not have, OFFSET_METADATA_TOO_LARGE above
+``offset.metadata.max.bytes``. A commit with a generation to a group the
+coordinator does not have answers ILLEGAL_GENERATION before v9 and
+GROUP_ID_NOT_FOUND from v9, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from broker.groups.records import OffsetAndMetadata
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[8]
+R = struct_classes(API.response)
+
+
+def register(dispatcher, broker) -> None:
+    def handle(ctx, request):
+        version = ctx.api_version
+        groups = broker.groups
+        now_ms = groups.now_ms()
+        expire_ms = -1
+        if 2 <= version <= 4 and request.retention_time_ms >= 0:
+            expire_ms = now_ms + request.retention_time_ms
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for topic in request.topics:
+            image = broker.image.topics.get(topic.name)
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if image is None or p.partition_index not in image.partitions:
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                commit_ms = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now_ms
+                offsets[tp] = OffsetAndMetadata(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp_ms=commit_ms,
+                    expire_timestamp_ms=expire_ms,
+                )
+        generation_id = request.generation_id_or_member_epoch if version >= 1 else -1
+        if offsets and version >= 9 and generation_id >= 0 and request.group_id not in groups.coordinator.groups:
+            # A member of a group the coordinator does not have: v9+ says so; before
+            # v9 Kafka answers ILLEGAL_GENERATION (the coordinator's answer).
+            errors.update({tp: ErrorCode.GROUP_ID_NOT_FOUND for tp in offsets})
+        elif offsets:
+            errors.update(
+                groups.coordinator.commit_offsets(
+                    now_ms,
+                    request.group_id,
+                    generation_id,
+                    request.member_id if version >= 1 else "",
+                    request.group_instance_id if version >= 7 else None,
+                    offsets,
+                )
+            )
+        return R.OffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                R.OffsetCommitResponseTopic(
+                    name=topic.name,
+                    partitions=[
+                        R.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)]
+                        )
+                        for p in topic.partitions
+                    ],
+                )
+                for topic in request.topics
+            ],
+        )
+
+    dispatcher.register(API.key, 0, 9, handle)

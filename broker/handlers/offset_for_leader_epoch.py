@@ -1,0 +1,60 @@
+"""OffsetForLeaderEpoch (key 23), versions 0-4.
+
+For each partition, the end offset of the requested leader epoch: the start
+offset of the first later epoch that wrote to the log, or the log end offset
+when the requested epoch is the latest; with the largest epoch at or below the
+requested one (v1+). The answer follows Kafka's LeaderEpochFileCache.endOffsetFor:
+epoch -1 and an epoch above every known one answer epoch -1 / offset -1 (no
+error); an epoch below every known one answers itself with the start offset of
+the first known epoch. Like a Kafka leader, the partition's current leader
+epoch counts as known from the moment this broker leads it, starting at the
+log end offset, even before a batch of that epoch is written; and epochs
+wholly below the log start offset count as starting at it.
+
+``current_leader_epoch`` (v2+): -1 skips the check; older than the partition's
+leader epoch answers FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH (the
+same check as Fetch and ListOffsets). Unknown topic or partition:
+UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does not host:
+NOT_LEADER_OR_FOLLOWER. ``replica_id`` (v3+; -1 for consumers, -2 for
+debugging tools, a broker id for followers) is not used: every request is
+answered from the leader's log, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from broker.handlers.fetch import leader_epoch_error
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[23]
+R = struct_classes(API.response)
+
+def register(dispatcher, broker) -> None:
+    def handle(ctx, request):
+        image = broker.image
+        topics = []
+        for rt in request.topics:
+            topic = image.topics.get(rt.topic)
+            partitions = []
+            for rp in rt.partitions:
+                answer = R.EpochEndOffset(error_code=ErrorCode.NONE, partition=rp.partition, leader_epoch=-1, end_offset=-1)
+                partitions.append(answer)
+                partition = topic.partitions.get(rp.partition) if topic is not None else None
+                if partition is None:
+                    answer.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                plog = broker.partition_log(rt.topic, rp.partition)
+                if plog is None:
+                    answer.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
+                current = rp.current_leader_epoch if ctx.api_version >= 2 else -1
+                epoch_error = leader_epoch_error(current, partition.leader_epoch)
+                if epoch_error:
+                    answer.error_code = epoch_error
+                    continue
+                answer.leader_epoch, answer.end_offset = plog.end_offset_for_epoch(rp.leader_epoch, partition.leader_epoch)
+            topics.append(R.OffsetForLeaderTopicResult(topic=rt.topic, partitions=partitions))
+        return R.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+    dispatcher.register(API.key, 0, 4, handle)
