@@ -23,11 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def start_broker(data_dir: Path, no_uvloop: bool = False) -> tuple[subprocess.Popen, str]:
+def start_broker(data_dir: Path, no_uvloop: bool = False, overrides: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    extra = [arg for key, value in (overrides or {}).items() for arg in ("-o", f"{key}={value}")]
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker", "--log-level", "WARNING", "start",
          "-o", "listeners=PLAINTEXT://127.0.0.1:0", "-o", "advertised.listeners=", "-o", f"log.dirs={data_dir}"]
+        + extra
         + (["--no-uvloop"] if no_uvloop else []),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )
