@@ -104,3 +104,56 @@ def test_topic_stats_runs_as_a_module_and_writes_parquet(broker_factory, tmp_pat
     table = pq.read_table(output / "per_partition").to_pydict()
     assert sorted(zip(table["partition"], table["records"])) == [(0, 60), (1, 60)]
     assert sum(table["records"]) == len(produced)
+
+
+def test_consumer_lag_from_consumer_offsets(spark, broker_factory):
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from spark_jobs.consumer_lag import consumer_lag
+
+    broker = broker_factory({"log.segment.bytes": "4096"})
+    topic = unique_topic("lag")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    produce_known_records(broker.bootstrap, topic)  # 60 records per partition
+
+    def commit(group: str, offsets: dict[int, int]) -> None:
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+        finally:
+            consumer.close()
+
+    commit("lag-a", {0: 10, 1: 20})
+    commit("lag-a", {0: 15})  # a later commit of the same partition wins
+    commit("lag-b", {1: 60})
+    commit("lag-gone", {0: 1})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until its future resolves
+    admin.delete_consumer_groups(["lag-gone"])["lag-gone"].result(30)
+
+    rows = [tuple(r) for r in consumer_lag(spark, str(broker.data_dir / "logs")).collect()]
+    assert rows == [
+        ("lag-a", topic, 0, 15, 60, 45),
+        ("lag-a", topic, 1, 20, 60, 40),
+        ("lag-b", topic, 1, 60, 60, 0),
+    ]
+    only_b = [tuple(r) for r in consumer_lag(spark, str(broker.data_dir / "logs"), "lag-b").collect()]
+    assert only_b == [("lag-b", topic, 1, 60, 60, 0)]
+
+
+def test_decode_commit_reads_what_the_coordinator_writes():
+    from broker.groups.records import (
+        OffsetAndMetadata,
+        OffsetKey,
+        group_key_bytes,
+        offset_key_bytes,
+        offset_value_bytes,
+    )
+    from spark_jobs.consumer_lag import decode_commit
+
+    key = offset_key_bytes(OffsetKey("g", "orders", 3))
+    assert decode_commit(key, offset_value_bytes(OffsetAndMetadata(42, 1, "m", 7))) == ("g", "orders", 3, 42)
+    assert decode_commit(key, offset_value_bytes(OffsetAndMetadata(43, -1, "", 7, expire_timestamp_ms=9))) == ("g", "orders", 3, 43)
+    assert decode_commit(key, None) == ("g", "orders", 3, None)
+    assert decode_commit(group_key_bytes("g"), b"\x00\x03") is None
+    assert decode_commit(b"\x00", None) is None
