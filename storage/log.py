@@ -29,7 +29,7 @@ from protocol.records import (
     patch_partition_leader_epoch,
     validate_batch,
 )
-from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_leader_epochs, write_leader_epochs
+from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir, read_leader_epochs, write_leader_epochs
 from storage.file_slice import FileSlice
 from storage.handle_pool import FileHandlePool
 from storage.producer_snapshot import (
@@ -420,7 +420,7 @@ class PartitionLog:
         for offset in above:
             self._delete_snapshot(offset)
         if above:
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
 
     def _delete_snapshots_below(self, offset: int) -> None:
         for old in [o for o in self._snapshots if o < offset]:
@@ -860,14 +860,14 @@ class PartitionLog:
             cleaned = self.directory / f"{stem}{suffix}{CLEANED_SUFFIX}"
             if cleaned.exists():
                 os.replace(cleaned, self.directory / f"{stem}{suffix}{SWAP_SUFFIX}")
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         for segment in old:
             segment.delete()
         for suffix in _SEGMENT_SUFFIXES:
             swap = self.directory / f"{stem}{suffix}{SWAP_SUFFIX}"
             if swap.exists():
                 os.replace(swap, self.directory / f"{stem}{suffix}")
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         new = self._new_segment(cleaned_base)
         if new.indexes_missing:
             new.recover(verify_crc=False)
@@ -899,9 +899,3 @@ class PartitionLog:
         self.directory.rmdir()
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

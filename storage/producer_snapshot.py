@@ -32,13 +32,13 @@ back to an older one.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
 from pathlib import Path
 
 from crc32c import crc32c
 
+from storage.checkpoint import write_atomically
 from storage.producer_state import BATCHES_REMEMBERED, BatchMetadata, ProducerEntry, first_sequence_of
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -142,15 +142,5 @@ def write_snapshot(directory: Path, offset: int, producers: dict[int, ProducerEn
     same state (a snapshot is only written once the batches below its
     offset are durable)."""
     path = Path(directory) / snapshot_file_name(offset)
-    tmp = path.with_name(path.name + ".tmp")
-    data = encode_snapshot(producers)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_atomically(path, encode_snapshot(producers), fsync_directory=False)
     return path
