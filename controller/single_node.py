@@ -95,27 +95,12 @@ class MetadataController:
     def create_topics(
         self, specs: list[CreateTopicSpec], *, validate_only: bool = False, internal: bool = False
     ) -> list[CreateTopicResult]:
-        results = []
-        records: list = []
-        planned = self.image
-        counts = Counter(spec.name for spec in specs)
-        answered: set[str] = set()
-        for spec in specs:
-            if counts[spec.name] > 1:
-                # Kafka creates none of the copies of a name given twice and
-                # answers it once (the response is keyed by name).
-                if spec.name not in answered:
-                    answered.add(spec.name)
-                    results.append(CreateTopicResult(spec.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
-                continue
-            result, topic_records = plan_create_topic(planned, spec, self.defaults, self._new_uuid(), internal=internal)
-            results.append(result)
-            if topic_records and not validate_only:
-                records.extend(topic_records)
-                # Later specs in the same request must see this topic.
-                planned = apply_records(planned, [(record_api_key(r), r) for r in topic_records], planned.offset)
-        self._commit(records)
-        return results
+        return self._plan_per_topic(
+            specs,
+            lambda image, spec: plan_create_topic(image, spec, self.defaults, self._new_uuid(), internal=internal),
+            CreateTopicResult,
+            validate_only,
+        )
 
     def create_partitions(
         self, specs: list[CreatePartitionsSpec], *, validate_only: bool = False
@@ -124,6 +109,15 @@ class MetadataController:
         order. The new partitions of every topic that passes are committed in one
         batch (appended and fsynced, then applied); ``validate_only`` checks
         everything and writes nothing."""
+        return self._plan_per_topic(
+            specs, lambda image, spec: plan_create_partitions(image, spec, self.defaults), CreatePartitionsResult, validate_only
+        )
+
+    def _plan_per_topic(self, specs, plan, result_class, validate_only: bool) -> list:
+        """Plan one command per topic against the image as the earlier ones in the
+        request left it, then commit all their records as one batch. A name given
+        twice is answered once with INVALID_REQUEST and none of its copies is
+        applied (Kafka's ControllerApis; the response is keyed by name)."""
         results = []
         records: list = []
         planned = self.image
@@ -131,13 +125,11 @@ class MetadataController:
         answered: set[str] = set()
         for spec in specs:
             if counts[spec.name] > 1:
-                # As ControllerApis.createPartitions: a name given twice is answered
-                # once with INVALID_REQUEST and none of its copies is applied.
                 if spec.name not in answered:
                     answered.add(spec.name)
-                    results.append(CreatePartitionsResult(spec.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+                    results.append(result_class(spec.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
                 continue
-            result, topic_records = plan_create_partitions(planned, spec, self.defaults)
+            result, topic_records = plan(planned, spec)
             results.append(result)
             if topic_records and not validate_only:
                 records.extend(topic_records)
