@@ -140,6 +140,15 @@ class GroupListing:
     group_type: str = "classic"
 
 
+def _take_join_fields(member: Member, request: JoinRequest) -> None:
+    """What a member's JoinGroup says about it replaces what the group knew."""
+    member.protocols = list(request.protocols)
+    member.session_timeout_ms = request.session_timeout_ms
+    member.rebalance_timeout_ms = request.rebalance_timeout_ms
+    member.client_id = request.client_id
+    member.client_host = request.client_host
+
+
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, store: Store, new_member_id: Callable[[str], str]):
         self.config = config
@@ -334,11 +343,7 @@ class GroupCoordinator:
         if member.join_reply is not None and member.join_reply is not reply:
             # A second JoinGroup while the first still waits: the first is superseded.
             member.join_reply(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
-        member.protocols = list(request.protocols)
-        member.session_timeout_ms = request.session_timeout_ms
-        member.rebalance_timeout_ms = request.rebalance_timeout_ms
-        member.client_id = request.client_id
-        member.client_host = request.client_host
+        _take_join_fields(member, request)
         member.join_reply = reply
 
     def _add_member_and_rebalance(self, now_ms: int, group: ClassicGroup, request: JoinRequest, member_id: str, reply: Reply) -> None:
@@ -370,11 +375,7 @@ class GroupCoordinator:
         previous_leader = group.leader_id
         member = group.replace_static_member(request.group_instance_id, old_id, new_id)
         saved = (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms, member.client_id, member.client_host)
-        member.protocols = list(request.protocols)
-        member.session_timeout_ms = request.session_timeout_ms
-        member.rebalance_timeout_ms = request.rebalance_timeout_ms
-        member.client_id = request.client_id
-        member.client_host = request.client_host
+        _take_join_fields(member, request)
         member.heartbeat_deadline_ms = now_ms + request.session_timeout_ms
         # As Kafka: in a Stable group the assignment stands unless the member's new
         # protocols change the group's protocol; its subscription bytes may differ
