@@ -24,14 +24,38 @@ or a segment deleted between planning and reading, fails the query; false
 starts at the earliest offset and reads a vanished segment as empty).
 An ending offset past the log end reads up to the log end.
 
-Not supported yet: ``startingTimestamp``/``endingTimestamp`` and the
-``...OffsetsByTimestamp`` options, ``minPartitions``/``maxRecordsPerPartition``,
-``kafka.isolation.level=read_committed`` (aborted transactions are returned),
-streaming reads.
+Timestamps, as in Spark: ``startingTimestamp``/``endingTimestamp`` (ms since
+the epoch, for every partition) take precedence over
+``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp`` (JSON
+``{"topic":{"0":1700000000000}}``), which take precedence over
+``startingOffsets``/``endingOffsets`` (a partition left out of the JSON takes
+the offsets option). A timestamp T stands for the earliest offset whose record
+timestamp is >= T (Kafka's ListOffsets), found through the ``.timeindex``.
+With no such record, an ending timestamp means latest and a starting one
+follows ``startingOffsetsByTimestampStrategy``: ``error`` (default) fails the
+query, ``latest`` starts at the latest offset (reads nothing).
+
+``isolationLevel`` (or Spark's ``kafka.isolation.level``): ``read_uncommitted``
+(default) or ``read_committed``, which leaves out the batches of aborted
+transactions and stops before the first offset of the earliest transaction
+still open (the last stable offset). Transaction markers are never returned.
+Transactions are found at planning time by walking the batch headers from the
+earliest offset to the log end (only when ``read_committed`` is asked).
+
+Splitting: ``maxBytesPerPartition`` (pybroker's own, default 128 MiB like
+``spark.sql.files.maxPartitionBytes``) cuts a piece spanning more bytes of its
+segment into offset ranges of about that size at ``.index`` entries;
+``maxRecordsPerPartition`` cuts pieces into ranges of at most that many
+offsets; ``minPartitions`` then cuts the largest pieces into equal offset
+ranges until there are at least that many input partitions. A batch
+straddling a cut is decoded by both neighbours, each keeping its own records.
+
+Not supported yet: streaming reads.
 
 Offsets are resolved from the files when the query is planned, so a read
 while the broker appends returns a prefix of whole batches. Planning makes
-one input partition per (topic, partition, segment) piece of the range.
+one input partition per (topic, partition, segment) piece of the range, or
+more when the splitting options cut pieces.
 """
 
 from __future__ import annotations
@@ -41,7 +65,6 @@ import re
 from collections.abc import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (
     ArrayType,
@@ -55,11 +78,13 @@ from pyspark.sql.types import (
 )
 
 from spark_jobs import segment_reader
+from spark_jobs.arrow_decoder import decode_batches
 from spark_jobs.segment_reader import SegmentPiece
 
 EARLIEST = -2
 LATEST = -1
 ARROW_BATCH_RECORDS = 65536
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20  # as spark.sql.files.maxPartitionBytes
 _STRATEGIES = ("assign", "subscribe", "subscribepattern")
 
 HEADER_STRUCT = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -76,44 +101,9 @@ BASE_SCHEMA = StructType(
 )
 HEADERS_FIELD = StructField("headers", ArrayType(HEADER_STRUCT))
 
-_ARROW_HEADERS = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-
 
 def spark_schema(include_headers: bool) -> StructType:
     return StructType(BASE_SCHEMA.fields + [HEADERS_FIELD]) if include_headers else BASE_SCHEMA
-
-
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    """What Spark's ``to_arrow_schema(schema, timezone="UTC")`` gives; Spark checks equality."""
-    fields = [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", _ARROW_HEADERS))
-    return pa.schema(fields)
-
-
-def columns_to_arrow(columns: segment_reader.RecordColumns, include_headers: bool) -> pa.RecordBatch:
-    timestamps_ms = pa.array(columns.timestamp_ms, pa.int64())
-    arrays = [
-        pa.array(columns.key, pa.binary()),
-        pa.array(columns.value, pa.binary()),
-        pa.array(columns.topic, pa.string()),
-        pa.array(columns.partition, pa.int32()),
-        pa.array(columns.offset, pa.int64()),
-        pc.multiply(timestamps_ms, 1000).cast(pa.timestamp("us", tz="UTC")),
-        pa.array(columns.timestamp_type, pa.int32()),
-    ]
-    if include_headers:
-        # Spark's Kafka source gives null, not an empty array, to a record without headers.
-        arrays.append(pa.array([h or None for h in columns.headers], _ARROW_HEADERS))
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
 
 
 # --------------------------------------------------------------------------- options
@@ -155,6 +145,67 @@ def _parse_offsets(options: dict, name: str, default: int) -> int | dict[tuple[s
                 raise ValueError(f"option {name}: bad offset {offset!r} for {topic}-{partition}")
             offsets[(topic, int(partition))] = offset
     return offsets
+
+
+def _positive_int_option(options: dict, name: str, default: int | None) -> int | None:
+    value = options.get(name.lower())
+    if value is None:
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise ValueError(f"option {name} must be a positive integer, not {value!r}")
+    return number
+
+
+def _timestamp_option(options: dict, name: str) -> int | None:
+    """A timestamp in ms since the epoch (one for every partition), or None when not given."""
+    value = options.get(name.lower())
+    if value is None:
+        return None
+    try:
+        timestamp_ms = int(value.strip())
+    except ValueError:
+        timestamp_ms = -1
+    if timestamp_ms < 0:
+        raise ValueError(f"option {name} must be a timestamp in milliseconds since the epoch, not {value!r}")
+    return timestamp_ms
+
+
+def _timestamps_by_partition(options: dict, name: str) -> dict[tuple[str, int], int] | None:
+    """``{"topic":{"0":1700000000000}}`` as {(topic, partition): timestamp_ms}, or None when not given."""
+    value = options.get(name.lower())
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(isinstance(parts, dict) for parts in parsed.values()):
+        raise ValueError(f'option {name}: expected JSON like {{"topic":{{"0":1700000000000}}}}, got {value!r}')
+    timestamps = {}
+    for topic, partitions in parsed.items():
+        for partition, timestamp_ms in partitions.items():
+            if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool) or timestamp_ms < 0:
+                raise ValueError(f"option {name}: bad timestamp {timestamp_ms!r} for {topic}-{partition}")
+            try:
+                timestamps[(topic, int(partition))] = timestamp_ms
+            except ValueError:
+                raise ValueError(f"option {name}: bad partition {partition!r} of topic {topic!r}") from None
+    return timestamps
+
+
+def _choice_option(options: dict, names: tuple[str, ...], choices: tuple[str, ...], default: str) -> str:
+    """One of ``choices`` (case-insensitive), given under any of ``names`` (which must agree)."""
+    given = {name: options[name.lower()].strip().lower() for name in names if options.get(name.lower()) is not None}
+    for name, value in given.items():
+        if value not in choices:
+            raise ValueError(f"option {name} must be one of {', '.join(choices)}, not {options[name.lower()]!r}")
+    if len(set(given.values())) > 1:
+        raise ValueError(f"options {' and '.join(given)} disagree: {given}")
+    return next(iter(given.values()), default)
 
 
 class PybrokerDataSource(DataSource):
@@ -202,14 +253,39 @@ class PybrokerReader(DataSourceReader):
         self.fail_on_data_loss = _bool_option(options, "failOnDataLoss", True)
         self.starting = _parse_offsets(options, "startingOffsets", EARLIEST)
         self.ending = _parse_offsets(options, "endingOffsets", LATEST)
-        if self.starting == LATEST:
-            raise ValueError("startingOffsets=latest is meaningless for a batch read (as in Spark's Kafka source)")
-        if self.ending == EARLIEST:
-            raise ValueError("endingOffsets=earliest is meaningless for a batch read (as in Spark's Kafka source)")
-        if isinstance(self.starting, dict) and LATEST in self.starting.values():
-            raise ValueError("startingOffsets: -1 (latest) is not allowed for a batch read")
-        if isinstance(self.ending, dict) and EARLIEST in self.ending.values():
-            raise ValueError("endingOffsets: -2 (earliest) is not allowed for a batch read")
+        # Spark's precedence: xxxTimestamp, then xxxOffsetsByTimestamp, then xxxOffsets.
+        self.starting_timestamp_ms = _timestamp_option(options, "startingTimestamp")
+        self.ending_timestamp_ms = _timestamp_option(options, "endingTimestamp")
+        self.starting_timestamps = _timestamps_by_partition(options, "startingOffsetsByTimestamp")
+        self.ending_timestamps = _timestamps_by_partition(options, "endingOffsetsByTimestamp")
+        # Like Spark, judge only the option that decides (a timestamp overrides the offsets).
+        if self.starting_timestamp_ms is None and self.starting_timestamps is None:
+            if self.starting == LATEST:
+                raise ValueError("startingOffsets=latest is meaningless for a batch read (as in Spark's Kafka source)")
+            if isinstance(self.starting, dict) and LATEST in self.starting.values():
+                raise ValueError("startingOffsets: -1 (latest) is not allowed for a batch read")
+        if self.ending_timestamp_ms is None and self.ending_timestamps is None:
+            if self.ending == EARLIEST:
+                raise ValueError("endingOffsets=earliest is meaningless for a batch read (as in Spark's Kafka source)")
+            if isinstance(self.ending, dict) and EARLIEST in self.ending.values():
+                raise ValueError("endingOffsets: -2 (earliest) is not allowed for a batch read")
+        self.no_starting_match = _choice_option(
+            options, ("startingOffsetsByTimestampStrategy",), ("error", "latest"), "error"
+        )
+        self.read_committed = (
+            _choice_option(
+                options,
+                ("isolationLevel", "kafka.isolation.level"),
+                ("read_uncommitted", "read_committed"),
+                "read_uncommitted",
+            )
+            == "read_committed"
+        )
+        self.max_bytes_per_partition = _positive_int_option(
+            options, "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION
+        )
+        self.max_records_per_partition = _positive_int_option(options, "maxRecordsPerPartition", None)
+        self.min_partitions = _positive_int_option(options, "minPartitions", None)
 
     # ------------------------------------------------------------------ planning
 
@@ -244,15 +320,48 @@ class PybrokerReader(DataSourceReader):
             return latest
         return offset
 
+    @staticmethod
+    def _timestamp_for(pdir: segment_reader.PartitionDir, one_for_all: int | None, by_partition) -> int | None:
+        if one_for_all is not None:
+            return one_for_all
+        if by_partition is not None:
+            # A partition left out of the JSON takes the next preference (xxxOffsets).
+            return by_partition.get((pdir.topic, pdir.partition))
+        return None
+
+    def _start(self, pdir: segment_reader.PartitionDir, earliest: int, latest: int) -> int:
+        timestamp_ms = self._timestamp_for(pdir, self.starting_timestamp_ms, self.starting_timestamps)
+        if timestamp_ms is None:
+            return self._resolve(self.starting, pdir, EARLIEST, earliest, latest)
+        offset = segment_reader.offset_for_timestamp(pdir, timestamp_ms, log_start_offset=earliest)
+        if offset is not None:
+            return min(offset, latest)
+        if self.no_starting_match == "latest":
+            return latest
+        option = "startingTimestamp" if self.starting_timestamp_ms is not None else "startingOffsetsByTimestamp"
+        raise ValueError(
+            f"{pdir.topic}-{pdir.partition}: no record has a timestamp at or after {timestamp_ms} "
+            f"(option {option}); set startingOffsetsByTimestampStrategy=latest to start at the latest offset"
+        )
+
+    def _end(self, pdir: segment_reader.PartitionDir, earliest: int, latest: int) -> int:
+        timestamp_ms = self._timestamp_for(pdir, self.ending_timestamp_ms, self.ending_timestamps)
+        if timestamp_ms is None:
+            offset = self._resolve(self.ending, pdir, LATEST, earliest, latest)
+        else:
+            # As in Spark: an ending timestamp no record reaches means latest.
+            offset = segment_reader.offset_for_timestamp(pdir, timestamp_ms, log_start_offset=earliest)
+        # An ending offset past the log end reads up to the end.
+        return latest if offset is None else min(offset, latest)
+
     def partitions(self) -> list[InputPartition]:
         pieces = []
         for pdir in self._selected():
             # Resolved once, from the files as they are now: a later append is not read.
             latest = segment_reader.latest_offset(pdir)
             earliest = min(segment_reader.earliest_offset(pdir), latest)
-            start = self._resolve(self.starting, pdir, EARLIEST, earliest, latest)
-            # An ending offset past the log end reads up to the end.
-            end = min(self._resolve(self.ending, pdir, LATEST, earliest, latest), latest)
+            start = self._start(pdir, earliest, latest)
+            end = self._end(pdir, earliest, latest)
             if start < earliest:
                 if self.fail_on_data_loss:
                     raise ValueError(
@@ -260,7 +369,19 @@ class PybrokerReader(DataSourceReader):
                         f"offset {earliest} (records were deleted); set failOnDataLoss=false to start there"
                     )
                 start = earliest
-            pieces.extend(segment_reader.split_by_segment(pdir, start, end))
+            aborted = ()
+            if self.read_committed:
+                # From the earliest offset: a transaction begun before ``start`` and
+                # still open must stop the read too.
+                aborted, last_stable_offset = segment_reader.transaction_state(pdir, earliest, latest)
+                if last_stable_offset is not None:
+                    end = min(end, last_stable_offset)  # nothing at or past an open transaction
+            for piece in segment_reader.with_aborted(segment_reader.split_by_segment(pdir, start, end), aborted):
+                pieces.extend(
+                    segment_reader.split_piece(piece, self.max_bytes_per_partition, self.max_records_per_partition)
+                )
+        if self.min_partitions is not None:
+            pieces = segment_reader.split_to_min_partitions(pieces, self.min_partitions)
         return [SegmentInputPartition(piece) for piece in pieces]
 
     # ------------------------------------------------------------------ reading
@@ -269,8 +390,9 @@ class PybrokerReader(DataSourceReader):
         piece = getattr(partition, "piece", None)
         if piece is None:
             return  # Spark reads one placeholder InputPartition when partitions() found nothing
-        for columns in segment_reader.iter_piece(piece, ARROW_BATCH_RECORDS, missing_ok=not self.fail_on_data_loss):
-            yield columns_to_arrow(columns, self.include_headers)
+        groups = segment_reader.iter_piece_batches(piece, ARROW_BATCH_RECORDS, missing_ok=not self.fail_on_data_loss)
+        for group in groups:
+            yield decode_batches(group, piece.topic, piece.partition, piece.start, piece.end, self.include_headers)
 
 
 PyBrokerDataSource = PybrokerDataSource  # either spelling

@@ -12,8 +12,11 @@ What is read, and how:
 * Whole batches, each CRC32C-checked and decompressed by
   :func:`protocol.records.decode_batch_records` (every codec), then cut to the
   requested ``[start, end)`` offset range. Control batches (transaction
-  markers) are skipped; records of aborted transactions are *not* filtered
-  (this is ``read_uncommitted``).
+  markers) are never returned; batches of aborted transactions are skipped
+  only when the piece carries aborted ranges (``read_committed``, found at
+  planning time by :func:`transaction_state`).
+* Which batches to read is decided from their headers alone
+  (:func:`skip_batch`), before any record is decoded.
 * The broker may be appending while we read: an incomplete batch at the end
   of a file is simply not read (``iter_batches(..., allow_truncated_tail=True)``),
   so a reader sees a prefix of the log made of whole batches. A complete batch
@@ -24,9 +27,12 @@ What is read, and how:
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
-from dataclasses import dataclass, field
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from pathlib import Path
 
 from protocol.exceptions import ProtocolError
@@ -38,7 +44,7 @@ from protocol.records import (
     parse_batch_header,
 )
 from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, CheckpointError, read_offsets
-from storage.index import OffsetIndex
+from storage.index import TIME_ENTRY, OffsetIndex, TimeIndex
 
 METADATA_TOPIC = "__cluster_metadata"
 READ_CHUNK_BYTES = 4 << 20
@@ -54,8 +60,22 @@ class PartitionDir:
 
 
 @dataclass(frozen=True, slots=True)
+class AbortedRange:
+    """Offsets ``[first_offset, last_offset]`` of one producer's aborted transaction
+    (``last_offset`` is its ABORT marker's, as in Kafka's aborted transaction index)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class SegmentPiece:
-    """Offsets ``[start, end)`` of one partition, all inside the segment at ``log_path``."""
+    """Offsets ``[start, end)`` of one partition, all inside the segment at ``log_path``.
+
+    ``aborted`` lists the aborted transactions overlapping the piece, whose
+    transactional batches are skipped (empty for ``read_uncommitted``).
+    """
 
     topic: str
     partition: int
@@ -63,6 +83,7 @@ class SegmentPiece:
     segment_base_offset: int
     start: int
     end: int
+    aborted: tuple[AbortedRange, ...] = ()
 
 
 @dataclass(slots=True)
@@ -187,6 +208,78 @@ def _start_position(log_path: Path, segment_base_offset: int, offset: int) -> in
     return position
 
 
+def _iter_file_headers(path: Path, position: int = 0):
+    """Yield ``(pos, header)`` of each complete batch from ``position`` on, reading
+    only the 61-byte headers (one ``pread`` each), never the records.
+
+    The file's size is taken once: batches appended meanwhile are not seen, and
+    an incomplete batch at the end (a torn tail) ends the walk quietly.
+    """
+    try:
+        f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed in finally, across yields
+    except FileNotFoundError:
+        return
+    try:
+        size_bytes = os.fstat(f.fileno()).st_size
+        while size_bytes - position >= BATCH_HEADER_BYTES:
+            head = os.pread(f.fileno(), BATCH_HEADER_BYTES, position)
+            if len(head) < BATCH_HEADER_BYTES:
+                return  # truncated meanwhile
+            header = parse_batch_header(head)
+            if position + header.size_bytes > size_bytes:
+                return
+            yield position, header
+            position += header.size_bytes
+    finally:
+        f.close()
+
+
+def _decode_batch_at(path: Path, position: int, size_bytes: int):
+    """Decode the one batch at ``position`` of ``path``: (header, records), or None if it is gone."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            data = os.pread(f.fileno(), size_bytes, position)
+    except FileNotFoundError:
+        return None
+    if len(data) < size_bytes:
+        return None
+    return decode_batch_records(data, 0)
+
+
+# --------------------------------------------------------------------------- batch-level decisions
+
+
+def aborted_by_producer(aborted) -> dict[int, tuple[list[int], list[int]]]:
+    """``{producer_id: (first offsets, last offsets)}``, each sorted, for :func:`skip_batch`."""
+    by_producer: dict[int, list[AbortedRange]] = {}
+    for txn in aborted:
+        by_producer.setdefault(txn.producer_id, []).append(txn)
+    result = {}
+    for producer_id, txns in by_producer.items():
+        txns.sort(key=lambda txn: txn.first_offset)
+        result[producer_id] = ([txn.first_offset for txn in txns], [txn.last_offset for txn in txns])
+    return result
+
+
+def skip_batch(header, aborted: dict[int, tuple[list[int], list[int]]] | None = None) -> bool:
+    """Whether a whole batch is left out, decided from its header alone.
+
+    Control batches (transaction markers) never reach the reader; a
+    transactional batch is left out when it lies inside one of its producer's
+    aborted transactions (``aborted`` from :func:`aborted_by_producer`).
+    """
+    if header.is_control:
+        return True
+    if not aborted or not header.is_transactional:
+        return False
+    ranges = aborted.get(header.producer_id)
+    if ranges is None:
+        return False
+    first_offsets, last_offsets = ranges
+    i = bisect_right(first_offsets, header.base_offset) - 1
+    return i >= 0 and header.base_offset <= last_offsets[i]
+
+
 # --------------------------------------------------------------------------- offsets
 
 
@@ -251,6 +344,229 @@ def split_by_segment(pdir: PartitionDir, start: int, end: int) -> list[SegmentPi
     return pieces
 
 
+# --------------------------------------------------------------------------- offsets by timestamp
+
+
+def _time_index_entries(log_path: Path, segment_base_offset: int) -> tuple[list[tuple[int, int]], bool]:
+    """The ``.timeindex`` entries (timestamp, absolute offset) and whether the file
+    holds exactly them (trimmed, as a rolled segment's is; not torn, not zero-filled)."""
+    index = TimeIndex(log_path.with_suffix(".timeindex"), segment_base_offset, 1 << 30)
+    try:
+        entries = index.entries()
+        size_bytes = os.stat(index.path).st_size
+    except (OSError, ValueError):  # missing or unreadable: no hint
+        return [], False
+    return entries, size_bytes == len(entries) * TIME_ENTRY.size
+
+
+def _batch_ending_at(log_path: Path, segment_base_offset: int, last_offset: int):
+    """Header of the batch whose last offset is ``last_offset``, or None if there is none."""
+    for _pos, header in _iter_file_headers(log_path, _start_position(log_path, segment_base_offset, last_offset)):
+        if header.last_offset >= last_offset:
+            return header if header.last_offset == last_offset else None
+    return None
+
+
+def _time_entry_matches_log(log_path: Path, segment_base_offset: int, entry: tuple[int, int]) -> bool:
+    # An entry is written when a batch raises the segment's largest timestamp,
+    # so that batch's maxTimestamp is the entry's timestamp.
+    timestamp_ms, offset = entry
+    header = _batch_ending_at(log_path, segment_base_offset, offset)
+    return header is not None and header.max_timestamp_ms == timestamp_ms
+
+
+def _first_offset_at_or_after(log_path: Path, position: int, timestamp_ms: int, min_offset: int) -> int | None:
+    """Scan batch headers from ``position``; decode only a batch whose maxTimestamp
+    reaches the target, for the first of its records (at or above ``min_offset``) that does."""
+    for pos, header in _iter_file_headers(log_path, position):
+        if header.next_offset <= min_offset or header.max_timestamp_ms < timestamp_ms:
+            continue
+        decoded = _decode_batch_at(log_path, pos, header.size_bytes)
+        if decoded is None:
+            return None
+        for record in decoded[1]:
+            if record.offset >= min_offset and record.timestamp_ms >= timestamp_ms:
+                return record.offset
+    return None
+
+
+def offset_for_timestamp(pdir: PartitionDir, timestamp_ms: int, *, log_start_offset: int | None = None) -> int | None:
+    """The earliest offset whose record timestamp is >= ``timestamp_ms`` (Kafka's
+    ListOffsets), or None when no record is that recent.
+
+    Records below the log start offset (default: the checkpointed one) do not
+    count. Timestamps need not grow with offsets: the answer is the first such
+    offset in log order. Each segment's ``.timeindex`` is a hint, checked
+    against the log before it is believed: a rolled segment whose trimmed
+    index says its largest timestamp is below the target is skipped unread,
+    and within a segment the scan starts after the last batch the index shows
+    to be older than the target. A missing, torn or stale index (the active
+    segment's) only costs a longer header scan. Only the batch holding the
+    answer is decoded.
+    """
+    if log_start_offset is None:
+        log_start_offset = _log_start_checkpoint(pdir) or 0
+    segments = list_segments(pdir.path)
+    for i, (base, path) in enumerate(segments):
+        next_base = segments[i + 1][0] if i + 1 < len(segments) else None
+        if next_base is not None and next_base <= log_start_offset:
+            continue
+        entries, trimmed = _time_index_entries(path, base)
+        older = bisect_left([timestamp for timestamp, _offset in entries], timestamp_ms)  # entries[:older] < target
+        if older and not _time_entry_matches_log(path, base, entries[older - 1]):
+            entries, trimmed, older = [], False, 0  # the index disagrees with the log: scan it all
+        if next_base is not None and trimmed and entries and older == len(entries):
+            continue  # a rolled segment whose largest timestamp is below the target
+        min_offset = log_start_offset
+        position = 0
+        if older:
+            # Every record up to that entry's batch is older than the target.
+            min_offset = max(min_offset, entries[older - 1][1] + 1)
+            position = _start_position(path, base, min_offset)
+        found = _first_offset_at_or_after(path, position, timestamp_ms, min_offset)
+        if found is not None:
+            return found
+    return None
+
+
+# --------------------------------------------------------------------------- transactions
+
+
+def transaction_state(pdir: PartitionDir, start: int, log_end: int) -> tuple[tuple[AbortedRange, ...], int | None]:
+    """Aborted transactions from ``start`` on, and the last stable offset, for ``read_committed``.
+
+    A header-only walk of the batches in ``[start, log_end)``; only the
+    (one-record) transaction markers are decoded, for their ABORT/COMMIT type.
+    A producer's transactional batches belong to the transaction that its next
+    marker ends; an ABORT marker makes them an :class:`AbortedRange`. A
+    transaction with no marker yet is open: the last stable offset is the first
+    offset of the earliest open one (None when none is open), and a committed
+    read must stop there. Transactions are seen from ``start`` on only: the
+    part of one before ``start`` is not read anyway.
+    """
+    aborted: list[AbortedRange] = []
+    open_first_offsets: dict[int, int] = {}  # producer id -> first offset of its open transaction
+    if log_end > start:
+        segments = list_segments(pdir.path)
+        for i, (base, path) in enumerate(segments):
+            next_base = segments[i + 1][0] if i + 1 < len(segments) else None
+            if next_base is not None and next_base <= start:
+                continue
+            if base >= log_end:
+                break
+            for pos, header in _iter_file_headers(path, _start_position(path, base, start)):
+                if header.next_offset <= start:
+                    continue
+                if header.base_offset >= log_end:
+                    break
+                if header.is_control:
+                    first_offset = open_first_offsets.pop(header.producer_id, None)
+                    if first_offset is None:
+                        continue
+                    decoded = _decode_batch_at(path, pos, header.size_bytes)
+                    records = decoded[1] if decoded else []
+                    if records and records[0].control is not None and records[0].control.is_abort:
+                        aborted.append(AbortedRange(header.producer_id, first_offset, header.base_offset))
+                elif header.is_transactional:
+                    open_first_offsets.setdefault(header.producer_id, header.base_offset)
+    last_stable_offset = min(open_first_offsets.values()) if open_first_offsets else None
+    return tuple(aborted), last_stable_offset
+
+
+def with_aborted(pieces: list[SegmentPiece], aborted) -> list[SegmentPiece]:
+    """The pieces, each carrying the aborted transactions that overlap it."""
+    if not aborted:
+        return pieces
+    return [
+        replace(
+            piece,
+            aborted=tuple(txn for txn in aborted if txn.first_offset < piece.end and txn.last_offset >= piece.start),
+        )
+        for piece in pieces
+    ]
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+def _byte_cuts(piece: SegmentPiece, max_bytes: int) -> list[int]:
+    """Offsets at which to cut a piece spanning more than ``max_bytes`` of its segment.
+
+    An ``.index`` entry (last offset o, position p) says a batch boundary lies
+    just after o, at about p: cutting at o + 1 lets the next piece start
+    reading at p. The index only sizes the chunks; any cut offset reads correctly.
+    """
+    log_path = Path(piece.log_path)
+    try:
+        file_bytes = os.stat(log_path).st_size
+        if file_bytes <= max_bytes:
+            return []  # the usual case: no need to read the index
+        entries = OffsetIndex(log_path.with_suffix(".index"), piece.segment_base_offset, 1 << 30).entries()
+    except (OSError, ValueError):
+        return []
+    boundaries = [(offset + 1, position) for offset, position in entries if position < file_bytes]
+    start_position = max((p for o, p in boundaries if o <= piece.start), default=0)
+    end_position = min((p for o, p in boundaries if o >= piece.end), default=file_bytes)
+    inside = [(o, p) for o, p in boundaries if piece.start < o < piece.end]
+    span_bytes = end_position - start_position
+    if span_bytes <= max_bytes or not inside:
+        return []
+    chunks = -(-span_bytes // max_bytes)
+    positions = [p for _o, p in inside]
+    cuts = set()
+    for k in range(1, chunks):
+        target = start_position + span_bytes * k // chunks
+        j = bisect_left(positions, target)
+        nearest = min((i for i in (j - 1, j) if 0 <= i < len(inside)), key=lambda i: abs(positions[i] - target))
+        cuts.add(inside[nearest][0])
+    return sorted(cuts)
+
+
+def split_piece(
+    piece: SegmentPiece, max_bytes_per_partition: int | None = None, max_records_per_partition: int | None = None
+) -> list[SegmentPiece]:
+    """Cut a piece into offset ranges of about ``max_bytes_per_partition`` bytes of
+    its segment (at ``.index`` entries) and at most ``max_records_per_partition`` offsets.
+
+    Each record still belongs to exactly one piece: a batch straddling a cut is
+    decoded by both neighbours, each keeping its own ``[start, end)`` records.
+    """
+    cuts: set[int] = set()
+    if max_records_per_partition:
+        cuts.update(range(piece.start + max_records_per_partition, piece.end, max_records_per_partition))
+    if max_bytes_per_partition:
+        cuts.update(_byte_cuts(piece, max_bytes_per_partition))
+    if not cuts:
+        return [piece]
+    bounds = [piece.start, *sorted(cuts), piece.end]
+    return [replace(piece, start=a, end=b) for a, b in pairwise(bounds)]
+
+
+def split_to_min_partitions(pieces: list[SegmentPiece], min_partitions: int) -> list[SegmentPiece]:
+    """Cut the largest pieces (by offsets) into equal offset ranges until there are
+    at least ``min_partitions`` pieces, or none can be cut (one offset each)."""
+    if len(pieces) >= min_partitions:
+        return pieces
+    parts = [1] * len(pieces)
+    largest_first = [(-(piece.end - piece.start), i) for i, piece in enumerate(pieces)]
+    heapq.heapify(largest_first)
+    total = len(pieces)
+    while total < min_partitions and largest_first:
+        _size, i = heapq.heappop(largest_first)
+        offsets = pieces[i].end - pieces[i].start
+        if parts[i] >= offsets:
+            continue  # one offset per part already
+        parts[i] += 1
+        total += 1
+        heapq.heappush(largest_first, (-offsets / parts[i], i))
+    result = []
+    for piece, n in zip(pieces, parts):
+        offsets = piece.end - piece.start
+        bounds = [piece.start + offsets * k // n for k in range(n + 1)]
+        result.extend(replace(piece, start=a, end=b) for a, b in pairwise(bounds))
+    return result
+
+
 # --------------------------------------------------------------------------- records
 
 
@@ -266,10 +582,14 @@ class SegmentGoneError(FileNotFoundError):
     """The segment of a planned piece is gone (retention or DeleteRecords removed it)."""
 
 
-def iter_piece(piece: SegmentPiece, batch_records: int = 65536, *, missing_ok: bool = True):
-    """Like :func:`read_piece`, yielding columns of about ``batch_records`` records at a time.
+def iter_piece_batches(piece: SegmentPiece, group_records: int = 65536, *, missing_ok: bool = True):
+    """The piece's data batches, undecoded, in groups of about ``group_records`` records.
 
-    A segment deleted since planning reads as empty, or raises
+    Yields lists of ``(buffer, position, header)``: the complete batches that
+    overlap ``[piece.start, piece.end)`` and that :func:`skip_batch` keeps
+    (no control batches, no batches of the piece's aborted transactions).
+    Batches at the edges may hold records outside the range: the decoder cuts
+    them. A segment deleted since planning reads as empty, or raises
     :class:`SegmentGoneError` when ``missing_ok`` is false.
     """
     path = Path(piece.log_path)
@@ -279,40 +599,60 @@ def iter_piece(piece: SegmentPiece, batch_records: int = 65536, *, missing_ok: b
             "was deleted (retention?) before it was read"
         )
     start, end = piece.start, piece.end
-    topic, partition = piece.topic, piece.partition
-    columns = RecordColumns()
+    aborted = aborted_by_producer(piece.aborted)
+    group = []
+    records_in_group = 0
     for buf, pos, _size, header in _iter_file_batches(path, _start_position(path, piece.segment_base_offset, start)):
         if header.next_offset <= start:
             continue
         if header.base_offset >= end:
             break
-        if header.is_control:
+        if skip_batch(header, aborted):
             continue
-        header, records = decode_batch_records(buf, pos)
-        if not records:
-            continue
-        offsets, timestamps, keys, values, headers, timestamp_types, _control = zip(*records)
-        if offsets[0] < start or offsets[-1] >= end:
-            keep = [i for i, offset in enumerate(offsets) if start <= offset < end]
-            if not keep:
+        group.append((buf, pos, header))
+        records_in_group += header.records_count
+        if records_in_group >= group_records:
+            yield group
+            group = []
+            records_in_group = 0
+    if group:
+        yield group
+
+
+def iter_piece(piece: SegmentPiece, batch_records: int = 65536, *, missing_ok: bool = True):
+    """Like :func:`read_piece`, yielding columns of about ``batch_records`` records at a time.
+
+    Records are decoded one by one by :mod:`protocol.records` (the reference
+    the data source's vectorized decoder is tested against).
+    """
+    start, end = piece.start, piece.end
+    topic, partition = piece.topic, piece.partition
+    for group in iter_piece_batches(piece, batch_records, missing_ok=missing_ok):
+        columns = RecordColumns()
+        for buf, pos, _header in group:
+            _header, records = decode_batch_records(buf, pos)
+            if not records:
                 continue
-            offsets, timestamps, keys, values, headers, timestamp_types = (
-                [column[i] for i in keep] for column in (offsets, timestamps, keys, values, headers, timestamp_types)
-            )
-        n = len(offsets)
-        columns.key.extend(keys)
-        columns.value.extend(values)
-        columns.topic.extend([topic] * n)
-        columns.partition.extend([partition] * n)
-        columns.offset.extend(offsets)
-        columns.timestamp_ms.extend(timestamps)
-        columns.timestamp_type.extend(timestamp_types)
-        columns.headers.extend(headers)
-        if len(columns.offset) >= batch_records:
+            offsets, timestamps, keys, values, headers, timestamp_types, _control = zip(*records)
+            if offsets[0] < start or offsets[-1] >= end:
+                keep = [i for i, offset in enumerate(offsets) if start <= offset < end]
+                if not keep:
+                    continue
+                offsets, timestamps, keys, values, headers, timestamp_types = (
+                    [column[i] for i in keep]
+                    for column in (offsets, timestamps, keys, values, headers, timestamp_types)
+                )
+            n = len(offsets)
+            columns.key.extend(keys)
+            columns.value.extend(values)
+            columns.topic.extend([topic] * n)
+            columns.partition.extend([partition] * n)
+            columns.offset.extend(offsets)
+            columns.timestamp_ms.extend(timestamps)
+            columns.timestamp_type.extend(timestamp_types)
+            columns.headers.extend(headers)
+        if columns.offset:
             yield columns
-            columns = RecordColumns()
-    if columns.offset:
-        yield columns
 
 
 def read_range(pdir: PartitionDir, start: int, end: int) -> RecordColumns:
@@ -324,6 +664,7 @@ def read_range(pdir: PartitionDir, start: int, end: int) -> RecordColumns:
 
 
 __all__ = [
+    "AbortedRange",
     "PartitionDir",
     "ProtocolError",
     "RecordColumns",
@@ -332,9 +673,16 @@ __all__ = [
     "earliest_offset",
     "find_partitions",
     "iter_piece",
+    "iter_piece_batches",
     "latest_offset",
     "list_segments",
+    "offset_for_timestamp",
     "read_piece",
     "read_range",
+    "skip_batch",
     "split_by_segment",
+    "split_piece",
+    "split_to_min_partitions",
+    "transaction_state",
+    "with_aborted",
 ]

@@ -272,3 +272,141 @@ def test_a_start_below_the_earliest_offset_fails_unless_fail_on_data_loss_is_fal
     got = collect(read(spark, copy, subscribe=topic, startingOffsets=starting, failOnDataLoss="false"))
     assert min(k[2] for k in got) == earliest
     assert min(k[2] for k in collect(read(spark, copy, subscribe=topic))) == earliest
+
+
+def without_headers(expected: dict) -> dict:
+    return {k: v[:4] + (None,) for k, v in expected.items()}
+
+
+def test_starting_and_ending_timestamps(spark, cluster):
+    _, log_dir, produced = cluster
+    topic = min(produced)
+    expected = without_headers(as_expected(produced[topic], topic))
+    # Each partition's timestamps grow with its offsets (T0_MS + record number).
+    got = collect(
+        read(
+            spark,
+            log_dir,
+            subscribe=topic,
+            startingOffsets="earliest",  # startingTimestamp takes precedence
+            startingTimestamp=str(T0_MS + 30),
+            endingTimestamp=str(T0_MS + 90),
+        )
+    )
+    assert got == {k: v for k, v in expected.items() if (T0_MS + 30) * 1000 <= v[2] < (T0_MS + 90) * 1000}
+    # an ending timestamp no record reaches means latest
+    got = collect(read(spark, log_dir, subscribe=topic, startingTimestamp=str(T0_MS + 140), endingTimestamp="9" * 15))
+    assert got == {k: v for k, v in expected.items() if v[2] >= (T0_MS + 140) * 1000}
+
+
+def test_offsets_by_timestamp_and_the_no_match_strategy(spark, cluster):
+    _, log_dir, produced = cluster
+    topic = min(produced)
+    expected = without_headers(as_expected(produced[topic], topic))
+    too_late = T0_MS + 10_000  # after every record
+    starting = json.dumps({topic: {"0": T0_MS + 30, "1": too_late}})
+    with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy"):
+        read(spark, log_dir, subscribe=topic, startingOffsetsByTimestamp=starting).collect()
+    got = collect(
+        read(
+            spark,
+            log_dir,
+            subscribe=topic,
+            startingOffsetsByTimestamp=starting,
+            startingOffsetsByTimestampStrategy="latest",  # partition 1 starts at its end: nothing
+            startingOffsets=json.dumps({topic: {"0": 0, "2": 20}}),  # partition 2 is not in the JSON
+            endingOffsetsByTimestamp=json.dumps({topic: {"0": T0_MS + 90, "2": too_late}}),
+        )
+    )
+    want = {
+        k: v
+        for k, v in expected.items()
+        if (k[1] == 0 and (T0_MS + 30) * 1000 <= v[2] < (T0_MS + 90) * 1000) or (k[1] == 2 and k[2] >= 20)
+    }
+    assert got == want
+    from spark_jobs.datasource import PybrokerReader
+
+    # The timestamp decides, so startingOffsets=latest is not judged (as in Spark).
+    PybrokerReader({"path": str(log_dir), "subscribe": topic, "startingoffsets": "latest", "startingtimestamp": "0"})
+    with pytest.raises(ValueError, match="startingTimestamp must be a timestamp"):
+        PybrokerReader({"path": str(log_dir), "subscribe": topic, "startingtimestamp": "yesterday"})
+    with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy must be one of"):
+        read(spark, log_dir, subscribe=topic, startingTimestamp="0", startingOffsetsByTimestampStrategy="x").collect()
+
+
+def test_min_partitions_splits_the_largest_pieces(spark, cluster):
+    _, log_dir, produced = cluster
+    topic = min(produced)
+    pieces = read(spark, log_dir, subscribe=topic).rdd.getNumPartitions()  # one per segment
+    df = read(spark, log_dir, subscribe=topic, minPartitions=str(pieces + 4))
+    assert df.rdd.getNumPartitions() == pieces + 4
+    assert collect(df) == without_headers(as_expected(produced[topic], topic))
+
+
+def test_a_large_segment_is_split_and_each_record_read_once(spark, tmp_path):
+    """One 100-batch segment with an ``.index`` entry per batch, read whole and cut."""
+    from storage.index import OFFSET_ENTRY
+
+    pdir = tmp_path / "logs" / "big-0"
+    pdir.mkdir(parents=True)
+    data, index = bytearray(), bytearray()
+    for first in range(0, 2000, 20):
+        if data:
+            index += OFFSET_ENTRY.pack(first + 19, len(data))  # the batch's last offset -> its position
+        data += build_batch(
+            [(b"k%d" % o, b"v%d" % o, [], T0_MS + o) for o in range(first, first + 20)], base_offset=first
+        )
+    (pdir / f"{0:020d}.log").write_bytes(bytes(data))
+    (pdir / f"{0:020d}.index").write_bytes(bytes(index))
+    whole = read(spark, tmp_path / "logs", subscribe="big")
+    assert whole.rdd.getNumPartitions() == 1
+    expected = collect(whole)
+    assert sorted(k[2] for k in expected) == list(range(2000))
+    by_bytes = read(spark, tmp_path / "logs", subscribe="big", maxBytesPerPartition=str(len(data) // 8))
+    assert by_bytes.rdd.getNumPartitions() == 8
+    assert collect(by_bytes) == expected  # collect() fails on a duplicate (topic, partition, offset)
+    by_records = read(spark, tmp_path / "logs", subscribe="big", maxRecordsPerPartition="300")
+    assert by_records.rdd.getNumPartitions() == 7
+    assert collect(by_records) == expected
+    with pytest.raises(Exception, match="maxBytesPerPartition must be a positive integer"):
+        read(spark, tmp_path / "logs", subscribe="big", maxBytesPerPartition="0").collect()
+
+
+def test_read_committed_leaves_out_aborted_and_open_transactions(spark, tmp_path):
+    from protocol.records import ControlType, build_control_batch
+
+    def transactional(first: int, count: int, producer_id: int) -> bytes:
+        records = [(b"k", b"v%d" % o, [], T0_MS + o) for o in range(first, first + count)]
+        return build_batch(records, base_offset=first, producer_id=producer_id, producer_epoch=0, is_transactional=True)
+
+    def marker(offset: int, producer_id: int, control_type: int) -> bytes:
+        return build_control_batch(
+            control_type,
+            base_offset=offset,
+            producer_id=producer_id,
+            producer_epoch=0,
+            coordinator_epoch=0,
+            timestamp_ms=T0_MS,
+        )
+
+    # 0-1 P1 | 2 plain | 3 P2 | 4 ABORT P1 | 5 COMMIT P2 | 6 P3 (still open) | 7 plain
+    pdir = tmp_path / "logs" / "txn-0"
+    pdir.mkdir(parents=True)
+    (pdir / f"{0:020d}.log").write_bytes(
+        transactional(0, 2, 1)
+        + build_batch([(b"k", b"v2", [], T0_MS)], base_offset=2)
+        + transactional(3, 1, 2)
+        + marker(4, 1, ControlType.ABORT)
+        + marker(5, 2, ControlType.COMMIT)
+        + transactional(6, 1, 3)
+        + build_batch([(b"k", b"v7", [], T0_MS)], base_offset=7)
+    )
+
+    def offsets(**options) -> list[int]:
+        return sorted(row["offset"] for row in read(spark, tmp_path / "logs", subscribe="txn", **options).collect())
+
+    assert offsets() == [0, 1, 2, 3, 6, 7]  # read_uncommitted: everything but the markers
+    assert offsets(isolationLevel="read_committed") == [2, 3]  # P1 aborted; nothing from P3's open one on
+    assert offsets(**{"kafka.isolation.level": "read_committed"}) == [2, 3]
+    with pytest.raises(Exception, match="isolationLevel must be one of"):
+        offsets(isolationLevel="serializable")
