@@ -41,9 +41,6 @@ from protocol.records import (
     BatchHeader,
 )
 
-# Varints may be read up to 10 bytes past a field start: pad so no gather can
-# leave the buffer even when the last record is malformed.
-_PAD = b"\0" * 16
 _MIN_RECORD_BODY_BYTES = 6  # attributes, timestamp, offset, key length, value length, header count
 _INT32_MAX = (1 << 31) - 1
 
@@ -125,8 +122,14 @@ def _record_positions(data: bytes, batch_spans: list[tuple[int, int, int]]) -> l
 
 
 def _varints(buf: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints at ``positions`` of ``buf``: (values as int64, positions after them)."""
-    byte = buf[positions]
+    """Zigzag varints at ``positions`` of ``buf``: (values as int64, positions after them).
+
+    Reads are clipped to the buffer: a field that starts at or past its
+    record's end is malformed anyway, and the callers' bounds checks reject it
+    (its end position lies past the record's end).
+    """
+    last = len(buf) - 1
+    byte = buf[np.minimum(positions, last)]
     raw = (byte & 0x7F).astype(np.uint64)
     sizes = np.ones(len(positions), dtype=np.int64)
     pending = np.flatnonzero(byte >= 0x80)
@@ -134,7 +137,7 @@ def _varints(buf: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.nda
     while len(pending):
         if shift >= 70:
             raise ProtocolError("varint longer than 10 bytes")
-        byte = buf[positions[pending] + sizes[pending]]
+        byte = buf[np.minimum(positions[pending] + sizes[pending], last)]
         raw[pending] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
         sizes[pending] += 1
         pending = pending[byte >= 0x80]
@@ -204,14 +207,14 @@ def _parse_headers(data: bytes, pos: int, end: int, count: int) -> list[tuple[st
             field_end = pos + key_length
             if key_length < 0 or field_end > end:
                 raise ProtocolError(f"invalid record header key length {key_length}")
-            key = data[pos:field_end].decode("utf-8")
+            key = bytes(data[pos:field_end]).decode("utf-8")
             pos = field_end
             value_length, pos = _slow_varint(data, pos)
             if value_length >= 0:
                 field_end = pos + value_length
                 if field_end > end:
                     raise ProtocolError("record header value runs past the end of its record")
-                value = data[pos:field_end]
+                value = bytes(data[pos:field_end])
                 pos = field_end
             elif value_length == -1:
                 value = None
@@ -246,6 +249,10 @@ def decode_batches(
     (control batches are the caller's to leave out), as
     :func:`protocol.records.iter_batches` yields them.
     """
+    # Uncompressed batches that lie in one buffer are decoded where they are
+    # (a window over it, no copy); otherwise the record bytes are joined.
+    in_place = all(buf is batches[0][0] and not header.attributes & CODEC_MASK for buf, _pos, header in batches)
+    window_start = batches[0][1] + BATCH_HEADER_BYTES if in_place and batches else 0
     parts = []
     spans = []
     size = 0
@@ -274,9 +281,14 @@ def decode_batches(
         count = header.records_count
         if count < 0 or count * (_MIN_RECORD_BODY_BYTES + 1) > len(records_bytes):
             raise ProtocolError(f"record batch claims {count} records in {len(records_bytes)} bytes of record data")
-        parts.append(records_bytes)
-        spans.append((size, size + len(records_bytes), count))
-        size += len(records_bytes)
+        if in_place:
+            start = pos + BATCH_HEADER_BYTES - window_start
+            spans.append((start, start + len(records_bytes), count))
+            size = start + len(records_bytes)
+        else:
+            parts.append(records_bytes)
+            spans.append((size, size + len(records_bytes), count))
+            size += len(records_bytes)
         batch_base_offsets.append(header.base_offset)
         log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
         # LogAppendTime batches report the broker's stamp for every record.
@@ -285,11 +297,15 @@ def decode_batches(
         batch_timestamp_types.append(int(log_append_time))
         batch_counts.append(count)
 
-    data = b"".join(parts)
+    if in_place:
+        data = memoryview(batches[0][0])[window_start : window_start + size] if batches else memoryview(b"")
+        buf = np.frombuffer(data, dtype=np.uint8)
+    else:
+        data = b"".join(parts)
+        buf = np.frombuffer(data, dtype=np.uint8)
     del parts
     record_positions = np.array(_record_positions(data, spans), dtype=np.int64)
     count = len(record_positions)
-    buf = np.frombuffer(data + _PAD, dtype=np.uint8)
     record_lengths, record_starts = _varints(buf, record_positions)
     if count and bool((record_lengths < _MIN_RECORD_BODY_BYTES).any()):
         raise ProtocolError(f"record length {int(record_lengths.min())} is too short")

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import struct
 import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/<job>.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from protocol.codec import decode_struct
 from protocol.exceptions import ProtocolError
@@ -42,7 +46,9 @@ def decode_commit(key: bytes | None, value: bytes | None) -> tuple[str, str, int
         value_version = _INT16.unpack_from(value)[0]
         if value_version not in _OFFSET_VALUE.versions:
             return None
-        decoded_value, _ = decode_struct(_OFFSET_VALUE.struct, value_version, value_version in _OFFSET_VALUE.flexible, value, 2)
+        decoded_value, _ = decode_struct(
+            _OFFSET_VALUE.struct, value_version, value_version in _OFFSET_VALUE.flexible, value, 2
+        )
     except (ProtocolError, struct.error):
         return None
     return decoded_key.group, decoded_key.topic, decoded_key.partition, decoded_value.offset
@@ -75,7 +81,9 @@ def committed_offsets(spark, path: str):
         .withColumn("group", F.substring(key, F.lit(5), group_bytes).cast("string"))
         .withColumn("topic", F.substring(key, topic_at + 2, topic_bytes).cast("string"))
         .withColumn("partition", _unsigned(key, topic_at + 2 + topic_bytes, F.lit(4)).cast("int"))
-        .withColumn("committed_offset", F.when(F.col("value").isNull(), None).otherwise(_unsigned(F.col("value"), 3, 8)))
+        .withColumn(
+            "committed_offset", F.when(F.col("value").isNull(), None).otherwise(_unsigned(F.col("value"), 3, 8))
+        )
         .withColumnRenamed("offset", "record_offset")
     )
     latest = Window.partitionBy("group", "topic", "partition").orderBy(F.col("record_offset").desc())

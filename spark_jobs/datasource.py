@@ -61,10 +61,11 @@ more when the splitting options cut pieces.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (
     ArrayType,
@@ -78,13 +79,16 @@ from pyspark.sql.types import (
 )
 
 from spark_jobs import segment_reader
-from spark_jobs.arrow_decoder import decode_batches
 from spark_jobs.segment_reader import SegmentPiece
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 EARLIEST = -2
 LATEST = -1
-ARROW_BATCH_RECORDS = 65536
+ARROW_BATCH_RECORDS = 16384
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20  # as spark.sql.files.maxPartitionBytes
+OPEN_COST_BYTES = 4 << 20  # as spark.sql.files.openCostInBytes: what starting a piece is worth
 _STRATEGIES = ("assign", "subscribe", "subscribepattern")
 
 HEADER_STRUCT = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -228,11 +232,11 @@ def _lower_keys(options) -> dict[str, str]:
 
 
 class SegmentInputPartition(InputPartition):
-    """One (topic, partition, segment) piece of the requested range."""
+    """Consecutive pieces of one topic-partition, read one after the other."""
 
-    def __init__(self, piece: SegmentPiece):
-        super().__init__(piece)
-        self.piece = piece
+    def __init__(self, pieces: tuple[SegmentPiece, ...]):
+        super().__init__(pieces)
+        self.pieces = pieces
 
 
 class PybrokerReader(DataSourceReader):
@@ -355,7 +359,7 @@ class PybrokerReader(DataSourceReader):
         return latest if offset is None else min(offset, latest)
 
     def partitions(self) -> list[InputPartition]:
-        pieces = []
+        ranges = []  # (partition dir, start, end, aborted, bytes per offset)
         for pdir in self._selected():
             # Resolved once, from the files as they are now: a later append is not read.
             latest = segment_reader.latest_offset(pdir)
@@ -376,23 +380,45 @@ class PybrokerReader(DataSourceReader):
                 aborted, last_stable_offset = segment_reader.transaction_state(pdir, earliest, latest)
                 if last_stable_offset is not None:
                     end = min(end, last_stable_offset)  # nothing at or past an open transaction
+            if end > start:
+                ranges.append((pdir, start, end, aborted, segment_reader.bytes_per_offset(pdir, earliest, latest)))
+
+        # Like Spark's file sources: a split holds at most maxBytesPerPartition,
+        # less when that would leave cores idle (the total spread over
+        # minPartitions, or this machine's cores), never less than OPEN_COST_BYTES.
+        total_bytes = sum((end - start) * density for _pdir, start, end, _aborted, density in ranges)
+        parallelism = self.min_partitions or os.cpu_count() or 1
+        split_bytes = min(self.max_bytes_per_partition, max(OPEN_COST_BYTES, -(-int(total_bytes) // parallelism)))
+        pieces = []
+        densities = []
+        for pdir, start, end, aborted, density in ranges:
             for piece in segment_reader.with_aborted(segment_reader.split_by_segment(pdir, start, end), aborted):
-                pieces.extend(
-                    segment_reader.split_piece(piece, self.max_bytes_per_partition, self.max_records_per_partition)
-                )
+                for part in segment_reader.split_piece(piece, split_bytes, self.max_records_per_partition):
+                    pieces.append(part)
+                    densities.append(density)
         if self.min_partitions is not None:
             pieces = segment_reader.split_to_min_partitions(pieces, self.min_partitions)
-        return [SegmentInputPartition(piece) for piece in pieces]
+            return [SegmentInputPartition((piece,)) for piece in pieces]
+        return [
+            SegmentInputPartition(group)
+            for group in segment_reader.pack_pieces(pieces, densities, split_bytes, OPEN_COST_BYTES)
+        ]
 
     # ------------------------------------------------------------------ reading
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        piece = getattr(partition, "piece", None)
-        if piece is None:
-            return  # Spark reads one placeholder InputPartition when partitions() found nothing
-        groups = segment_reader.iter_piece_batches(piece, ARROW_BATCH_RECORDS, missing_ok=not self.fail_on_data_loss)
-        for group in groups:
-            yield decode_batches(group, piece.topic, piece.partition, piece.start, piece.end, self.include_headers)
+        # Spark reads one placeholder InputPartition when partitions() found nothing.
+        pieces = getattr(partition, "pieces", ())
+        # Imported here, not at the top: planning runs in a Python process per
+        # query and needs neither numpy nor pyarrow (~0.2 s of imports).
+        from spark_jobs.arrow_decoder import decode_batches
+
+        for piece in pieces:
+            groups = segment_reader.iter_piece_batches(
+                piece, ARROW_BATCH_RECORDS, missing_ok=not self.fail_on_data_loss
+            )
+            for group in groups:
+                yield decode_batches(group, piece.topic, piece.partition, piece.start, piece.end, self.include_headers)
 
 
 PyBrokerDataSource = PybrokerDataSource  # either spelling

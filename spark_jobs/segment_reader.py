@@ -542,6 +542,40 @@ def split_piece(
     return [replace(piece, start=a, end=b) for a, b in pairwise(bounds)]
 
 
+def bytes_per_offset(pdir: PartitionDir, earliest: int, latest: int) -> float:
+    """The partition's segment bytes per offset: sizes pieces for planning, no more."""
+    total_bytes = 0
+    for _base, path in list_segments(pdir.path):
+        try:
+            total_bytes += os.stat(path).st_size
+        except FileNotFoundError:
+            continue
+    return total_bytes / max(1, latest - earliest)
+
+
+def pack_pieces(
+    pieces: list[SegmentPiece], bytes_per_offset: list[float], split_bytes: int, open_cost_bytes: int
+) -> list[tuple[SegmentPiece, ...]]:
+    """Group consecutive pieces of one topic-partition into splits of at most
+    ``split_bytes``, each piece counting its estimated bytes plus ``open_cost_bytes``
+    (Spark's file sources pack small files the same way: fewer, fuller tasks,
+    since each task costs a Python worker round trip)."""
+    groups: list[tuple[SegmentPiece, ...]] = []
+    group: list[SegmentPiece] = []
+    group_bytes = 0.0
+    for piece, density in zip(pieces, bytes_per_offset, strict=True):
+        cost = (piece.end - piece.start) * density + open_cost_bytes
+        same_partition = group and (group[-1].topic, group[-1].partition) == (piece.topic, piece.partition)
+        if group and (not same_partition or group_bytes + cost > split_bytes):
+            groups.append(tuple(group))
+            group, group_bytes = [], 0.0
+        group.append(piece)
+        group_bytes += cost
+    if group:
+        groups.append(tuple(group))
+    return groups
+
+
 def split_to_min_partitions(pieces: list[SegmentPiece], min_partitions: int) -> list[SegmentPiece]:
     """Cut the largest pieces (by offsets) into equal offset ranges until there are
     at least ``min_partitions`` pieces, or none can be cut (one offset each)."""
@@ -670,6 +704,7 @@ __all__ = [
     "RecordColumns",
     "SegmentGoneError",
     "SegmentPiece",
+    "bytes_per_offset",
     "earliest_offset",
     "find_partitions",
     "iter_piece",
@@ -677,6 +712,7 @@ __all__ = [
     "latest_offset",
     "list_segments",
     "offset_for_timestamp",
+    "pack_pieces",
     "read_piece",
     "read_range",
     "skip_batch",

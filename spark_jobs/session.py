@@ -14,7 +14,9 @@ import sys
 
 def job_arguments(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--path", required=True, help="the broker's log.dirs, comma-separated (a shared filesystem on a cluster)")
+    parser.add_argument(
+        "--path", required=True, help="the broker's log.dirs, comma-separated (a shared filesystem on a cluster)"
+    )
     parser.add_argument("--master", default=None, help="Spark master URL (default: local[*], or spark-submit's)")
     return parser
 

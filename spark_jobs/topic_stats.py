@@ -10,6 +10,10 @@ also writes them as Parquet (``per_partition/`` and ``per_hour/``).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/<job>.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_jobs.session import job_arguments, read_topics, spark_session
 

@@ -178,3 +178,16 @@ def test_crc_mismatch_raises():
     batches = [(bytes(buf), pos, header) for pos, _size, header in iter_batches(bytes(buf))]
     with pytest.raises(ProtocolError, match="CRC32C"):
         decode_batches(batches, "t", 0, 0, 100, False)
+
+
+def test_batches_from_several_buffers_are_joined():
+    """Uncompressed batches of one buffer are decoded in place; batches from two
+    read chunks (or compressed ones) go through a joined copy: same records."""
+    first = build_batch([(b"a", b"1", [], 5), (b"b", b"2", [], 6)], base_offset=0)
+    second = build_batch([(b"c", b"3", [], 7)], base_offset=2)
+    together = first + second
+    one_buffer = [(together, pos, header) for pos, _size, header in iter_batches(together)]
+    two_buffers = [(first, 0, one_buffer[0][2]), (second, 0, one_buffer[1][2])]
+    expected = decode_batches(one_buffer, "t", 0, 0, 100, False)
+    assert decode_batches(two_buffers, "t", 0, 0, 100, False).equals(expected)
+    assert expected.column("value").to_pylist() == [b"1", b"2", b"3"]

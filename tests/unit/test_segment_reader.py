@@ -510,3 +510,31 @@ def test_offset_for_timestamp_and_splits_agree_with_a_plain_scan(
     cut = [q for p in pieces for q in split_piece(p, max_records_per_partition=data.draw(st.integers(1, 5)))]
     cut = split_to_min_partitions(cut, data.draw(st.integers(1, 20)))
     assert read_pieces(cut) == list(range(start, end))
+
+
+def test_pack_pieces_groups_consecutive_pieces_of_one_partition():
+    from spark_jobs.segment_reader import SegmentPiece, pack_pieces
+
+    def piece(topic, partition, start, end):
+        return SegmentPiece(topic, partition, f"{topic}-{partition}/{start:020d}.log", start, start, end)
+
+    pieces = [
+        piece("a", 0, 0, 10),
+        piece("a", 0, 10, 20),
+        piece("a", 0, 20, 30),
+        piece("a", 1, 0, 10),  # another partition: never in the same split
+        piece("b", 0, 0, 100),  # alone: larger than a split by itself
+        piece("b", 0, 100, 105),
+    ]
+    # 1 byte per offset, 5 bytes of open cost: a split of 30 holds two 10-offset pieces.
+    groups = pack_pieces(pieces, [1.0] * len(pieces), 30, 5)
+    assert [[(p.topic, p.partition, p.start) for p in g] for g in groups] == [
+        [("a", 0, 0), ("a", 0, 10)],
+        [("a", 0, 20)],
+        [("a", 1, 0)],
+        [("b", 0, 0)],
+        [("b", 0, 100)],
+    ]
+    # Every piece lands in exactly one split, in order.
+    assert [p for g in groups for p in g] == pieces
+    assert pack_pieces([], [], 30, 5) == []
