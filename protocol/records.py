@@ -111,6 +111,8 @@ __all__ = [
     "build_control_batch",
     "parse_control_record",
     "decode_batch_records",
+    "decode_record_headers",
+    "read_varint",
     "decode_records",
 ]
 
@@ -323,15 +325,12 @@ def parse_batch_header(buf: BytesLike, pos: int = 0) -> BatchHeader:
         raise ProtocolError(f"record batch at position {pos} has magic {fields[3]}, expected 2")
     if fields[1] < MIN_BATCH_LENGTH_BYTES:
         raise ProtocolError(
-            f"record batch at position {pos} has batchLength {fields[1]}, "
-            f"below the minimum {MIN_BATCH_LENGTH_BYTES}"
+            f"record batch at position {pos} has batchLength {fields[1]}, below the minimum {MIN_BATCH_LENGTH_BYTES}"
         )
     return _new_tuple(BatchHeader, fields)
 
 
-def _truncated_tail_or_corrupt(
-    buf: BytesLike, pos: int, allowed_magics: tuple[int, ...], min_length: int
-) -> None:
+def _truncated_tail_or_corrupt(buf: BytesLike, pos: int, allowed_magics: tuple[int, ...], min_length: int) -> None:
     """Raise if an incomplete trailing entry already shows it is not a valid prefix.
 
     A fetch response legitimately ends in a partial batch when the broker cut
@@ -348,9 +347,7 @@ def _truncated_tail_or_corrupt(
             raise ProtocolError(f"entry at position {pos} has unsupported magic {magic}")
 
 
-def iter_batches(
-    buf: BytesLike, *, allow_truncated_tail: bool = False
-) -> Iterator[tuple[int, int, BatchHeader]]:
+def iter_batches(buf: BytesLike, *, allow_truncated_tail: bool = False) -> Iterator[tuple[int, int, BatchHeader]]:
     """Walk concatenated v2 batches by their headers; yield ``(position, size_bytes, header)``.
 
     Records are neither decoded nor CRC-checked (see :func:`validate_batch`).
@@ -381,9 +378,7 @@ def iter_batches(
         if size > end - pos:
             if allow_truncated_tail:
                 return
-            raise ProtocolError(
-                f"truncated record batch at position {pos}: needs {size} bytes, {end - pos} available"
-            )
+            raise ProtocolError(f"truncated record batch at position {pos}: needs {size} bytes, {end - pos} available")
         yield pos, size, make(header_cls, fields)
         pos += size
 
@@ -409,18 +404,12 @@ def _check_batch(
     if size is None:
         size = declared_bytes
     elif size != declared_bytes:
-        raise ProtocolError(
-            f"record batch at position {pos} declares {declared_bytes} bytes but occupies {size}"
-        )
+        raise ProtocolError(f"record batch at position {pos} declares {declared_bytes} bytes but occupies {size}")
     if size > len(buf) - pos:
-        raise ProtocolError(
-            f"truncated record batch at position {pos}: needs {size} bytes, {len(buf) - pos} available"
-        )
+        raise ProtocolError(f"truncated record batch at position {pos}: needs {size} bytes, {len(buf) - pos} available")
     attributes = header[5]
     if attributes & CODEC_MASK > CompressionType.ZSTD:
-        raise ProtocolError(
-            f"record batch at position {pos} uses unknown compression codec {attributes & CODEC_MASK}"
-        )
+        raise ProtocolError(f"record batch at position {pos} uses unknown compression codec {attributes & CODEC_MASK}")
     last_offset_delta = header[6]
     records_count = header[12]
     if last_offset_delta < 0:
@@ -429,13 +418,11 @@ def _check_batch(
         raise ProtocolError(f"record batch at position {pos} has negative recordsCount {records_count}")
     if not attributes & CODEC_MASK and records_count * _MIN_RECORD_BYTES > size - BATCH_HEADER_BYTES:
         raise ProtocolError(
-            f"record batch at position {pos} claims {records_count} records in "
-            f"{size - BATCH_HEADER_BYTES} bytes"
+            f"record batch at position {pos} claims {records_count} records in {size - BATCH_HEADER_BYTES} bytes"
         )
     if require_contiguous_offsets and (records_count == 0 or records_count != last_offset_delta + 1):
         raise ProtocolError(
-            f"record batch at position {pos} has recordsCount {records_count} but "
-            f"lastOffsetDelta {last_offset_delta}"
+            f"record batch at position {pos} has recordsCount {records_count} but lastOffsetDelta {last_offset_delta}"
         )
     if verify_crc:
         actual_crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
@@ -721,8 +708,8 @@ def parse_control_record(key: bytes | None, value: bytes | None) -> ControlRecor
 # --------------------------------------------------------------------------- v2 decoding
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Slow path of zigzag varint decoding; callers inline the one-byte case."""
+def read_varint(data: BytesLike, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos``: (value, position after it). Hot loops inline the one-byte case."""
     result = 0
     shift = 0
     while True:
@@ -736,6 +723,37 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             raise ProtocolError("varint longer than 10 bytes")
 
 
+def decode_record_headers(
+    data: BytesLike, pos: int, record_end: int, header_count: int
+) -> tuple[list[tuple[str, bytes | None]], int]:
+    """The ``header_count`` headers of a v2 record starting at ``pos``, and the
+    position after them; none may run past ``record_end``."""
+    # Each header takes at least two bytes (two length varints).
+    if header_count < 0 or header_count * 2 > record_end - pos:
+        raise ProtocolError(f"invalid record header count {header_count}")
+    headers = []
+    for _ in range(header_count):
+        header_key_length, pos = read_varint(data, pos)
+        field_end = pos + header_key_length
+        if header_key_length < 0 or field_end > record_end:
+            raise ProtocolError(f"invalid record header key length {header_key_length}")
+        header_key = bytes(data[pos:field_end]).decode("utf-8")
+        pos = field_end
+        header_value_length, pos = read_varint(data, pos)
+        if header_value_length >= 0:
+            field_end = pos + header_value_length
+            if field_end > record_end:
+                raise ProtocolError("record header value runs past the end of its record")
+            header_value = bytes(data[pos:field_end])
+            pos = field_end
+        elif header_value_length == -1:
+            header_value = None
+        else:
+            raise ProtocolError(f"invalid record header value length {header_value_length}")
+        headers.append((header_key, header_value))
+    return headers, pos
+
+
 def _decode_v2_records(data: bytes, header: BatchHeader) -> list[DecodedRecord]:
     count = header[12]
     end = len(data)
@@ -746,7 +764,6 @@ def _decode_v2_records(data: bytes, header: BatchHeader) -> list[DecodedRecord]:
     timestamp_type = (header[5] & TIMESTAMP_TYPE_MASK) >> 3
     # LogAppendTime batches report the broker's stamp for every record.
     fixed_timestamp_ms = header[8] if timestamp_type else None
-    read_varint = _read_varint
     new = _new_tuple
     record_cls = DecodedRecord
     records = []
@@ -821,30 +838,10 @@ def _decode_v2_records(data: bytes, header: BatchHeader) -> list[DecodedRecord]:
                 pos += 1
             else:
                 header_count, pos = read_varint(data, pos)
-            headers = []
             if header_count:
-                # Each header takes at least two bytes (two length varints).
-                if header_count < 0 or header_count * 2 > record_end - pos:
-                    raise ProtocolError(f"invalid record header count {header_count}")
-                for _ in range(header_count):
-                    header_key_length, pos = read_varint(data, pos)
-                    field_end = pos + header_key_length
-                    if header_key_length < 0 or field_end > record_end:
-                        raise ProtocolError(f"invalid record header key length {header_key_length}")
-                    header_key = data[pos:field_end].decode("utf-8")
-                    pos = field_end
-                    header_value_length, pos = read_varint(data, pos)
-                    if header_value_length >= 0:
-                        field_end = pos + header_value_length
-                        if field_end > record_end:
-                            raise ProtocolError("record header value runs past the end of its record")
-                        header_value = data[pos:field_end]
-                        pos = field_end
-                    elif header_value_length == -1:
-                        header_value = None
-                    else:
-                        raise ProtocolError(f"invalid record header value length {header_value_length}")
-                    headers.append((header_key, header_value))
+                headers, pos = decode_record_headers(data, pos, record_end, header_count)
+            else:
+                headers = []
 
             if pos != record_end:
                 raise ProtocolError(f"record declares {length} bytes but its fields take {length + pos - record_end}")

@@ -39,6 +39,8 @@ from protocol.records import (
     LOG_OVERHEAD_BYTES,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    decode_record_headers,
+    read_varint,
 )
 
 _MIN_RECORD_BODY_BYTES = 6  # attributes, timestamp, offset, key length, value length, header count
@@ -66,20 +68,6 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 # --------------------------------------------------------------------------- sequential part
 
 
-def _slow_varint(data, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift >= 70:
-            raise ProtocolError("varint longer than 10 bytes")
-
-
 def _record_positions(data: bytes, batch_spans: list[tuple[int, int, int]]) -> list[int]:
     """Where each record (its length prefix) starts in ``data``.
 
@@ -105,7 +93,7 @@ def _record_positions(data: bytes, batch_spans: list[tuple[int, int, int]]) -> l
                     if second < 0x80:
                         pos += 2 + (((byte & 0x7F) | (second << 7)) >> 1)
                     else:
-                        length, pos = _slow_varint(data, pos)
+                        length, pos = read_varint(data, pos)
                         pos += length
             if pos != end:
                 raise ProtocolError(
@@ -196,31 +184,10 @@ def _repeated_string(text: str, count: int) -> pa.Array:
     )
 
 
-def _parse_headers(data: bytes, pos: int, end: int, count: int) -> list[tuple[str, bytes | None]]:
+def _parse_headers(data, pos: int, end: int, count: int) -> list[tuple[str, bytes | None]]:
     """One record's headers, which must fill ``[pos, end)`` exactly."""
-    if count < 0 or count * 2 > end - pos:
-        raise ProtocolError(f"invalid record header count {count}")
-    headers = []
     try:
-        for _ in range(count):
-            key_length, pos = _slow_varint(data, pos)
-            field_end = pos + key_length
-            if key_length < 0 or field_end > end:
-                raise ProtocolError(f"invalid record header key length {key_length}")
-            key = bytes(data[pos:field_end]).decode("utf-8")
-            pos = field_end
-            value_length, pos = _slow_varint(data, pos)
-            if value_length >= 0:
-                field_end = pos + value_length
-                if field_end > end:
-                    raise ProtocolError("record header value runs past the end of its record")
-                value = bytes(data[pos:field_end])
-                pos = field_end
-            elif value_length == -1:
-                value = None
-            else:
-                raise ProtocolError(f"invalid record header value length {value_length}")
-            headers.append((key, value))
+        headers, pos = decode_record_headers(data, pos, end, count)
     except IndexError:
         raise ProtocolError("record header runs past the end of its record") from None
     except UnicodeDecodeError as exc:
