@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from crc32c import crc32c
 
 from protocol.compression import CompressionType, decompress
 from protocol.exceptions import ProtocolError
 from protocol.records import (
-    ATTRIBUTES_OFFSET,
     BATCH_HEADER_BYTES,
     CODEC_MASK,
     LOG_OVERHEAD_BYTES,
@@ -41,6 +39,7 @@ from protocol.records import (
     BatchHeader,
     decode_record_headers,
     read_varint,
+    validate_batch,
 )
 
 _MIN_RECORD_BODY_BYTES = 6  # attributes, timestamp, offset, key length, value length, header count
@@ -139,6 +138,20 @@ def _check_within(positions: np.ndarray, record_ends: np.ndarray, what: str) -> 
         raise ProtocolError(f"record {what} runs past the end of its record")
 
 
+def _nullable_bytes(
+    buf: np.ndarray, positions: np.ndarray, record_ends: np.ndarray, what: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A length-prefixed byte field (length -1 for null) at ``positions``: its
+    lengths, where its bytes start, and the positions after it."""
+    lengths, starts = _varints(buf, positions)
+    _check_within(starts, record_ends, f"{what} length")
+    if bool((lengths < -1).any()):
+        raise ProtocolError(f"invalid record {what} length {int(lengths.min())}")
+    after = starts + np.maximum(lengths, 0)
+    _check_within(after, record_ends, what)
+    return lengths, starts, after
+
+
 def _gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, bytes]:
     """Arrow offsets and the concatenated bytes of the slices ``[start, start + length)``.
 
@@ -207,14 +220,13 @@ def decode_batches(
     start_offset: int,
     end_offset: int,
     include_headers: bool,
-    *,
-    verify_crc: bool = True,
 ) -> pa.RecordBatch:
     """The records of ``batches`` with offsets in ``[start_offset, end_offset)``, as one Arrow batch.
 
     ``batches`` holds ``(buffer, position, header)`` of complete data batches
     (control batches are the caller's to leave out), as
-    :func:`protocol.records.iter_batches` yields them.
+    :func:`protocol.records.iter_batches` yields them. Each batch is checked by
+    :func:`protocol.records.validate_batch` (CRC32C, codec, counts) first.
     """
     # Uncompressed batches that lie in one buffer are decoded where they are
     # (a window over it, no copy); otherwise the record bytes are joined.
@@ -225,26 +237,17 @@ def decode_batches(
     size = 0
     batch_base_offsets = []
     batch_timestamps_ms = []
-    batch_fixed_timestamp = []
-    batch_timestamp_types = []
+    batch_log_append_time = []
     batch_counts = []
     for buf, pos, header in batches:
+        validate_batch(buf, pos)
         batch_end = pos + header.batch_length + LOG_OVERHEAD_BYTES
         view = memoryview(buf)
-        if verify_crc:
-            actual_crc = crc32c(view[pos + ATTRIBUTES_OFFSET : batch_end])
-            if actual_crc != header.crc:
-                raise ProtocolError(
-                    f"record batch at offset {header.base_offset} fails its CRC32C check "
-                    f"(stored {header.crc:#010x}, computed {actual_crc:#010x})"
-                )
         codec = header.attributes & CODEC_MASK
         if codec == CompressionType.NONE:
             records_bytes = view[pos + BATCH_HEADER_BYTES : batch_end]
-        elif codec <= CompressionType.ZSTD:
-            records_bytes = decompress(codec, view[pos + BATCH_HEADER_BYTES : batch_end])
         else:
-            raise ProtocolError(f"record batch at offset {header.base_offset} uses unknown compression codec {codec}")
+            records_bytes = decompress(codec, view[pos + BATCH_HEADER_BYTES : batch_end])
         count = header.records_count
         if count < 0 or count * (_MIN_RECORD_BODY_BYTES + 1) > len(records_bytes):
             raise ProtocolError(f"record batch claims {count} records in {len(records_bytes)} bytes of record data")
@@ -260,8 +263,7 @@ def decode_batches(
         log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
         # LogAppendTime batches report the broker's stamp for every record.
         batch_timestamps_ms.append(header.max_timestamp_ms if log_append_time else header.base_timestamp_ms)
-        batch_fixed_timestamp.append(log_append_time)
-        batch_timestamp_types.append(int(log_append_time))
+        batch_log_append_time.append(log_append_time)
         batch_counts.append(count)
 
     if in_place:
@@ -281,18 +283,8 @@ def decode_batches(
 
     timestamp_deltas, pos = _varints(buf, record_starts + 1)  # + 1: the attributes byte
     offset_deltas, pos = _varints(buf, pos)
-    key_lengths, key_starts = _varints(buf, pos)
-    _check_within(key_starts, record_ends, "key length")
-    if bool((key_lengths < -1).any()):
-        raise ProtocolError(f"invalid record key length {int(key_lengths.min())}")
-    pos = key_starts + np.maximum(key_lengths, 0)
-    _check_within(pos, record_ends, "key")
-    value_lengths, value_starts = _varints(buf, pos)
-    _check_within(value_starts, record_ends, "value length")
-    if bool((value_lengths < -1).any()):
-        raise ProtocolError(f"invalid record value length {int(value_lengths.min())}")
-    pos = value_starts + np.maximum(value_lengths, 0)
-    _check_within(pos, record_ends, "value")
+    key_lengths, key_starts, pos = _nullable_bytes(buf, pos, record_ends, "key")
+    value_lengths, value_starts, pos = _nullable_bytes(buf, pos, record_ends, "value")
     header_counts, pos = _varints(buf, pos)
     _check_within(pos, record_ends, "header count")
     has_headers = header_counts != 0
@@ -304,10 +296,10 @@ def decode_batches(
 
     counts = np.array(batch_counts, dtype=np.int64)
     offsets = np.repeat(np.array(batch_base_offsets, dtype=np.int64), counts) + offset_deltas
-    fixed = np.repeat(np.array(batch_fixed_timestamp, dtype=np.bool_), counts)
+    log_append_time = np.repeat(np.array(batch_log_append_time, dtype=np.bool_), counts)
     timestamps_ms = np.repeat(np.array(batch_timestamps_ms, dtype=np.int64), counts)
-    timestamps_ms = np.where(fixed, timestamps_ms, timestamps_ms + timestamp_deltas)
-    timestamp_types = np.repeat(np.array(batch_timestamp_types, dtype=np.int32), counts)
+    timestamps_ms = np.where(log_append_time, timestamps_ms, timestamps_ms + timestamp_deltas)
+    timestamp_types = log_append_time.astype(np.int32)  # TimestampType: 0 create time, 1 log append time
 
     keep = (offsets >= start_offset) & (offsets < end_offset)
     if not bool(keep.all()):
@@ -316,7 +308,6 @@ def decode_batches(
         value_starts, value_lengths = value_starts[chosen], value_lengths[chosen]
         offsets, timestamps_ms, timestamp_types = offsets[chosen], timestamps_ms[chosen], timestamp_types[chosen]
         if include_headers:
-            has_headers = has_headers[chosen]
             headers_of = {new: headers_of[old] for new, old in enumerate(chosen.tolist()) if old in headers_of}
         count = len(chosen)
 
