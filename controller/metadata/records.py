@@ -10,7 +10,7 @@ from __future__ import annotations
 from protocol.codec import decode_struct, encode_struct
 from protocol.exceptions import ProtocolError
 from protocol.primitives import read_uvarint, write_uvarint
-from protocol.schema import INT8, INT16, INT32, INT64, STRING, UUID, Array, F, Struct
+from protocol.schema import BOOL, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, Array, F, Struct
 
 FRAME_VERSION = 1
 
@@ -23,9 +23,99 @@ class MetadataRecordType:
         self.max_version = max_version
         self.struct = struct
 
+    @property
+    def name(self) -> str:
+        return self.struct.name
+
     def __call__(self, **values):
         return self.struct.cls(**values)
 
+    def __repr__(self) -> str:
+        return f"MetadataRecordType({self.api_key}, {self.struct.name!r}, 0-{self.max_version})"
+
+
+# ----------------------------------------------------------------------------- brokers and controllers
+
+# Brokers and controllers describe their listeners and supported feature ranges
+# with the same fields, in structs the reference names after their owner; we
+# keep those names so the declarations can be checked against the reference.
+def _endpoint_fields() -> list[F]:
+    return [
+        F("name", STRING),
+        F("host", STRING),
+        F("port", UINT16),
+        F("security_protocol", INT16),
+    ]
+
+
+def _feature_fields() -> list[F]:
+    return [
+        F("name", STRING),
+        F("min_supported_version", INT16),
+        F("max_supported_version", INT16),
+    ]
+
+
+BROKER_ENDPOINT = Struct("BrokerEndpoint", _endpoint_fields())
+BROKER_FEATURE = Struct("BrokerFeature", _feature_fields())
+CONTROLLER_ENDPOINT = Struct("ControllerEndpoint", _endpoint_fields())
+CONTROLLER_FEATURE = Struct("ControllerFeature", _feature_fields())
+
+REGISTER_BROKER_RECORD = MetadataRecordType(0, 3, Struct("RegisterBrokerRecord", [
+    F("broker_id", INT32),
+    F("is_migrating_zk_broker", BOOL, "2+", default=False),
+    F("incarnation_id", UUID),
+    F("broker_epoch", INT64),
+    F("end_points", Array(BROKER_ENDPOINT)),
+    F("features", Array(BROKER_FEATURE)),
+    F("rack", STRING, nullable="0+"),
+    # A broker registers fenced; the controller unfences it once it has caught up.
+    F("fenced", BOOL, default=True),
+    F("in_controlled_shutdown", BOOL, "1+", default=False),
+    F("log_dirs", Array(UUID), "3+", tagged="3+", tag=0),
+]))
+
+UNREGISTER_BROKER_RECORD = MetadataRecordType(1, 0, Struct("UnregisterBrokerRecord", [
+    F("broker_id", INT32),
+    F("broker_epoch", INT64),
+]))
+
+FENCE_BROKER_RECORD = MetadataRecordType(7, 0, Struct("FenceBrokerRecord", [
+    F("id", INT32),
+    F("epoch", INT64),
+]))
+
+UNFENCE_BROKER_RECORD = MetadataRecordType(8, 0, Struct("UnfenceBrokerRecord", [
+    F("id", INT32),
+    F("epoch", INT64),
+]))
+
+# BrokerRegistrationChangeRecord.fenced values.
+FENCING_CHANGE_UNFENCE = -1
+FENCING_CHANGE_NONE = 0
+FENCING_CHANGE_FENCE = 1
+# BrokerRegistrationChangeRecord.in_controlled_shutdown values.
+CONTROLLED_SHUTDOWN_CHANGE_NONE = 0
+CONTROLLED_SHUTDOWN_CHANGE_ENTER = 1
+
+BROKER_REGISTRATION_CHANGE_RECORD = MetadataRecordType(17, 2, Struct("BrokerRegistrationChangeRecord", [
+    F("broker_id", INT32),
+    F("broker_epoch", INT64),
+    F("fenced", INT8, tagged="0+", tag=0),
+    F("in_controlled_shutdown", INT8, "1+", tagged="1+", tag=1),
+    # Empty means "no change": a broker always has at least one log dir.
+    F("log_dirs", Array(UUID), "2+", tagged="2+", tag=2),
+]))
+
+REGISTER_CONTROLLER_RECORD = MetadataRecordType(27, 0, Struct("RegisterControllerRecord", [
+    F("controller_id", INT32),
+    F("incarnation_id", UUID),
+    F("zk_migration_ready", BOOL),
+    F("end_points", Array(CONTROLLER_ENDPOINT)),
+    F("features", Array(CONTROLLER_FEATURE)),
+]))
+
+# ----------------------------------------------------------------------------- topics and partitions
 
 TOPIC_RECORD = MetadataRecordType(2, 0, Struct("TopicRecord", [
     F("name", STRING),
@@ -48,15 +138,40 @@ PARTITION_RECORD = MetadataRecordType(3, 2, Struct("PartitionRecord", [
     F("last_known_elr", Array(INT32), "2+", nullable="2+", tagged="2+", tag=2, default=None),
 ]))
 
+# PartitionChangeRecord.leader: besides a broker id.
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+# PartitionChangeRecord.leader_recovery_state when it does not change.
+NO_LEADER_RECOVERY_STATE_CHANGE = -1
+
+# Every field but the partition's identity is tagged and defaults to "no change"
+# (null lists, leader -2, recovery state -1), so a change record carries only
+# what changed.
+PARTITION_CHANGE_RECORD = MetadataRecordType(5, 2, Struct("PartitionChangeRecord", [
+    F("partition_id", INT32, default=-1),
+    F("topic_id", UUID),
+    F("isr", Array(INT32), nullable="0+", tagged="0+", tag=0, default=None),
+    F("leader", INT32, tagged="0+", tag=1, default=NO_LEADER_CHANGE),
+    F("replicas", Array(INT32), nullable="0+", tagged="0+", tag=2, default=None),
+    F("removing_replicas", Array(INT32), nullable="0+", tagged="0+", tag=3, default=None),
+    F("adding_replicas", Array(INT32), nullable="0+", tagged="0+", tag=4, default=None),
+    F("leader_recovery_state", INT8, tagged="0+", tag=5, default=NO_LEADER_RECOVERY_STATE_CHANGE),
+    F("directories", Array(UUID), "1+", nullable="1+", tagged="1+", tag=8, default=None),
+    F("eligible_leader_replicas", Array(INT32), "2+", nullable="2+", tagged="2+", tag=6, default=None),
+    F("last_known_elr", Array(INT32), "2+", nullable="2+", tagged="2+", tag=7, default=None),
+]))
+
+REMOVE_TOPIC_RECORD = MetadataRecordType(9, 0, Struct("RemoveTopicRecord", [
+    F("topic_id", UUID),
+]))
+
+# ----------------------------------------------------------------------------- configs, features, producer ids
+
 CONFIG_RECORD = MetadataRecordType(4, 0, Struct("ConfigRecord", [
     F("resource_type", INT8),
     F("resource_name", STRING),
     F("name", STRING),
     F("value", STRING, nullable="0+"),
-]))
-
-REMOVE_TOPIC_RECORD = MetadataRecordType(9, 0, Struct("RemoveTopicRecord", [
-    F("topic_id", UUID),
 ]))
 
 FEATURE_LEVEL_RECORD = MetadataRecordType(12, 0, Struct("FeatureLevelRecord", [
@@ -70,12 +185,56 @@ PRODUCER_IDS_RECORD = MetadataRecordType(15, 0, Struct("ProducerIdsRecord", [
     F("next_producer_id", INT64),
 ]))
 
-RECORD_TYPES = {t.api_key: t for t in (TOPIC_RECORD, PARTITION_RECORD, CONFIG_RECORD, REMOVE_TOPIC_RECORD, FEATURE_LEVEL_RECORD, PRODUCER_IDS_RECORD)}
+# ----------------------------------------------------------------------------- log bookkeeping
+
+# Written when a new controller leader takes over (and periodically), so that the
+# log advances even when nothing changes; the image ignores it.
+NO_OP_RECORD = MetadataRecordType(20, 0, Struct("NoOpRecord", []))
+
+# A metadata transaction groups records that must apply all together or not at
+# all even when they do not fit in one batch (a topic with many partitions).
+BEGIN_TRANSACTION_RECORD = MetadataRecordType(23, 0, Struct("BeginTransactionRecord", [
+    F("name", STRING, nullable="0+", tagged="0+", tag=0, default=None),
+]))
+
+END_TRANSACTION_RECORD = MetadataRecordType(24, 0, Struct("EndTransactionRecord", []))
+
+ABORT_TRANSACTION_RECORD = MetadataRecordType(25, 0, Struct("AbortTransactionRecord", [
+    F("reason", STRING, nullable="0+", tagged="0+", tag=0, default=None),
+]))
+
+RECORD_TYPES = {
+    t.api_key: t
+    for t in (
+        REGISTER_BROKER_RECORD,
+        UNREGISTER_BROKER_RECORD,
+        TOPIC_RECORD,
+        PARTITION_RECORD,
+        CONFIG_RECORD,
+        PARTITION_CHANGE_RECORD,
+        FENCE_BROKER_RECORD,
+        UNFENCE_BROKER_RECORD,
+        REMOVE_TOPIC_RECORD,
+        FEATURE_LEVEL_RECORD,
+        PRODUCER_IDS_RECORD,
+        BROKER_REGISTRATION_CHANGE_RECORD,
+        NO_OP_RECORD,
+        BEGIN_TRANSACTION_RECORD,
+        END_TRANSACTION_RECORD,
+        ABORT_TRANSACTION_RECORD,
+        REGISTER_CONTROLLER_RECORD,
+    )
+}
+RECORD_TYPES_BY_NAME = {t.name: t for t in RECORD_TYPES.values()}
 _TYPE_BY_STRUCT = {id(t.struct): t for t in RECORD_TYPES.values()}
 
 # ConfigRecord resource types (the same numbering as DescribeConfigs).
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+
+# The feature whose level decides the versions of every other record; a
+# snapshot writes it first.
+METADATA_VERSION_FEATURE = "metadata.version"
 
 
 def record_api_key(value) -> int:
