@@ -17,7 +17,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from protocol.exceptions import ProtocolError
-from protocol.framing import FrameSplitter, FrameTooLarge
+from protocol.framing import FrameReceiver, FrameTooLarge
 
 if TYPE_CHECKING:
     from broker.dispatch import Dispatcher
@@ -29,15 +29,19 @@ log = logging.getLogger(__name__)
 # the per-connection share of that bound).
 PENDING_REQUESTS_MAX = 64
 
+# Queued after the last request of a connection: end of stream, or shutdown.
+# Not an empty frame, which is a (malformed) request of its own.
+_END_OF_REQUESTS = object()
 
-class KafkaConnection(asyncio.Protocol):
+
+class KafkaConnection(asyncio.BufferedProtocol):
     # Whether loop.sendfile worked so far; uvloop answers NotImplementedError.
     _zero_copy_supported = True
 
     def __init__(self, dispatcher: "Dispatcher", max_frame_bytes: int, connections: set):
         self._dispatcher = dispatcher
-        self._splitter = FrameSplitter(max_frame_bytes)
-        self._pending: deque[bytes] = deque()
+        self._receiver = FrameReceiver(max_frame_bytes)
+        self._pending: deque = deque()
         self._wakeup = asyncio.Event()
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -58,11 +62,15 @@ class KafkaConnection(asyncio.Protocol):
         self._connections.add(self)
         self._worker = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self.peer}")
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        # The receiver decides: its scratch space, or the rest of a large frame.
+        return self._receiver.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closing:
             return
         try:
-            frames = self._splitter.feed(data)
+            frames = self._receiver.buffer_updated(nbytes)
         except FrameTooLarge as exc:
             log.warning("closing %s: %s (socket.request.max.bytes)", self.peer, exc)
             self.abort()
@@ -80,7 +88,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         # Finish answering what was already received, then close.
-        self._pending.append(b"")
+        self._pending.append(_END_OF_REQUESTS)
         self._wakeup.set()
         return True
 
@@ -106,7 +114,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def close_when_idle(self) -> None:
         """Graceful shutdown: answer what is queued, then close."""
-        self._pending.append(b"")
+        self._pending.append(_END_OF_REQUESTS)
         self._wakeup.set()
 
     async def _write_with_externals(self, frame) -> None:
@@ -146,7 +154,7 @@ class KafkaConnection(asyncio.Protocol):
                 if self._reading_paused and len(self._pending) < PENDING_REQUESTS_MAX // 2:
                     self._reading_paused = False
                     self._transport.resume_reading()
-                if not frame:  # end of stream or shutdown marker
+                if frame is _END_OF_REQUESTS:
                     break
                 response = await dispatcher.handle_frame(frame, self)
                 if response is None:

@@ -80,8 +80,10 @@ def _type_reader(t: Type, version: int, flexible: bool, nullable: bool) -> Reade
             return fixed
         if t is STRING:
             return lambda buf, pos: p.read_string(buf, pos, flexible, nullable)
-        if t is BYTES or t is RECORDS:
+        if t is BYTES:
             return lambda buf, pos: p.read_bytes(buf, pos, flexible, nullable)
+        if t is RECORDS:
+            return lambda buf, pos: p.read_records(buf, pos, flexible, nullable)
         raise TypeError(f"no reader for {t!r}")
     if isinstance(t, Array):
         item_reader = _type_reader(t.item, version, flexible, False)

@@ -199,6 +199,23 @@ def read_bytes(buf, pos, flexible, nullable):
     return bytes(buf[pos:end]), end
 
 
+def read_records(buf, pos, flexible, nullable):
+    """A records field: like bytes, but a view instead of a copy when ``buf``
+    is a bytearray. Large request frames arrive in a bytearray of their own
+    (see protocol.framing.FrameReceiver), and the log patches offsets into the
+    batches in place and writes them from there: a megabyte of records is then
+    never copied in user space."""
+    if type(buf) is not bytearray:
+        return read_bytes(buf, pos, flexible, nullable)
+    n, pos = read_length(buf, pos, flexible)
+    if n < 0:
+        if n == -1 and nullable:
+            return None, pos
+        raise ProtocolError(f"invalid bytes length {n}")
+    end = _check_span(buf, pos, n)
+    return memoryview(buf)[pos:end], end
+
+
 def write_string(out: bytearray, value, flexible):
     if value is None:
         if flexible:

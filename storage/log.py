@@ -479,7 +479,9 @@ class PartitionLog:
         """Validate and append the batches in ``records`` (bytes from a Produce request)."""
         if not records:
             raise AppendError(ErrorCode.CORRUPT_MESSAGE, "empty records")
-        data = bytearray(records)
+        # Offsets and epochs are patched into the batches in place: a writable view
+        # of the request's own buffer is used as it is, anything else is copied.
+        data = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         if len(data) > MAGIC_OFFSET and data[MAGIC_OFFSET] in (0, 1) and _INT32.unpack_from(data, 8)[0] >= _LEGACY_MESSAGE_MIN_BYTES:
             # Produce v3+ may only carry v2 batches (Kafka answers INVALID_RECORD).
             raise AppendError(ErrorCode.INVALID_RECORD, f"magic {data[MAGIC_OFFSET]} message sets are not accepted")

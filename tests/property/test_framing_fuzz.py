@@ -3,6 +3,9 @@
 * FrameSplitter yields the same frames whether the stream arrives whole, one
   byte at a time or in random chunks; negative sizes raise ProtocolError and
   sizes over the limit FrameTooLarge, without buffering the payload first.
+* FrameReceiver (the socket reads into its buffers) yields the same frames as
+  FrameSplitter for any sequence of read sizes, through its scratch buffer,
+  its compaction and its chunked large frames, and fails the same way.
 * decode_request raises only ProtocolError (UnsupportedVersionError is one)
   on random bytes and on truncated or corrupted real requests.
 """
@@ -17,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.exceptions import ProtocolError, UnsupportedVersionError
-from protocol.framing import FrameSplitter, FrameTooLarge, decode_request, encode_request
+from protocol.framing import FrameReceiver, FrameSplitter, FrameTooLarge, decode_request, encode_request
 from protocol.registry import APIS_BY_KEY
 from tests.property.strategies import values_for
 
@@ -144,6 +147,86 @@ def test_splitter_on_random_bytes_raises_only_protocol_errors(stream, limit):
                 assert len(frame) <= limit
     except ProtocolError:
         pass
+
+
+# --------------------------------------------------------------------------- FrameReceiver
+
+
+class SmallFrameReceiver(FrameReceiver):
+    # Tiny scratch and chunk sizes so short hypothesis streams reach every path:
+    # frames complete in scratch, compaction, large frames over several chunks.
+    FRAME_CHUNK_BYTES = 7
+
+    def __init__(self, max_frame_bytes: int):
+        super().__init__(max_frame_bytes, scratch_bytes=32)
+
+
+def receive(receiver: FrameReceiver, stream: bytes, read_sizes: list[int]) -> list[bytes]:
+    """Play a socket: each read fills at most the lent buffer and at most the next read size."""
+    frames: list[bytes] = []
+    position, reads = 0, 0
+    while position < len(stream):
+        buffer = receiver.get_buffer()
+        assert len(buffer) > 0
+        wanted = read_sizes[reads % len(read_sizes)] if read_sizes else len(stream)
+        count = min(len(buffer), wanted, len(stream) - position)
+        buffer[:count] = stream[position : position + count]
+        position += count
+        reads += 1
+        frames += [bytes(frame) for frame in receiver.buffer_updated(count)]
+    return frames
+
+
+@SETTINGS
+@given(
+    payloads=st.lists(st.binary(min_size=0, max_size=80), max_size=10),
+    read_sizes=st.lists(st.integers(min_value=1, max_value=50), max_size=12),
+    small=st.booleans(),
+)
+def test_receiver_yields_the_frames_of_the_splitter(payloads, read_sizes, small):
+    stream = b"".join(framed(p) for p in payloads)
+    receiver = SmallFrameReceiver(1000) if small else FrameReceiver(1000)
+    assert receive(receiver, stream, read_sizes) == payloads
+    assert receiver.buffered_bytes == 0
+
+
+def test_receiver_reads_a_large_frame_into_its_own_buffer():
+    receiver = FrameReceiver(10 << 20, scratch_bytes=1024)
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    head = framed(payload)[:100]
+    buffer = receiver.get_buffer()
+    buffer[: len(head)] = head
+    assert receiver.buffer_updated(len(head)) == []
+    # The next buffer is the frame's own, sized for exactly the rest of it.
+    rest = receiver.get_buffer()
+    assert len(rest) == len(payload) - 96
+    rest[:] = payload[96:]
+    [frame] = receiver.buffer_updated(len(rest))
+    assert frame == payload
+    # A later frame does not overwrite the one handed out.
+    assert receive(receiver, framed(b"x" * 600), [1000]) == [b"x" * 600]
+    assert frame == payload
+
+
+@pytest.mark.parametrize("size", [-1, -(2**31)])
+def test_receiver_negative_size_is_a_protocol_error(size):
+    with pytest.raises(ProtocolError) as exc:
+        receive(FrameReceiver(1000), framed(b"ok") + struct.pack(">i", size), [3])
+    assert not isinstance(exc.value, FrameTooLarge)
+
+
+def test_receiver_over_limit_size_is_frame_too_large_before_any_payload():
+    receiver = FrameReceiver(104857600)
+    with pytest.raises(FrameTooLarge) as exc:
+        receive(receiver, struct.pack(">i", 104857601), [])
+    assert (exc.value.size, exc.value.limit) == (104857601, 104857600)
+
+
+def test_receiver_allocates_a_large_frame_as_its_bytes_arrive():
+    receiver = FrameReceiver(1 << 30, scratch_bytes=1024)
+    receive(receiver, struct.pack(">i", 1 << 30) + b"abc", [])
+    # A size prefix asking for 1 GiB reserves one chunk, not the gigabyte.
+    assert len(receiver.get_buffer()) == FrameReceiver.FRAME_CHUNK_BYTES - 3
 
 
 # --------------------------------------------------------------------------- decode_request
