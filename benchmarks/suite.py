@@ -1,8 +1,11 @@
 """Side-by-side benchmark suite: the same workloads against pybroker and Tansu, one table.
 
-Each broker kind gets a fresh broker for the run (they run one after the other, so they
-never compete for the CPU), each workload a fresh topic. Two machine rows show the limit
-for the same bytes without any broker: a bare asyncio TCP sink and a bare file append.
+The workloads run in rounds (3 by default): in each round every broker kind gets a fresh
+broker (one after the other, so they never compete for the CPU) and each workload a fresh
+topic; the table shows the median of the rounds. Alternating the brokers round by round
+spreads slow phases of the machine (page cache, memory the hypervisor hands back) over both.
+Machine rows show the limit for the same bytes without any broker: a bare TCP sink, the same
+sink appending to a file, and a bare file append.
 
     python benchmarks/suite.py                      # full run, both brokers
     python benchmarks/suite.py --quick              # smoke run, under a minute
@@ -15,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -42,6 +46,7 @@ KAFKA_PYTHON_SHARE = 10  # kafka-python produces N / this: it is a pure-Python c
 DEFAULT_MESSAGES = 2_000_000
 DEFAULT_LATENCY_S = 10.0
 DEFAULT_LARGE_TOTAL_MB = 200
+DEFAULT_ROUNDS = 3
 QUICK_MESSAGES = 50_000
 QUICK_LATENCY_S = 3.0
 QUICK_LARGE_TOTAL_MB = 20
@@ -101,6 +106,8 @@ def make_row(workload: str, broker: str, result: dict | None = None, **extra) ->
             if result.get("messages"):
                 row["msg_per_s"] = result["messages"] / result["seconds"]
             row["mb_per_s"] = result["payload_bytes"] / 1e6 / result["seconds"]
+        if result.get("cpu_seconds") is not None and result.get("payload_bytes"):
+            row["cpu_seconds_per_gb"] = result["cpu_seconds"] / (result["payload_bytes"] / 1e9)
     row.update(extra)
     return row
 
@@ -190,7 +197,11 @@ def run_machine_limits(args: argparse.Namespace, scratch_dir: str) -> list[dict]
     total_bytes = args.messages * MESSAGE_BYTES
     deadline_s = deadline_for_s(args.messages)
     runs = [
-        ("limit: asyncio TCP sink 1MB writes", lambda: workloads.tcp_sink_limit(total_bytes, deadline_s)),
+        ("limit: TCP sink 1MB writes", lambda: workloads.tcp_sink_limit(total_bytes, deadline_s)),
+        (
+            "limit: TCP sink -> file append",
+            lambda: workloads.tcp_sink_limit(total_bytes, deadline_s, file_dir=scratch_dir),
+        ),
         (
             "limit: file append 1MB writes",
             lambda: workloads.file_append_limit(scratch_dir, total_bytes, False, deadline_s),
@@ -205,6 +216,38 @@ def run_machine_limits(args: argparse.Namespace, scratch_dir: str) -> list[dict]
             traceback.print_exc(file=sys.stderr)
             rows.append(make_row(label, "machine", error=f"{type(exc).__name__}: {exc}"[:300]))
     return rows
+
+
+MEDIAN_KEYS = (
+    "messages", "payload_bytes", "seconds", "msg_per_s", "mb_per_s",
+    "latency_p50_ms", "latency_p99_ms", "latency_p999_ms", "cpu_seconds_per_gb",
+)  # fmt: skip
+
+
+def median_rows(rounds: list[dict]) -> dict:
+    """One row for the rounds of one (workload, broker): the median of each figure over the
+    rounds that succeeded, the largest peak RSS; failed when any round failed."""
+    row = dict(rounds[0])
+    row["rounds"] = len(rounds)
+    failed = [r for r in rounds if r["error"] is not None]
+    if failed:
+        row.update({key: None for key in MEDIAN_KEYS})
+        row["error"] = f"{len(failed)} of {len(rounds)} rounds failed, first: {failed[0]['error']}"
+        return row
+    for key in MEDIAN_KEYS:
+        values = [r[key] for r in rounds if r[key] is not None]
+        row[key] = statistics.median(values) if values else None
+    rss_values = [r["peak_rss_mb"] for r in rounds if r["peak_rss_mb"] is not None]
+    row["peak_rss_mb"] = max(rss_values) if rss_values else None
+    return row
+
+
+def summarize(round_rows: list[dict]) -> list[dict]:
+    """Rows of every round -> one median row per (workload, broker), in first-seen order."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in round_rows:
+        groups.setdefault((row["workload"], row["broker"]), []).append(row)
+    return [median_rows(rounds) for rounds in groups.values()]
 
 
 def add_ratios(rows: list[dict]) -> None:
@@ -254,13 +297,14 @@ def format_table(rows: list[dict]) -> str:
 
 
 LEGEND = """\
-MB/s counts payload bytes only. CPU s/GB: broker process CPU seconds (user+system) during the
+Each figure is the median of the rounds. MB/s counts payload bytes only. CPU s/GB: broker process CPU seconds (user+system) during the
 workload per GB of payload. RSS MB: the broker's peak resident memory since it started (VmHWM).
 py/tansu: pybroker msg/s / Tansu msg/s; for latency rows Tansu p99 / pybroker p99. Above 1 means
 pybroker is better. Latency: scheduled send time to receive time, same host, one partition,
 producer linger.ms=1, consumer fetch.wait.max.ms=100 (a broker that answers a waiting fetch only
 at its max wait shows p99 near 100 ms). Tansu runs with memory storage; pybroker writes its log
-to disk. The limit rows move N x 100 B with no broker: the most any broker row could reach."""
+to disk. The limit rows move N x 100 B with no broker: the most any broker row could reach;
+their CPU s/GB is the receiving process's (TCP sink) or the writer's (file append)."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -272,7 +316,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--brokers", default=",".join(BROKER_NAMES), help="comma-separated: pybroker,tansu")
     parser.add_argument("--latency-seconds", type=float, help=f"latency run length (default {DEFAULT_LATENCY_S:g})")
     parser.add_argument("--large-total-mb", type=float, help=f"payload per large-message run (default {DEFAULT_LARGE_TOTAL_MB})")  # fmt: skip
-    parser.add_argument("--quick", action="store_true", help="smoke run: N=50,000, latency 3 s, large messages 20 MB")
+    parser.add_argument("--rounds", type=int, help=f"rounds of every workload; the median is shown (default {DEFAULT_ROUNDS}, quick 1)")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="smoke run: N=50,000, latency 3 s, large messages 20 MB, 1 round")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write all rows as JSON to this file")
     args = parser.parse_args(argv)
     if args.messages is None:
@@ -281,6 +326,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.latency_seconds = QUICK_LATENCY_S if args.quick else DEFAULT_LATENCY_S
     if args.large_total_mb is None:
         args.large_total_mb = QUICK_LARGE_TOTAL_MB if args.quick else DEFAULT_LARGE_TOTAL_MB
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else DEFAULT_ROUNDS
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     args.selected = set(WORKLOAD_NAMES) if not args.only else {name.strip() for name in args.only.split(",")}
     args.broker_names = [name.strip() for name in args.brokers.split(",") if name.strip()]
     unknown = (args.selected - set(WORKLOAD_NAMES)) | (set(args.broker_names) - set(BROKER_NAMES))
@@ -293,28 +342,36 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print("\n".join(machine_description()))
     print(f"N={args.messages:,} x {MESSAGE_BYTES} B; latency {args.latency_seconds:g} s at {LATENCY_RATE_PER_S}/s; "
-          f"large messages {args.large_total_mb:g} MB per size\n", flush=True)  # fmt: skip
-    rows, skipped = [], []
+          f"large messages {args.large_total_mb:g} MB per size; median of {args.rounds} round(s)\n", flush=True)  # fmt: skip
+    round_rows, skipped = [], []
     started_s = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as scratch:
         broker_workloads = args.selected - {"limits"}
-        for broker_name in args.broker_names if broker_workloads else []:
-            if broker_name == "tansu" and (reason := peers.tansu_unavailable_reason()) is not None:
-                skipped.append(f"tansu skipped: {reason}")
-                continue
-            data_dir = Path(scratch) / broker_name
-            data_dir.mkdir()
-            runner = peers.run_pybroker(data_dir) if broker_name == "pybroker" else peers.run_tansu(data_dir)
-            print(
-                f"running {', '.join(sorted(broker_workloads))} against {broker_name}...", file=sys.stderr, flush=True
-            )
-            try:
-                with runner as broker:
-                    rows.extend(run_broker_workloads(broker, args, broker_workloads))
-            except RuntimeError as exc:  # the broker did not start
-                skipped.append(f"{broker_name} failed to start: {exc}")
-        if "limits" in args.selected:
-            rows.extend(run_machine_limits(args, scratch))
+        broker_names = list(args.broker_names if broker_workloads else [])
+        if "tansu" in broker_names and (reason := peers.tansu_unavailable_reason()) is not None:
+            skipped.append(f"tansu skipped: {reason}")
+            broker_names.remove("tansu")
+        for round_index in range(args.rounds):
+            for broker_name in broker_names:
+                data_dir = Path(scratch) / f"{broker_name}-{round_index}"
+                data_dir.mkdir()
+                runner = peers.run_pybroker(data_dir) if broker_name == "pybroker" else peers.run_tansu(data_dir)
+                print(f"round {round_index + 1}/{args.rounds}: {', '.join(sorted(broker_workloads))} against "
+                      f"{broker_name}...", file=sys.stderr, flush=True)  # fmt: skip
+                try:
+                    with runner as broker:
+                        rows_of_round = run_broker_workloads(broker, args, broker_workloads)
+                except RuntimeError as exc:  # the broker did not start
+                    rows_of_round = [make_row("start", broker_name, error=f"failed to start: {exc}"[:300])]
+                for row in rows_of_round:
+                    row["round"] = round_index + 1
+                round_rows.extend(rows_of_round)
+            if "limits" in args.selected:
+                limit_rows = run_machine_limits(args, scratch)
+                for row in limit_rows:
+                    row["round"] = round_index + 1
+                round_rows.extend(limit_rows)
+    rows = summarize(round_rows)
     # Group rows by workload so the two brokers sit next to each other.
     order = {}
     for row in rows:
@@ -328,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     print(f"\ntotal {time.perf_counter() - started_s:.0f} s")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine_description(), "rows": rows, "skipped": skipped}, indent=2))
+        args.json.write_text(json.dumps(
+            {"machine": machine_description(), "rounds": args.rounds, "rows": rows, "round_rows": round_rows,
+             "skipped": skipped}, indent=2))  # fmt: skip
     return 1 if any(row["error"] for row in rows) else 0
 
 

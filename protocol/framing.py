@@ -35,7 +35,7 @@ class FrameTooLarge(ProtocolError):
 class FrameSplitter:
     """Splits a byte stream into Kafka frames (int32 size + payload)."""
 
-    __slots__ = ("max_frame_bytes", "_buffer")
+    __slots__ = ("_buffer", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int):
         self.max_frame_bytes = max_frame_bytes
@@ -80,8 +80,18 @@ class FrameReceiver:
     because handlers may keep views of a request's records.
     """
 
-    __slots__ = ("max_frame_bytes", "_scratch", "_scratch_view", "_start", "_end", "_frame_bytes",
-                 "_frame_chunks", "_chunk_view", "_chunk_filled", "_frame_filled")
+    __slots__ = (
+        "_chunk_filled",
+        "_chunk_view",
+        "_end",
+        "_frame_bytes",
+        "_frame_chunks",
+        "_frame_filled",
+        "_scratch",
+        "_scratch_view",
+        "_start",
+        "max_frame_bytes",
+    )
 
     SCRATCH_BYTES = 256 * 1024
     # A large frame's buffer is allocated this much at a time, as its bytes
