@@ -12,6 +12,7 @@ points for untrusted bytes; they turn every low-level failure into
 from __future__ import annotations
 
 import struct as _struct
+import uuid
 from typing import Any, Callable
 
 from protocol import primitives as p
@@ -124,6 +125,9 @@ def _type_reader(t: Type, version: int, flexible: bool, nullable: bool) -> Reade
     raise TypeError(f"unknown type {t!r}")
 
 
+_IMMUTABLE_DEFAULT_TYPES = (int, float, str, bytes, type(None), uuid.UUID)
+
+
 def struct_reader(st: Struct, version: int, flexible: bool) -> Reader:
     key = (id(st), version, flexible)
     cached = _reader_cache.get(key)
@@ -147,11 +151,24 @@ def struct_reader(st: Struct, version: int, flexible: bool) -> Reader:
     set_attr = object.__setattr__
     new = object.__new__
     read_uvarint = p.read_uvarint
+    # Immutable defaults are computed once; only lists and structs need a fresh
+    # value per decoded struct. (Calling default_value per field per record was
+    # most of the cost of decoding small structs such as metadata records.)
+    constant_defaults: list[tuple[str, object]] = []
+    fresh_defaults: list[tuple[str, object]] = []
+    for f in defaults:
+        value = f.default_value()
+        if f.has_explicit_default or isinstance(value, _IMMUTABLE_DEFAULT_TYPES):
+            constant_defaults.append((f.name, value))
+        else:
+            fresh_defaults.append((f.name, f.default_value))
 
     def read_struct(buf, pos):
         obj = new(cls)
-        for f in defaults:
-            set_attr(obj, f.name, f.default_value())
+        for name, value in constant_defaults:
+            set_attr(obj, name, value)
+        for name, make_default in fresh_defaults:
+            set_attr(obj, name, make_default())
         for name, reader in plain:
             value, pos = reader(buf, pos)
             set_attr(obj, name, value)
