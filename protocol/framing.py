@@ -125,12 +125,21 @@ class FrameReceiver:
         return self._split_scratch()
 
     def _start_large_frame(self, size: int, received: memoryview) -> None:
+        # ``received`` (what of the frame was in the scratch buffer) is always less
+        # than the frame, but may span chunks when chunks are smaller than scratch.
         self._frame_bytes = size
         self._frame_chunks = []
         self._frame_filled = 0
         self._next_chunk()
-        self._chunk_view[: len(received)] = received
-        self._chunk_filled = self._frame_filled = len(received)
+        position = 0
+        while position < len(received):
+            count = min(len(self._chunk_view) - self._chunk_filled, len(received) - position)
+            self._chunk_view[self._chunk_filled : self._chunk_filled + count] = received[position : position + count]
+            position += count
+            self._chunk_filled += count
+            self._frame_filled += count
+            if self._chunk_filled == len(self._chunk_view):
+                self._next_chunk()
 
     def _next_chunk(self) -> None:
         chunk = bytearray(min(self.FRAME_CHUNK_BYTES, self._frame_bytes - self._frame_filled))

@@ -189,14 +189,19 @@ def read_string(buf, pos, flexible, nullable):
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_bytes(buf, pos, flexible, nullable):
+def _bytes_span(buf, pos, flexible, nullable) -> tuple[int | None, int]:
+    """(start, end) of a bytes field's content; (None, end) for a null."""
     n, pos = read_length(buf, pos, flexible)
     if n < 0:
         if n == -1 and nullable:
             return None, pos
         raise ProtocolError(f"invalid bytes length {n}")
-    end = _check_span(buf, pos, n)
-    return bytes(buf[pos:end]), end
+    return pos, _check_span(buf, pos, n)
+
+
+def read_bytes(buf, pos, flexible, nullable):
+    start, end = _bytes_span(buf, pos, flexible, nullable)
+    return (None if start is None else bytes(buf[start:end])), end
 
 
 def read_records(buf, pos, flexible, nullable):
@@ -207,13 +212,8 @@ def read_records(buf, pos, flexible, nullable):
     never copied in user space."""
     if type(buf) is not bytearray:
         return read_bytes(buf, pos, flexible, nullable)
-    n, pos = read_length(buf, pos, flexible)
-    if n < 0:
-        if n == -1 and nullable:
-            return None, pos
-        raise ProtocolError(f"invalid bytes length {n}")
-    end = _check_span(buf, pos, n)
-    return memoryview(buf)[pos:end], end
+    start, end = _bytes_span(buf, pos, flexible, nullable)
+    return (None if start is None else memoryview(buf)[start:end]), end
 
 
 def write_string(out: bytearray, value, flexible):

@@ -177,7 +177,7 @@ def receive(receiver: FrameReceiver, stream: bytes, read_sizes: list[int]) -> li
     return frames
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=400)
 @given(
     payloads=st.lists(st.binary(min_size=0, max_size=80), max_size=10),
     read_sizes=st.lists(st.integers(min_value=1, max_value=50), max_size=12),
@@ -188,6 +188,12 @@ def test_receiver_yields_the_frames_of_the_splitter(payloads, read_sizes, small)
     receiver = SmallFrameReceiver(1000) if small else FrameReceiver(1000)
     assert receive(receiver, stream, read_sizes) == payloads
     assert receiver.buffered_bytes == 0
+
+
+def test_receiver_large_frame_whose_received_part_spans_chunks():
+    # 26 bytes of a 40-byte frame arrive in the scratch buffer; chunks hold 7.
+    payload = bytes(range(40))
+    assert receive(SmallFrameReceiver(1000), framed(payload), [30, 3]) == [payload]
 
 
 def test_receiver_reads_a_large_frame_into_its_own_buffer():

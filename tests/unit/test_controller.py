@@ -37,7 +37,6 @@ from controller.topic_commands import (
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import decode_records
-from protocol.schema import Versions
 
 ONE_BROKER = ClusterDefaults(broker_ids=(1,), num_partitions=1, replication_factor=1)
 THREE_BROKERS = ClusterDefaults(broker_ids=(3, 1, 2), num_partitions=2, replication_factor=1)
@@ -541,43 +540,3 @@ def test_decode_record_random_and_mutated_inputs_raise_only_protocol_error():
             pass
         # Any other exception type fails the test with its traceback.
     assert decoded < len(inputs)
-
-
-# --------------------------------------------------------------------------- reference schemas
-
-REFERENCE_METADATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "reference" / "kafka-schemas" / "metadata"
-RECORD_FILES = {
-    "TopicRecord.json": TOPIC_RECORD,
-    "PartitionRecord.json": PARTITION_RECORD,
-    "ConfigRecord.json": CONFIG_RECORD,
-    "RemoveTopicRecord.json": REMOVE_TOPIC_RECORD,
-    "FeatureLevelRecord.json": FEATURE_LEVEL_RECORD,
-    "ProducerIdsRecord.json": PRODUCER_IDS_RECORD,
-}
-
-
-@pytest.mark.skipif(not REFERENCE_METADATA_DIR.is_dir(), reason="reference kafka-schemas/metadata folder is absent")
-@pytest.mark.parametrize("file_name", sorted(RECORD_FILES))
-def test_metadata_record_matches_reference(file_name):
-    from tests.conformance.test_reference_schemas import compare_fields, load_reference, snake_case
-
-    path = REFERENCE_METADATA_DIR / file_name
-    if not path.exists():
-        pytest.skip(f"{file_name} absent")
-    ref = load_reference(path)
-    ours = RECORD_FILES[file_name]
-    problems: list[str] = []
-    assert ref["type"] == "metadata"
-    if ref["apiKey"] != ours.api_key:
-        problems.append(f"apiKey {ref['apiKey']} != ours {ours.api_key}")
-    valid = Versions.parse(ref["validVersions"])
-    if (valid.low, valid.high) != (0, ours.max_version):
-        problems.append(f"validVersions {ref['validVersions']} != ours 0-{ours.max_version}")
-    if Versions.parse(ref["flexibleVersions"]) != Versions.parse("0+"):
-        problems.append(f"flexibleVersions {ref['flexibleVersions']}: ours are always flexible")
-    if ours.struct.name != ref["name"]:
-        problems.append(f"struct name {ours.struct.name} != {ref['name']}")
-    common = {c["name"]: c for c in ref.get("commonStructs", [])}
-    compare_fields(ref["fields"], ours.struct, common, ref["name"], problems)
-    assert [f.name for f in ours.struct.fields] == [snake_case(f["name"]) for f in ref["fields"]]
-    assert not problems, "\n".join(problems)
