@@ -9,8 +9,8 @@ an atomic replace whenever the epoch, the leader or the vote changes, e.g.::
 ``-1`` means "none" for the ids and epoch. ``appliedOffset`` is carried for
 compatibility (Kafka writes 0 there). Decoding ignores keys it does not know
 (older Kafka versions also wrote ``clusterId``) so a file written by Kafka
-reads back. This module only encodes and decodes; writing the file atomically
-is the driver's job.
+reads back. This module only encodes and decodes; `quorum_state_store` reads
+the file and replaces it atomically.
 """
 
 from __future__ import annotations
