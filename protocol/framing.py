@@ -33,38 +33,34 @@ class FrameTooLarge(ProtocolError):
 
 
 class FrameSplitter:
-    """Splits a byte stream into Kafka frames (int32 size + payload)."""
+    """Splits a byte stream into Kafka frames (int32 size + payload), for callers
+    that already hold the bytes (a blocking client, tests): the push-style face
+    of :class:`FrameReceiver`, which does the splitting, so both check sizes and
+    cut frames the same way."""
 
-    __slots__ = ("_buffer", "max_frame_bytes")
+    __slots__ = ("_receiver",)
 
     def __init__(self, max_frame_bytes: int):
-        self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
+        self._receiver = FrameReceiver(max_frame_bytes)
 
-    def feed(self, data) -> list[bytes]:
-        buffer = self._buffer
-        buffer += data
-        frames = []
-        pos = 0
-        available = len(buffer)
-        while available - pos >= SIZE_PREFIX_BYTES:
-            size = INT32.unpack_from(buffer, pos)[0]
-            if size < 0:
-                raise ProtocolError(f"negative frame size {size}")
-            if size > self.max_frame_bytes:
-                raise FrameTooLarge(size, self.max_frame_bytes)
-            end = pos + SIZE_PREFIX_BYTES + size
-            if end > available:
-                break
-            frames.append(bytes(buffer[pos + SIZE_PREFIX_BYTES : end]))
-            pos = end
-        if pos:
-            del buffer[:pos]
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._receiver.max_frame_bytes
+
+    def feed(self, data) -> list:
+        receiver, source = self._receiver, memoryview(data)
+        frames, position = [], 0
+        while position < len(source):
+            buffer = receiver.get_buffer()
+            count = min(len(buffer), len(source) - position)
+            buffer[:count] = source[position : position + count]
+            position += count
+            frames += receiver.buffer_updated(count)
         return frames
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buffer)
+        return self._receiver.buffered_bytes
 
 
 class FrameReceiver:
@@ -73,8 +69,9 @@ class FrameReceiver:
 
     Small frames arrive in one reusable scratch buffer and leave it as
     ``bytes`` (one copy). A frame too large for half the scratch buffer gets a
-    ``bytearray`` of exactly its size, and the socket reads the rest of it into
-    that directly: a 1 MB produce request is copied once, from the kernel,
+    ``bytearray`` of its own (of exactly its size up to FRAME_CHUNK_BYTES;
+    larger frames are received in chunks and joined), and the socket reads the
+    rest of it into that directly: a 1 MB produce request is copied once, from the kernel,
     instead of being joined and sliced (the copies cost as much CPU as writing
     the batch to the log). Each large frame has its own buffer, never reused,
     because handlers may keep views of a request's records.
