@@ -17,15 +17,21 @@ from broker.connection import KafkaConnection
 from broker.dispatch import Dispatcher
 from broker.groups.service import GroupService
 from broker.partition_watch import PartitionWatch
+from broker.quorum_controller import QuorumController
+from broker.raft_driver import RaftDriver
 from controller.metadata.image import MetadataImage, TopicImage
-from controller.single_node import MetadataController
-from controller.topic_commands import ClusterDefaults
+from controller.raft.disk_log import DiskRaftLog
+from controller.raft.node import RaftConfig
+from controller.raft.quorum_state_store import QuorumStateStore
+from controller.topic_commands import METADATA_TOPIC, ClusterDefaults
 from storage.log import PartitionLog
 from storage.manager import LogManager
 from storage.meta_properties import ensure_meta_properties
 from storage.topic_config import effective_topic_config, log_config_from
 
 log = logging.getLogger(__name__)
+
+METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
 
 # Broker-level keys that supply topic config defaults (server.properties name -> topic config name).
 _TOPIC_DEFAULT_SOURCES = {
@@ -53,14 +59,28 @@ class Broker:
             max_open_files=self._open_files_budget(),
             producer_id_expiration_ms=config["producer.id.expiration.ms"],
         )
-        self.controller = MetadataController(
-            config.log_dirs[0],
+        # The metadata log and the quorum-state file live in __cluster_metadata-0
+        # of the first log dir, as Kafka's do when metadata.log.dir is unset.
+        metadata_dir = config.log_dirs[0] / METADATA_PARTITION_DIR
+        self.raft_log = DiskRaftLog(metadata_dir)
+        self.controller = QuorumController(
+            self.raft_log,
             ClusterDefaults(
                 broker_ids=(config.node_id,),
                 num_partitions=config["num.partitions"],
                 replication_factor=config["default.replication.factor"],
             ),
         )
+        self.raft = RaftDriver(
+            config.node_id,
+            {config.node_id: None},
+            self.raft_log,
+            QuorumStateStore(metadata_dir),
+            RaftConfig(),
+            self.cluster_id,
+            self.controller,
+        )
+        self.controller.attach(self.raft)
         self.partition_watch = PartitionWatch()
         self.dispatcher = Dispatcher()
         self._servers: list[asyncio.base_events.Server] = []
@@ -69,10 +89,7 @@ class Broker:
         self.stopping = False
         self._tasks: list[asyncio.Task] = []
         self.topic_defaults = self._topic_defaults()
-        self._open_partition_logs()
         self.groups = GroupService(self)
-        self.controller.subscribe(self._on_metadata_change)
-        self.groups.load()
         from broker.handlers import register_all
 
         register_all(self.dispatcher, self)
@@ -93,6 +110,23 @@ class Broker:
     @property
     def image(self) -> MetadataImage:
         return self.controller.image
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller as clients are told it (Metadata, DescribeCluster)."""
+        leader = self.controller.leader_id
+        return self.node_id if leader is None else leader
+
+    async def _start_metadata(self) -> None:
+        """Join the quorum and wait until the image holds the committed metadata;
+        only then are partition logs opened and requests served."""
+        self.raft.start()
+        timeout_ms = 60_000
+        if not await self.controller.wait_caught_up(timeout_ms):
+            raise RuntimeError(f"the metadata quorum did not elect a leader within {timeout_ms} ms")
+        self._open_partition_logs()
+        self.controller.subscribe(self._on_metadata_change)
+        self.groups.load()
 
     def _topic_defaults(self) -> dict[str, str]:
         defaults = {}
@@ -119,7 +153,7 @@ class Broker:
                 if self.node_id in partition.replicas:
                     existing = on_disk.pop((topic.name, partition.partition_id), None)
                     self.logs.register(topic.name, partition.partition_id, log_config, existing)
-        on_disk.pop(("__cluster_metadata", 0), None)
+        on_disk.pop((METADATA_TOPIC, 0), None)
         for (topic, partition), path in on_disk.items():
             # A topic deleted while we were down (or by a crash mid-delete).
             log.info("deleting the log of removed partition %s-%d", topic, partition)
@@ -188,6 +222,7 @@ class Broker:
                 log.exception("%s failed", name)
 
     async def start(self) -> None:
+        await self._start_metadata()
         self._start_housekeeping()
         self.groups.start()
         loop = asyncio.get_running_loop()
@@ -228,8 +263,10 @@ class Broker:
             await server.wait_closed()
         for task in self._tasks:
             task.cancel()
+        await self.raft.stop()
         self.close_storage()
 
     def close_storage(self) -> None:
         self.logs.close()
         self.controller.close()
+        self.raft_log.close()

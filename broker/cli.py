@@ -89,7 +89,7 @@ def _format_metadata_value(value: bytes) -> str:
 
 
 def _value_formatter_for(path: Path):
-    from controller.single_node import METADATA_DIR_NAME
+    from broker.app import METADATA_PARTITION_DIR as METADATA_DIR_NAME
 
     return _format_metadata_value if path.absolute().parent.name == METADATA_DIR_NAME else None
 

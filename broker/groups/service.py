@@ -60,7 +60,7 @@ class GroupService:
     def offsets_topic_exists(self) -> bool:
         return OFFSETS_TOPIC in self._broker.image.topics
 
-    def ensure_offsets_topic(self) -> ErrorCode:
+    async def ensure_offsets_topic(self) -> ErrorCode:
         """Create ``__consumer_offsets`` if it is missing (Kafka does it on the first
         FindCoordinator for a group, or the first Metadata request naming it)."""
         if self.offsets_topic_exists():
@@ -76,7 +76,7 @@ class GroupService:
                 "compression.type": "producer",
             },
         )
-        (result,) = self._broker.controller.create_topics([spec], internal=True)
+        (result,) = await self._broker.controller.create_topics([spec], internal=True)
         if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             log.error("cannot create %s: %s %s", OFFSETS_TOPIC, result.error_code.name, result.error_message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -84,7 +84,8 @@ class GroupService:
         return ErrorCode.NONE
 
     def _store(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        if self.ensure_offsets_topic() != ErrorCode.NONE:
+        if not self.offsets_topic_exists():
+            # Created by the group's FindCoordinator before any write can come.
             raise StoreError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         plog = self._broker.partition_log(OFFSETS_TOPIC, partition)
         if plog is None:
@@ -189,12 +190,16 @@ class GroupService:
     # ----------------------------------------------------------------- waiting requests
 
     async def join_group(self, request: JoinRequest):
+        # A group's state is stored in __consumer_offsets; Kafka creates it on
+        # the first FindCoordinator, but a client may skip that.
+        await self.ensure_offsets_topic()
         future = asyncio.get_running_loop().create_future()
         self.coordinator.join_group(self.now_ms(), request, _resolver(future))
         self.after_operation(request.group_id)
         return await future
 
     async def sync_group(self, group_id: str, *args):
+        await self.ensure_offsets_topic()
         future = asyncio.get_running_loop().create_future()
         self.coordinator.sync_group(self.now_ms(), group_id, *args, _resolver(future))
         self.after_operation(group_id)

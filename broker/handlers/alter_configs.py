@@ -15,7 +15,6 @@ Kafka. validate_only checks everything and writes nothing.
 
 from __future__ import annotations
 
-
 from controller.config_commands import OP_SET, ConfigChange, ConfigOp
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -39,12 +38,12 @@ def responses(results):
 
 def register(dispatcher, broker) -> None:
 
-    def handle(ctx, request):
+    async def handle(ctx, request):
         changes = [
             ConfigChange(r.resource_type, r.resource_name, [ConfigOp(c.name, OP_SET, c.value) for c in r.configs])
             for r in request.resources
         ]
-        results = broker.controller.alter_configs(
+        results = await broker.controller.alter_configs(
             changes, incremental=False, validate_only=request.validate_only, local_node_id=broker.node_id
         )
         return R.AlterConfigsResponse(throttle_time_ms=0, responses=responses(results))

@@ -29,7 +29,7 @@ R = struct_classes(API.response)
 
 
 def register(dispatcher, broker) -> None:
-    def handle(ctx, request):
+    async def handle(ctx, request):
         specs = [
             CreatePartitionsSpec(
                 name=t.name,
@@ -38,7 +38,7 @@ def register(dispatcher, broker) -> None:
             )
             for t in request.topics
         ]
-        results = broker.controller.create_partitions(specs, validate_only=request.validate_only)
+        results = await broker.controller.create_partitions(specs, validate_only=request.validate_only)
         return R.CreatePartitionsResponse(
             throttle_time_ms=0,
             results=[

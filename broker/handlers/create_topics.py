@@ -36,7 +36,7 @@ def register(dispatcher, broker) -> None:
             for e in topic_entries(broker, topic, every_key, include_synonyms=False, include_documentation=False)
         ]
 
-    def handle(ctx, request):
+    async def handle(ctx, request):
         specs = []
         for t in request.topics:
             specs.append(
@@ -48,7 +48,7 @@ def register(dispatcher, broker) -> None:
                     configs={c.name: c.value for c in t.configs},
                 )
             )
-        results = broker.controller.create_topics(specs, validate_only=request.validate_only)
+        results = await broker.controller.create_topics(specs, validate_only=request.validate_only)
         topics = []
         for result in results:
             ok = result.error_code == ErrorCode.NONE

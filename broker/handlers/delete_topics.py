@@ -18,7 +18,7 @@ R = struct_classes(API.response)
 
 
 def register(dispatcher, broker) -> None:
-    def handle(ctx, request):
+    async def handle(ctx, request):
         if ctx.api_version >= 6:
             targets = [(t.name, t.topic_id) for t in request.topics]
         else:
@@ -28,7 +28,7 @@ def register(dispatcher, broker) -> None:
                 (ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.", name, topic_id) for name, topic_id in targets
             ]
         else:
-            results = broker.controller.delete_topics(targets)
+            results = await broker.controller.delete_topics(targets)
         responses = [
             R.DeletableTopicResult(
                 name=name,

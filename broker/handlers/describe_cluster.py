@@ -49,7 +49,7 @@ def register(dispatcher, broker) -> None:
             error_message=None,
             endpoint_type=ENDPOINT_BROKERS,
             cluster_id=broker.cluster_id,
-            controller_id=broker.node_id,
+            controller_id=broker.controller_id,
             brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=broker.config["broker.rack"])],
             cluster_authorized_operations=CLUSTER_OPERATIONS
             if request.include_cluster_authorized_operations

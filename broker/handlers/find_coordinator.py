@@ -22,11 +22,11 @@ KEY_TYPE_SHARE = 2
 
 
 def register(dispatcher, broker) -> None:
-    def lookup(key_type: int):
+    async def lookup(key_type: int):
         """(error_code, message, node_id, host, port)."""
         if key_type == KEY_TYPE_GROUP:
             # As Kafka, the first lookup of a group coordinator creates __consumer_offsets.
-            if broker.groups.ensure_offsets_topic() != ErrorCode.NONE:
+            if await broker.groups.ensure_offsets_topic() != ErrorCode.NONE:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
             host, port = broker.advertised_endpoint()
             return ErrorCode.NONE, None, broker.node_id, host, port
@@ -34,15 +34,15 @@ def register(dispatcher, broker) -> None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}", -1, "", -1
 
-    def handle(ctx, request):
+    async def handle(ctx, request):
         if ctx.api_version < 4:
-            error, message, node_id, host, port = lookup(request.key_type)
+            error, message, node_id, host, port = await lookup(request.key_type)
             return R.FindCoordinatorResponse(
                 throttle_time_ms=0, error_code=error, error_message=message, node_id=node_id, host=host, port=port
             )
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, node_id, host, port = lookup(request.key_type)
+            error, message, node_id, host, port = await lookup(request.key_type)
             coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message))
         return R.FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
 

@@ -28,14 +28,14 @@ R = struct_classes(API.response)
 
 def register(dispatcher, broker) -> None:
 
-    def handle(ctx, request):
+    async def handle(ctx, request):
         changes = [
             ConfigChange(
                 r.resource_type, r.resource_name, [ConfigOp(c.name, c.config_operation, c.value) for c in r.configs]
             )
             for r in request.resources
         ]
-        results = broker.controller.alter_configs(
+        results = await broker.controller.alter_configs(
             changes, incremental=True, validate_only=request.validate_only, local_node_id=broker.node_id
         )
         responses = [

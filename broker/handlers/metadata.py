@@ -47,7 +47,7 @@ def topic_response(broker, topic, api_version: int, include_operations: bool = F
 
 
 def register(dispatcher, broker) -> None:
-    def handle(ctx, request):
+    async def handle(ctx, request):
         image = broker.image
         requested = request.topics
         if ctx.api_version == 0 and requested == []:
@@ -71,7 +71,7 @@ def register(dispatcher, broker) -> None:
                         topics.append(topic_response(broker, topic, ctx.api_version, topic_operations))
                     continue
                 if name == OFFSETS_TOPIC and name not in image.topics and allow_auto_create:
-                    broker.groups.ensure_offsets_topic()  # created with its internal configs
+                    await broker.groups.ensure_offsets_topic()  # created with its internal configs
                     image = broker.image
                 topic = image.topics.get(name)
                 if topic is not None:
@@ -84,7 +84,7 @@ def register(dispatcher, broker) -> None:
                 else:
                     topics.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID))
             if to_create:
-                results = {r.name: r for r in broker.controller.create_topics([CreateTopicSpec(n) for n in dict.fromkeys(to_create)])}
+                results = {r.name: r for r in await broker.controller.create_topics([CreateTopicSpec(n) for n in dict.fromkeys(to_create)])}
                 image = broker.image
                 for i, entry in enumerate(topics):
                     if isinstance(entry, str):
@@ -99,7 +99,7 @@ def register(dispatcher, broker) -> None:
             throttle_time_ms=0,
             brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=broker.config["broker.rack"])],
             cluster_id=broker.cluster_id,
-            controller_id=broker.node_id,
+            controller_id=broker.controller_id,
             topics=topics,
             cluster_authorized_operations=CLUSTER_OPERATIONS
             if 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations

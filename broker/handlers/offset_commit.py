@@ -26,9 +26,12 @@ R = struct_classes(API.response)
 
 
 def register(dispatcher, broker) -> None:
-    def handle(ctx, request):
+    async def handle(ctx, request):
         version = ctx.api_version
         groups = broker.groups
+        # The commit is stored in __consumer_offsets: make sure it exists (a
+        # client that skipped FindCoordinator would otherwise find it missing).
+        await groups.ensure_offsets_topic()
         now_ms = groups.now_ms()
         expire_ms = -1
         if 2 <= version <= 4 and request.retention_time_ms >= 0:

@@ -35,6 +35,11 @@ class OffsetAndEpoch:
 
 UNDEFINED = OffsetAndEpoch(-1, -1)
 
+# On disk and on the wire a control record needs Kafka's control key, (int16
+# version 0, int16 type); the core's only control batches announce a leader,
+# so they carry type 2 (LEADER_CHANGE).
+LEADER_CHANGE_CONTROL_KEY = b"\x00\x00\x00\x02"
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class SnapshotId:
@@ -83,6 +88,23 @@ class Batch:
     def __repr__(self) -> str:
         kind = "control " if self.control else ""
         return f"Batch({kind}[{self.base_offset}, {self.end_offset}) epoch={self.epoch})"
+
+
+def epoch_end_offset(
+    epochs: list[int], starts: list[int], start_snapshot: SnapshotId | None, log_end_offset: int, epoch: int
+) -> OffsetAndEpoch:
+    """The answer of ``RaftLog.end_offset_for_epoch`` from a log's epoch cache:
+    ``epochs``/``starts`` are the epochs its batches hold and where each starts,
+    oldest first; ``start_snapshot`` is the snapshot the log starts at, if any."""
+    if not epochs or epoch < epochs[0]:
+        if start_snapshot is not None and start_snapshot.epoch <= epoch:
+            return OffsetAndEpoch(start_snapshot.end_offset, start_snapshot.epoch)
+        if not epochs and start_snapshot is None and log_end_offset == 0:
+            return OffsetAndEpoch(0, 0) if epoch >= 0 else UNDEFINED
+        return UNDEFINED
+    index = bisect.bisect_right(epochs, epoch) - 1
+    end = starts[index + 1] if index + 1 < len(starts) else log_end_offset
+    return OffsetAndEpoch(end, epochs[index])
 
 
 class RaftLog(Protocol):
@@ -223,19 +245,7 @@ class MemoryRaftLog:
         return self._batches[self._index_of(offset)].epoch
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
-        snapshot = self._start_snapshot
-        if not self._epoch_epochs or epoch < self._epoch_epochs[0]:
-            if snapshot is not None and snapshot.epoch <= epoch:
-                return OffsetAndEpoch(snapshot.end_offset, snapshot.epoch)
-            if not self._epoch_epochs and snapshot is None and self._end_offset == 0:
-                return OffsetAndEpoch(0, 0) if epoch >= 0 else UNDEFINED
-            return UNDEFINED
-        index = bisect.bisect_right(self._epoch_epochs, epoch) - 1
-        if index + 1 < len(self._epoch_starts):
-            end = self._epoch_starts[index + 1]
-        else:
-            end = self._end_offset
-        return OffsetAndEpoch(end, self._epoch_epochs[index])
+        return epoch_end_offset(self._epoch_epochs, self._epoch_starts, self._start_snapshot, self._end_offset, epoch)
 
     # -- writes ------------------------------------------------------------
 

@@ -26,7 +26,7 @@ LEADER_ENDPOINT = Struct("LeaderEndpoint", [
 
 APIS = [
     Api(
-        52, "Vote", "0-1", flexible="0+",
+        52, "Vote", "0-2", flexible="0+",
         request=[
             F("cluster_id", STRING, nullable="0+", default=None),
             F("voter_id", INT32, "1+", default=-1, ignorable=True),
@@ -40,6 +40,9 @@ APIS = [
                     F("voter_directory_id", UUID, "1+", ignorable=True),
                     F("last_offset_epoch", INT32),
                     F("last_offset", INT64),
+                    # KIP-996: a pre-vote asks "would you vote for me?" without
+                    # making anyone leave its epoch.
+                    F("pre_vote", BOOL, "2+"),
                 ]))),
             ]))),
         ],

@@ -23,7 +23,7 @@ from controller.config_commands import (
 )
 from controller.metadata.image import MetadataImage, apply_records
 from controller.metadata.records import CONFIG_RECORD, RESOURCE_BROKER, RESOURCE_TOPIC, record_api_key
-from controller.single_node import MetadataController
+from tests.quorum_harness import SingleVoterController as MetadataController
 from controller.topic_commands import ClusterDefaults, CreateTopicSpec, plan_create_topic
 from protocol.errors import ErrorCode
 from storage.topic_config import CONFIG_TYPE_IDS, TOPIC_CONFIG_DOCS, TOPIC_CONFIG_KEYS, TOPIC_CONFIG_TYPES
@@ -289,7 +289,7 @@ def test_controller_commits_and_replays_config_changes(controllers):
 def test_validate_only_checks_everything_and_writes_nothing(controllers):
     c = controllers()
     c.create_topics([CreateTopicSpec("t")])
-    before_image, before_end = c.image, c._log.log_end_offset
+    before_image, before_end = c.image, c.raft_log.end_offset
     seen = []
     c.subscribe(lambda old, new: seen.append(new))
     results = c.alter_configs(
@@ -299,7 +299,7 @@ def test_validate_only_checks_everything_and_writes_nothing(controllers):
         local_node_id=NODE,
     )
     assert [r.error_code for r in results] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
-    assert c.image is before_image and c._log.log_end_offset == before_end and seen == []
+    assert c.image is before_image and c.raft_log.end_offset == before_end and seen == []
     [result] = c.alter_configs(
         [topic_change("t", ("segment.ms", OP_SET, "x"))], incremental=False, validate_only=True, local_node_id=NODE
     )
@@ -309,7 +309,7 @@ def test_validate_only_checks_everything_and_writes_nothing(controllers):
 def test_resources_succeed_or_fail_independently_in_one_commit(controllers):
     c = controllers()
     c.create_topics([CreateTopicSpec("a"), CreateTopicSpec("b")])
-    end = c._log.log_end_offset
+    end = c.raft_log.end_offset
     results = c.alter_configs(
         [
             topic_change("a", ("segment.ms", OP_SET, "1000")),
@@ -323,7 +323,7 @@ def test_resources_succeed_or_fail_independently_in_one_commit(controllers):
     assert dict(c.image.topics["a"].configs) == {"segment.ms": "1000"}
     assert dict(c.image.topics["b"].configs) == {}
     assert c.image.broker_configs == {}
-    assert c._log.log_end_offset == end + 1  # one record, one batch
+    assert c.raft_log.end_offset == end + 1  # one record, one batch
 
 
 def test_a_resource_named_twice_is_refused_every_time(controllers):

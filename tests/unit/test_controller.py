@@ -4,6 +4,7 @@ MetadataController (commit, replay), and the KRaft metadata record frame.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from pathlib import Path
@@ -25,7 +26,6 @@ from controller.metadata.records import (
     encode_record,
     record_api_key,
 )
-from controller.single_node import METADATA_DIR_NAME, MetadataController
 from controller.topic_commands import (
     TOPIC_NAME_MAX_CHARS,
     ClusterDefaults,
@@ -37,6 +37,8 @@ from controller.topic_commands import (
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import decode_records
+from tests.quorum_harness import METADATA_DIR_NAME
+from tests.quorum_harness import SingleVoterController as MetadataController
 
 ONE_BROKER = ClusterDefaults(broker_ids=(1,), num_partitions=1, replication_factor=1)
 THREE_BROKERS = ClusterDefaults(broker_ids=(3, 1, 2), num_partitions=2, replication_factor=1)
@@ -255,10 +257,13 @@ def test_create_topics_updates_the_image_and_the_log(controllers, tmp_path):
     assert all(len(p.replicas) == 3 for p in c.image.topics["b"].partitions.values())
     assert seen == [(set(), {"a", "b"})]  # one commit per command, listeners told once
     assert metadata_log_bytes(tmp_path) > 0
-    # The metadata log holds plain v2 batches of framed records with null keys.
+    # The metadata log holds plain v2 batches: the leader's control batch (a
+    # LeaderChange), then framed records with null keys.
     records = decode_records(b"".join(p.read_bytes() for p in sorted((tmp_path / METADATA_DIR_NAME).glob("*.log"))))
-    assert all(r.key is None for r in records)
-    decoded = [decode_record(r.value) for r in records]
+    assert records[0].control is not None and records[0].control.control_type == 2
+    data = records[1:]
+    assert all(r.key is None and r.control is None for r in data)
+    decoded = [decode_record(r.value) for r in data]
     assert [k for k, _ in decoded] == [2, 4, 3, 3, 3, 2, 3, 3]
     assert c.image.offset == len(records) - 1
 
@@ -271,9 +276,9 @@ def test_validate_only_writes_nothing(controllers, tmp_path):
     assert [r.error_code for r in results] == [ErrorCode.NONE, ErrorCode.INVALID_TOPIC_EXCEPTION]
     assert results[0].num_partitions == 2
     assert dict(c.image.topics) == {}
-    assert c.image.offset == -1
+    assert c.image.offset == 0  # the leader's control batch only
     assert calls == []
-    assert metadata_log_bytes(tmp_path) == 0
+    assert c.raft_log.end_offset == 1
     c.close()
     assert dict(controllers().image.topics) == {}
 
@@ -282,7 +287,7 @@ def test_failed_creations_write_nothing(controllers, tmp_path):
     c = controllers()
     results = c.create_topics([CreateTopicSpec("x", num_partitions=0), CreateTopicSpec("y", configs={"bogus": "1"})])
     assert [r.error_code for r in results] == [ErrorCode.INVALID_PARTITIONS, ErrorCode.INVALID_CONFIG]
-    assert metadata_log_bytes(tmp_path) == 0
+    assert c.raft_log.end_offset == 1  # the leader's control batch only
     assert dict(c.image.topics) == {}
 
 
@@ -360,9 +365,10 @@ def test_replay_after_reopen_gives_the_same_image(controllers, tmp_path):
     c.close()
     again = controllers(THREE_BROKERS, start=1000)
     assert image_summary(again.image) == image_summary(image)
-    assert again.image.offset == image.offset
+    # The reopened node leads a new epoch: its control batch follows the replayed records.
+    assert again.image.offset == image.offset + 1
     assert dict(again.image.topic_names_by_id) == dict(image.topic_names_by_id)
-    assert again.image == image
+    assert dataclasses.replace(again.image, offset=image.offset) == image
     # And the reopened controller carries on from there.
     assert again.create_topics([CreateTopicSpec("e")])[0].error_code == ErrorCode.NONE
     assert again.create_topics([CreateTopicSpec("a")])[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS

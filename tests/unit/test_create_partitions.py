@@ -14,7 +14,8 @@ import pytest
 
 from controller.metadata.image import MetadataImage, apply_records
 from controller.metadata.records import record_api_key
-from controller.single_node import METADATA_DIR_NAME, MetadataController
+from tests.quorum_harness import METADATA_DIR_NAME
+from tests.quorum_harness import SingleVoterController as MetadataController
 from controller.topic_commands import (
     ClusterDefaults,
     CreatePartitionsSpec,

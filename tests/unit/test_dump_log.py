@@ -22,7 +22,6 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from broker.cli import _value_formatter_for
 from broker.cli import main as cli_main
-from controller.single_node import METADATA_DIR_NAME, MetadataController
 from controller.topic_commands import ClusterDefaults, CreateTopicSpec
 from protocol.compression import CompressionType
 from protocol.records import (
@@ -46,6 +45,8 @@ from storage.dump import (
 )
 from storage.index import OFFSET_ENTRY, TIME_ENTRY
 from storage.log import LogConfig, PartitionLog
+from tests.quorum_harness import METADATA_DIR_NAME
+from tests.quorum_harness import SingleVoterController as MetadataController
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000
@@ -677,6 +678,9 @@ def test_metadata_log_records_are_decoded(metadata_dir):
     lines = list(dump_files([log_path], DumpOptions(print_data=True), stats, format_value_for=_value_formatter_for))
     assert stats.exit_code == 0
     records = record_lines(lines)
+    # The log opens with the one voter's LeaderChange control batch.
+    assert records[0].endswith("controlType: 2")
+    records = records[1:]
     topic_id = uuid.UUID(int=0x1234)
     assert records[0].endswith(
         f"keySize: -1 valueSize: 22 sequence: -1 headerKeys: [] payload: TopicRecord(name='t', topic_id={topic_id!r})"
@@ -689,7 +693,7 @@ def test_metadata_log_records_are_decoded(metadata_dir):
         )
     # Without the callback (or outside the metadata directory) values stay text.
     plain = record_lines(list(dump_files([log_path], DumpOptions(print_data=True))))
-    assert "TopicRecord" not in plain[0]
+    assert "TopicRecord" not in plain[1]
     assert _value_formatter_for(Path("orders-0/00000000000000000000.log")) is None
 
 

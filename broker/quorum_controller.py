@@ -1,0 +1,283 @@
+"""The metadata state machine on top of the Raft log, and the active controller.
+
+Every node that runs the quorum (voters and observers) keeps a
+:class:`QuorumController`: it turns committed batches of the
+``__cluster_metadata`` log into the node's metadata image (the broker reads
+only that image) and writes snapshots as the log grows. On the Raft leader it
+is also the active controller: a command is planned against the image as the
+already proposed records will leave it, its records are proposed as one batch,
+and the request is answered only once that batch is committed. Only committed
+records ever reach the image.
+
+A new leader takes no command until its state machine has applied everything
+up to the start of its own epoch: records a previous leader proposed may still
+be uncommitted in its log and would otherwise be invisible to the planner
+(Kafka's controller waits for the same reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable
+
+from controller import metadata_commands as commands
+from controller.config_commands import AlterConfigsResult, ConfigChange
+from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.records import decode_record, encode_record, record_api_key
+from controller.metadata.snapshot_file import decode_snapshot_file, encode_snapshot_file
+from controller.raft.log import RaftLog, SnapshotId
+from controller.topic_commands import (
+    ClusterDefaults,
+    CreatePartitionsResult,
+    CreatePartitionsSpec,
+    CreateTopicResult,
+    CreateTopicSpec,
+)
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+ImageListener = Callable[[MetadataImage, MetadataImage], None]
+# How long a command waits for this node to be able to write (a fresh leader
+# catching up) before it is answered NOT_CONTROLLER.
+WRITE_READY_WAIT_MS = 5000
+
+
+class NotControllerError(Exception):
+    """This node is not (or stopped being) the active controller."""
+
+
+class QuorumController:
+    def __init__(
+        self,
+        raft_log: RaftLog,
+        defaults: ClusterDefaults,
+        *,
+        snapshot_bytes_between: int = 20 << 20,
+        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        clock_ms: Callable[[], int] | None = None,
+    ):
+        self.log = raft_log
+        self.defaults = defaults
+        self.snapshot_bytes_between = snapshot_bytes_between
+        self._new_uuid = new_uuid
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.driver = None  # set by attach(); the driver proposes and reports back
+        self.image = MetadataImage()
+        self.applied_end_offset = 0
+        self._bytes_since_snapshot = 0
+        self._listeners: list[ImageListener] = []
+        self._caught_up = asyncio.Event()
+        # Leader state.
+        self._is_leader = False
+        self._leader_epoch = -1
+        self._write_from_offset = 0  # commands wait until everything below is applied
+        self._write_ready = asyncio.Event()
+        self._planned: MetadataImage | None = None
+        self._in_flight: list[tuple[int, asyncio.Future]] = []
+        self.leader_id: int | None = None
+        self._load_latest_snapshot()
+
+    def attach(self, driver) -> None:
+        self.driver = driver
+
+    def subscribe(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    # -- the state machine (RaftStateMachine) -----------------------------------
+
+    def _load_latest_snapshot(self) -> None:
+        snapshot_id = self.log.latest_snapshot
+        if snapshot_id is None or snapshot_id.end_offset < self.log.start_offset:
+            return
+        self._install(snapshot_id)
+
+    def _install(self, snapshot_id: SnapshotId) -> None:
+        data = self.log.snapshot_data(snapshot_id)
+        image = decode_snapshot_file(data, snapshot_id.end_offset - 1)
+        old, self.image = self.image, image
+        self.applied_end_offset = snapshot_id.end_offset
+        self._bytes_since_snapshot = 0
+        log.info("metadata: loaded snapshot %s, %d topics", snapshot_id, len(image.topics))
+        self._notify(old, image)
+
+    def raft_snapshot_installed(self, snapshot_id: SnapshotId) -> None:
+        self._install(snapshot_id)
+
+    def raft_committed(self, high_watermark: int) -> None:
+        offset = self.applied_end_offset
+        image = self.image
+        applied_bytes = 0
+        while offset < high_watermark:
+            batches = self.log.read(offset, 1 << 20)
+            if not batches or batches[0].end_offset > high_watermark:
+                raise RuntimeError(f"metadata: no whole batch at {offset} below the high watermark {high_watermark}")
+            decoded = []
+            for batch in batches:
+                if batch.end_offset > high_watermark:
+                    break
+                if not batch.control:
+                    decoded.extend(decode_record(value) for value in batch.records)
+                applied_bytes += batch.size_bytes
+                offset = batch.end_offset
+            if decoded:
+                image = apply_records(image, decoded, offset - 1)
+            else:
+                # Control batches only (a new leader): the image has still read up to here.
+                image = dataclasses.replace(image, offset=offset - 1)
+        if offset == self.applied_end_offset:
+            return
+        old, self.image = self.image, image
+        self.applied_end_offset = offset
+        self._bytes_since_snapshot += applied_bytes
+        self._notify(old, image)
+        self._caught_up.set()
+        # Commands waiting for their batch.
+        still: list[tuple[int, asyncio.Future]] = []
+        for end_offset, future in self._in_flight:
+            if end_offset <= offset:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                still.append((end_offset, future))
+        self._in_flight = still
+        if not still:
+            self._planned = None  # the committed image is the planning base again
+        if self._is_leader and offset >= self._write_from_offset:
+            self._write_ready.set()
+        self._maybe_snapshot()
+
+    def raft_leadership(self, is_leader: bool, epoch: int, leader_id: int | None) -> None:
+        was_leader = self._is_leader
+        self._is_leader = is_leader
+        self._leader_epoch = epoch
+        self.leader_id = leader_id
+        if is_leader and not was_leader:
+            self._write_from_offset = self.log.end_offset
+            self._write_ready.clear()
+            log.info("metadata: this node is the active controller (epoch %d)", epoch)
+        elif not is_leader:
+            self._write_ready.clear()
+            if was_leader:
+                log.info("metadata: no longer the active controller (epoch %d, leader %s)", epoch, leader_id)
+            self._fail_in_flight()
+
+    def _fail_in_flight(self) -> None:
+        for _, future in self._in_flight:
+            if not future.done():
+                future.set_exception(NotControllerError("leadership moved before the command committed"))
+        self._in_flight = []
+        self._planned = None
+
+    def _notify(self, old: MetadataImage, new: MetadataImage) -> None:
+        for listener in self._listeners:
+            listener(old, new)
+
+    def _maybe_snapshot(self) -> None:
+        if self._bytes_since_snapshot < self.snapshot_bytes_between or self.driver is None:
+            return
+        end = self.applied_end_offset
+        snapshot_id = SnapshotId(end, self.log.epoch_at(end - 1))
+        latest = self.log.latest_snapshot
+        if latest is not None and latest.end_offset >= end:
+            return
+        now_ms = self._clock_ms()
+        self.log.create_snapshot(snapshot_id, encode_snapshot_file(self.image, now_ms, now_ms))
+        self._bytes_since_snapshot = 0
+        log.info("metadata: wrote snapshot %s", snapshot_id)
+        self.driver.snapshot_created(snapshot_id)
+
+    async def wait_caught_up(self, timeout_ms: int) -> bool:
+        """Wait until this node has applied committed metadata it learned from a leader."""
+        try:
+            await asyncio.wait_for(self._caught_up.wait(), timeout_ms / 1000)
+            return True
+        except TimeoutError:
+            return False
+
+    # -- the active controller ----------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self._is_leader
+
+    async def _submit(self, plan):
+        """Plan against the image the proposed records will leave, propose, await the commit."""
+        if not self._is_leader:
+            raise NotControllerError("this node is not the active controller")
+        if not self._write_ready.is_set():
+            try:
+                await asyncio.wait_for(self._write_ready.wait(), WRITE_READY_WAIT_MS / 1000)
+            except TimeoutError:
+                raise NotControllerError("the active controller is still catching up") from None
+        results, records = plan(self._planned or self.image)
+        if not records:
+            return results
+        result = self.driver.propose([encode_record(r) for r in records])
+        if result.error != ErrorCode.NONE:
+            raise NotControllerError(f"proposal refused: {result.error.name}")
+        base = self._planned or self.image
+        self._planned = apply_records(base, [(record_api_key(r), r) for r in records], result.end_offset - 1)
+        future = asyncio.get_running_loop().create_future()
+        self._in_flight.append((result.end_offset, future))
+        await future
+        return results
+
+    async def create_topics(
+        self, specs: list[CreateTopicSpec], *, validate_only: bool = False, internal: bool = False
+    ) -> list[CreateTopicResult]:
+        try:
+            return await self._submit(
+                lambda image: commands.create_topics(
+                    image, specs, self.defaults, self._new_uuid, validate_only=validate_only, internal=internal
+                )
+            )
+        except NotControllerError as exc:
+            return [CreateTopicResult(name, ErrorCode.NOT_CONTROLLER, str(exc)) for name in dict.fromkeys(s.name for s in specs)]
+
+    async def create_partitions(
+        self, specs: list[CreatePartitionsSpec], *, validate_only: bool = False
+    ) -> list[CreatePartitionsResult]:
+        try:
+            return await self._submit(
+                lambda image: commands.create_partitions(image, specs, self.defaults, validate_only=validate_only)
+            )
+        except NotControllerError as exc:
+            names = dict.fromkeys(spec.name for spec in specs)
+            return [CreatePartitionsResult(name, ErrorCode.NOT_CONTROLLER, str(exc)) for name in names]
+
+    async def delete_topics(self, targets: list[tuple[str | None, uuid.UUID | None]]):
+        try:
+            return await self._submit(lambda image: commands.delete_topics(image, targets))
+        except NotControllerError as exc:
+            return [(ErrorCode.NOT_CONTROLLER, str(exc), name, topic_id) for name, topic_id in dict.fromkeys(targets)]
+
+    async def alter_configs(
+        self, changes: list[ConfigChange], *, incremental: bool, validate_only: bool = False, local_node_id: int
+    ) -> list[AlterConfigsResult]:
+        try:
+            return await self._submit(
+                lambda image: commands.alter_configs(
+                    image, changes, incremental=incremental, validate_only=validate_only, local_node_id=local_node_id
+                )
+            )
+        except NotControllerError as exc:
+            return [AlterConfigsResult(c.resource_type, c.resource_name, ErrorCode.NOT_CONTROLLER, str(exc)) for c in changes]
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int, block_size: int) -> range:
+        """Raises NotControllerError when this node cannot allocate."""
+        holder: list[range] = []
+
+        def plan(image):
+            block, records = commands.allocate_producer_ids(image, broker_id, broker_epoch, block_size)
+            holder.append(block)
+            return block, records
+
+        return await self._submit(plan)
+
+    def close(self) -> None:
+        self._fail_in_flight()
