@@ -14,19 +14,21 @@ import time
 
 from broker.config import BrokerConfig
 from broker.connection import KafkaConnection
+from broker.controller_listener import build_controller_dispatcher
 from broker.dispatch import Dispatcher
+from broker.forwarding import FORWARDED_API_KEYS, ControllerChannel
 from broker.groups.service import GroupService
+from broker.lifecycle import BrokerLifecycleManager
 from broker.partition_watch import PartitionWatch
 from broker.quorum_controller import QuorumController
 from broker.raft_driver import RaftDriver
 from controller.metadata.image import MetadataImage, TopicImage
 from controller.raft.disk_log import DiskRaftLog
-from controller.raft.node import RaftConfig
 from controller.raft.quorum_state_store import QuorumStateStore
 from controller.topic_commands import METADATA_TOPIC, ClusterDefaults
 from storage.log import PartitionLog
 from storage.manager import LogManager
-from storage.meta_properties import ensure_meta_properties
+from storage.meta_properties import ensure_meta_properties, require_formatted
 from storage.topic_config import effective_topic_config, log_config_from
 
 log = logging.getLogger(__name__)
@@ -53,30 +55,42 @@ class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.node_id = config.node_id
-        self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config["cluster.id"])
+        formatted_dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+        if not config.single_node_quorum and config["cluster.id"] is None:
+            # Every node of a cluster must carry the same id: it cannot be made up here.
+            require_formatted(formatted_dirs)
+        self.cluster_id = ensure_meta_properties(formatted_dirs, config.node_id, config["cluster.id"])
         self.logs = LogManager(
             config.log_dirs,
             max_open_files=self._open_files_budget(),
             producer_id_expiration_ms=config["producer.id.expiration.ms"],
         )
+        self.is_broker = "broker" in config.roles
+        self.is_controller = "controller" in config.roles
         # The metadata log and the quorum-state file live in __cluster_metadata-0
-        # of the first log dir, as Kafka's do when metadata.log.dir is unset.
-        metadata_dir = config.log_dirs[0] / METADATA_PARTITION_DIR
-        self.raft_log = DiskRaftLog(metadata_dir)
+        # of metadata.log.dir (by default the first log dir), as Kafka's do.
+        metadata_dir = config.metadata_log_dir / METADATA_PARTITION_DIR
+        self.raft_log = DiskRaftLog(metadata_dir, segment_bytes=config["metadata.log.segment.bytes"])
         self.controller = QuorumController(
             self.raft_log,
             ClusterDefaults(
-                broker_ids=(config.node_id,),
+                # Until brokers register, a combined node places replicas on itself;
+                # a controller-only node has nowhere to put them.
+                broker_ids=(config.node_id,) if self.is_broker else (),
                 num_partitions=config["num.partitions"],
                 replication_factor=config["default.replication.factor"],
             ),
+            snapshot_bytes_between=config["metadata.log.max.record.bytes.between.snapshots"],
+            snapshot_interval_ms=config["metadata.log.max.snapshot.interval.ms"],
+            cluster_id=self.cluster_id,
+            broker_session_timeout_ms=config["broker.session.timeout.ms"],
         )
         self.raft = RaftDriver(
             config.node_id,
-            {config.node_id: None},
+            config.quorum_voters,
             self.raft_log,
             QuorumStateStore(metadata_dir),
-            RaftConfig(),
+            config.raft_config,
             self.cluster_id,
             self.controller,
         )
@@ -93,6 +107,13 @@ class Broker:
         from broker.handlers import register_all
 
         register_all(self.dispatcher, self)
+        self.controller_dispatcher = build_controller_dispatcher(self)
+        self.controller_channel = ControllerChannel(self)
+        if not config.single_node_quorum:
+            self.dispatcher.forwarder = self.controller_channel
+            self.dispatcher.forwarded_keys = FORWARDED_API_KEYS
+            self.controller.channel = self.controller_channel
+        self.lifecycle = BrokerLifecycleManager(self)
 
     def _open_files_budget(self) -> int:
         """log.open.files.max, by default at most half of the process's file limit,
@@ -111,16 +132,34 @@ class Broker:
     def image(self) -> MetadataImage:
         return self.controller.image
 
+    def alive_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of the unfenced brokers, on the listener clients use;
+        this broker alone until the image has registrations."""
+        name = self.config.advertised_listeners[0].name if self.config.advertised_listeners else None
+        alive = []
+        for broker_id, registration in sorted(self.image.brokers.items()):
+            endpoint = registration.endpoint(name) if name else None
+            if registration.fenced or endpoint is None:
+                continue
+            alive.append((broker_id, endpoint.host, endpoint.port, registration.rack))
+        if not any(b[0] == self.node_id for b in alive) and self.is_broker:
+            host, port = self.advertised_endpoint()
+            alive.append((self.node_id, host, port, self.config["broker.rack"]))
+            alive.sort()
+        return alive
+
     @property
     def controller_id(self) -> int:
-        """The active controller as clients are told it (Metadata, DescribeCluster)."""
-        leader = self.controller.leader_id
-        return self.node_id if leader is None else leader
+        """The controller clients are told of (Metadata, DescribeCluster): this broker,
+        as a KRaft broker does, because it forwards admin requests to the active controller."""
+        return self.node_id
 
     async def _start_metadata(self) -> None:
         """Join the quorum and wait until the image holds the committed metadata;
-        only then are partition logs opened and requests served."""
+        only then are partition logs opened and client requests served."""
         self.raft.start()
+        if not self.is_broker:
+            return
         timeout_ms = 60_000
         if not await self.controller.wait_caught_up(timeout_ms):
             raise RuntimeError(f"the metadata quorum did not elect a leader within {timeout_ms} ms")
@@ -222,24 +261,39 @@ class Broker:
                 log.exception("%s failed", name)
 
     async def start(self) -> None:
+        # Controllers listen first: the other voters need us to elect a leader.
+        for listener in self.config.controller_listeners:
+            await self._listen(listener, self.controller_dispatcher)
         await self._start_metadata()
+        if not self.is_broker:
+            return
         self._start_housekeeping()
         self.groups.start()
-        loop = asyncio.get_running_loop()
+        for listener in self.config.broker_listeners:
+            await self._listen(listener, self.dispatcher)
+        # Registered (with the ports just bound) and unfenced before we count as started.
+        self.lifecycle.start()
+        timeout_ms = self.config["initial.broker.registration.timeout.ms"]
+        if not await self.lifecycle.wait_unfenced(timeout_ms):
+            raise RuntimeError(f"the active controller did not unfence this broker within {timeout_ms} ms")
+
+    async def _listen(self, listener, dispatcher) -> None:
         max_frame_bytes = self.config["socket.request.max.bytes"]
-        for listener in self.config.listeners:
-            server = await loop.create_server(
-                lambda: KafkaConnection(self.dispatcher, max_frame_bytes, self._connections),
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-            )
-            self._servers.append(server)
-            port = server.sockets[0].getsockname()[1]
-            self.bound_ports[listener.name] = port
-            log.info("listening on %s://%s:%d", listener.name, listener.host, port)
+        server = await asyncio.get_running_loop().create_server(
+            lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections),
+            host=listener.host or None,
+            port=listener.port,
+            reuse_address=True,
+        )
+        self._servers.append(server)
+        port = server.sockets[0].getsockname()[1]
+        self.bound_ports[listener.name] = port
+        log.info("listening on %s://%s:%d", listener.name, listener.host, port)
 
     def advertised_endpoint(self) -> tuple[str, int]:
+        if not self.is_broker:
+            listener = self.config.controller_listeners[0]
+            return listener.host, self.bound_ports.get(listener.name, listener.port)
         listener = self.config.advertised_listeners[0]
         # Port 0 binds an ephemeral port; advertise the one we got.
         port = listener.port or self.bound_ports.get(listener.name, listener.port)
@@ -248,6 +302,10 @@ class Broker:
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let connections answer what they have, flush and close files."""
         self.stopping = True
+        if self.is_broker:
+            # Leaderships move to other brokers before this one goes.
+            await self.lifecycle.controlled_shutdown(int(grace_s * 1000))
+            self.lifecycle.close()
         for server in self._servers:
             server.close()
         self.groups.stop()  # requests waiting for a rebalance are answered NOT_COORDINATOR
@@ -264,6 +322,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await self.raft.stop()
+        self.controller_channel.close()
         self.close_storage()
 
     def close_storage(self) -> None:

@@ -10,6 +10,13 @@ readable form (like Kafka's kafka-dump-log.sh); see storage/FORMAT.md, "Tools".
 ``pybroker groups [--bootstrap-server HOST:PORT] list|describe GROUP`` lists
 consumer groups and shows one's members, assignments, committed offsets and
 lag per partition (like kafka-consumer-groups.sh); see broker/group_tool.py.
+
+``pybroker storage format|info|random-uuid`` prepares log directories for a
+multi-node cluster (like kafka-storage.sh); see storage/meta_properties.py.
+
+``pybroker metadata-quorum (--bootstrap-server|--bootstrap-controller) HOST:PORT
+describe --status|--replication`` shows the metadata quorum (like
+kafka-metadata-quorum.sh); see broker/quorum_tool.py.
 """
 
 from __future__ import annotations
@@ -142,6 +149,90 @@ def cmd_groups(args) -> int:
             tool.close()
 
 
+def cmd_metadata_quorum(args) -> int:
+    import time
+
+    from broker.group_tool import ToolError
+    from broker.quorum_tool import describe_quorum, format_replication, format_status
+
+    bootstrap = args.bootstrap_controller or args.bootstrap_server
+    try:
+        response, cluster_id, cluster_id_error = describe_quorum(bootstrap, args.timeout, want_cluster_id=args.status)
+        if args.status:
+            if cluster_id_error is not None:
+                print(f"pybroker metadata-quorum: no cluster id: {cluster_id_error}", file=sys.stderr)
+            lines = format_status(response, cluster_id)
+        else:
+            lines = format_replication(response, now_ms=int(time.time() * 1000), human_readable=args.human_readable)
+    except ToolError as exc:
+        print(f"pybroker metadata-quorum: {exc}", file=sys.stderr)
+        return 1
+    for line in lines:
+        print(line)
+    return 0
+
+
+def _storage_dirs(config) -> list[Path]:
+    """Every directory a node keeps data in: its log dirs and the metadata log dir."""
+    return list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+
+
+def cmd_storage(args) -> int:
+    from storage.meta_properties import check_cluster_id, describe_storage, format_storage, new_cluster_id
+
+    if args.storage_command == "random-uuid":
+        print(new_cluster_id())
+        return 0
+    try:
+        config = load_config_file(Path(args.config))
+        if args.storage_command == "info":
+            return _print_storage_info(config, describe_storage(_storage_dirs(config), config.node_id))
+        cluster_id = check_cluster_id(args.cluster_id)
+        if config["cluster.id"] is not None and config["cluster.id"] != cluster_id:
+            raise ConfigError(f"cluster.id: the config says {config['cluster.id']}, not --cluster-id {cluster_id}")
+        if args.standalone:
+            _check_standalone(config)
+        outcome = format_storage(_storage_dirs(config), config.node_id, cluster_id, ignore_formatted=args.ignore_formatted)
+    except (ConfigError, MetaPropertiesError) as exc:
+        print(f"pybroker storage: {exc}", file=sys.stderr)
+        return 1
+    for directory, what in outcome:
+        if what == "formatted":
+            print(f"Formatting {directory} with cluster.id {cluster_id} and node.id {config.node_id}")
+        else:
+            print(f"{directory} is already formatted; left as it is")
+    return 0
+
+
+def _check_standalone(config) -> None:
+    """Kafka's --standalone makes this controller the one voter of a new dynamic
+    quorum. pybroker's voter set is static, so the flag is only accepted where
+    the config already describes that quorum of one."""
+    if "controller" not in config.roles:
+        raise ConfigError("--standalone: process.roles has no controller, and only a controller can be a voter")
+    if set(config.quorum_voters) != {config.node_id}:
+        raise ConfigError(
+            "--standalone: pybroker's quorum is the static controller.quorum.voters, which must then name this "
+            f"node only (node.id {config.node_id}), not {sorted(config.quorum_voters)}"
+        )
+
+
+def _print_storage_info(config, described) -> int:
+    found, problems = described
+    for directory, values in found:
+        if values is None:
+            print(f"{directory}: not formatted")
+        else:
+            fields = ", ".join(f"{key}={values[key]}" for key in sorted(values))
+            print(f"{directory}: {fields}")
+    if problems:
+        print("Problems:")
+        for problem in problems:
+            print(f"  {problem}")
+        return 1
+    return 0
+
+
 def _group_list_table(groups) -> list[str]:
     width = max([len("GROUP")] + [len(g) for g, _, _ in groups])
     return [f"{'GROUP'.ljust(width)}  STATE"] + [f"{g.ljust(width)}  {state}" for g, _, state in groups]
@@ -201,6 +292,50 @@ def main(argv: list[str] | None = None) -> int:
     group_describe = group_commands.add_parser("describe", help="describe one group")
     group_describe.add_argument("group", metavar="GROUP")
     groups.set_defaults(func=cmd_groups)
+    quorum = commands.add_parser(
+        "metadata-quorum",
+        help="describe the metadata quorum (like kafka-metadata-quorum.sh)",
+        description="Asks the active controller, through a broker or a controller listener, for the quorum's "
+        "leader, epoch, high watermark and each voter's and observer's progress. Exit code: 0, or 1 on errors.",
+    )
+    target = quorum.add_mutually_exclusive_group(required=True)
+    target.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a broker listener to ask")
+    target.add_argument("--bootstrap-controller", metavar="HOST:PORT", help="a controller listener to ask")
+    quorum.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS", help="socket timeout (default 15)")
+    quorum_commands = quorum.add_subparsers(dest="quorum_command", required=True)
+    quorum_describe = quorum_commands.add_parser("describe", help="print the quorum's state")
+    shown = quorum_describe.add_mutually_exclusive_group(required=True)
+    shown.add_argument(
+        "--status", action="store_true", help="cluster id, leader, epoch, high watermark, lag, voters, observers"
+    )
+    shown.add_argument("--replication", action="store_true", help="one row per voter and observer")
+    quorum_describe.add_argument(
+        "--human-readable", action="store_true", help="with --replication: timestamps as 'N ms ago'"
+    )
+    quorum.set_defaults(func=cmd_metadata_quorum)
+    storage = commands.add_parser(
+        "storage",
+        help="format log directories for a cluster, or show how they are formatted (like kafka-storage.sh)",
+        description="'format' writes meta.properties with the cluster id and node.id into every log dir and the "
+        "metadata log dir; every node of a cluster is formatted with the same cluster id before it first starts. "
+        "'info' prints what is formatted; 'random-uuid' prints a new cluster id. Exit code: 0, or 1 on errors.",
+    )
+    storage_commands = storage.add_subparsers(dest="storage_command", required=True)
+    storage_format = storage_commands.add_parser("format", help="write meta.properties into the node's directories")
+    storage_format.add_argument("--config", "-c", required=True, help="the node's server.properties file")
+    storage_format.add_argument(
+        "--cluster-id", "-t", required=True, metavar="ID", help="the cluster id (22 characters, see random-uuid)"
+    )
+    storage_format.add_argument(
+        "--ignore-formatted", "-g", action="store_true", help="leave already formatted directories alone, format the rest"
+    )
+    storage_format.add_argument(
+        "--standalone", "-s", action="store_true", help="check that this controller is the quorum's only voter"
+    )
+    storage_info = storage_commands.add_parser("info", help="print each directory's meta.properties")
+    storage_info.add_argument("--config", "-c", required=True, help="the node's server.properties file")
+    storage_commands.add_parser("random-uuid", help="print a new cluster id")
+    storage.set_defaults(func=cmd_storage)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),

@@ -10,9 +10,21 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from controller.raft.node import RaftConfig
+from controller.raft.quorum_config import (
+    TIMING_KEYS,
+    QuorumConfigError,
+    VoterAddress,
+    check_node_in_quorum,
+    parse_bootstrap_servers,
+    parse_voters,
+    raft_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +124,20 @@ def _choice_parser(*choices: str) -> Callable[[str, str], str]:
 
 def _string(key: str, raw: str) -> str:
     return raw.strip()
+
+
+def _voters(key: str, raw: str) -> tuple[VoterAddress, ...]:
+    try:
+        return parse_voters(raw, key)
+    except QuorumConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _bootstrap_servers(key: str, raw: str) -> tuple[tuple[str, int], ...]:
+    try:
+        return parse_bootstrap_servers(raw, key)
+    except QuorumConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _list(key: str, raw: str) -> list[str]:
@@ -214,6 +240,23 @@ _KEYS = [
     ConfigKey("cluster.id", _string, None),
     ConfigKey("broker.rack", _string, None),
     ConfigKey("max.request.partition.size.limit", _int_parser(1, INT32_MAX), 2000),
+    # KRaft: the static voter set, the controller listener and the Raft timings.
+    ConfigKey("controller.quorum.voters", _voters, ()),
+    ConfigKey("controller.quorum.bootstrap.servers", _bootstrap_servers, ()),
+    ConfigKey("controller.listener.names", _list, None),
+    ConfigKey("controller.quorum.election.timeout.ms", _int_parser(1, INT32_MAX), 1000),
+    ConfigKey("controller.quorum.fetch.timeout.ms", _int_parser(1, INT32_MAX), 2000),
+    ConfigKey("controller.quorum.election.backoff.max.ms", _int_parser(1, INT32_MAX), 1000),
+    ConfigKey("controller.quorum.request.timeout.ms", _int_parser(1, INT32_MAX), 2000),
+    ConfigKey("controller.quorum.retry.backoff.ms", _int_parser(1, INT32_MAX), 20),
+    ConfigKey("broker.session.timeout.ms", _int_parser(1, INT32_MAX), 9000),
+    ConfigKey("broker.heartbeat.interval.ms", _int_parser(1, INT32_MAX), 2000),
+    ConfigKey("metadata.log.dir", _string, None),
+    ConfigKey("metadata.log.max.record.bytes.between.snapshots", _int_parser(1), 20971520),
+    ConfigKey("metadata.log.max.snapshot.interval.ms", _int_parser(0), 3600000),
+    # Kafka's lower bound is a record batch's log overhead (offset and length), 12 bytes.
+    ConfigKey("metadata.log.segment.bytes", _int_parser(12, INT32_MAX), 1073741824),
+    ConfigKey("initial.broker.registration.timeout.ms", _int_parser(1, INT32_MAX), 60000),
 ]
 
 KEYS: dict[str, ConfigKey] = {}
@@ -226,9 +269,6 @@ for _key in _KEYS:
 # recognise them so the warning says "not supported yet" rather than "unknown".
 NOT_YET_SUPPORTED = frozenset(
     {
-        "controller.quorum.voters",
-        "controller.quorum.bootstrap.servers",
-        "controller.listener.names",
         "inter.broker.listener.name",
         "num.network.threads",
         "num.io.threads",
@@ -249,7 +289,7 @@ NOT_YET_SUPPORTED = frozenset(
 # time (pybroker has no dynamic broker configs), so all are reported read-only.
 BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "node.id": ("INT", "The id of this node in the cluster."),
-    "process.roles": ("LIST", "The roles this node plays; pybroker runs combined broker,controller nodes only."),
+    "process.roles": ("LIST", "The roles this node plays: broker, controller, or both (combined)."),
     "listeners": ("STRING", "The NAME://host:port addresses the broker accepts connections on."),
     "advertised.listeners": ("STRING", "The addresses clients are told to connect to; unset means the listeners themselves."),
     "listener.security.protocol.map": ("STRING", "Listener name to security protocol; pybroker speaks PLAINTEXT only."),
@@ -299,7 +339,26 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "cluster.id": ("STRING", "The cluster id written to meta.properties; generated when unset."),
     "broker.rack": ("STRING", "The rack of this broker, reported in Metadata."),
     "max.request.partition.size.limit": ("INT", "The most partitions one DescribeTopicPartitions response answers."),
+    "controller.quorum.voters": ("LIST", "The voters of the metadata quorum as id@host:port; empty on a single combined node, which is a quorum of one."),
+    "controller.quorum.bootstrap.servers": ("LIST", "host:port of controllers a broker-only node may ask for the quorum's leader; pybroker's controllers need controller.quorum.voters (no dynamic quorums)."),
+    "controller.listener.names": ("LIST", "The listeners that serve the controller APIs (Raft, registration, DescribeQuorum); a broker connects to the controllers on the first."),
+    "controller.quorum.election.timeout.ms": ("INT", "How long a voter waits without a leader before it stands for election (plus up to as much again at random)."),
+    "controller.quorum.fetch.timeout.ms": ("INT", "How long a follower goes without a successful fetch before it stands for election."),
+    "controller.quorum.election.backoff.max.ms": ("INT", "The cap of the random backoff after a lost election."),
+    "controller.quorum.request.timeout.ms": ("INT", "How long a quorum request may go unanswered before it is sent again."),
+    "controller.quorum.retry.backoff.ms": ("INT", "How often unanswered vote requests are resent during an election."),
+    "broker.session.timeout.ms": ("INT", "How long the active controller waits for a broker's heartbeat before it fences the broker."),
+    "broker.heartbeat.interval.ms": ("INT", "How often a broker heartbeats to the active controller."),
+    "metadata.log.dir": ("STRING", "Where __cluster_metadata-0 lives; the first log dir when unset."),
+    "metadata.log.max.record.bytes.between.snapshots": ("LONG", "How many bytes of records the metadata log takes between two snapshots."),
+    "metadata.log.max.snapshot.interval.ms": ("LONG", "The longest time between two metadata snapshots while new records arrive; 0 turns time-based snapshots off."),
+    "metadata.log.segment.bytes": ("INT", "The size at which a segment of the metadata log is rolled."),
+    "initial.broker.registration.timeout.ms": ("INT", "How long a starting broker tries to register with the controller quorum before it gives up."),
 }
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def format_broker_value(value: Any) -> str | None:
@@ -309,7 +368,8 @@ def format_broker_value(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
+        # A (host, port) pair is one controller.quorum.bootstrap.servers entry.
+        return ",".join(_host_port(*v) if isinstance(v, tuple) else str(v) for v in value)
     return str(value)
 
 
@@ -336,7 +396,63 @@ class BrokerConfig:
             return advertised
         # Kafka advertises the bind address; 0.0.0.0 cannot be dialled, so
         # fall back to loopback as the most useful single-node answer.
-        return [Listener(l.name, l.host if l.host not in ("", "0.0.0.0", "::") else "127.0.0.1", l.port) for l in self.listeners]
+        return [
+            Listener(l.name, l.host if l.host not in ("", "0.0.0.0", "::") else "127.0.0.1", l.port)
+            for l in self.broker_listeners
+        ]
+
+    @property
+    def roles(self) -> frozenset[str]:
+        return frozenset(self["process.roles"])
+
+    @property
+    def controller_listener_names(self) -> list[str]:
+        return self["controller.listener.names"] or []
+
+    @property
+    def controller_listeners(self) -> list[Listener]:
+        names = self.controller_listener_names
+        return [l for l in self.listeners if l.name in names]
+
+    @property
+    def broker_listeners(self) -> list[Listener]:
+        """The listeners clients use (none on a controller-only node)."""
+        if "broker" not in self.roles:
+            return []
+        names = self.controller_listener_names
+        return [l for l in self.listeners if l.name not in names]
+
+    @property
+    def single_node_quorum(self) -> bool:
+        """The convenience default: a combined node with no voters, no bootstrap
+        servers and no controller listener is a quorum of one, run in-process."""
+        return self.roles == {"broker", "controller"} and not self["controller.quorum.voters"] and not self.quorum_bootstrap_servers
+
+    @property
+    def quorum_voters(self) -> dict[int, tuple[str, int] | None]:
+        """Voter id -> (host, port) of its controller listener, in the configured order.
+
+        The single-node quorum is ``{node_id: None}``: its one voter is this
+        process, which nobody dials. A broker-only node configured with
+        bootstrap servers only gets ``{}`` and learns the leader from them."""
+        voters = self["controller.quorum.voters"]
+        if not voters and self.single_node_quorum:
+            return {self.node_id: None}
+        return {v.node_id: (v.host, v.port) for v in voters}
+
+    @property
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        """controller.quorum.bootstrap.servers as (host, port) pairs."""
+        return list(self["controller.quorum.bootstrap.servers"])
+
+    @property
+    def raft_config(self) -> RaftConfig:
+        return raft_config({key: self[key] for key in TIMING_KEYS})
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        configured = self["metadata.log.dir"]
+        return Path(configured) if configured else self.log_dirs[0]
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -388,13 +504,11 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
         values["log.dirs"] = ["/tmp/pybroker-logs"]
     if base_dir is not None:
         values["log.dirs"] = [str(d if Path(d).is_absolute() else (base_dir / d)) for d in values["log.dirs"]]
+        if values["metadata.log.dir"] and not Path(values["metadata.log.dir"]).is_absolute():
+            values["metadata.log.dir"] = str(base_dir / values["metadata.log.dir"])
     if isinstance(values["listeners"], str):
         values["listeners"] = parse_listeners("listeners", values["listeners"])
-    for role in values["process.roles"]:
-        if role not in ("broker", "controller"):
-            raise ConfigError(f"process.roles: unknown role {role!r}")
-    if set(values["process.roles"]) != {"broker", "controller"}:
-        raise ConfigError("process.roles: this version runs only combined nodes (broker,controller)")
+    _check_roles(values)
     advertised = values["advertised.listeners"]
     if advertised:
         names = {l.name for l in values["listeners"]}
@@ -404,6 +518,85 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
     if values["message.max.bytes"] > values["socket.request.max.bytes"]:
         warn("message.max.bytes is larger than socket.request.max.bytes; requests that large are refused")
     return BrokerConfig(values, explicit)
+
+
+def _check_roles(values: dict[str, Any]) -> None:
+    """Kafka's KRaft start-up rules for process.roles, the quorum and the controller listener.
+
+    Every message names the key to change. The one departure from Kafka is the
+    single-node default: a combined node with none of the quorum keys set is a
+    one-voter quorum of itself, run in-process without a controller listener,
+    so that a bare ``listeners=...`` config starts a working broker."""
+    roles = values["process.roles"]
+    for role in roles:
+        if role not in ("broker", "controller"):
+            raise ConfigError(f"process.roles: unknown role {role!r} (only broker and controller are roles)")
+    if not roles:
+        raise ConfigError("process.roles: name at least one of broker and controller")
+    if len(set(roles)) != len(roles):
+        raise ConfigError("process.roles: name each of broker and controller at most once")
+    voters = values["controller.quorum.voters"]
+    bootstrap_servers = values["controller.quorum.bootstrap.servers"]
+    names = [name.upper() for name in values["controller.listener.names"] or []]
+    if values["controller.listener.names"] is not None:
+        values["controller.listener.names"] = names
+    listener_names = [listener.name for listener in values["listeners"]]
+    is_controller = "controller" in roles
+    if is_controller and "broker" in roles and not voters and not bootstrap_servers and not names:
+        return  # one node, one voter: the quorum runs in-process
+    if is_controller:
+        if not voters:
+            if bootstrap_servers:
+                raise ConfigError(
+                    "controller.quorum.voters: required on a node with the controller role; pybroker has no "
+                    "dynamic quorums, so controller.quorum.bootstrap.servers alone is not enough"
+                )
+            raise ConfigError(
+                f"controller.quorum.voters: required when process.roles is {','.join(roles)} or "
+                "controller.listener.names is set (only a combined node with neither is a quorum of one by itself)"
+            )
+        if not names:
+            raise ConfigError("controller.listener.names: required on a node with the controller role when controller.quorum.voters is set")
+    else:
+        if not names:
+            raise ConfigError(
+                "controller.listener.names: required when process.roles is broker: it names the listener "
+                "(and so the security protocol) the broker reaches the controllers on"
+            )
+        if not voters:
+            # An observer must know the voter set to find the leader; with only
+            # bootstrap servers it would need KIP-853's dynamic quorum discovery.
+            raise ConfigError(
+                "controller.quorum.voters: a broker-only node needs the voters to find the controllers "
+                "(controller.quorum.bootstrap.servers alone is not supported: pybroker has no dynamic quorums)"
+            )
+    if voters:
+        try:
+            check_node_in_quorum(values["node.id"], frozenset(roles), voters)
+        except QuorumConfigError as exc:
+            raise ConfigError(str(exc)) from None
+    controller_listeners = [name for name in listener_names if name in names]
+    broker_listeners = [name for name in listener_names if name not in names]
+    if not is_controller:
+        # A broker-only node dials the controllers' listener; it must not open one itself.
+        if controller_listeners:
+            raise ConfigError(
+                f"listeners: a broker-only node must not list a controller listener ({', '.join(controller_listeners)}) "
+                "from controller.listener.names"
+            )
+    else:
+        if not controller_listeners:
+            raise ConfigError(f"controller.listener.names: none of {', '.join(names)} is one of listeners")
+        if "broker" in roles and not broker_listeners:
+            raise ConfigError("listeners: a broker needs a listener that is not in controller.listener.names")
+        if "broker" not in roles and broker_listeners:
+            raise ConfigError(
+                f"listeners: a controller-only node may only have controller listeners, not {', '.join(broker_listeners)}"
+            )
+    # Clients only ever talk to brokers, so a controller listener is never advertised to them.
+    for listener in values["advertised.listeners"] or []:
+        if listener.name in names:
+            raise ConfigError(f"advertised.listeners: {listener.name} is a controller listener and is not advertised")
 
 
 def load_config_file(path: Path, overrides: dict[str, str] | None = None, warn: Callable[[str], None] | None = None) -> BrokerConfig:

@@ -2,7 +2,10 @@
 
 Kafka keeps controller traffic on its own listener (``controller.listener.names``):
 Raft's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot of the
-``__cluster_metadata`` partition, and DescribeQuorum. Fetch here is the Raft
+``__cluster_metadata`` partition, DescribeQuorum, the brokers'
+BrokerRegistration, BrokerHeartbeat and AllocateProducerIds, and the admin
+requests brokers forward (CreateTopics, DeleteTopics, CreatePartitions,
+AlterConfigs, IncrementalAlterConfigs). Fetch here is the Raft
 fetch of the metadata log, not a client fetch, which is why this listener has
 a dispatcher of its own.
 """
@@ -10,17 +13,28 @@ a dispatcher of its own.
 from __future__ import annotations
 
 from broker.dispatch import Dispatcher
-from broker.handlers import api_versions
+from broker.handlers import (
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    incremental_alter_configs,
+)
+from broker.handlers.init_producer_id import PRODUCER_ID_BLOCK_SIZE
+from broker.quorum_controller import NotControllerError
 from controller.raft import wire
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
 
 DESCRIBE_QUORUM_KEY = 55
-
-
-def _declared_range(api_key: int) -> tuple[int, int]:
-    versions = APIS_BY_KEY[api_key].versions
-    return min(versions), max(versions)
+BROKER_REGISTRATION_KEY = 62
+BROKER_HEARTBEAT_KEY = 63
+ALLOCATE_PRODUCER_IDS_KEY = 67
+_APID = struct_classes(APIS_BY_KEY[ALLOCATE_PRODUCER_IDS_KEY].response)
+_REG = struct_classes(APIS_BY_KEY[BROKER_REGISTRATION_KEY].response)
+_HB = struct_classes(APIS_BY_KEY[BROKER_HEARTBEAT_KEY].response)
 
 
 def build_controller_dispatcher(broker) -> Dispatcher:
@@ -41,9 +55,51 @@ def build_controller_dispatcher(broker) -> Dispatcher:
     def describe_quorum(ctx, request):
         return describe_quorum_response(broker, ctx.api_version, request)
 
-    low, high = _declared_range(DESCRIBE_QUORUM_KEY)
-    dispatcher.register(DESCRIBE_QUORUM_KEY, low, high, describe_quorum)
+    dispatcher.register(DESCRIBE_QUORUM_KEY, 0, 2, describe_quorum)
+
+    async def broker_registration(ctx, request):
+        return await broker_registration_response(broker, request)
+
+    async def broker_heartbeat(ctx, request):
+        return await broker_heartbeat_response(broker, request)
+
+    dispatcher.register(BROKER_REGISTRATION_KEY, 0, 4, broker_registration)
+    dispatcher.register(BROKER_HEARTBEAT_KEY, 0, 1, broker_heartbeat)
+
+    # The admin requests brokers forward, served by the same handlers as on a
+    # broker's client listener (on the active controller they act locally).
+    create_topics.register(dispatcher, broker, allow_internal=True)
+    for module in (delete_topics, create_partitions, alter_configs, incremental_alter_configs):
+        module.register(dispatcher, broker)
+
+    async def allocate_producer_ids(ctx, request):
+        try:
+            block = await broker.controller.allocate_producer_ids(request.broker_id, request.broker_epoch, PRODUCER_ID_BLOCK_SIZE)
+        except NotControllerError:
+            return _APID.AllocateProducerIdsResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, producer_id_start=-1, producer_id_len=0)
+        return _APID.AllocateProducerIdsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id_start=block.start, producer_id_len=len(block)
+        )
+
+    dispatcher.register(ALLOCATE_PRODUCER_IDS_KEY, 0, 0, allocate_producer_ids)
     return dispatcher
+
+
+async def broker_registration_response(broker, request):
+    """BrokerRegistration, answered by the active controller (NOT_CONTROLLER elsewhere)."""
+    result = await broker.controller.register_broker(request)
+    return _REG.BrokerRegistrationResponse(throttle_time_ms=0, error_code=result.error, broker_epoch=result.broker_epoch)
+
+
+async def broker_heartbeat_response(broker, request):
+    result = await broker.controller.broker_heartbeat(request)
+    return _HB.BrokerHeartbeatResponse(
+        throttle_time_ms=0,
+        error_code=result.error,
+        is_caught_up=result.is_caught_up,
+        is_fenced=result.is_fenced,
+        should_shut_down=result.should_shut_down,
+    )
 
 
 def describe_quorum_response(broker, api_version: int, request):

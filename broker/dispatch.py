@@ -49,6 +49,10 @@ class Dispatcher:
 
     def __init__(self) -> None:
         self.handlers: dict[int, HandlerSpec] = {}
+        # Set on a broker's client listener: admin requests the active
+        # controller answers (see broker/forwarding.py).
+        self.forwarder = None
+        self.forwarded_keys: frozenset[int] = frozenset()
 
     def register(self, api_key: int, min_version: int, max_version: int, handle: Handler) -> None:
         api = APIS_BY_KEY[api_key]
@@ -81,6 +85,10 @@ class Dispatcher:
             log.warning("closing %s: malformed %s v%d request: %s", connection.peer, spec.api.name, api_version, exc)
             return self.CLOSE
         ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, connection.peer)
+        if api_key in self.forwarded_keys:
+            forwarded = await self.forwarder.forward(spec.api, api_version, body)
+            if forwarded is not None:
+                return encode_response(spec.api, api_version, correlation_id, forwarded)
         response = spec.handle(ctx, body)
         if spec.is_async:
             response = await response

@@ -25,6 +25,16 @@ import uuid
 from collections.abc import Callable
 
 from controller import metadata_commands as commands
+from controller.broker_lifecycle import (
+    BrokerHeartbeatTracker,
+    HeartbeatResult,
+    RegistrationResult,
+    plan_broker_heartbeat,
+    plan_fence_brokers,
+    plan_register_broker,
+    rack_alternating_order,
+    usable_broker_ids,
+)
 from controller.config_commands import AlterConfigsResult, ConfigChange
 from controller.metadata.image import MetadataImage, apply_records
 from controller.metadata.records import decode_record, encode_record, record_api_key
@@ -58,18 +68,26 @@ class QuorumController:
         defaults: ClusterDefaults,
         *,
         snapshot_bytes_between: int = 20 << 20,
+        snapshot_interval_ms: int = 3_600_000,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
         clock_ms: Callable[[], int] | None = None,
+        cluster_id: str = "",
+        broker_session_timeout_ms: int = 9000,
     ):
         self.log = raft_log
         self.defaults = defaults
         self.snapshot_bytes_between = snapshot_bytes_between
+        # metadata.log.max.snapshot.interval.ms: also snapshot this long after the last one (0: never by time).
+        self.snapshot_interval_ms = snapshot_interval_ms
         self._new_uuid = new_uuid
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.driver = None  # set by attach(); the driver proposes and reports back
+        # Set on brokers: how a node that is not the leader reaches the active controller.
+        self.channel = None
         self.image = MetadataImage()
         self.applied_end_offset = 0
         self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = self._clock_ms()
         self._listeners: list[ImageListener] = []
         self._caught_up = asyncio.Event()
         # Leader state.
@@ -80,6 +98,9 @@ class QuorumController:
         self._planned: MetadataImage | None = None
         self._in_flight: list[tuple[int, asyncio.Future]] = []
         self.leader_id: int | None = None
+        self.cluster_id = cluster_id
+        self._sessions = BrokerHeartbeatTracker(broker_session_timeout_ms)
+        self._session_task: asyncio.Task | None = None
         self._load_latest_snapshot()
 
     def attach(self, driver) -> None:
@@ -160,10 +181,14 @@ class QuorumController:
             self._write_from_offset = self.log.end_offset
             self._write_ready.clear()
             log.info("metadata: this node is the active controller (epoch %d)", epoch)
+            self._session_task = asyncio.get_running_loop().create_task(self._expire_sessions(), name="broker sessions")
         elif not is_leader:
             self._write_ready.clear()
             if was_leader:
                 log.info("metadata: no longer the active controller (epoch %d, leader %s)", epoch, leader_id)
+            if self._session_task is not None:
+                self._session_task.cancel()
+                self._session_task = None
             self._fail_in_flight()
 
     def _fail_in_flight(self) -> None:
@@ -178,16 +203,20 @@ class QuorumController:
             listener(old, new)
 
     def _maybe_snapshot(self) -> None:
-        if self._bytes_since_snapshot < self.snapshot_bytes_between or self.driver is None:
+        if self.driver is None or self._bytes_since_snapshot == 0:
+            return
+        now_ms = self._clock_ms()
+        by_time = self.snapshot_interval_ms > 0 and now_ms - self._last_snapshot_ms >= self.snapshot_interval_ms
+        if self._bytes_since_snapshot < self.snapshot_bytes_between and not by_time:
             return
         end = self.applied_end_offset
         snapshot_id = SnapshotId(end, self.log.epoch_at(end - 1))
         latest = self.log.latest_snapshot
         if latest is not None and latest.end_offset >= end:
             return
-        now_ms = self._clock_ms()
         self.log.create_snapshot(snapshot_id, encode_snapshot_file(self.image, now_ms, now_ms))
         self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now_ms
         log.info("metadata: wrote snapshot %s", snapshot_id)
         self.driver.snapshot_created(snapshot_id)
 
@@ -230,10 +259,14 @@ class QuorumController:
     async def create_topics(
         self, specs: list[CreateTopicSpec], *, validate_only: bool = False, internal: bool = False
     ) -> list[CreateTopicResult]:
+        if not self._is_leader and self.channel is not None and not validate_only:
+            forwarded = await self.channel.create_topics(specs)
+            if forwarded is not None:
+                return forwarded
         try:
             return await self._submit(
                 lambda image: commands.create_topics(
-                    image, specs, self.defaults, self._new_uuid, validate_only=validate_only, internal=internal
+                    image, specs, self._placement_defaults(image), self._new_uuid, validate_only=validate_only, internal=internal
                 )
             )
         except NotControllerError as exc:
@@ -244,7 +277,7 @@ class QuorumController:
     ) -> list[CreatePartitionsResult]:
         try:
             return await self._submit(
-                lambda image: commands.create_partitions(image, specs, self.defaults, validate_only=validate_only)
+                lambda image: commands.create_partitions(image, specs, self._placement_defaults(image), validate_only=validate_only)
             )
         except NotControllerError as exc:
             names = dict.fromkeys(spec.name for spec in specs)
@@ -270,6 +303,11 @@ class QuorumController:
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int, block_size: int) -> range:
         """Raises NotControllerError when this node cannot allocate."""
+        if not self._is_leader and self.channel is not None:
+            block = await self.channel.allocate_producer_ids(broker_id, broker_epoch)
+            if block is None:
+                raise NotControllerError("the active controller did not allocate producer ids")
+            return block
         holder: list[range] = []
 
         def plan(image):
@@ -279,5 +317,74 @@ class QuorumController:
 
         return await self._submit(plan)
 
+    # -- brokers: registration, heartbeats, sessions ------------------------------
+
+    def _placement_defaults(self, image: MetadataImage) -> ClusterDefaults:
+        """New replicas go to the usable registered brokers, rack-aware (this node until any registered)."""
+        usable = usable_broker_ids(image)
+        if not usable:
+            return self.defaults
+        return dataclasses.replace(self.defaults, broker_ids=usable, placement_order=rack_alternating_order(image, usable))
+
+    async def register_broker(self, request) -> RegistrationResult:
+        now_ms = self._clock_ms()
+
+        def plan(image):
+            # The record is the first of the batch proposed right after this
+            # plan, so the log end is its offset: Kafka's broker epoch.
+            return plan_register_broker(
+                image,
+                request,
+                cluster_id=self.cluster_id,
+                broker_epoch=self.log.end_offset,
+                session_alive=self._sessions.heard_alive(request.broker_id, now_ms),
+            )
+
+        try:
+            result = await self._submit(plan)
+        except NotControllerError:
+            return RegistrationResult(ErrorCode.NOT_CONTROLLER)
+        if result.error == ErrorCode.NONE:
+            self._sessions.touch(request.broker_id, self._clock_ms())
+        return result
+
+    async def broker_heartbeat(self, request) -> HeartbeatResult:
+        if self._is_leader:
+            # Renewed before anything else: a heartbeat proves the broker alive
+            # even when the answer has to wait for a commit.
+            broker = (self._planned or self.image).brokers.get(request.broker_id)
+            if broker is not None and broker.epoch == request.broker_epoch:
+                self._sessions.touch(request.broker_id, self._clock_ms())
+        try:
+            return await self._submit(lambda image: plan_broker_heartbeat(image, request))
+        except NotControllerError:
+            return HeartbeatResult(ErrorCode.NOT_CONTROLLER)
+
+    async def _expire_sessions(self) -> None:
+        """The active controller fences brokers whose heartbeats stopped."""
+        timeout_ms = self._sessions.session_timeout_ms
+        interval_s = max(min(timeout_ms / 4, 1000), 10) / 1000
+        await self._write_ready.wait()
+        self._sessions.reset_all(self.image, self._clock_ms())
+        last_ms = self._clock_ms()
+        while self._is_leader:
+            await asyncio.sleep(interval_s)
+            now_ms = self._clock_ms()
+            if now_ms - last_ms > timeout_ms // 2:
+                # This loop itself was stalled: it cannot tell a silent broker
+                # from heartbeats it did not get to see, so nobody is fenced for it.
+                self._sessions.reset_all(self._planned or self.image, now_ms)
+            last_ms = now_ms
+            expired = self._sessions.expired(self._planned or self.image, now_ms)
+            if not expired:
+                continue
+            log.info("metadata: fencing broker(s) %s: no heartbeat for %d ms", expired, timeout_ms)
+            try:
+                await self._submit(lambda image: (None, plan_fence_brokers(image, expired)))
+            except NotControllerError:
+                return
+
     def close(self) -> None:
+        if self._session_task is not None:
+            self._session_task.cancel()
         self._fail_in_flight()

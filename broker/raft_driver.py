@@ -319,9 +319,13 @@ class RaftDriver:
     def describe_quorum(self) -> QuorumInfo:
         """The core's view with its monotonic times turned into wall-clock milliseconds."""
         info = self.node.describe_quorum()
-        shift_ms = int(time.time() * 1000) - self._clock_ms()
+        now_ms = self._clock_ms()
+        shift_ms = int(time.time() * 1000) - now_ms
 
         def wall(replica: ReplicaState) -> ReplicaState:
+            if replica.replica_id == self.node_id and self.is_leader:
+                # The leader is caught up with itself now (Kafka reports the current time).
+                replica = ReplicaState(replica.replica_id, replica.end_offset, now_ms, now_ms)
             return ReplicaState(
                 replica.replica_id,
                 replica.end_offset,

@@ -63,6 +63,12 @@ class ClusterDefaults:
     broker_ids: tuple[int, ...]
     num_partitions: int
     replication_factor: int
+    # The order replicas are dealt out in (rack-alternating, see
+    # controller.broker_lifecycle.rack_alternating_order); by id when unset.
+    placement_order: tuple[int, ...] | None = None
+
+    def placement(self) -> list[int]:
+        return list(self.placement_order) if self.placement_order else sorted(self.broker_ids)
 
 
 def plan_create_topic(
@@ -109,14 +115,15 @@ def plan_create_topic(
             return fail(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         if replication_factor < 1:
             return fail(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        brokers = sorted(defaults.broker_ids)
+        brokers = defaults.placement()
         if replication_factor > len(brokers):
             return fail(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
                 f"{replication_factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
             )
-        # Round-robin placement; rack awareness comes with the controller quorum.
+        # Round-robin over the placement order: with racks, consecutive brokers
+        # are in different racks, so a partition's replicas spread over racks.
         assignments = {
             p: [brokers[(p + r) % len(brokers)] for r in range(replication_factor)] for p in range(num_partitions)
         }
@@ -222,7 +229,7 @@ def plan_create_partitions(image: MetadataImage, spec: CreatePartitionsSpec, def
                 return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         assignments = [list(replicas) for replicas in spec.assignments]
     else:
-        brokers = sorted(defaults.broker_ids)
+        brokers = defaults.placement()
         if replication_factor > len(brokers):
             return fail(
                 ErrorCode.INVALID_REPLICATION_FACTOR,

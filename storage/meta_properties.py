@@ -2,6 +2,19 @@
 
 Written once when a directory is formatted, checked at every start so that a
 directory from another cluster or node is never served by mistake.
+
+A single node formats its own directories on first start
+(`ensure_meta_properties`). The nodes of a multi-node cluster must agree on the
+cluster id before they first meet, so they are formatted beforehand with
+``pybroker storage format`` (`format_storage`), as with kafka-storage.sh, and
+refuse to start on unformatted storage (`require_formatted`).
+
+The file is Kafka's version 1 (KRaft) layout::
+
+    cluster.id=<22-character base64url UUID>
+    directory.id=<22-character base64url UUID, one per directory>
+    node.id=<node.id>
+    version=1
 """
 
 from __future__ import annotations
@@ -19,9 +32,51 @@ class MetaPropertiesError(RuntimeError):
     pass
 
 
+META_PROPERTIES_VERSION = 1  # KRaft's layout; version 0 was ZooKeeper's broker.id file
+CLUSTER_ID_CHARS = 22  # 16 bytes in base64 without the two padding characters
+
+
 def new_cluster_id() -> str:
     # Kafka's cluster ids are a random UUID in URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # Kafka never hands out ids starting with "-" (they would read as a command
+    # line option) nor the all-zero id, which it reserves.
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def check_cluster_id(text: str) -> str:
+    """``text`` if it is a cluster id Kafka accepts: 16 bytes as 22 characters of
+    URL-safe base64 without padding, not the reserved all-zero id."""
+    if len(text) != CLUSTER_ID_CHARS or not all(c.isascii() and (c.isalnum() or c in "-_") for c in text):
+        raise MetaPropertiesError(
+            f"cluster id {text!r} is not a base64url-encoded UUID of {CLUSTER_ID_CHARS} characters "
+            "(make one with 'pybroker storage random-uuid')"
+        )
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except ValueError:
+        raise MetaPropertiesError(f"cluster id {text!r} is not valid base64url") from None
+    # 22 characters carry 132 bits; the last 4 must be zero for the text to be
+    # the one encoding of its 16 bytes.
+    if base64.urlsafe_b64encode(raw).decode().rstrip("=") != text:
+        raise MetaPropertiesError(f"cluster id {text!r} is not the canonical encoding of a UUID")
+    if raw == bytes(16):
+        raise MetaPropertiesError(f"cluster id {text!r} is the reserved all-zero UUID")
+    return text
+
+
+def _write_meta_properties(directory: Path, node_id: int, cluster_id: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    text = (
+        "#\n"
+        f"cluster.id={cluster_id}\n"
+        f"directory.id={new_cluster_id()}\n"
+        f"node.id={node_id}\n"
+        f"version={META_PROPERTIES_VERSION}\n"
+    )
+    write_atomically(directory / META_PROPERTIES, text.encode())
 
 
 def read_meta_properties(path: Path) -> dict[str, str]:
@@ -56,13 +111,64 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int, cluster_id: str |
         directory = Path(directory)
         if directory in found:
             continue
-        directory.mkdir(parents=True, exist_ok=True)
-        text = (
-            "#\n"
-            f"cluster.id={cluster_id}\n"
-            f"directory.id={base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip('=')}\n"
-            f"node.id={node_id}\n"
-            "version=1\n"
-        )
-        write_atomically(directory / META_PROPERTIES, text.encode())
+        _write_meta_properties(directory, node_id, cluster_id)
     return cluster_id
+
+
+def require_formatted(log_dirs: list[Path]) -> None:
+    """A node of a multi-node cluster starts only on storage formatted with the
+    cluster's id (``pybroker storage format``), as Kafka's KRaft nodes do."""
+    missing = [str(d) for d in log_dirs if not (Path(d) / META_PROPERTIES).exists()]
+    if missing:
+        raise MetaPropertiesError(
+            f"{', '.join(missing)}: not formatted; run 'pybroker storage format --config <file> --cluster-id <id>' "
+            "with the same cluster id on every node (or set cluster.id)"
+        )
+
+
+def format_storage(log_dirs: list[Path], node_id: int, cluster_id: str, *, ignore_formatted: bool = False) -> list[tuple[Path, str]]:
+    """Write meta.properties into each directory (``pybroker storage format``).
+
+    Nothing is written when some directory is already formatted, unless
+    ``ignore_formatted``: then those keep their file and the others are
+    formatted. Returns (directory, "formatted" or "already formatted")."""
+    check_cluster_id(cluster_id)
+    directories = list(dict.fromkeys(Path(d) for d in log_dirs))
+    formatted = [d for d in directories if (d / META_PROPERTIES).exists()]
+    if formatted and not ignore_formatted:
+        raise MetaPropertiesError(
+            f"{formatted[0]} is already formatted; use --ignore-formatted to leave formatted directories "
+            "as they are and format the others"
+        )
+    outcome = []
+    for directory in directories:
+        if directory in formatted:
+            outcome.append((directory, "already formatted"))
+            continue
+        _write_meta_properties(directory, node_id, cluster_id)
+        outcome.append((directory, "formatted"))
+    return outcome
+
+
+def describe_storage(log_dirs: list[Path], node_id: int | None = None) -> tuple[list[tuple[Path, dict[str, str] | None]], list[str]]:
+    """What ``pybroker storage info`` reports: each directory's meta.properties
+    (None when it has none), and the problems that would stop the node."""
+    found: list[tuple[Path, dict[str, str] | None]] = []
+    problems: list[str] = []
+    for directory in dict.fromkeys(Path(d) for d in log_dirs):
+        path = directory / META_PROPERTIES
+        if not directory.is_dir():
+            problems.append(f"{directory} does not exist")
+            found.append((directory, None))
+        elif not path.exists():
+            problems.append(f"{directory} is not formatted")
+            found.append((directory, None))
+        else:
+            values = read_meta_properties(path)
+            found.append((directory, values))
+            if node_id is not None and values.get("node.id") != str(node_id):
+                problems.append(f"{directory} belongs to node {values.get('node.id')}, not node.id={node_id}")
+    cluster_ids = sorted({values.get("cluster.id", "?") for _, values in found if values is not None})
+    if len(cluster_ids) > 1:
+        problems.append(f"the directories belong to different clusters: {', '.join(cluster_ids)}")
+    return found, problems

@@ -24,7 +24,10 @@ R = struct_classes(API.response)
 
 
 
-def register(dispatcher, broker) -> None:
+def register(dispatcher, broker, *, allow_internal: bool = False) -> None:
+    """``allow_internal``: on the controller listener, where brokers ask for their
+    internal topics (``__consumer_offsets``) to be created."""
+
     def config_entries(name: str, overrides: dict[str, str]):
         # The same values and sources DescribeConfigs reports for the topic.
         topic = TopicImage(name, ZERO_UUID, configs=MappingProxyType(dict(overrides)))
@@ -48,7 +51,7 @@ def register(dispatcher, broker) -> None:
                     configs={c.name: c.value for c in t.configs},
                 )
             )
-        results = await broker.controller.create_topics(specs, validate_only=request.validate_only)
+        results = await broker.controller.create_topics(specs, validate_only=request.validate_only, internal=allow_internal)
         topics = []
         for result in results:
             ok = result.error_code == ErrorCode.NONE

@@ -42,7 +42,6 @@ def register(dispatcher, broker) -> None:
             return R.DescribeClusterResponse(
                 throttle_time_ms=0, error_code=error, error_message=message, cluster_id="", brokers=[]
             )
-        host, port = broker.advertised_endpoint()
         return R.DescribeClusterResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,
@@ -50,7 +49,7 @@ def register(dispatcher, broker) -> None:
             endpoint_type=ENDPOINT_BROKERS,
             cluster_id=broker.cluster_id,
             controller_id=broker.controller_id,
-            brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=broker.config["broker.rack"])],
+            brokers=[R.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=r) for i, h, p, r in broker.alive_brokers()],
             cluster_authorized_operations=CLUSTER_OPERATIONS
             if request.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,

@@ -94,10 +94,9 @@ def register(dispatcher, broker) -> None:
                         else:
                             code = results[entry].error_code if entry in results else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                             topics[i] = R.MetadataResponseTopic(error_code=code, name=entry, topic_id=ZERO_UUID)
-        host, port = broker.advertised_endpoint()
         return R.MetadataResponse(
             throttle_time_ms=0,
-            brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=broker.config["broker.rack"])],
+            brokers=[R.MetadataResponseBroker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in broker.alive_brokers()],
             cluster_id=broker.cluster_id,
             controller_id=broker.controller_id,
             topics=topics,

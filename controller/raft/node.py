@@ -249,6 +249,9 @@ class RaftNode:
             self.role = Role.UNATTACHED
             # An observer looks for the leader at once; a voter waits for one to show up.
             self._election_deadline_ms = now_ms + (self._election_timeout_ms() if self.is_voter else 0)
+        if self.voters == {node_id}:
+            # A quorum of one has nobody to wait for: it elects itself at once.
+            self._election_deadline_ms = now_ms
 
     # -- public API ------------------------------------------------------
 

@@ -28,6 +28,9 @@ class VoterAddress:
     host: str
     port: int
 
+    def __str__(self) -> str:
+        return f"{self.node_id}@{self.host}:{self.port}"
+
 
 # Kafka's key -> RaftConfig field; Kafka's defaults are RaftConfig's.
 TIMING_KEYS = {

@@ -29,7 +29,10 @@ Invariants, checked after every event:
     only part of the log a node knows is committed without asking the leader,
     as in KRaft, where the high watermark is not persisted;
   * each node's applied state (the records it applied, offset by offset, or
-    loaded from a snapshot) equals the ledger's prefix up to what it applied.
+    loaded from a snapshot) equals the ledger's prefix up to what it applied;
+  * each node's metadata image, built as it applied batches (or loaded from a
+    snapshot), equals the replay of the committed ledger up to the same offset:
+    proposals are KRaft ConfigRecords, so the image is the real one brokers use.
 
 Liveness: after the chaotic phase the network heals and every node restarts;
 within a bounded time a leader must exist and a new proposal must commit and
@@ -46,6 +49,8 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.records import CONFIG_RECORD, RESOURCE_BROKER, decode_record, encode_record
 from controller.raft.log import MemoryRaftLog, SnapshotId
 from controller.raft.messages import VoteResponse
 from controller.raft.node import (
@@ -75,7 +80,7 @@ CHAOS_MS = 3000
 HEAL_SETTLE_MS = 2500  # election timeouts + backoffs + catch-up after everything heals
 COMMIT_WITHIN_MS = 3000
 MAX_EVENTS = 300_000
-DEFAULT_SEEDS = 1500
+DEFAULT_SEEDS = 2000
 # RAFT_SIM_TRACE=1 prints every event and role change of a (replayed) run.
 TRACE = bool(os.environ.get("RAFT_SIM_TRACE"))
 
@@ -84,6 +89,11 @@ Entry = tuple[int, bool, bytes]  # (epoch, control, record)
 
 class Violation(AssertionError):
     pass
+
+
+def apply_entries(image: MetadataImage, entries: list[Entry], end: int) -> MetadataImage:
+    """``image`` with the metadata records among ``entries`` applied; ``end`` is the applied end offset."""
+    return apply_records(image, [decode_record(record) for _, control, record in entries if not control], end - 1)
 
 
 def encode_state(entries: list[Entry]) -> bytes:
@@ -114,6 +124,7 @@ class SimNode:
     raft: RaftNode | None = None
     incarnation: int = 0
     applied: list[Entry] = field(default_factory=list)
+    image: MetadataImage = field(default_factory=MetadataImage)
     last_hw: int = 0
     tick_due: int | None = None
     flush_pending: bool = False
@@ -196,6 +207,7 @@ class Simulation:
         # once the high watermark is learned again.
         start = node.log.start_offset
         node.applied = decode_state(node.log.snapshot_data(node.log.latest_snapshot)) if start else []
+        node.image = apply_entries(MetadataImage(), node.applied, len(node.applied))
         if len(node.applied) != start:
             self.fail(f"node {node.node_id} snapshot holds {len(node.applied)} entries, log starts at {start}")
         self._check_prefix(node, node.applied, "restart snapshot", extend=False)
@@ -330,6 +342,7 @@ class Simulation:
                     self.fail(f"node {node.node_id} snapshot {op.snapshot_id} holds {len(entries)} entries")
                 self._check_prefix(node, entries, "installed snapshot", extend=False)
                 node.applied = entries
+                node.image = apply_entries(MetadataImage(), entries, len(entries))
         hw = raft.high_watermark
         applied = node.applied
         if hw > len(applied):
@@ -349,6 +362,7 @@ class Simulation:
                 else:
                     self.fail(f"node {node.node_id} HW {hw} is past its log end {log.end_offset}")
             self._check_prefix(node, applied, "applied state", first)
+            node.image = apply_entries(node.image, applied[first:], len(applied))
         if (
             self.snapshot_chance
             and len(applied) - log.start_offset >= 40
@@ -510,7 +524,18 @@ class Simulation:
         else:
             node = self.nodes[node_id]
         self.proposed += 1
-        records = tuple(f"s{self.seed}-p{self.proposed}-r{i}".encode() for i in range(self.rng.randint(1, 4)))
+        # Broker configs with a few recurring keys, so later records overwrite and delete earlier ones.
+        records = tuple(
+            encode_record(
+                CONFIG_RECORD(
+                    resource_type=RESOURCE_BROKER,
+                    resource_name=str(self.rng.randint(0, 2)),
+                    name=f"key-{self.rng.randint(0, 5)}",
+                    value=None if self.rng.random() < 0.2 else f"s{self.seed}-p{self.proposed}-r{i}",
+                )
+            )
+            for i in range(self.rng.randint(1, 4))
+        )
         out = node.raft.propose(self.now, list(records))
         result = out.proposal
         self.execute(node, out)
@@ -587,6 +612,9 @@ class Simulation:
         for node in self.nodes.values():
             if node.applied != self.ledger[: len(node.applied)]:
                 self.fail(f"node {node.node_id} applied state differs from the committed ledger")
+            replayed = apply_entries(MetadataImage(), self.ledger[: len(node.applied)], len(node.applied))
+            if node.image != replayed:
+                self.fail(f"node {node.node_id} image differs from the replay of the committed log")
         for base, records in self.acked:
             if [record for _, _, record in self.ledger[base : base + len(records)]] != list(records):
                 self.fail(f"acknowledged proposal at {base} is not in the committed ledger")

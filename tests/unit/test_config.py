@@ -226,7 +226,7 @@ def test_unknown_key_warns_and_is_ignored():
     assert "num.partitons" not in config.explicit
 
 
-@pytest.mark.parametrize("key", ["num.io.threads", "num.network.threads", "controller.quorum.voters"])
+@pytest.mark.parametrize("key", ["num.io.threads", "num.network.threads", "inter.broker.listener.name"])
 def test_not_yet_supported_key_warns_differently(key):
     assert key in NOT_YET_SUPPORTED
     config, warnings = load({key: "whatever"})
@@ -295,10 +295,9 @@ def test_invalid_values_raise_config_error_naming_the_key(key, value):
     assert key in str(exc.value) or canonical in str(exc.value), str(exc.value)
 
 
-def test_process_roles_must_be_broker_and_controller():
-    """The error message states the contract: only "broker,controller" runs
-    (there is no remote controller to join), so "broker" alone must be refused
-    rather than silently run with an embedded controller."""
+def test_process_roles_take_any_order_and_broker_alone_needs_a_quorum():
+    """Both roles in any order; "broker" alone has no controller to join unless
+    the quorum keys say where it is, and the message points at process.roles."""
     config, _ = load({"process.roles": "controller,broker"})
     assert sorted(config["process.roles"]) == ["broker", "controller"]
     with pytest.raises(ConfigError) as exc:

@@ -1,0 +1,40 @@
+"""DescribeQuorum (key 55), versions 0-2, on the client listener.
+
+Only the quorum's leader knows every replica's progress. A broker that is not
+the leader passes the request on to the leader's controller listener, as a
+Kafka broker forwards it to the active controller; with no leader known it
+answers NOT_LEADER_OR_FOLLOWER, which tools retry.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.controller_listener import describe_quorum_response
+from broker.kafka_client import KafkaClientConnection
+from controller.raft import wire
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+
+API = APIS_BY_KEY[55]
+log = logging.getLogger(__name__)
+
+
+def register(dispatcher, broker) -> None:
+    async def handle(ctx, request):
+        if broker.raft.is_leader:
+            return describe_quorum_response(broker, ctx.api_version, request)
+        leader = broker.raft.leader_id
+        address = broker.config.quorum_voters.get(leader) if leader is not None else None
+        if address is None:
+            return wire.describe_quorum_error(ctx.api_version, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        connection = KafkaClientConnection(address[0], address[1], f"broker-{broker.node_id}")
+        try:
+            return await connection.request(API, ctx.api_version, request, timeout_ms=broker.config.raft_config.request_timeout_ms)
+        except Exception as exc:  # the leader moved or died: the tool asks again
+            log.info("DescribeQuorum: the leader %s did not answer: %s", leader, exc)
+            return wire.describe_quorum_error(ctx.api_version, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        finally:
+            connection.close()
+
+    dispatcher.register(API.key, 0, 2, handle)

@@ -1,0 +1,156 @@
+"""The broker side of cluster membership: register, heartbeat, shut down in order.
+
+After the node's metadata has caught up, it registers with the active
+controller (BrokerRegistration with its advertised listeners and rack) and
+then heartbeats every ``broker.heartbeat.interval.ms``, reporting how far it
+has applied the metadata log. It starts fenced; the controller unfences it
+once it has seen its own registration, and only then does the broker count as
+started. On shutdown it asks to shut down (controlled shutdown) so that its
+leaderships move before it goes.
+
+Requests go to the active controller: in-process when this node is it,
+otherwise to the leader's controller listener. A heartbeat answered
+STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED (the registration was lost, or
+another controller fenced and forgot us) sends the broker back to registering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from broker.controller_listener import broker_heartbeat_response, broker_registration_response
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+log = logging.getLogger(__name__)
+
+REGISTRATION = APIS_BY_KEY[62]
+HEARTBEAT = APIS_BY_KEY[63]
+REGISTRATION_VERSION = 4
+HEARTBEAT_VERSION = 1
+_REG = struct_classes(REGISTRATION.request)
+_HB = struct_classes(HEARTBEAT.request)
+# While fenced and waiting to be let in, heartbeat this often rather than every interval.
+FENCED_HEARTBEAT_MS = 50
+PLAINTEXT_SECURITY_PROTOCOL = 0
+
+
+class BrokerLifecycleManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.config = broker.config
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self._unfenced = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="broker lifecycle")
+
+    async def wait_unfenced(self, timeout_ms: int) -> bool:
+        try:
+            await asyncio.wait_for(self._unfenced.wait(), timeout_ms / 1000)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    # -- requests to the active controller --------------------------------------
+
+    async def _call(self, api, version: int, body, local):
+        if self.broker.raft.is_leader:
+            return await local(self.broker, body)
+        return await self.broker.controller_channel.send(api, version, body, timeout_ms=self.config.raft_config.request_timeout_ms)
+
+    def _registration(self):
+        listeners = []
+        for listener in self.config.advertised_listeners:
+            port = listener.port or self.broker.bound_ports.get(listener.name, listener.port)
+            listeners.append(
+                _REG.Listener(name=listener.name, host=listener.host, port=port, security_protocol=PLAINTEXT_SECURITY_PROTOCOL)
+            )
+        return _REG.BrokerRegistrationRequest(
+            broker_id=self.broker.node_id,
+            cluster_id=self.broker.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listeners=listeners,
+            features=[],
+            rack=self.config["broker.rack"],
+            log_dirs=[],
+            previous_broker_epoch=self.broker_epoch,
+        )
+
+    def _heartbeat(self, want_shut_down: bool = False):
+        return _HB.BrokerHeartbeatRequest(
+            broker_id=self.broker.node_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.broker.controller.image.offset,
+            want_fence=False,
+            want_shut_down=want_shut_down,
+        )
+
+    # -- the loop ------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        interval_s = self.config["broker.heartbeat.interval.ms"] / 1000
+        retry_s = FENCED_HEARTBEAT_MS / 1000
+        while not self._stopping:
+            try:
+                if self.broker_epoch < 0:
+                    response = await self._call(REGISTRATION, REGISTRATION_VERSION, self._registration(), broker_registration_response)
+                    if response is not None and response.error_code == ErrorCode.NONE:
+                        self.broker_epoch = response.broker_epoch
+                        log.info("lifecycle: registered with broker epoch %d", self.broker_epoch)
+                        continue
+                    if response is not None and response.error_code not in (ErrorCode.NOT_CONTROLLER,):
+                        log.warning("lifecycle: registration refused: %s", ErrorCode(response.error_code).name)
+                    await asyncio.sleep(retry_s)
+                    continue
+                response = await self._call(HEARTBEAT, HEARTBEAT_VERSION, self._heartbeat(), broker_heartbeat_response)
+                if response is not None:
+                    error = ErrorCode(response.error_code)
+                    if error in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
+                        log.warning("lifecycle: heartbeat answered %s; registering again", error.name)
+                        self.broker_epoch = -1
+                        continue
+                    if error == ErrorCode.NONE:
+                        self._set_fenced(response.is_fenced)
+                await asyncio.sleep(retry_s if self.fenced else interval_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug must not stop heartbeats for good
+                log.exception("lifecycle: unexpected failure")
+                await asyncio.sleep(interval_s)
+
+    def _set_fenced(self, fenced: bool) -> None:
+        if fenced != self.fenced:
+            log.info("lifecycle: broker %s", "fenced" if fenced else "unfenced")
+        self.fenced = fenced
+        if fenced:
+            self._unfenced.clear()
+        else:
+            self._unfenced.set()
+
+    async def controlled_shutdown(self, timeout_ms: int) -> None:
+        """Ask to shut down until the controller has moved our leaderships away (or time runs out)."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+        if self.broker_epoch < 0:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while loop.time() < deadline:
+            response = await self._call(HEARTBEAT, HEARTBEAT_VERSION, self._heartbeat(want_shut_down=True), broker_heartbeat_response)
+            if response is not None and response.error_code == ErrorCode.NONE and response.should_shut_down:
+                return
+            await asyncio.sleep(FENCED_HEARTBEAT_MS / 1000)
+
+    def close(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
