@@ -786,6 +786,36 @@ class PartitionLog:
         self._remove_stray_snapshots()
         return self.log_end_offset
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every batch and restart the log, empty, at ``offset`` (Kafka's
+        truncateFullyAndStartAt). A Raft follower does this when it installs a
+        snapshot its log is behind or disagrees with. Durable on return.
+
+        Segments go newest first with a directory fsync after each, so a crash
+        part-way leaves a prefix of the old log, never one with a hole; the new
+        empty segment named for ``offset`` is what makes the next open start
+        there. The leader epochs are cleared first, so that no crash point
+        leaves epoch entries describing batches that are gone; a caller that
+        crashes part-way must redo the call after reopening (the Raft log does,
+        as its newest snapshot is still ahead of the log).
+        """
+        self.leader_epochs = []
+        write_leader_epochs(self.directory / LEADER_EPOCH_CHECKPOINT, [])
+        for segment in reversed(self.segments):
+            segment.delete()
+            fsync_dir(self.directory)
+        for snapshot_offset in list(self._snapshots):
+            self._delete_snapshot(snapshot_offset)  # producer state of batches that are gone
+        self.producer_state.producers.clear()
+        new = self._new_segment(offset, 0)
+        new.index.preallocate()
+        new.time_index.preallocate()
+        self.segments = [new]
+        self._segment_bases = [offset]
+        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self._unflushed_messages = 0
+        fsync_dir(self.directory)
+
     # ----------------------------------------------------------------- retention
 
     def delete_records(self, offset: int) -> int:

@@ -9,23 +9,47 @@ Layout (Kafka's own, so ``pybroker dump-log`` and Kafka's tools read it):
   are the batch's records (keys are null, but a control record carries
   Kafka's control key, LEADER_CHANGE);
 * snapshots are files ``<end offset, 20 digits>-<epoch, 10 digits>.checkpoint``
-  next to the segments, written to ``.checkpoint.part`` first and renamed when
-  complete (a fetched snapshot) or written atomically (a local one);
+  next to the segments. A local one is written atomically (temp file, fsync,
+  rename, directory fsync); a fetched one is written chunk by chunk to
+  ``.checkpoint.part`` and renamed when complete. The newest
+  ``SNAPSHOTS_KEPT`` are kept;
 * the ``quorum-state`` file (see ``quorum_state_store``) lives here too.
 
-Nothing else is persisted. The log start offset is not stored: it is the end
-of the newest snapshot when that is above the first offset the segments hold,
-because the log only ever drops a prefix that a snapshot covers. A crash in
-the middle of installing a fetched snapshot (renamed, but the log not yet cut)
-is finished at the next open by the same rule.
+Nothing else is persisted; in particular the log start offset is not stored.
+It is recovered at open as the end of the newest snapshot whenever that is
+above the first offset the segments hold. This gives back the start the log
+had before the restart because the log only ever drops a prefix that a
+snapshot covers, and the Raft core drops it as soon as a snapshot exists
+(``snapshot_created`` calls ``delete_before`` at once; ``commit_snapshot``
+does it itself). The only states where the newest snapshot is above the start
+are the windows a crash can cut (snapshot file renamed, prefix not yet
+dropped), and then the open finishes the job: dropping the prefix, or, when the
+log is behind or disagrees with the snapshot, restarting the log empty at the
+snapshot's end. Either is safe, as a snapshot only ever covers committed
+records. The snapshot whose end is the start is the "start snapshot" that
+answers ``epoch_at(start - 1)`` and ``end_offset_for_epoch`` below the log.
 
-Durability: ``flush`` fsyncs; everything the segments hold after a restart
-(recovery cuts a torn tail) counts as flushed. ``truncate_to`` and prefix
-deletion are durable when they return, as the Raft core requires.
+Durability:
 
-In memory the log keeps one entry per batch (base offset, epoch), not per
-record, for ``epoch_at`` and the epoch cache; a batch's records are decoded
-only when it is read.
+* ``append`` writes to the page cache; ``flush`` fsyncs (PartitionLog.flush)
+  and only then moves ``flushed_end_offset``. Everything the segments hold
+  after a restart (PartitionLog's recovery cuts a torn tail) counts as
+  flushed: it is on disk now, whatever happened before.
+* ``truncate_to`` is durable on return (PartitionLog.truncate_to fsyncs).
+* Prefix deletion removes whole segments below the start; batches of the
+  segment that holds the start stay on disk, unread, until that segment goes.
+  A crash before the deletion is redone by the open rule above.
+* A snapshot is durable before the log is cut for it, so no crash point leaves
+  a log start without the snapshot that explains it. ``.part`` files found at
+  open are fetches a crash interrupted and are deleted, as are snapshots
+  beyond the newest ``SNAPSHOTS_KEPT`` (a crash between a rename and the
+  deletion of the oldest).
+
+In memory the log keeps one (base offset, epoch) entry per batch, in two
+parallel lists, plus the epoch cache (each epoch and the offset it starts at):
+a log of a million records in 100k batches costs two 100k-entry lists and no
+per-record work. Both are built at open from the batch headers alone; a
+batch's records are decoded only when it is read.
 """
 
 from __future__ import annotations
@@ -45,23 +69,36 @@ from storage.log import LogConfig, PartitionLog
 SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-# Segment files a PartitionLog keeps in its directory (removed when the log restarts at a snapshot).
-_SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|snapshot)$")
 
 
 def snapshot_file_name(snapshot_id: SnapshotId) -> str:
     return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}{SNAPSHOT_SUFFIX}"
 
 
+def partial_snapshot_file_name(snapshot_id: SnapshotId) -> str:
+    return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}{PARTIAL_SUFFIX}"
+
+
 class DiskRaftLog:
+    """A ``RaftLog`` in one directory, with ``MemoryRaftLog``'s observable behaviour."""
+
     SNAPSHOTS_KEPT = 2
+    # How much of a segment one PartitionLog.read returns while scanning or
+    # reading batches (a larger batch still comes back whole).
     READ_CHUNK_BYTES = 1 << 20
 
-    def __init__(self, directory: Path, *, segment_bytes: int = 64 << 20, clock_ms: Callable[[], int] | None = None):
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = 64 << 20,
+        clock_ms: Callable[[], int] | None = None,
+    ):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
-        # The leader already checked what it wrote; the log must take it as it is.
+        # The leader already checked what it wrote and a follower must take it
+        # as it is: no size or timestamp limits of a produce path here.
         self._log_config = LogConfig(
             segment_bytes=segment_bytes,
             max_message_bytes=2**31 - 1,
@@ -71,20 +108,30 @@ class DiskRaftLog:
             if name.endswith(PARTIAL_SUFFIX):
                 os.unlink(self.directory / name)  # a snapshot fetch a crash interrupted
         self._snapshots: list[SnapshotId] = sorted(self._scan_snapshots())
+        self._trim_snapshots()
         self._log = PartitionLog(self.directory, self._log_config, clock_ms=self._clock_ms)
+        # One entry per batch: its base offset and epoch.
         self._bases: list[int] = []
         self._epochs: list[int] = []
+        # The epoch cache: each epoch present and where it starts, oldest first.
+        # The first entry may start below start_offset when the start cuts
+        # through an epoch (after a reopen it starts at the first segment's
+        # base rather than where the epoch began; only the starts of later
+        # epochs are ever used as an epoch's end, so answers do not change).
+        self._epoch_epochs: list[int] = []
+        self._epoch_starts: list[int] = []
         self._load_batch_index()
         self._start_offset = self._log.log_start_offset
         self._start_snapshot: SnapshotId | None = None
         latest = self.latest_snapshot
         if latest is not None and latest.end_offset > self._start_offset:
-            if not self._holds_boundary(latest):
-                self._restart_at(latest)  # an install a crash interrupted
-            else:
+            # A crash came between storing the snapshot and cutting the log for it.
+            if self._holds_boundary(latest):
                 self._drop_prefix(latest)
-        elif latest is not None and latest.end_offset == self._start_offset:
-            self._start_snapshot = latest
+            else:
+                self._restart_at(latest)
+        else:
+            self._start_snapshot = next((s for s in self._snapshots if s.end_offset == self._start_offset), None)
         self._flushed_end_offset = self.end_offset
 
     # -- opening -----------------------------------------------------------
@@ -96,9 +143,7 @@ class DiskRaftLog:
                 yield SnapshotId(int(match.group(1)), int(match.group(2)))
 
     def _load_batch_index(self) -> None:
-        """One (base offset, epoch) per batch, from the batch headers only."""
-        self._bases.clear()
-        self._epochs.clear()
+        """One (base offset, epoch) per batch and the epoch cache, from the batch headers only."""
         offset = self._log.log_start_offset
         end = self._log.log_end_offset
         while offset < end:
@@ -106,9 +151,15 @@ class DiskRaftLog:
             if not data:
                 break
             for _, _, header in iter_batches(data):
-                self._bases.append(header.base_offset)
-                self._epochs.append(header.partition_leader_epoch)
+                self._add_to_index(header.base_offset, header.partition_leader_epoch)
                 offset = header.base_offset + header.last_offset_delta + 1
+
+    def _add_to_index(self, base_offset: int, epoch: int) -> None:
+        self._bases.append(base_offset)
+        self._epochs.append(epoch)
+        if not self._epoch_epochs or self._epoch_epochs[-1] < epoch:
+            self._epoch_epochs.append(epoch)
+            self._epoch_starts.append(base_offset)
 
     # -- reads -------------------------------------------------------------
 
@@ -139,10 +190,11 @@ class DiskRaftLog:
         end = self.end_offset
         if offset >= end or not self._bases:
             return []
-        index = max(self._index_of(offset), 0)
-        position = self._bases[index]
+        # Never below the start: the segment holding the start may still hold
+        # batches of the deleted prefix.
+        position = self._bases[max(self._index_of(offset), 0)]
         out: list[Batch] = []
-        total = 0
+        total_bytes = 0
         while position < end:
             data = self._log.read(position, self.READ_CHUNK_BYTES, upper_offset=end)
             if not data:
@@ -155,10 +207,10 @@ class DiskRaftLog:
                     tuple(b"" if r.value is None else bytes(r.value) for r in records),
                     header.is_control,
                 )
-                if out and total + batch.size_bytes > max_bytes:
+                if out and total_bytes + batch.size_bytes > max_bytes:
                     return out
                 out.append(batch)
-                total += batch.size_bytes
+                total_bytes += batch.size_bytes
                 position = batch.end_offset
         return out
 
@@ -171,19 +223,8 @@ class DiskRaftLog:
             raise ValueError(f"offset {offset} is at or past the log end {self.end_offset}")
         return self._epochs[self._index_of(offset)]
 
-    def _epoch_starts(self) -> tuple[list[int], list[int]]:
-        """(epochs, start offsets) of the epochs the batches hold, oldest first."""
-        epochs: list[int] = []
-        starts: list[int] = []
-        for base, epoch in zip(self._bases, self._epochs):
-            if not epochs or epochs[-1] < epoch:
-                epochs.append(epoch)
-                starts.append(base)
-        return epochs, starts
-
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
-        epochs, starts = self._epoch_starts()
-        return epoch_end_offset(epochs, starts, self._start_snapshot, self.end_offset, epoch)
+        return epoch_end_offset(self._epoch_epochs, self._epoch_starts, self._start_snapshot, self.end_offset, epoch)
 
     # -- writes ------------------------------------------------------------
 
@@ -200,9 +241,12 @@ class DiskRaftLog:
             is_control=batch.control,
             partition_leader_epoch=batch.epoch,
         )
-        self._log.append(data, leader_epoch=batch.epoch)
-        self._bases.append(batch.base_offset)
-        self._epochs.append(batch.epoch)
+        # PartitionLog patches the base offset (its log end) and the leader
+        # epoch into the batch, and records the epoch in its own epoch cache.
+        result = self._log.append(data, leader_epoch=batch.epoch)
+        if result.base_offset != batch.base_offset:  # cannot happen: checked against the same log end
+            raise RuntimeError(f"batch {batch} landed at {result.base_offset}")
+        self._add_to_index(batch.base_offset, batch.epoch)
 
     def truncate_to(self, offset: int) -> int:
         if offset >= self.end_offset:
@@ -213,11 +257,15 @@ class DiskRaftLog:
         while index > 0 and self._batch_end(index - 1) > offset:
             index -= 1
         cut = self._bases[index] if index < len(self._bases) else self.end_offset
-        self._log.truncate_to(cut)  # fsyncs
+        self._log.truncate_to(cut)  # fsyncs before returning
         del self._bases[index:]
         del self._epochs[index:]
-        self._flushed_end_offset = min(self._flushed_end_offset, self.end_offset)
-        return self.end_offset
+        end = self.end_offset
+        self._flushed_end_offset = min(self._flushed_end_offset, end)
+        cut_epochs = bisect.bisect_left(self._epoch_starts, end) if self._bases else 0
+        del self._epoch_epochs[cut_epochs:]
+        del self._epoch_starts[cut_epochs:]
+        return end
 
     def _batch_end(self, index: int) -> int:
         return self._bases[index + 1] if index + 1 < len(self._bases) else self.end_offset
@@ -235,6 +283,9 @@ class DiskRaftLog:
     def _snapshot_path(self, snapshot_id: SnapshotId) -> Path:
         return self.directory / snapshot_file_name(snapshot_id)
 
+    def _partial_path(self, snapshot_id: SnapshotId) -> Path:
+        return self.directory / partial_snapshot_file_name(snapshot_id)
+
     def snapshot_data(self, snapshot_id: SnapshotId) -> bytes | None:
         if snapshot_id not in self._snapshots:
             return None
@@ -249,12 +300,12 @@ class DiskRaftLog:
     def _add_snapshot(self, snapshot_id: SnapshotId) -> None:
         if snapshot_id not in self._snapshots:
             bisect.insort(self._snapshots, snapshot_id)
+        self._trim_snapshots()
+
+    def _trim_snapshots(self) -> None:
+        # Oldest first: a crash part-way leaves the newest ones, which the open relies on.
         while len(self._snapshots) > self.SNAPSHOTS_KEPT:
-            old = self._snapshots.pop(0)
-            try:
-                os.unlink(self._snapshot_path(old))
-            except FileNotFoundError:
-                pass
+            self._snapshot_path(self._snapshots.pop(0)).unlink(missing_ok=True)
 
     def delete_before(self, snapshot_id: SnapshotId) -> None:
         if snapshot_id not in self._snapshots:
@@ -262,10 +313,13 @@ class DiskRaftLog:
         offset = snapshot_id.end_offset
         if offset <= self._start_offset:
             return
-        if offset > self.end_offset:
-            raise ValueError(f"snapshot {snapshot_id} is past the log end {self.end_offset}")
+        end = self.end_offset
+        if offset > end:
+            raise ValueError(f"snapshot {snapshot_id} is past the log end {end}")
         index = bisect.bisect_left(self._bases, offset)
         if index < len(self._bases) and self._bases[index] != offset:
+            raise ValueError(f"snapshot end {offset} is not a batch boundary")
+        if index == len(self._bases) and self._bases and offset != end:
             raise ValueError(f"snapshot end {offset} is not a batch boundary")
         self._drop_prefix(snapshot_id)
 
@@ -279,30 +333,35 @@ class DiskRaftLog:
         del self._epochs[:index]
         self._start_offset = offset
         self._start_snapshot = snapshot_id
+        # Keep the epoch entry that covers the new start; drop older ones.
+        keep_from = max(bisect.bisect_right(self._epoch_starts, offset) - 1, 0) if self._bases else len(self._epoch_starts)
+        del self._epoch_epochs[:keep_from]
+        del self._epoch_starts[:keep_from]
 
     def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> tuple[bytes, int] | None:
         if snapshot_id not in self._snapshots:
             return None
-        path = self._snapshot_path(snapshot_id)
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
+        with open(self._snapshot_path(snapshot_id), "rb") as file:
+            size_bytes = os.fstat(file.fileno()).st_size
             file.seek(position)
-            return file.read(max_bytes), size
+            return file.read(max_bytes), size_bytes
 
     def write_snapshot_chunk(self, snapshot_id: SnapshotId, position: int, data: bytes) -> None:
-        path = self.directory / (snapshot_file_name(snapshot_id)[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX)
+        path = self._partial_path(snapshot_id)
         if position == 0:
             mode = "wb"  # a fetch that starts over
         else:
-            size = path.stat().st_size if path.exists() else 0
-            if position != size:
-                raise ValueError(f"snapshot chunk at {position}, expected {size}")
+            size_bytes = path.stat().st_size if path.exists() else 0
+            if position != size_bytes:
+                raise ValueError(f"snapshot chunk at {position}, expected {size_bytes}")
             mode = "ab"
+        # Not fsynced per chunk: a crash loses the whole fetch anyway (the .part
+        # file is deleted at open), and commit_snapshot fsyncs once.
         with open(path, mode) as file:
             file.write(data)
 
     def commit_snapshot(self, snapshot_id: SnapshotId) -> None:
-        partial = self.directory / (snapshot_file_name(snapshot_id)[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX)
+        partial = self._partial_path(snapshot_id)
         if not partial.exists():
             raise ValueError(f"no snapshot {snapshot_id} being written")
         fd = os.open(partial, os.O_RDONLY)
@@ -312,6 +371,7 @@ class DiskRaftLog:
             os.close(fd)
         os.replace(partial, self._snapshot_path(snapshot_id))
         fsync_dir(self.directory)
+        # The snapshot is durable before the log is cut for it (see the module docstring).
         self._add_snapshot(snapshot_id)
         if snapshot_id.end_offset >= self.end_offset or not self._holds_boundary(snapshot_id):
             self._restart_at(snapshot_id)
@@ -319,33 +379,29 @@ class DiskRaftLog:
             self.delete_before(snapshot_id)
 
     def _holds_boundary(self, snapshot_id: SnapshotId) -> bool:
-        """True when this log has the snapshot's last record and a batch boundary at its end."""
+        """True when this log has the snapshot's last record, of the snapshot's
+        epoch, and a batch boundary at its end."""
         offset = snapshot_id.end_offset
         if offset - 1 < self._start_offset or offset > self.end_offset:
             return False
         if self.epoch_at(offset - 1) != snapshot_id.epoch:
             return False
+        if offset == self.end_offset:
+            return True
         index = bisect.bisect_left(self._bases, offset)
-        return (index < len(self._bases) and self._bases[index] == offset) or offset == self.end_offset
+        return index < len(self._bases) and self._bases[index] == offset
 
     def _restart_at(self, snapshot_id: SnapshotId) -> None:
         """Empty the log and start it again at the snapshot's end (the log is behind it or disagrees)."""
-        self._log.close()
-        for name in os.listdir(self.directory):
-            if _SEGMENT_FILE.match(name) or name == "leader-epoch-checkpoint":
-                os.unlink(self.directory / name)
         offset = snapshot_id.end_offset
-        # An empty segment named for the offset makes the reopened log start there.
-        (self.directory / f"{offset:020d}.log").touch()
-        fsync_dir(self.directory)
-        self._log = PartitionLog(self.directory, self._log_config, clock_ms=self._clock_ms, log_start_offset=offset)
+        self._log.truncate_fully_and_start_at(offset)
         self._bases.clear()
         self._epochs.clear()
+        self._epoch_epochs.clear()
+        self._epoch_starts.clear()
         self._start_offset = offset
         self._start_snapshot = snapshot_id
         self._flushed_end_offset = offset
 
     def close(self) -> None:
-        self._log.flush(fsync=True)
-        self._log.close()
-
+        self._log.close()  # flushes (PartitionLog fsyncs on close)

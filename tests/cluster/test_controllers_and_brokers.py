@@ -94,6 +94,9 @@ def test_controllers_and_brokers(cluster):
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     create(admin, NewTopic("orders", num_partitions=4, replication_factor=1))
+    # Committed by the controller; each broker learns it from the metadata log.
+    for broker in (broker4, broker5):
+        assert wait_until_true(lambda b=broker: "orders" in {t.name for t in metadata(b).topics}, 10)
     orders = next(t for t in metadata(broker4).topics if t.name == "orders")
     assert {p.leader_id for p in orders.partitions} == {4, 5}
 
