@@ -804,8 +804,8 @@ class PartitionLog:
         for segment in reversed(self.segments):
             segment.delete()
             fsync_dir(self.directory)
-        for snapshot_offset in list(self._snapshots):
-            self._delete_snapshot(snapshot_offset)  # producer state of batches that are gone
+        for offset_of_snapshot in list(self._snapshots):
+            self._delete_snapshot(offset_of_snapshot)  # producer state of batches that are gone
         self.producer_state.producers.clear()
         new = self._new_segment(offset, 0)
         new.index.preallocate()
