@@ -12,7 +12,11 @@ Kafka's KRaft rules (KIP-631):
   (FenceBrokerRecord): it leaves every ISR it was in (never emptying one) and
   every partition it led gets a new leader from the remaining ISR, or none.
 * A broker that asks to shut down (want_shut_down) gives up its leaderships
-  first (controlled shutdown) and is told it may stop once it leads nothing.
+  and ISR places first (controlled shutdown) and is told it may stop once it
+  leads nothing another broker could lead (see :func:`plan_broker_heartbeat`).
+* UnregisterBroker removes a registration, with the effects of fencing.
+* unclean.leader.election.enable (topic, else cluster default) lets a replica
+  outside the ISR lead when no in-sync replica is usable.
 
 Session times are not replicated: only the active controller keeps them
 (:class:`BrokerHeartbeatTracker`), and a newly active controller grants every
@@ -22,9 +26,10 @@ registered broker a fresh session, as Kafka's does.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from controller.metadata.image import MetadataImage, PartitionImage
+from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from controller.metadata.records import (
     BROKER_ENDPOINT,
     BROKER_FEATURE,
@@ -35,8 +40,14 @@ from controller.metadata.records import (
     PARTITION_CHANGE_RECORD,
     REGISTER_BROKER_RECORD,
     UNFENCE_BROKER_RECORD,
+    UNREGISTER_BROKER_RECORD,
 )
 from protocol.errors import ErrorCode
+
+# PartitionRecord/PartitionChangeRecord.leader_recovery_state after an unclean
+# election: the new leader must recover its log before it takes an ISR again.
+LEADER_RECOVERY_STATE_RECOVERING = 1
+UNCLEAN_LEADER_ELECTION_CONFIG = "unclean.leader.election.enable"
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,11 @@ class BrokerHeartbeatTracker:
         self._last_heartbeat_ms[broker_id] = now_ms
         self._heard.add(broker_id)
 
+    def remove(self, broker_id: int) -> None:
+        """Forget a broker's session (it unregistered)."""
+        self._last_heartbeat_ms.pop(broker_id, None)
+        self._heard.discard(broker_id)
+
     def reset_all(self, image: MetadataImage, now_ms: int) -> None:
         """A new active controller cannot know who heartbeated to its predecessor:
         every registered broker gets a fresh session, not yet heard from."""
@@ -84,37 +100,64 @@ class BrokerHeartbeatTracker:
         return broker_id in self._heard and self.session_alive(broker_id, now_ms)
 
     def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
-        """Unfenced brokers whose session ran out."""
+        """Unfenced brokers whose session ran out (or that never had one here)."""
         return sorted(
             broker_id
             for broker_id, broker in image.brokers.items()
             if not broker.fenced and not self.session_alive(broker_id, now_ms)
         )
 
+    def next_expiry_ms(self, image: MetadataImage) -> int | None:
+        """When the first session of an unfenced broker runs out (the time at which
+        :meth:`expired` first reports it), or None when no unfenced broker has one
+        to run out. A broker without a session is due at once (0)."""
+        due_ms = [
+            self._last_heartbeat_ms[broker_id] + self.session_timeout_ms if broker_id in self._last_heartbeat_ms else 0
+            for broker_id, broker in image.brokers.items()
+            if not broker.fenced
+        ]
+        return min(due_ms, default=None)
+
 
 def plan_register_broker(
     image: MetadataImage, request, *, cluster_id: str, broker_epoch: int, session_alive: bool
 ) -> tuple[RegistrationResult, list]:
-    """BrokerRegistration: a RegisterBrokerRecord (fenced), or Kafka's error."""
+    """BrokerRegistration: a RegisterBrokerRecord (fenced), or Kafka's error.
+
+    ``broker_epoch`` is the offset the record will be written at (Kafka numbers
+    broker epochs so); ``session_alive`` says whether the registered
+    incarnation of this broker id still heartbeats to this controller.
+    """
     if request.cluster_id != cluster_id:
-        return RegistrationResult(ErrorCode.INCONSISTENT_CLUSTER_ID, message=f"expected cluster {cluster_id}"), []
+        return RegistrationResult(
+            ErrorCode.INCONSISTENT_CLUSTER_ID,
+            message=f"Expected cluster ID {cluster_id}, but got cluster ID {request.cluster_id}",
+        ), []
     existing = image.brokers.get(request.broker_id)
     if existing is not None and existing.incarnation_id != request.incarnation_id and session_alive:
         # Another process with the same node.id is alive: refuse rather than let them fight.
         return RegistrationResult(
             ErrorCode.DUPLICATE_BROKER_REGISTRATION,
-            message=f"broker {request.broker_id} is registered with another incarnation and its session is alive",
+            message=f"Another broker is registered with that broker id {request.broker_id} and its session is alive.",
         ), []
+    unsupported = _unsupported_feature(image, request.features)
+    if unsupported is not None:
+        return RegistrationResult(ErrorCode.UNSUPPORTED_VERSION, message=unsupported), []
     record = REGISTER_BROKER_RECORD(
         broker_id=request.broker_id,
+        is_migrating_zk_broker=bool(getattr(request, "is_migrating_zk_broker", False)),
         incarnation_id=request.incarnation_id,
         broker_epoch=broker_epoch,
         end_points=[
-            BROKER_ENDPOINT.cls(name=l.name, host=l.host, port=l.port, security_protocol=l.security_protocol)
-            for l in request.listeners
+            BROKER_ENDPOINT.cls(
+                name=listener.name, host=listener.host, port=listener.port, security_protocol=listener.security_protocol
+            )
+            for listener in request.listeners
         ],
         features=[
-            BROKER_FEATURE.cls(name=f.name, min_supported_version=f.min_supported_version, max_supported_version=f.max_supported_version)
+            BROKER_FEATURE.cls(
+                name=f.name, min_supported_version=f.min_supported_version, max_supported_version=f.max_supported_version
+            )
             for f in request.features
         ],
         rack=request.rack,
@@ -125,25 +168,67 @@ def plan_register_broker(
     return RegistrationResult(ErrorCode.NONE, broker_epoch), [record]
 
 
-def plan_broker_heartbeat(image: MetadataImage, request) -> tuple[HeartbeatResult, list]:
+def _unsupported_feature(image: MetadataImage, features) -> str | None:
+    """Why the broker cannot run at the cluster's finalized feature levels, or None.
+    A feature the broker does not list is not checked (it predates the feature,
+    and this controller accepts such brokers)."""
+    for feature in features:
+        level = image.features.get(feature.name)
+        if level is None:
+            continue
+        if not feature.min_supported_version <= level <= feature.max_supported_version:
+            return (
+                f"Unable to register because the broker does not support finalized version {level} of "
+                f"{feature.name}. The broker wants a version between {feature.min_supported_version} and "
+                f"{feature.max_supported_version}, inclusive."
+            )
+    return None
+
+
+def plan_broker_heartbeat(
+    image: MetadataImage,
+    request,
+    now_ms: int | None = None,
+    *,
+    tracker: BrokerHeartbeatTracker | None = None,
+    registration_offset: int | None = None,
+) -> tuple[HeartbeatResult, list]:
     """BrokerHeartbeat: unfence a caught-up broker, fence one that asks, or move
-    leadership away from one that wants to shut down. The caller has already
-    renewed the broker's session."""
+    leadership away from one that wants to shut down.
+
+    With ``tracker`` (and ``now_ms``) the broker's session is renewed here once
+    the request proves to come from the registered incarnation; a caller that
+    renews sessions itself passes neither. ``registration_offset`` is the
+    offset of the broker's RegisterBrokerRecord, which is its broker epoch
+    unless the caller knows better.
+
+    Controlled shutdown, simplified from Kafka's: the first heartbeat asking to
+    shut down marks the broker in controlled shutdown, hands each partition it
+    leads to another usable member of the ISR and takes it out of every ISR
+    (never emptying one). The answer says ``should_shut_down`` once, with these
+    records applied, the broker leads nothing another broker could lead: the
+    caller answers only after the records are committed, so the broker stops
+    only after its leaderships have moved. Where Kafka would leave a partition
+    without a leader (its only in-sync replica is leaving), the leaving broker
+    stays its leader until it is fenced, as the session expiry will do.
+    """
     broker = image.brokers.get(request.broker_id)
     if broker is None:
         return HeartbeatResult(ErrorCode.BROKER_ID_NOT_REGISTERED), []
     if broker.epoch != request.broker_epoch:
         return HeartbeatResult(ErrorCode.STALE_BROKER_EPOCH), []
-    # The broker epoch is the offset of its registration record: seeing that
-    # offset means the broker has caught up with its own registration.
-    caught_up = request.current_metadata_offset >= broker.epoch
+    if tracker is not None and now_ms is not None:
+        tracker.touch(broker.broker_id, now_ms)
+    if registration_offset is None:
+        registration_offset = broker.epoch
+    # Kafka's rule: a broker has caught up once it has seen its own registration.
+    caught_up = request.current_metadata_offset >= registration_offset
     records: list = []
     fenced = broker.fenced
     if request.want_shut_down:
-        records += _controlled_shutdown_records(image, broker.broker_id, broker.epoch, broker.in_controlled_shutdown)
-        # Done once every leadership that can move has moved: a partition with
-        # nobody else in sync stays led by the leaving broker (no data loss by
-        # handing it to an out-of-sync replica), and is fenced with it.
+        if not fenced:
+            # A fenced broker leads nothing and is in no ISR that could move: it may just stop.
+            records += _controlled_shutdown_records(image, broker.broker_id, broker.epoch, broker.in_controlled_shutdown)
         return HeartbeatResult(ErrorCode.NONE, caught_up, fenced, should_shut_down=True), records
     if fenced and not request.want_fence and caught_up:
         records.append(UNFENCE_BROKER_RECORD(id=broker.broker_id, epoch=broker.epoch))
@@ -155,13 +240,26 @@ def plan_broker_heartbeat(image: MetadataImage, request) -> tuple[HeartbeatResul
     return HeartbeatResult(ErrorCode.NONE, caught_up, fenced, False), records
 
 
-def plan_fence_brokers(image: MetadataImage, broker_ids: list[int]) -> list:
+def plan_fence_brokers(image: MetadataImage, broker_ids: Iterable[int]) -> list:
     """Fence brokers (a session ran out, or they asked): FenceBrokerRecords, then
-    every partition they led or followed in sync loses them."""
-    gone = set(broker_ids)
-    records: list = [FENCE_BROKER_RECORD(id=b, epoch=image.brokers[b].epoch) for b in sorted(gone) if b in image.brokers]
-    records += _remove_from_isrs(image, gone, usable=_usable_after(image, gone))
+    every partition they led or followed in sync loses them. Unregistered brokers
+    are skipped; an already fenced one gets no second FenceBrokerRecord, but any
+    partition still naming it is fixed all the same."""
+    gone = {b for b in broker_ids if b in image.brokers}
+    records: list = [FENCE_BROKER_RECORD(id=b, epoch=image.brokers[b].epoch) for b in sorted(gone) if not image.brokers[b].fenced]
+    records += _leave_partitions(image, gone, _usable_after(image, gone))
     return records
+
+
+def plan_unregister_broker(image: MetadataImage, broker_id: int) -> tuple[ErrorCode, list]:
+    """UnregisterBroker: the broker leaves every ISR and leadership, as when fenced,
+    and its registration is removed."""
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        return ErrorCode.BROKER_ID_NOT_REGISTERED, []
+    records = _leave_partitions(image, {broker_id}, _usable_after(image, {broker_id}))
+    records.append(UNREGISTER_BROKER_RECORD(broker_id=broker_id, broker_epoch=broker.epoch))
+    return ErrorCode.NONE, records
 
 
 def usable_broker_ids(image: MetadataImage) -> tuple[int, ...]:
@@ -175,7 +273,9 @@ def rack_alternating_order(image: MetadataImage, broker_ids: tuple[int, ...]) ->
     """Brokers in the order replicas are dealt out: one broker of each rack in turn
     (racks by name, brokers by id within a rack), as Kafka's rack-aware placement
     lists them, so that round-robin assignment puts a partition's replicas on as
-    many racks as it can. Brokers without a rack form a rack of their own."""
+    many racks as it can. Brokers without a rack form a rack of their own.
+    (Topic creation now places replicas with controller.placement; this order is
+    kept for callers that still pass ClusterDefaults.placement_order.)"""
     by_rack: dict[str, list[int]] = {}
     for broker_id in sorted(broker_ids):
         rack = image.brokers[broker_id].rack if broker_id in image.brokers else None
@@ -194,42 +294,91 @@ def _usable_after(image: MetadataImage, leaving: set[int]) -> set[int]:
     return {b for b in usable_broker_ids(image) if b not in leaving}
 
 
-def _change(topic_id: uuid.UUID, partition: PartitionImage, *, isr=None, leader=None):
-    fields = {"partition_id": partition.partition_id, "topic_id": topic_id}
+def unclean_election_enabled(image: MetadataImage, topic: TopicImage) -> bool:
+    """unclean.leader.election.enable of the topic, else of the cluster-wide broker default."""
+    value = topic.configs.get(UNCLEAN_LEADER_ELECTION_CONFIG)
+    if value is None:
+        value = image.broker_configs.get(UNCLEAN_LEADER_ELECTION_CONFIG, "false")
+    return value.strip().lower() == "true"
+
+
+def _change(topic_id: uuid.UUID, partition: PartitionImage, *, isr=None, leader=None, leader_recovery_state=None):
+    """A PartitionChangeRecord carrying only what differs from ``partition``, or None.
+    The leader field is set only when the leader really changes: any value there
+    bumps the leader epoch."""
+    fields = {}
     if isr is not None and tuple(isr) != partition.isr:
         fields["isr"] = list(isr)
     if leader is not None and leader != partition.leader:
         fields["leader"] = leader
-    if len(fields) == 2:
+    if leader_recovery_state is not None and leader_recovery_state != partition.leader_recovery_state:
+        fields["leader_recovery_state"] = leader_recovery_state
+    if not fields:
         return None
-    return PARTITION_CHANGE_RECORD(**fields)
+    return PARTITION_CHANGE_RECORD(partition_id=partition.partition_id, topic_id=topic_id, **fields)
 
 
-def _remove_from_isrs(image: MetadataImage, leaving: set[int], usable: set[int]) -> list:
+def _leave_partitions(image: MetadataImage, leaving: set[int], usable: set[int], *, keep_sole_leader: bool = False) -> list:
+    """The partition changes for ``leaving`` brokers going out of every ISR and leadership.
+
+    The ISR never empties: its last member stays, so that the partition can wait
+    for the one broker known to have all its data. A leaving leader is replaced
+    by the first usable member of the remaining ISR; with none, by the first
+    usable replica when the topic allows unclean election (the ISR then restarts
+    from it, recovering), else by nobody (-1). With ``keep_sole_leader`` a
+    leader nobody in sync can replace keeps its leadership and its ISR.
+    """
     records = []
     for topic in image.topics.values():
+        unclean = None
         for partition in topic.partitions.values():
             if not leaving.intersection(partition.isr) and partition.leader not in leaving:
                 continue
-            # The ISR never empties: its last member stays, so an unclean
-            # election is never needed to learn who had the data.
             isr = [b for b in partition.isr if b not in leaving] or list(partition.isr[-1:])
             leader = partition.leader
+            recovery = None
             if leader in leaving or leader == NO_LEADER:
                 leader = next((b for b in isr if b in usable), NO_LEADER)
-            change = _change(topic.topic_id, partition, isr=isr, leader=leader)
+                if leader == NO_LEADER and keep_sole_leader and partition.leader in leaving:
+                    continue
+                if leader == NO_LEADER:
+                    if unclean is None:
+                        unclean = unclean_election_enabled(image, topic)
+                    if unclean:
+                        leader = next((b for b in partition.replicas if b in usable), NO_LEADER)
+                        if leader != NO_LEADER:
+                            isr, recovery = [leader], LEADER_RECOVERY_STATE_RECOVERING
+            change = _change(topic.topic_id, partition, isr=isr, leader=leader, leader_recovery_state=recovery)
             if change is not None:
                 records.append(change)
     return records
 
 
 def _elect_on_unfence(image: MetadataImage, broker_id: int) -> list:
-    """Partitions without a leader whose ISR holds the returning broker get it back as leader."""
+    """Partitions without a leader whose ISR holds the returning broker get it back as
+    leader; with unclean election allowed, so do those where it is only a replica."""
     records = []
+    usable = set(usable_broker_ids(image))
     for topic in image.topics.values():
+        unclean = None
         for partition in topic.partitions.values():
-            if partition.leader == NO_LEADER and broker_id in partition.isr:
-                records.append(PARTITION_CHANGE_RECORD(partition_id=partition.partition_id, topic_id=topic.topic_id, leader=broker_id))
+            if partition.leader != NO_LEADER or broker_id not in partition.replicas:
+                continue
+            if broker_id in partition.isr:
+                records.append(_change(topic.topic_id, partition, leader=broker_id))
+                continue
+            if unclean is None:
+                unclean = unclean_election_enabled(image, topic)
+            if unclean and not usable.intersection(partition.isr):
+                records.append(
+                    _change(
+                        topic.topic_id,
+                        partition,
+                        isr=[broker_id],
+                        leader=broker_id,
+                        leader_recovery_state=LEADER_RECOVERY_STATE_RECOVERING,
+                    )
+                )
     return records
 
 
@@ -241,13 +390,5 @@ def _controlled_shutdown_records(image: MetadataImage, broker_id: int, broker_ep
                 broker_id=broker_id, broker_epoch=broker_epoch, in_controlled_shutdown=CONTROLLED_SHUTDOWN_CHANGE_ENTER
             )
         )
-    usable = _usable_after(image, {broker_id})
-    for topic in image.topics.values():
-        for partition in topic.partitions.values():
-            if partition.leader != broker_id:
-                continue
-            successor = next((b for b in partition.isr if b != broker_id and b in usable), None)
-            if successor is not None:
-                # The others in sync take over; the leaving broker stays in the ISR until it is fenced.
-                records.append(PARTITION_CHANGE_RECORD(partition_id=partition.partition_id, topic_id=topic.topic_id, leader=successor))
+    records += _leave_partitions(image, {broker_id}, _usable_after(image, {broker_id}), keep_sole_leader=True)
     return records

@@ -3,16 +3,31 @@
 Nothing here does IO. The controller writes the records to the metadata log
 and only then applies them to its image, so a crash between the two replays
 the same records at start-up.
+
+Where replicas go: once any broker is registered in the image, new replicas
+are placed over the usable brokers (registered, unfenced, not shutting down)
+by :func:`controller.placement.place_replicas`, and manual assignments must
+name registered brokers. An image without registered brokers (a node whose
+own registration has not been committed yet) falls back to
+``ClusterDefaults.broker_ids``.
 """
 
 from __future__ import annotations
 
+import random
 import re
 import uuid
 from dataclasses import dataclass, field
 
 from controller.metadata.image import MetadataImage
-from controller.metadata.records import CONFIG_RECORD, PARTITION_RECORD, REMOVE_TOPIC_RECORD, RESOURCE_TOPIC, TOPIC_RECORD
+from controller.metadata.records import (
+    CONFIG_RECORD,
+    PARTITION_RECORD,
+    REMOVE_TOPIC_RECORD,
+    RESOURCE_TOPIC,
+    TOPIC_RECORD,
+)
+from controller.placement import PlacementError, place_replicas, usable_brokers
 from protocol.errors import ErrorCode
 from storage.topic_config import TopicConfigError, validate_topic_configs
 
@@ -63,19 +78,68 @@ class ClusterDefaults:
     broker_ids: tuple[int, ...]
     num_partitions: int
     replication_factor: int
-    # The order replicas are dealt out in (rack-alternating, see
-    # controller.broker_lifecycle.rack_alternating_order); by id when unset.
+    # The order replicas are dealt out in when the image has no registered
+    # brokers (rack-alternating, see controller.broker_lifecycle.rack_alternating_order);
+    # by id when unset.
     placement_order: tuple[int, ...] | None = None
 
     def placement(self) -> list[int]:
         return list(self.placement_order) if self.placement_order else sorted(self.broker_ids)
 
 
+def _placement_rng(topic_name: str, rng: random.Random | None) -> random.Random:
+    # Seeded from the name, so replaying a plan gives the same placement and the
+    # partitions a topic gains later continue its leader rotation.
+    return rng if rng is not None else random.Random(topic_name)
+
+
+def _first_partitions(image: MetadataImage, assignments: dict[int, list[int]]):
+    """(isr, leader) for each new partition, or an error message (Kafka's rules).
+
+    Without registered brokers every replica counts as in sync. With them, the
+    ISR is the replicas that are usable (placed replicas all are; a manual list
+    may name fenced brokers) and the leader its first member; a partition with
+    no usable replica is refused.
+    """
+    if not image.brokers:
+        return {p: (list(replicas), replicas[0]) for p, replicas in assignments.items()}, None
+    usable = {broker_id for broker_id, _ in usable_brokers(image)}
+    firsts = {}
+    for p, replicas in assignments.items():
+        isr = [b for b in replicas if b in usable]
+        if not isr:
+            return None, (
+                f"All brokers specified in the manual partition assignment for partition {p} are fenced or in "
+                "controlled shutdown."
+            )
+        firsts[p] = (isr, isr[0])
+    return firsts, None
+
+
+def _partition_record(topic_id: uuid.UUID, partition: int, replicas: list[int], isr: list[int], leader: int):
+    return PARTITION_RECORD(
+        partition_id=partition,
+        topic_id=topic_id,
+        replicas=replicas,
+        isr=isr,
+        leader=leader,
+        leader_epoch=0,
+        partition_epoch=0,
+    )
+
+
 def plan_create_topic(
-    image: MetadataImage, spec: CreateTopicSpec, defaults: ClusterDefaults, new_topic_id: uuid.UUID, *, internal: bool = False
+    image: MetadataImage,
+    spec: CreateTopicSpec,
+    defaults: ClusterDefaults,
+    new_topic_id: uuid.UUID,
+    *,
+    internal: bool = False,
+    rng: random.Random | None = None,
 ):
     """Validate one topic creation; returns (result, records). Records are empty on error.
-    ``internal`` is the broker itself creating one of its internal topics."""
+    ``internal`` is the broker itself creating one of its internal topics; ``rng``
+    drives replica placement (default: seeded from the topic name)."""
 
     def fail(code: ErrorCode, message: str):
         return CreateTopicResult(spec.name, code, message), []
@@ -100,10 +164,11 @@ def plan_create_topic(
         sizes = {len(r) for r in spec.assignments.values()}
         if len(sizes) != 1 or 0 in sizes:
             return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "every partition needs the same, non-zero number of replicas")
+        known_broker_ids = image.brokers if image.brokers else defaults.broker_ids
         for replicas in spec.assignments.values():
             if len(set(replicas)) != len(replicas):
                 return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition lists a broker twice")
-            unknown = [b for b in replicas if b not in defaults.broker_ids]
+            unknown = [b for b in replicas if b not in known_broker_ids]
             if unknown:
                 return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown broker(s) {unknown}")
         assignments = {p: list(r) for p, r in spec.assignments.items()}
@@ -115,38 +180,28 @@ def plan_create_topic(
             return fail(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         if replication_factor < 1:
             return fail(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        brokers = defaults.placement()
-        if replication_factor > len(brokers):
+        placed = _place(image, defaults, spec.name, num_partitions, replication_factor, 0, rng)
+        if isinstance(placed, str):
             return fail(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
-                f"{replication_factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
+                f"Unable to replicate the partition {replication_factor} time(s): {placed}",
             )
-        # Round-robin over the placement order: with racks, consecutive brokers
-        # are in different racks, so a partition's replicas spread over racks.
-        assignments = {
-            p: [brokers[(p + r) % len(brokers)] for r in range(replication_factor)] for p in range(num_partitions)
-        }
+        assignments = dict(enumerate(placed))
     try:
         configs = validate_topic_configs(spec.configs)
     except TopicConfigError as exc:
         return fail(ErrorCode.INVALID_CONFIG, str(exc))
 
+    firsts, problem = _first_partitions(image, assignments)
+    if problem:
+        return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+
     records = [TOPIC_RECORD(name=spec.name, topic_id=new_topic_id)]
     for name, value in sorted(configs.items()):
         records.append(CONFIG_RECORD(resource_type=RESOURCE_TOPIC, resource_name=spec.name, name=name, value=value))
     for partition, replicas in sorted(assignments.items()):
-        records.append(
-            PARTITION_RECORD(
-                partition_id=partition,
-                topic_id=new_topic_id,
-                replicas=replicas,
-                isr=list(replicas),
-                leader=replicas[0],
-                leader_epoch=0,
-                partition_epoch=0,
-            )
-        )
+        isr, leader = firsts[partition]
+        records.append(_partition_record(new_topic_id, partition, replicas, isr, leader))
     result = CreateTopicResult(
         spec.name,
         ErrorCode.NONE,
@@ -192,11 +247,49 @@ def _manual_assignment_error(replicas: list[int], broker_ids, replication_factor
     return None
 
 
-def plan_create_partitions(image: MetadataImage, spec: CreatePartitionsSpec, defaults: ClusterDefaults):
+def _place(
+    image: MetadataImage,
+    defaults: ClusterDefaults,
+    topic_name: str,
+    num_partitions: int,
+    replication_factor: int,
+    start_partition: int,
+    rng: random.Random | None,
+) -> list[list[int]] | str:
+    """Replica lists for new partitions, or why they cannot be placed."""
+    if image.brokers:
+        try:
+            return place_replicas(
+                usable_brokers(image),
+                num_partitions,
+                replication_factor,
+                start_partition=start_partition,
+                rng=_placement_rng(topic_name, rng),
+            )
+        except PlacementError as exc:
+            return str(exc)
+    brokers = defaults.placement()
+    if replication_factor > len(brokers):
+        return (
+            f"The target replication factor of {replication_factor} cannot be reached because only "
+            f"{len(brokers)} broker(s) are registered."
+        )
+    # Round-robin over the placement order: with racks, consecutive brokers
+    # are in different racks, so a partition's replicas spread over racks.
+    return [
+        [brokers[(p + r) % len(brokers)] for r in range(replication_factor)]
+        for p in range(start_partition, start_partition + num_partitions)
+    ]
+
+
+def plan_create_partitions(
+    image: MetadataImage, spec: CreatePartitionsSpec, defaults: ClusterDefaults, *, rng: random.Random | None = None
+):
     """Validate adding partitions to a topic; returns (result, records). Records are
     empty on error. New partitions take the ids after the existing ones and the
     replication factor of the topic's existing partitions; each starts with its
-    whole replica list as ISR, led by its first replica at leader epoch 0."""
+    usable replicas as ISR (all of them when placed here), led by the first of
+    them at leader epoch 0. ``rng`` as for :func:`plan_create_topic`."""
 
     def fail(code: ErrorCode, message: str | None):
         return CreatePartitionsResult(spec.name, code, message), []
@@ -223,35 +316,25 @@ def plan_create_partitions(image: MetadataImage, spec: CreatePartitionsSpec, def
                 f"Attempted to add {additional} additional partition(s), but only {len(spec.assignments)} "
                 "assignment(s) were specified.",
             )
+        known_broker_ids = image.brokers if image.brokers else defaults.broker_ids
         for replicas in spec.assignments:
-            problem = _manual_assignment_error(list(replicas), defaults.broker_ids, replication_factor)
+            problem = _manual_assignment_error(list(replicas), known_broker_ids, replication_factor)
             if problem:
                 return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         assignments = [list(replicas) for replicas in spec.assignments]
     else:
-        brokers = defaults.placement()
-        if replication_factor > len(brokers):
-            return fail(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"The target replication factor of {replication_factor} cannot be reached because only "
-                f"{len(brokers)} broker(s) are registered.",
-            )
-        # The same round-robin placement as topic creation, continued past the existing ids.
-        assignments = [
-            [brokers[(p + r) % len(brokers)] for r in range(replication_factor)] for p in range(current, spec.count)
-        ]
+        # The same placement as topic creation, continued past the existing ids.
+        placed = _place(image, defaults, spec.name, additional, replication_factor, current, rng)
+        if isinstance(placed, str):
+            return fail(ErrorCode.INVALID_REPLICATION_FACTOR, placed)
+        assignments = placed
     # Partition ids are 0..n-1, so the new ones start at the current count (as in Kafka).
+    firsts, problem = _first_partitions(image, {current + i: replicas for i, replicas in enumerate(assignments)})
+    if problem:
+        return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
     records = [
-        PARTITION_RECORD(
-            partition_id=current + i,
-            topic_id=topic.topic_id,
-            replicas=replicas,
-            isr=list(replicas),
-            leader=replicas[0],
-            leader_epoch=0,
-            partition_epoch=0,
-        )
-        for i, replicas in enumerate(assignments)
+        _partition_record(topic.topic_id, partition, replicas, *firsts[partition])
+        for partition, replicas in zip(range(current, spec.count), assignments)
     ]
     return CreatePartitionsResult(spec.name, ErrorCode.NONE, None), records
 
