@@ -22,6 +22,7 @@ from broker.lifecycle import BrokerLifecycleManager
 from broker.partition_watch import PartitionWatch
 from broker.quorum_controller import QuorumController
 from broker.raft_driver import RaftDriver
+from broker.replica_manager import ReplicaManager
 from controller.metadata.image import MetadataImage, TopicImage
 from controller.raft.disk_log import DiskRaftLog
 from controller.raft.quorum_state_store import QuorumStateStore
@@ -48,6 +49,7 @@ _TOPIC_DEFAULT_SOURCES = {
     "log.cleaner.delete.retention.ms": "delete.retention.ms",
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
 }
 
 
@@ -104,6 +106,7 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self.topic_defaults = self._topic_defaults()
         self.groups = GroupService(self)
+        self.replicas = ReplicaManager(self)
         from broker.handlers import register_all
 
         register_all(self.dispatcher, self)
@@ -164,6 +167,7 @@ class Broker:
         if not await self.controller.wait_caught_up(timeout_ms):
             raise RuntimeError(f"the metadata quorum did not elect a leader within {timeout_ms} ms")
         self._open_partition_logs()
+        self.replicas.apply_image(MetadataImage(), self.image)
         self.controller.subscribe(self._on_metadata_change)
         self.groups.load()
 
@@ -223,6 +227,7 @@ class Broker:
                     self.logs.set_config(name, partition.partition_id, log_config)
                 else:
                     self.logs.register(name, partition.partition_id, log_config)
+        self.replicas.apply_image(old, new)
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
@@ -237,6 +242,8 @@ class Broker:
         jobs = [
             ("log flusher", self.config["log.flush.scheduler.interval.ms"], lambda: self.logs.flush_by_time(self._now_ms())),
             ("checkpoint writer", self.config["log.flush.offset.checkpoint.interval.ms"], self.logs.checkpoint),
+            # The high watermarks, which a restarted replica starts from, more often.
+            ("high watermark checkpoint", self.config["replica.high.watermark.checkpoint.interval.ms"], self.logs.checkpoint),
             ("retention", self.config["log.retention.check.interval.ms"], lambda: self.logs.apply_retention(self._now_ms())),
             (
                 "producer id expiration",
@@ -268,6 +275,7 @@ class Broker:
         if not self.is_broker:
             return
         self._start_housekeeping()
+        self.replicas.start()
         self.groups.start()
         for listener in self.config.broker_listeners:
             await self._listen(listener, self.dispatcher)
@@ -321,6 +329,8 @@ class Broker:
             await server.wait_closed()
         for task in self._tasks:
             task.cancel()
+        if self.is_broker:
+            await self.replicas.stop()
         await self.raft.stop()
         self.controller_channel.close()
         self.close_storage()

@@ -257,6 +257,17 @@ _KEYS = [
     # Kafka's lower bound is a record batch's log overhead (offset and length), 12 bytes.
     ConfigKey("metadata.log.segment.bytes", _int_parser(12, INT32_MAX), 1073741824),
     ConfigKey("initial.broker.registration.timeout.ms", _int_parser(1, INT32_MAX), 60000),
+    # Replication (Kafka's names and defaults).
+    ConfigKey("inter.broker.listener.name", _string, None),
+    ConfigKey("min.insync.replicas", _int_parser(1, INT32_MAX), 1),
+    ConfigKey("replica.lag.time.max.ms", _int_parser(1), 30000),
+    ConfigKey("replica.fetch.min.bytes", _int_parser(1, INT32_MAX), 1),
+    ConfigKey("replica.fetch.wait.max.ms", _int_parser(0, INT32_MAX), 500),
+    ConfigKey("replica.fetch.response.max.bytes", _int_parser(0, INT32_MAX), 10485760),
+    ConfigKey("replica.fetch.backoff.ms", _int_parser(0, INT32_MAX), 1000),
+    ConfigKey("replica.socket.timeout.ms", _int_parser(1, INT32_MAX), 30000),
+    ConfigKey("num.replica.fetchers", _int_parser(1, INT32_MAX), 1),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", _int_parser(1), 5000),
 ]
 
 KEYS: dict[str, ConfigKey] = {}
@@ -269,7 +280,6 @@ for _key in _KEYS:
 # recognise them so the warning says "not supported yet" rather than "unknown".
 NOT_YET_SUPPORTED = frozenset(
     {
-        "inter.broker.listener.name",
         "num.network.threads",
         "num.io.threads",
         "num.recovery.threads.per.data.dir",
@@ -278,7 +288,6 @@ NOT_YET_SUPPORTED = frozenset(
         "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
-        "min.insync.replicas",
         "compression.type",
     }
 )
@@ -305,7 +314,7 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "message.max.bytes": ("INT", "Default max.message.bytes of topics: the largest record batch accepted."),
     "socket.request.max.bytes": ("INT", "Largest request frame the broker reads; bigger frames close the connection."),
     "log.message.timestamp.type": ("STRING", "Default message.timestamp.type of topics: CreateTime or LogAppendTime."),
-    "replica.fetch.max.bytes": ("INT", "Bytes a follower asks for per partition when it fetches from a leader (no followers yet)."),
+    "replica.fetch.max.bytes": ("INT", "Bytes a follower asks for per partition when it fetches from a leader (a larger first batch still comes whole)."),
     "fetch.max.bytes": ("INT", "Broker-wide cap on the bytes of one Fetch response (not applied by pybroker yet)."),
     "queued.max.requests": ("INT", "Requests queued before the network threads stop reading (pybroker bounds each connection instead)."),
     "log.index.size.max.bytes": ("INT", "Default segment.index.bytes of topics: the largest size of a segment's index files."),
@@ -354,6 +363,16 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "metadata.log.max.snapshot.interval.ms": ("LONG", "The longest time between two metadata snapshots while new records arrive; 0 turns time-based snapshots off."),
     "metadata.log.segment.bytes": ("INT", "The size at which a segment of the metadata log is rolled."),
     "initial.broker.registration.timeout.ms": ("INT", "How long a starting broker tries to register with the controller quorum before it gives up."),
+    "inter.broker.listener.name": ("STRING", "The listener followers fetch from leaders on; the first broker listener when unset."),
+    "min.insync.replicas": ("INT", "Default min.insync.replicas of topics: in-sync replicas an acks=all produce needs."),
+    "replica.lag.time.max.ms": ("LONG", "How long a follower may go without catching up to the leader's log end before it leaves the ISR."),
+    "replica.fetch.min.bytes": ("INT", "Bytes a follower's fetch waits for before the leader answers."),
+    "replica.fetch.wait.max.ms": ("INT", "How long a follower's fetch may wait at the leader for data."),
+    "replica.fetch.response.max.bytes": ("INT", "Bytes a follower asks for in one fetch over all its partitions."),
+    "replica.fetch.backoff.ms": ("INT", "How long a follower waits after a failed fetch before it tries again."),
+    "replica.socket.timeout.ms": ("INT", "How long a follower waits for its leader to answer a fetch (beyond the fetch's own wait)."),
+    "num.replica.fetchers": ("INT", "Fetcher tasks per source broker; partitions are spread over them."),
+    "replica.high.watermark.checkpoint.interval.ms": ("LONG", "How often the high watermarks are written to replication-offset-checkpoint."),
 }
 
 
@@ -400,6 +419,15 @@ class BrokerConfig:
             Listener(l.name, l.host if l.host not in ("", "0.0.0.0", "::") else "127.0.0.1", l.port)
             for l in self.broker_listeners
         ]
+
+    @property
+    def inter_broker_listener_name(self) -> str | None:
+        """The listener followers fetch from leaders on (Kafka's default: the first)."""
+        configured = self["inter.broker.listener.name"]
+        if configured is not None:
+            return configured
+        listeners = self.advertised_listeners
+        return listeners[0].name if listeners else None
 
     @property
     def roles(self) -> frozenset[str]:
@@ -593,6 +621,9 @@ def _check_roles(values: dict[str, Any]) -> None:
             raise ConfigError(
                 f"listeners: a controller-only node may only have controller listeners, not {', '.join(broker_listeners)}"
             )
+    inter_broker = values["inter.broker.listener.name"]
+    if inter_broker is not None and "broker" in roles and inter_broker not in broker_listeners:
+        raise ConfigError(f"inter.broker.listener.name: {inter_broker} is not one of the broker listeners ({', '.join(broker_listeners)})")
     # Clients only ever talk to brokers, so a controller listener is never advertised to them.
     for listener in values["advertised.listeners"] or []:
         if listener.name in names:

@@ -4,7 +4,12 @@ Appends take the bytes of one or more v2 record batches as the producer sent
 them, check each batch at the batch level (size, magic, CRC32C), and assign
 offsets by patching each batch's base offset in place: records are never
 re-encoded. Reads return whole batches starting with the one that holds the
-requested offset.
+requested offset. A follower replica appends its leader's batches unchanged
+(:meth:`PartitionLog.append_as_follower`), offsets and epochs included.
+
+This file is longer than most: appending, reading, truncation, retention and
+crash recovery all act on the same segment list and producer state, and
+splitting them would spread one set of invariants over several modules.
 """
 
 from __future__ import annotations
@@ -196,8 +201,11 @@ class PartitionLog:
         first_base = self.segments[0].base_offset
         self.log_start_offset = max(first_base, log_start_offset or 0)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        # A single broker acknowledges what it wrote; replication moves this.
+        # A single broker acknowledges what it wrote. A replicated partition's
+        # high watermark belongs to the replication layer, which sets
+        # ``replicated`` and moves it; appends then leave it alone.
         self.high_watermark = self.log_end_offset
+        self.replicated = False
 
     def _new_segment(self, base: int, size_bytes: int | None = None) -> LogSegment:
         return LogSegment(
@@ -544,11 +552,113 @@ class PartitionLog:
         self.active_segment.append(data, next_offset - 1, positions)
         for update in producer_updates:
             self.producer_state.update(*update)
-        self.high_watermark = self.log_end_offset
+        if not self.replicated:
+            self.high_watermark = self.log_end_offset
         self._unflushed_messages += next_offset - base_offset
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush(fsync=True)
         return AppendResult(base_offset, next_offset - 1, now_ms if log_append_time else -1)
+
+    def append_as_follower(self, records) -> int:
+        """Append batches fetched from the partition's leader exactly as they are:
+        offsets, leader epochs, timestamps and producer fields are the leader's,
+        so every replica holds the same bytes at the same offsets. Each batch is
+        CRC-checked and must start at or after the log end (a compacted leader
+        may leave gaps); a trailing partial batch is left for the next fetch.
+        The leader epoch cache gains each new epoch the batches carry. Returns
+        the number of bytes appended; raises AppendError (CORRUPT_MESSAGE) and
+        appends nothing when any batch is bad."""
+        if not records:
+            return 0
+        data = records if isinstance(records, (bytes, bytearray)) else bytes(records)
+        batches = []
+        next_offset = self.log_end_offset
+        consumed = 0
+        try:
+            for position, size, header in iter_batches(data, allow_truncated_tail=True):
+                if header.magic != 2:
+                    raise AppendError(ErrorCode.CORRUPT_MESSAGE, f"batch of magic {header.magic} from the leader")
+                validate_batch(data, position, size)
+                if header.base_offset < next_offset:
+                    raise AppendError(
+                        ErrorCode.CORRUPT_MESSAGE,
+                        f"batch at offset {header.base_offset} is below the log end offset {next_offset}",
+                    )
+                batches.append((position, size, header))
+                next_offset = header.base_offset + header.last_offset_delta + 1
+                consumed = position + size
+        except ProtocolError as exc:
+            raise AppendError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        if not batches:
+            return 0
+        if consumed != len(data):
+            data = data[:consumed]
+        epoch_starts = []
+        latest_epoch = self.leader_epochs[-1][0] if self.leader_epochs else -1
+        positions = []
+        for position, _, header in batches:
+            last_offset = header.base_offset + header.last_offset_delta
+            positions.append((position, last_offset, header.max_timestamp_ms))
+            if header.partition_leader_epoch > latest_epoch:
+                latest_epoch = header.partition_leader_epoch
+                epoch_starts.append((latest_epoch, header.base_offset))
+        # One write into one segment: a batch run that must roll midway is
+        # appended in two steps so that each segment's index stays its own.
+        start = 0
+        for index, (position, size, header) in enumerate(batches):
+            if index > start and self._would_roll(position - batches[start][0] + size, header.max_timestamp_ms):
+                self._append_run(data, batches[start:index], positions[start:index], epoch_starts)
+                start = index
+        self._append_run(data, batches[start:], positions[start:], epoch_starts)
+        self._unflushed_messages += next_offset - batches[0][2].base_offset
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush(fsync=True)
+        return consumed
+
+    def _would_roll(self, incoming_bytes: int, incoming_timestamp_ms: int) -> bool:
+        active = self.active_segment
+        if active.size_bytes == 0:
+            return False
+        return (
+            active.size_bytes + incoming_bytes > self.config.segment_bytes
+            or active.time_waited_for_roll_ms(self._clock_ms(), incoming_timestamp_ms) > self.config.segment_ms
+            or active.index_full
+        )
+
+    def _append_run(self, data, batches, positions, epoch_starts) -> None:
+        """Write a run of the leader's batches that belongs in one segment."""
+        first = batches[0][0]
+        last_position, last_size, last_header = batches[-1]
+        run = memoryview(data)[first : last_position + last_size]
+        self._maybe_roll(len(run), max(p[2] for p in positions))
+        if self.active_segment.size_bytes == 0 and self.active_segment.base_offset != batches[0][2].base_offset:
+            self._rebase_empty_active_segment(batches[0][2].base_offset)
+        for epoch, start_offset in epoch_starts:
+            if batches[0][2].base_offset <= start_offset <= batches[-1][2].base_offset and (
+                not self.leader_epochs or self.leader_epochs[-1][0] < epoch
+            ):
+                self._assign_leader_epoch(epoch, start_offset)
+        self.active_segment.append(
+            run, positions[-1][1], [(position - first, last, ts) for (position, _, _), (_, last, ts) in zip(batches, positions)]
+        )
+        for _, _, header in batches:
+            self._track_producer(header)
+
+    def _rebase_empty_active_segment(self, offset: int) -> None:
+        """The empty active segment is renamed for ``offset`` when the leader's next
+        batch starts past it (offsets a compacted leader no longer has), so that a
+        segment's name stays its first batch's offset."""
+        old = self.segments.pop()
+        self._segment_bases.pop()
+        old.delete()
+        new = self._new_segment(offset, 0)
+        new.next_offset = offset
+        new.index.preallocate()
+        new.time_index.preallocate()
+        self.segments.append(new)
+        self._segment_bases.append(offset)
+        if len(self.segments) == 1:
+            self.log_start_offset = max(self.log_start_offset, offset)
 
     def _assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
         """A new leader epoch starts writing here: record it in

@@ -151,6 +151,11 @@ class LogManager:
         self.logs[key] = plog
         return plog
 
+    def checkpointed_high_watermark(self, topic: str, partition: int) -> int | None:
+        """The high watermark ``replication-offset-checkpoint`` holds for a partition
+        (as of the last checkpoint), or None when it has none."""
+        return self._high_watermarks.get((topic, partition))
+
     def set_config(self, topic: str, partition: int, config: LogConfig) -> None:
         key = (topic, partition)
         if key in self._registered:

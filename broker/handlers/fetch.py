@@ -1,8 +1,17 @@
 """Fetch (key 1), versions 4-17 (Kafka 4 dropped 0-3 and down-conversion).
 
-Consumer fetches only: no follower fetches until replication exists. Each
-partition returns whole batches from the one holding ``fetch_offset`` up to
-the high watermark, at most ``partition_max_bytes``; the response stays within
+Consumers and follower replicas. A follower names itself with ``replica_id``
+(before v15) or ``replica_state`` (v15+); only the partition's leader serves
+it, only for a replica of the partition (else NOT_LEADER_OR_FOLLOWER), and it
+reads up to the log end, not the high watermark. Its ``last_fetched_epoch``
+is checked against the leader's epochs first: a follower whose log diverged
+gets ``diverging_epoch`` and no records (KIP-320); otherwise its fetch offset
+tells the leader what it holds, which moves the high watermark and the ISR
+(see broker.replica_manager). Consumers read up to the high watermark from
+the leader, or from a follower (its own high watermark) for v11+ requests, as
+Kafka allows since KIP-392. Errors name the current leader and epoch for v12+
+(KIP-951). Each partition returns whole batches from the one holding
+``fetch_offset``, at most ``partition_max_bytes``; the response stays within
 ``max_bytes`` except that the first batch of the first non-empty partition is
 returned whole however large (KIP-74), so a consumer always makes progress.
 Long poll: without ``min_bytes`` of data the request waits up to
@@ -17,6 +26,7 @@ from __future__ import annotations
 import time
 
 from protocol.errors import ErrorCode
+from replication.partition import diverging_epoch_for_fetch
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
@@ -31,13 +41,28 @@ def leader_epoch_error(requested: int, current: int) -> ErrorCode:
     return ErrorCode.FENCED_LEADER_EPOCH if requested < current else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+_LEADER_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+
+
+def replica_id_of(request, api_version: int) -> int:
+    if api_version >= 15:
+        state = request.replica_state
+        return -1 if state is None else state.replica_id
+    return request.replica_id
+
+
 def register(dispatcher, broker) -> None:
+    replicas = broker.replicas
+
     def build(request, api_version):
         image = broker.image
         by_id = api_version >= 13
+        replica_id = replica_id_of(request, api_version)
+        from_follower = replica_id >= 0
         remaining_bytes = request.max_bytes
         total_bytes = 0
         has_error = False
+        leaders_named: set[int] = set()
         keys = []
         responses = []
         slices = []
@@ -59,25 +84,48 @@ def register(dispatcher, broker) -> None:
                     pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     has_error = True
                     continue
-                keys.append((topic.name, fp.partition))
-                pd.high_watermark = plog.high_watermark
-                pd.last_stable_offset = plog.high_watermark
+                key = (topic.name, fp.partition)
+                leader = replicas.leader_for(*key)
+                serves = leader is not None or (
+                    not from_follower and api_version >= 11 and replicas.is_follower(*key)
+                )
+                epoch_error = leader_epoch_error(fp.current_leader_epoch, partition.leader_epoch)
+                if not serves or epoch_error or (from_follower and not leader.is_replica(replica_id)):
+                    pd.error_code = epoch_error or ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if api_version >= 12 and pd.error_code in _LEADER_ERRORS:
+                        pd.current_leader = R.LeaderIdAndEpoch(leader_id=partition.leader, leader_epoch=partition.leader_epoch)
+                        leaders_named.add(partition.leader)
+                    has_error = True
+                    continue
+                keys.append(key)
                 pd.log_start_offset = plog.log_start_offset
                 pd.aborted_transactions = [] if request.isolation_level == READ_COMMITTED else None
-                epoch_error = leader_epoch_error(fp.current_leader_epoch, partition.leader_epoch)
-                if epoch_error:
-                    pd.error_code = epoch_error
-                    has_error = True
-                    continue
                 offset = fp.fetch_offset
+                if from_follower and api_version >= 12 and fp.last_fetched_epoch >= 0:
+                    diverging = diverging_epoch_for_fetch(
+                        fp.last_fetched_epoch,
+                        offset,
+                        plog.end_offset_for_epoch(fp.last_fetched_epoch, current_epoch=partition.leader_epoch),
+                    )
+                    if diverging is not None:
+                        pd.diverging_epoch = R.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
+                        pd.high_watermark = pd.last_stable_offset = plog.high_watermark
+                        has_error = True  # answer at once: the follower must truncate first
+                        continue
                 if offset < plog.log_start_offset or offset > plog.log_end_offset:
                     pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    pd.high_watermark = pd.last_stable_offset = plog.high_watermark
                     has_error = True
                     continue
+                if from_follower:
+                    replicas.follower_fetched(key, leader, plog, replica_id, offset)
+                pd.high_watermark = plog.high_watermark
+                pd.last_stable_offset = plog.high_watermark
                 limit = min(fp.partition_max_bytes, remaining_bytes)
                 if limit <= 0 and total_bytes:
                     continue
-                file_slice = plog.read_slice(offset, max(limit, 0), oversized_first_batch=total_bytes == 0)
+                upper = plog.log_end_offset if from_follower else plog.high_watermark
+                file_slice = plog.read_slice(offset, max(limit, 0), upper_offset=upper, oversized_first_batch=total_bytes == 0)
                 if file_slice is not None:
                     # Sent from the file by the connection (sendfile when it can).
                     pd.records = file_slice
@@ -92,6 +140,8 @@ def register(dispatcher, broker) -> None:
                 )
             )
         response = R.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+        if api_version >= 16 and leaders_named:
+            response.node_endpoints = node_endpoints(broker, leaders_named)
         return response, total_bytes, has_error, keys, slices
 
     async def handle(ctx, request):
@@ -109,3 +159,13 @@ def register(dispatcher, broker) -> None:
                 return build(request, ctx.api_version)[0]
 
     dispatcher.register(API.key, 4, 17, handle)
+
+
+def node_endpoints(broker, broker_ids) -> list:
+    """KIP-951: the endpoints of the leaders an answer names, so clients need no
+    Metadata round trip to find them."""
+    endpoints = []
+    for broker_id, host, port, rack in broker.alive_brokers():
+        if broker_id in broker_ids:
+            endpoints.append(R.NodeEndpoint(node_id=broker_id, host=host, port=port, rack=rack))
+    return endpoints

@@ -1,7 +1,14 @@
 """Produce (key 0), versions 3-11 (Kafka 4 dropped 0-2 and their legacy message sets).
 
-acks=0 gets no response at all, acks=1 and acks=-1 are answered after the
-append (this broker is the whole ISR of its partitions). Batches are checked
+acks=0 gets no response at all and acks=1 is answered after the leader's
+append. acks=-1 (all) needs ``min.insync.replicas`` in the ISR before the
+append (NOT_ENOUGH_REPLICAS) and is answered once every in-sync replica has
+the batch, i.e. the high watermark passed it (see broker.replica_manager), or
+with REQUEST_TIMED_OUT after the request's ``timeout_ms``;
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum
+meanwhile, NOT_LEADER_OR_FOLLOWER when leadership moved. Only the partition's
+leader appends (NOT_LEADER_OR_FOLLOWER elsewhere, naming the leader for v10+,
+KIP-951). Batches are checked
 and appended at the batch level (see storage.log). Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD (not exactly one v2 batch),
 CORRUPT_MESSAGE (CRC or framing), MESSAGE_TOO_LARGE, INVALID_TIMESTAMP
@@ -41,10 +48,13 @@ def single_batch_problem(records) -> str | None:
 
 def register(dispatcher, broker) -> None:
     notify = broker.partition_watch.notify
+    replicas = broker.replicas
 
-    def handle(ctx, request):
+    async def handle(ctx, request):
         acks = request.acks
         responses = []
+        waits = []
+        leaders_named: set[int] = set()
         for topic_data in request.topic_data:
             name = topic_data.name
             topic = broker.image.topics.get(name)
@@ -66,9 +76,16 @@ def register(dispatcher, broker) -> None:
                     error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}"
                 elif (problem := single_batch_problem(pdata.records)) is not None:
                     error, message = ErrorCode.INVALID_RECORD, problem
+                elif (leader := replicas.leader_for(name, index)) is None:
+                    error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                elif acks == -1 and (error := leader.check_enough_replicas()) != ErrorCode.NONE:
+                    message = (
+                        f"The size of the current ISR {list(leader.isr)} is insufficient to satisfy "
+                        f"the min.isr requirement of {leader.min_insync_replicas} for partition {name}-{index}"
+                    )
                 else:
                     try:
-                        result = plog.append(pdata.records, leader_epoch=topic.partitions[index].leader_epoch)
+                        result = plog.append(pdata.records, leader_epoch=leader.leader_epoch)
                     except AppendError as exc:
                         error, message = exc.error_code, str(exc)
                     else:
@@ -76,20 +93,57 @@ def register(dispatcher, broker) -> None:
                         append_time = result.log_append_time_ms
                         log_start = plog.log_start_offset
                         if not result.duplicate:
+                            replicas.leader_appended((name, index), leader, plog)
                             notify((name, index))
-                partition_responses.append(
-                    R.PartitionProduceResponse(
-                        index=index,
-                        error_code=error,
-                        base_offset=base_offset,
-                        log_append_time_ms=append_time,
-                        log_start_offset=log_start,
-                        error_message=message,
-                    )
+                        if acks == -1:
+                            outcome = leader.produce_outcome(result.last_offset + 1)
+                            if outcome is None:
+                                future = replicas.wait_for_acks((name, index), leader, result.last_offset + 1, request.timeout_ms)
+                                waits.append((len(responses), len(partition_responses), future))
+                            elif outcome != ErrorCode.NONE:
+                                error = outcome
+                response = R.PartitionProduceResponse(
+                    index=index,
+                    error_code=error,
+                    base_offset=base_offset,
+                    log_append_time_ms=append_time,
+                    log_start_offset=log_start,
+                    error_message=message,
                 )
+                if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and ctx.api_version >= 10 and topic is not None:
+                    _name_leader(response, topic.partitions.get(index), leaders_named)
+                partition_responses.append(response)
             responses.append(R.TopicProduceResponse(name=name, partition_responses=partition_responses))
         if acks == 0:
             return None
-        return R.ProduceResponse(responses=responses, throttle_time_ms=0)
+        if waits:
+            for topic_index, partition_index, future in waits:
+                error = await future
+                if error != ErrorCode.NONE:
+                    pr = responses[topic_index].partition_responses[partition_index]
+                    pr.error_code = error
+                    pr.base_offset = -1
+                    pr.log_append_time_ms = -1
+                    pr.log_start_offset = -1
+                    if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and ctx.api_version >= 10:
+                        topic = broker.image.topics.get(responses[topic_index].name)
+                        if topic is not None:
+                            _name_leader(pr, topic.partitions.get(pr.index), leaders_named)
+        response = R.ProduceResponse(responses=responses, throttle_time_ms=0)
+        if leaders_named and ctx.api_version >= 10:
+            response.node_endpoints = [
+                R.NodeEndpoint(node_id=b, host=host, port=port, rack=rack)
+                for b, host, port, rack in broker.alive_brokers()
+                if b in leaders_named
+            ]
+        return response
 
     dispatcher.register(API.key, 3, 11, handle)
+
+
+def _name_leader(partition_response, partition, leaders_named: set[int]) -> None:
+    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer carries the leader the client should use."""
+    if partition is None or partition.leader < 0:
+        return
+    partition_response.current_leader = R.LeaderIdAndEpoch(leader_id=partition.leader, leader_epoch=partition.leader_epoch)
+    leaders_named.add(partition.leader)

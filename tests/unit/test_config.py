@@ -226,7 +226,7 @@ def test_unknown_key_warns_and_is_ignored():
     assert "num.partitons" not in config.explicit
 
 
-@pytest.mark.parametrize("key", ["num.io.threads", "num.network.threads", "inter.broker.listener.name"])
+@pytest.mark.parametrize("key", ["num.io.threads", "num.network.threads", "socket.send.buffer.bytes"])
 def test_not_yet_supported_key_warns_differently(key):
     assert key in NOT_YET_SUPPORTED
     config, warnings = load({key: "whatever"})

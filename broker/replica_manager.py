@@ -1,0 +1,554 @@
+"""The broker's partition replicas (Kafka's ReplicaManager): roles, leader state,
+acks=all waits, follower fetching and ISR changes, wired to the event loop.
+
+Roles come from the committed metadata image only. For each partition this
+broker is a replica of, a new image makes it:
+
+* **leader** when the image names it with a leader epoch it has not led yet:
+  a fresh :class:`replication.partition.LeaderPartition` (followers' progress
+  unknown until they fetch), and it stops fetching the partition;
+* **follower** when another broker leads with a new epoch: acks=all produces
+  waiting here end with NOT_LEADER_OR_FOLLOWER, and the partition moves to the
+  fetcher of its leader, which truncates by epoch (KIP-320) before appending;
+* **neither** when the partition has no leader (it stops fetching and keeps
+  its log) or this broker is no longer a replica.
+
+Partitions with a single replica need no replication: their logs keep moving
+their own high watermark and their leader state is made on first use, so a
+broker with many such partitions opens no log it is not asked about.
+
+Everything here runs on the event loop; the rules live in
+``replication/`` (pure) and the follower's fetch loops in
+``broker/replica_fetcher.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from broker.replica_fetcher import ReplicaFetcher
+from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+from replication.partition import LeaderPartition, truncation_for_divergence
+from replication.purgatory import Purgatory
+from storage.log import AppendError, PartitionLog
+
+log = logging.getLogger(__name__)
+
+ALTER_PARTITION = APIS_BY_KEY[56]
+ALTER_PARTITION_VERSION = 3
+_AP = struct_classes(ALTER_PARTITION.request)
+# Errors after which the leader waits for the metadata to tell it more.
+_STALE_ALTER_ERRORS = {
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.INVALID_UPDATE_VERSION,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.NEW_LEADER_ELECTED,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.UNKNOWN_TOPIC_ID,
+}
+
+Key = tuple[str, int]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class DelayedProduce:
+    """One partition of an acks=all produce, waiting for the high watermark."""
+
+    __slots__ = ("manager", "key", "leader", "required_offset", "future")
+
+    def __init__(self, manager: "ReplicaManager", key: Key, leader: LeaderPartition, required_offset: int, future):
+        self.manager = manager
+        self.key = key
+        self.leader = leader
+        self.required_offset = required_offset
+        self.future = future
+
+    def _resolve(self, error: ErrorCode) -> None:
+        if not self.future.done():
+            self.future.set_result(error)
+
+    def try_complete(self) -> bool:
+        if self.manager.leaders.get(self.key) is not self.leader:
+            self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return True
+        outcome = self.leader.produce_outcome(self.required_offset)
+        if outcome is None:
+            return False
+        self._resolve(outcome)
+        return True
+
+    def on_expire(self) -> None:
+        self._resolve(ErrorCode.REQUEST_TIMED_OUT)
+
+    def on_cancel(self, key) -> None:
+        self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+class FollowerState:
+    __slots__ = ("topic_id", "leader_id", "leader_epoch", "failed")
+
+    def __init__(self, topic_id, leader_id: int, leader_epoch: int):
+        self.topic_id = topic_id
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.failed = False  # a batch from the leader failed its checks: stopped
+
+
+class ReplicaManager:
+    def __init__(self, broker):
+        self.broker = broker
+        config = broker.config
+        self.node_id = broker.node_id
+        self.lag_max_ms = config["replica.lag.time.max.ms"]
+        self.leaders: dict[Key, LeaderPartition] = {}
+        self.followers: dict[Key, FollowerState] = {}
+        self.purgatory = Purgatory()
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self.fetcher_count = config["num.replica.fetchers"]
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline_ms: int | None = None
+        self._hw_initialised: set[Key] = set()
+        self._alter_queue: dict[Key, tuple[LeaderPartition, tuple[int, ...]]] = {}
+        self._alter_wakeup: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.running = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.running = True
+        self._alter_wakeup = asyncio.Event()
+        self._tasks.append(loop.create_task(self._isr_check_loop(), name="isr expiration"))
+        self._tasks.append(loop.create_task(self._alter_partition_loop(), name="alter partition sender"))
+        for fetcher in self.fetchers.values():
+            fetcher.start()
+
+    async def stop(self) -> None:
+        self.running = False
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+        for task in self._tasks:
+            task.cancel()
+        for key in list(self.leaders):
+            self.purgatory.cancel_key(key)
+        if self._timer is not None:
+            self._timer.cancel()
+
+    # ----------------------------------------------------------------- roles
+
+    def apply_image(self, old: MetadataImage, new: MetadataImage) -> None:
+        """Take the roles ``new`` gives this broker (``old`` is what was applied before)."""
+        now_ms = _now_ms()
+        brokers_changed = old.brokers is not new.brokers
+        if brokers_changed:
+            ineligible = self._ineligible(new)
+        for name, topic in new.topics.items():
+            previous = old.topics.get(name)
+            if previous is topic:
+                continue
+            same_topic = previous is not None and previous.topic_id == topic.topic_id
+            for partition in topic.partitions.values():
+                old_partition = previous.partitions.get(partition.partition_id) if same_topic else None
+                if old_partition is partition:
+                    continue
+                self._apply_partition(new, topic, partition, old_partition, now_ms)
+        for name, topic in old.topics.items():
+            current = new.topics.get(name)
+            if current is not None and current.topic_id == topic.topic_id:
+                for partition_id, partition in topic.partitions.items():
+                    now = current.partitions.get(partition_id)
+                    if now is not None and self.node_id in partition.replicas and self.node_id not in now.replicas:
+                        self._stop_replica((name, partition_id))
+                continue
+            for partition_id in topic.partitions:
+                self._stop_replica((name, partition_id))
+        if brokers_changed:
+            for key, leader in self.leaders.items():
+                if leader.set_ineligible(ineligible, now_ms):
+                    self._high_watermark_moved(key, leader)
+
+    def _ineligible(self, image: MetadataImage) -> set[int]:
+        return {b for b, r in image.brokers.items() if r.fenced or r.in_controlled_shutdown}
+
+    def _apply_partition(
+        self, image: MetadataImage, topic: TopicImage, partition: PartitionImage, old: PartitionImage | None, now_ms: int
+    ) -> None:
+        key = (topic.name, partition.partition_id)
+        if self.node_id not in partition.replicas:
+            if old is not None and self.node_id in old.replicas:
+                self._stop_replica(key)
+            return
+        if partition.leader == self.node_id:
+            self._stop_following(key)
+            leader = self.leaders.get(key)
+            if leader is not None and leader.leader_epoch == partition.leader_epoch:
+                leader.replicas = tuple(partition.replicas)
+                if leader.committed(partition.isr, partition.partition_epoch, now_ms):
+                    self._high_watermark_moved(key, leader)
+                return
+            self._resign(key)
+            if len(partition.replicas) > 1:
+                self._become_leader(image, topic, partition, now_ms)
+            return
+        self._resign(key)
+        if partition.leader < 0:
+            self._stop_following(key)
+            return
+        following = self.followers.get(key)
+        if following is not None and following.leader_id == partition.leader and following.leader_epoch == partition.leader_epoch:
+            return
+        self._become_follower(topic, partition)
+
+    def _log(self, key: Key) -> PartitionLog | None:
+        return self.broker.partition_log(*key)
+
+    def _init_high_watermark(self, key: Key, plog: PartitionLog) -> None:
+        """The first time a replicated partition's log is used after opening, its high
+        watermark is the checkpointed one: the log may hold uncommitted batches."""
+        plog.replicated = True
+        if key in self._hw_initialised:
+            return
+        self._hw_initialised.add(key)
+        checkpointed = self.broker.logs.checkpointed_high_watermark(*key)
+        plog.high_watermark = min(max(checkpointed or 0, plog.log_start_offset), plog.log_end_offset)
+
+    def _become_leader(self, image: MetadataImage, topic: TopicImage, partition: PartitionImage, now_ms: int) -> LeaderPartition | None:
+        key = (topic.name, partition.partition_id)
+        plog = self._log(key)
+        if plog is None:
+            return None
+        if len(partition.replicas) > 1:
+            self._init_high_watermark(key, plog)
+        else:
+            plog.replicated = False
+            plog.high_watermark = plog.log_end_offset
+        config = self.broker.topic_config(topic)
+        leader = LeaderPartition(
+            local_id=self.node_id,
+            replicas=partition.replicas,
+            isr=partition.isr,
+            leader_epoch=partition.leader_epoch,
+            partition_epoch=partition.partition_epoch,
+            log_end_offset=plog.log_end_offset,
+            high_watermark=plog.high_watermark,
+            now_ms=now_ms,
+            lag_max_ms=self.lag_max_ms,
+            min_insync_replicas=int(config.get("min.insync.replicas", 1)),
+            ineligible=self._ineligible(image),
+        )
+        self.leaders[key] = leader
+        plog.high_watermark = max(plog.high_watermark, leader.high_watermark)
+        if len(partition.replicas) > 1:
+            log.info(
+                "%s-%d: leader at epoch %d, isr %s, high watermark %d",
+                key[0], key[1], partition.leader_epoch, list(partition.isr), plog.high_watermark,
+            )
+        return leader
+
+    def _resign(self, key: Key) -> None:
+        if self.leaders.pop(key, None) is not None:
+            self.purgatory.cancel_key(key)
+            self._alter_queue.pop(key, None)
+
+    def _become_follower(self, topic: TopicImage, partition: PartitionImage) -> None:
+        key = (topic.name, partition.partition_id)
+        plog = self._log(key)
+        if plog is None:
+            return
+        self._init_high_watermark(key, plog)
+        self._stop_following(key)
+        state = FollowerState(topic.topic_id, partition.leader, partition.leader_epoch)
+        self.followers[key] = state
+        log.info(
+            "%s-%d: follower of %d at epoch %d from offset %d",
+            key[0], key[1], partition.leader, partition.leader_epoch, plog.log_end_offset,
+        )
+        self._fetcher_for(partition.leader, key).add(key)
+
+    def _fetcher_for(self, leader_id: int, key: Key) -> ReplicaFetcher:
+        index = hash(key) % self.fetcher_count
+        fetcher = self.fetchers.get((leader_id, index))
+        if fetcher is None:
+            fetcher = ReplicaFetcher(self, leader_id, index)
+            self.fetchers[(leader_id, index)] = fetcher
+            if self.running:
+                fetcher.start()
+        return fetcher
+
+    def _stop_following(self, key: Key) -> None:
+        state = self.followers.pop(key, None)
+        if state is None:
+            return
+        for fetcher in self.fetchers.values():
+            fetcher.remove(key)
+
+    def _stop_replica(self, key: Key) -> None:
+        self._resign(key)
+        self._stop_following(key)
+        self._hw_initialised.discard(key)
+
+    # ----------------------------------------------------------------- leader side
+
+    def leader_for(self, topic: str, partition_id: int) -> LeaderPartition | None:
+        """This broker's leader state of a partition, or None when it does not lead it."""
+        key = (topic, partition_id)
+        leader = self.leaders.get(key)
+        if leader is not None:
+            return leader
+        image = self.broker.image
+        topic_image = image.topics.get(topic)
+        partition = topic_image.partitions.get(partition_id) if topic_image is not None else None
+        if partition is None or partition.leader != self.node_id:
+            return None
+        return self._become_leader(image, topic_image, partition, _now_ms())
+
+    def is_follower(self, topic: str, partition_id: int) -> bool:
+        return (topic, partition_id) in self.followers
+
+    def leader_appended(self, key: Key, leader: LeaderPartition, plog: PartitionLog) -> None:
+        if leader.leader_appended(plog.log_end_offset, _now_ms()):
+            self._high_watermark_moved(key, leader)
+
+    def follower_fetched(self, key: Key, leader: LeaderPartition, plog: PartitionLog, replica_id: int, fetch_offset: int) -> None:
+        now_ms = _now_ms()
+        leader.log_end_offset = plog.log_end_offset  # also counts appends made outside Produce
+        if leader.follower_fetched(replica_id, fetch_offset, now_ms):
+            self._high_watermark_moved(key, leader)
+        expanded = leader.proposed_expansion()
+        if expanded is not None:
+            self._propose(key, leader, expanded)
+
+    def _high_watermark_moved(self, key: Key, leader: LeaderPartition) -> None:
+        plog = self.broker.logs.logs.get(key)
+        if plog is not None and leader.high_watermark > plog.high_watermark:
+            plog.high_watermark = leader.high_watermark
+        self.purgatory.check(key)
+        self.broker.partition_watch.notify(key)
+
+    def wait_for_acks(self, key: Key, leader: LeaderPartition, required_offset: int, timeout_ms: int) -> asyncio.Future:
+        """A future resolved with the acks=all outcome of a batch ending before ``required_offset``."""
+        future = asyncio.get_running_loop().create_future()
+        operation = DelayedProduce(self, key, leader, required_offset, future)
+        deadline_ms = _now_ms() + max(timeout_ms, 0)
+        try:
+            if not self.purgatory.add(operation, (key,), deadline_ms):
+                self._arm_timer()
+        except OverflowError:
+            future.set_result(ErrorCode.REQUEST_TIMED_OUT)
+        return future
+
+    def _arm_timer(self) -> None:
+        deadline_ms = self.purgatory.next_deadline_ms()
+        if deadline_ms is None or (self._timer is not None and self._timer_deadline_ms is not None and self._timer_deadline_ms <= deadline_ms):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_deadline_ms = deadline_ms
+        self._timer = loop.call_later(max(deadline_ms - _now_ms(), 0) / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline_ms = None
+        self.purgatory.expire(_now_ms())
+        self._arm_timer()
+
+    # ----------------------------------------------------------------- ISR changes
+
+    async def _isr_check_loop(self) -> None:
+        interval_s = max(self.lag_max_ms / 2, 50) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            now_ms = _now_ms()
+            for key, leader in list(self.leaders.items()):
+                plog = self.broker.logs.logs.get(key)
+                if plog is not None:
+                    leader.log_end_offset = plog.log_end_offset
+                shrunk = leader.proposed_shrink(now_ms)
+                if shrunk is not None:
+                    self._propose(key, leader, shrunk)
+
+    def _propose(self, key: Key, leader: LeaderPartition, new_isr: tuple[int, ...]) -> None:
+        log.info("%s-%d: asking the controller to change the isr from %s to %s", key[0], key[1], list(leader.isr), list(new_isr))
+        leader.begin_change(new_isr)
+        self._alter_queue[key] = (leader, new_isr)
+        if self._alter_wakeup is not None:
+            self._alter_wakeup.set()
+
+    async def _alter_partition_loop(self) -> None:
+        """Sends queued ISR changes, all pending partitions in one AlterPartition
+        (Kafka's AlterPartitionManager batches the same way)."""
+        backoff_s = 0.1
+        while True:
+            await self._alter_wakeup.wait()
+            self._alter_wakeup.clear()
+            batch, self._alter_queue = self._alter_queue, {}
+            if not batch:
+                continue
+            response = await self._send_alter_partition(batch)
+            retry = {}
+            now_ms = _now_ms()
+            if response is None or response.error_code != ErrorCode.NONE:
+                if response is not None:
+                    log.info("AlterPartition failed: %s", ErrorCode(response.error_code).name)
+                retry = batch
+            else:
+                answered = self._apply_alter_response(batch, response, now_ms)
+                retry = {k: v for k, v in batch.items() if k not in answered}
+            for key, (leader, _) in retry.items():
+                if self.leaders.get(key) is leader:
+                    leader.change_failed()  # proposed again by the next check
+            if retry:
+                await asyncio.sleep(backoff_s)
+
+    async def _send_alter_partition(self, batch):
+        image = self.broker.image
+        registration = image.brokers.get(self.node_id)
+        broker_epoch = registration.epoch if registration is not None else -1
+        topics: dict = {}
+        for (name, partition_id), (leader, new_isr) in batch.items():
+            topic = image.topics.get(name)
+            if topic is None:
+                continue
+            topics.setdefault(topic.topic_id, []).append(
+                _AP.PartitionData(
+                    partition_index=partition_id,
+                    leader_epoch=leader.leader_epoch,
+                    new_isr_with_epochs=[
+                        _AP.BrokerState(
+                            broker_id=b,
+                            broker_epoch=image.brokers[b].epoch if b in image.brokers else -1,
+                        )
+                        for b in new_isr
+                    ],
+                    leader_recovery_state=0,
+                    partition_epoch=leader.partition_epoch,
+                )
+            )
+        request = _AP.AlterPartitionRequest(
+            broker_id=self.node_id,
+            broker_epoch=broker_epoch,
+            topics=[_AP.TopicData(topic_id=topic_id, partitions=parts) for topic_id, parts in topics.items()],
+        )
+        controller = self.broker.controller
+        try:
+            if self.broker.raft.is_leader:
+                return await controller.alter_partition(request, ALTER_PARTITION_VERSION)
+            return await self.broker.controller_channel.send(ALTER_PARTITION, ALTER_PARTITION_VERSION, request)
+        except Exception as exc:  # a failover or a broken connection: try again later
+            log.info("AlterPartition could not be sent: %s", exc)
+            return None
+
+    def _apply_alter_response(self, batch, response, now_ms: int) -> set[Key]:
+        image = self.broker.image
+        answered = set()
+        for topic_response in response.topics:
+            name = image.topic_names_by_id.get(topic_response.topic_id)
+            for p in topic_response.partitions:
+                key = (name, p.partition_index)
+                entry = batch.get(key)
+                if entry is None:
+                    continue
+                leader = entry[0]
+                error = ErrorCode(p.error_code)
+                if error == ErrorCode.NONE:
+                    answered.add(key)
+                    if self.leaders.get(key) is leader and p.leader_epoch == leader.leader_epoch:
+                        if leader.committed(p.isr, p.partition_epoch, now_ms):
+                            self._high_watermark_moved(key, leader)
+                elif error in _STALE_ALTER_ERRORS or error == ErrorCode.INELIGIBLE_REPLICA:
+                    # The metadata will bring the truth; proposing again before
+                    # it does would only be refused again.
+                    answered.add(key)
+                    log.info("%s-%d: AlterPartition refused: %s", key[0], key[1], error.name)
+                    if self.leaders.get(key) is leader:
+                        leader.change_failed()
+        return answered
+
+    # ----------------------------------------------------------------- follower side
+
+    def fetch_state(self, key: Key):
+        """(follower state, log) of a partition this broker follows, or None."""
+        state = self.followers.get(key)
+        if state is None or state.failed:
+            return None
+        plog = self._log(key)
+        if plog is None:
+            return None
+        return state, plog
+
+    def follower_response(self, key: Key, state: FollowerState, partition_data) -> bool:
+        """Carry out the leader's answer for one partition; False when the partition
+        should back off (an error the metadata must resolve)."""
+        if self.followers.get(key) is not state:
+            return True  # the role changed while the fetch was out
+        plog = self._log(key)
+        if plog is None:
+            return False
+        error = ErrorCode(partition_data.error_code)
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            return self._out_of_range(key, plog, partition_data)
+        if error != ErrorCode.NONE:
+            log.debug("%s-%d: fetch from %d: %s", key[0], key[1], state.leader_id, error.name)
+            return False
+        diverging = partition_data.diverging_epoch
+        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+            truncation = truncation_for_divergence(
+                diverging.epoch,
+                diverging.end_offset,
+                plog.end_offset_for_epoch(diverging.epoch) if diverging.epoch >= 0 else (-1, -1),
+                plog.log_end_offset,
+                plog.high_watermark,
+            )
+            log.info(
+                "%s-%d: diverging from leader %d at epoch %d (end offset %d): truncating to %d",
+                key[0], key[1], state.leader_id, diverging.epoch, diverging.end_offset, truncation.offset,
+            )
+            plog.truncate_to(truncation.offset)
+            return True
+        records = partition_data.records
+        appended = False
+        if records:
+            try:
+                appended = plog.append_as_follower(records) > 0
+            except AppendError as exc:
+                state.failed = True
+                log.error(
+                    "%s-%d: stopped replicating from leader %d: a fetched batch failed its checks (%s); nothing of it was appended",
+                    key[0], key[1], state.leader_id, exc,
+                )
+                return False
+        high_watermark = min(partition_data.high_watermark, plog.log_end_offset)
+        if high_watermark > plog.high_watermark:
+            plog.high_watermark = high_watermark
+            appended = True
+        leader_start = partition_data.log_start_offset
+        if leader_start is not None and leader_start > plog.log_start_offset and leader_start <= plog.high_watermark:
+            plog.delete_records(leader_start)
+        if appended:
+            self.broker.partition_watch.notify(key)
+        return True
+
+    def _out_of_range(self, key: Key, plog: PartitionLog, partition_data) -> bool:
+        leader_start = partition_data.log_start_offset
+        if leader_start is not None and leader_start >= 0 and plog.log_end_offset < leader_start:
+            log.info("%s-%d: behind the leader's log start %d: starting over there", key[0], key[1], leader_start)
+            plog.truncate_fully_and_start_at(leader_start)
+            plog.high_watermark = leader_start
+            return True
+        leader_hw = partition_data.high_watermark
+        if leader_hw is not None and 0 <= leader_hw < plog.log_end_offset:
+            log.info("%s-%d: ahead of the leader: truncating to its high watermark %d", key[0], key[1], leader_hw)
+            plog.truncate_to(leader_hw)
+            return True
+        return False

@@ -1,0 +1,283 @@
+"""A partition's replica state on its leader, as pure rules (Kafka's Partition).
+
+The leader knows, per follower, the log end offset it last fetched from and
+when it was last caught up; from these it moves the high watermark, decides
+who leaves or joins the in-sync replica set (ISR), and tells an acks=all
+produce when it is done. Nothing here does IO or reads a clock: times are
+arguments, and ISR changes are proposals the caller sends to the controller
+(AlterPartition) and reports back.
+
+Rules, as Kafka 4 keeps them:
+
+* The high watermark is the smallest log end offset over the *maximal* ISR
+  (the committed ISR plus a replica whose addition is in flight, KIP-497), and
+  over followers that are caught up and eligible but not in the ISR yet (so an
+  expansion cannot make the high watermark go backwards). It never decreases.
+  A follower's log end offset is unknown (-1) from the leader's election until
+  its first fetch, so the high watermark waits for every ISR member to fetch.
+* A follower is caught up when its fetch offset reaches the leader's log end
+  offset as of that fetch; it also counts as caught up at the time of its
+  previous fetch when it has since reached what the leader had then
+  (Kafka's lastCaughtUpTimeMs). One not caught up for ``replica.lag.time.max.ms``
+  leaves the ISR.
+* A follower joins the ISR once its log end offset reaches both the high
+  watermark and the start of the leader's epoch, and it is eligible (registered,
+  unfenced, not shutting down: KIP-841).
+* One ISR change at a time: while an AlterPartition is in flight no other
+  change is proposed; the committed ISR comes back through the metadata (or the
+  controller's answer) with a new partition epoch.
+* acks=all needs ``min.insync.replicas`` in the committed ISR before the append
+  (NOT_ENOUGH_REPLICAS) and is answered once the high watermark passes the
+  batch; if the maximal ISR shrank below the minimum meanwhile, the answer is
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass
+class FollowerProgress:
+    """The leader's view of one follower replica."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_end_offset: int = UNKNOWN_OFFSET
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, lag_max_ms: int) -> bool:
+        return self.log_end_offset == leader_end_offset or now_ms - self.last_caught_up_ms <= lag_max_ms
+
+
+class LeaderPartition:
+    """Replica state of a partition this broker leads, for one leader epoch."""
+
+    def __init__(
+        self,
+        *,
+        local_id: int,
+        replicas: Iterable[int],
+        isr: Iterable[int],
+        leader_epoch: int,
+        partition_epoch: int,
+        log_end_offset: int,
+        high_watermark: int,
+        now_ms: int,
+        lag_max_ms: int,
+        min_insync_replicas: int = 1,
+        ineligible: Iterable[int] = (),
+    ):
+        self.local_id = local_id
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        self.pending_isr: tuple[int, ...] | None = None
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.log_end_offset = log_end_offset
+        # The offset this leader epoch started at: a follower must hold at least
+        # this much to be in sync (it has seen every earlier epoch's end).
+        self.leader_epoch_start_offset = log_end_offset
+        self.high_watermark = min(high_watermark, log_end_offset)
+        self.lag_max_ms = lag_max_ms
+        self.min_insync_replicas = min_insync_replicas
+        self.ineligible = set(ineligible)
+        # Kafka resets followers on election: ISR members count as caught up now,
+        # so they have a full lag period to fetch before they are dropped.
+        self.followers = {
+            replica: FollowerProgress(last_caught_up_ms=now_ms if replica in self.isr else 0)
+            for replica in self.replicas
+            if replica != local_id
+        }
+        self.maybe_advance_high_watermark(now_ms)
+
+    # ----------------------------------------------------------------- views
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
+
+    @property
+    def change_in_flight(self) -> bool:
+        return self.pending_isr is not None
+
+    def is_replica(self, broker_id: int) -> bool:
+        return broker_id in self.followers
+
+    # ----------------------------------------------------------------- progress
+
+    def leader_appended(self, log_end_offset: int, now_ms: int) -> bool:
+        """The leader's log grew; True when the high watermark moved."""
+        self.log_end_offset = log_end_offset
+        return self.maybe_advance_high_watermark(now_ms)
+
+    def follower_fetched(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched from ``fetch_offset`` (so it holds everything below);
+        True when the high watermark moved."""
+        progress = self.followers[replica_id]
+        if fetch_offset >= self.log_end_offset:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
+        elif fetch_offset >= progress.last_fetch_leader_end_offset:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.last_fetch_leader_end_offset = self.log_end_offset
+        progress.last_fetch_ms = now_ms
+        progress.log_end_offset = min(fetch_offset, self.log_end_offset)
+        return self.maybe_advance_high_watermark(now_ms)
+
+    def maybe_advance_high_watermark(self, now_ms: int) -> bool:
+        new_hw = self.log_end_offset
+        maximal = self.maximal_isr
+        for replica, progress in self.followers.items():
+            if progress.log_end_offset >= new_hw:
+                continue
+            joining = (
+                progress.log_end_offset >= 0
+                and replica not in self.ineligible
+                and progress.is_caught_up(self.log_end_offset, now_ms, self.lag_max_ms)
+            )
+            if replica in maximal or joining:
+                new_hw = progress.log_end_offset
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False
+
+    # ----------------------------------------------------------------- acks=all
+
+    def check_enough_replicas(self) -> ErrorCode:
+        """Before an acks=all append (Kafka counts the committed ISR here)."""
+        if len(self.isr) < self.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return ErrorCode.NONE
+
+    def produce_outcome(self, required_offset: int) -> ErrorCode | None:
+        """None while an acks=all produce whose last offset is ``required_offset - 1``
+        must wait; else its answer."""
+        if self.high_watermark < required_offset:
+            return None
+        if len(self.maximal_isr) < self.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    # ----------------------------------------------------------------- ISR changes
+
+    def _in_sync(self, replica: int) -> bool:
+        progress = self.followers[replica]
+        return (
+            replica not in self.ineligible
+            and progress.log_end_offset >= self.high_watermark
+            and progress.log_end_offset >= self.leader_epoch_start_offset
+        )
+
+    def proposed_expansion(self) -> tuple[int, ...] | None:
+        """The ISR with one caught-up follower added, or None (nothing to add, or a
+        change already in flight). Replicas keep their replica-list order."""
+        if self.change_in_flight:
+            return None
+        for replica in self.followers:
+            if replica not in self.isr and self._in_sync(replica):
+                joined = set(self.isr) | {replica}
+                return tuple(r for r in self.replicas if r in joined)
+        return None
+
+    def proposed_shrink(self, now_ms: int) -> tuple[int, ...] | None:
+        """The ISR without followers that have lagged for longer than
+        ``replica.lag.time.max.ms`` (or that became ineligible), or None."""
+        if self.change_in_flight:
+            return None
+        out = {
+            replica
+            for replica in self.isr
+            if replica != self.local_id
+            and (
+                replica in self.ineligible
+                or not self.followers[replica].is_caught_up(self.log_end_offset, now_ms, self.lag_max_ms)
+            )
+        }
+        if not out:
+            return None
+        return tuple(r for r in self.isr if r not in out)
+
+    def begin_change(self, new_isr: Iterable[int]) -> None:
+        self.pending_isr = tuple(new_isr)
+
+    def change_failed(self) -> None:
+        self.pending_isr = None
+
+    def committed(self, isr: Iterable[int], partition_epoch: int, now_ms: int) -> bool:
+        """A committed ISR (the controller's answer or the metadata) for this leader
+        epoch; older partition epochs are ignored. True when the high watermark moved."""
+        if partition_epoch < self.partition_epoch:
+            return False
+        self.isr = tuple(isr)
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
+        return self.maybe_advance_high_watermark(now_ms)
+
+    def set_ineligible(self, broker_ids: Iterable[int], now_ms: int) -> bool:
+        self.ineligible = set(broker_ids)
+        return self.maybe_advance_high_watermark(now_ms)
+
+
+# ----------------------------------------------------------------- follower side
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """Where a follower cuts its log after its leader reported a divergence, and
+    whether that settles it (else the next fetch, carrying the follower's then
+    latest epoch, asks again)."""
+
+    offset: int
+    complete: bool
+
+
+def truncation_for_divergence(
+    diverging_epoch: int,
+    diverging_end_offset: int,
+    local_end_offset_for_epoch: tuple[int, int],
+    local_log_end_offset: int,
+    local_high_watermark: int,
+) -> Truncation:
+    """Kafka's rule (KIP-320) for a fetch answered with ``diverging_epoch``:
+    ``local_end_offset_for_epoch`` is the follower's own (epoch, end offset) for
+    the largest epoch at or below ``diverging_epoch`` ((-1, -1) when it has none).
+
+    * The follower has that epoch: its log agrees up to the smaller of the two
+      end offsets, so it cuts there and is done.
+    * It has only an older epoch: it cuts to where that one ends and asks again.
+    * It has none: everything from the leader's end offset on may differ.
+    * The leader has no epoch to offer (its cache lacks the follower's epoch
+      and every earlier one): the follower falls back to its high watermark,
+      everything below which is committed.
+    """
+    local_epoch, local_end = local_end_offset_for_epoch
+    if diverging_end_offset < 0:
+        return Truncation(min(local_high_watermark, local_log_end_offset), True)
+    if local_epoch < 0 or local_end < 0:
+        return Truncation(min(diverging_end_offset, local_log_end_offset), True)
+    if local_epoch != diverging_epoch:
+        return Truncation(min(local_end, local_log_end_offset), False)
+    return Truncation(min(local_end, diverging_end_offset, local_log_end_offset), True)
+
+
+def diverging_epoch_for_fetch(
+    last_fetched_epoch: int, fetch_offset: int, leader_end_offset_for_epoch: tuple[int, int]
+) -> tuple[int, int] | None:
+    """The leader's check of a follower fetch (KIP-320): ``leader_end_offset_for_epoch``
+    answers ``last_fetched_epoch`` from the leader's epoch cache. The follower
+    diverges when the leader does not have that epoch or the epoch ended below the
+    fetch offset; the answer is the (epoch, end offset) to send back, or None."""
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = leader_end_offset_for_epoch
+    if epoch != last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None
