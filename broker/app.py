@@ -242,8 +242,9 @@ class Broker:
         jobs = [
             ("log flusher", self.config["log.flush.scheduler.interval.ms"], lambda: self.logs.flush_by_time(self._now_ms())),
             ("checkpoint writer", self.config["log.flush.offset.checkpoint.interval.ms"], self.logs.checkpoint),
-            # The high watermarks, which a restarted replica starts from, more often.
-            ("high watermark checkpoint", self.config["replica.high.watermark.checkpoint.interval.ms"], self.logs.checkpoint),
+            # The high watermarks, which a restarted replica starts from, more often,
+            # written on a worker thread so that their fsyncs never stall requests.
+            ("high watermark checkpoint", self.config["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint_high_watermarks),
             ("retention", self.config["log.retention.check.interval.ms"], lambda: self.logs.apply_retention(self._now_ms())),
             (
                 "producer id expiration",
@@ -263,9 +264,16 @@ class Broker:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                job()
+                result = job()
+                if asyncio.iscoroutine(result):
+                    await result
             except Exception:  # keep serving; the next round may succeed
                 log.exception("%s failed", name)
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        write = self.logs.high_watermark_checkpoint()
+        if write is not None:
+            await asyncio.to_thread(write)
 
     async def start(self) -> None:
         # Controllers listen first: the other voters need us to elect a leader.

@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,9 @@ class LogManager:
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._partitions_per_dir: dict[Path, int] = {}
+        # Checkpoint files may be written from a worker thread (see
+        # high_watermark_checkpoint) while the owner writes the others.
+        self._checkpoint_lock = threading.Lock()
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
             marker = directory / CLEAN_SHUTDOWN_MARKER
@@ -276,15 +280,41 @@ class LogManager:
             self._recovery_points[key] = plog.recovery_point
             self._log_start_offsets[key] = plog.log_start_offset
             self._high_watermarks[key] = plog.high_watermark
+        with self._checkpoint_lock:
+            for directory in self.log_dirs:
+                keys = [k for k, r in self._registered.items() if r.path.parent == directory]
+                for name, table in (
+                    (RECOVERY_POINT_CHECKPOINT, self._recovery_points),
+                    (LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets),
+                    (REPLICATION_OFFSET_CHECKPOINT, self._high_watermarks),
+                    (CLEANER_OFFSET_CHECKPOINT, self._cleaner_offsets),
+                ):
+                    write_offsets(directory / name, {k: table[k] for k in keys if k in table})
+
+    def high_watermark_checkpoint(self) -> Callable[[], None] | None:
+        """Take the high watermarks of the open logs now; return the writing of
+        ``replication-offset-checkpoint`` as a function that may run on another
+        thread (its fsyncs must not stall the caller), or None when nothing
+        changed since the last checkpoint."""
+        changed = False
+        table = self._high_watermarks
+        for key, plog in self.opened_logs():
+            if table.get(key) != plog.high_watermark:
+                table[key] = plog.high_watermark
+                changed = True
+        if not changed:
+            return None
+        writes = []
         for directory in self.log_dirs:
             keys = [k for k, r in self._registered.items() if r.path.parent == directory]
-            for name, table in (
-                (RECOVERY_POINT_CHECKPOINT, self._recovery_points),
-                (LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets),
-                (REPLICATION_OFFSET_CHECKPOINT, self._high_watermarks),
-                (CLEANER_OFFSET_CHECKPOINT, self._cleaner_offsets),
-            ):
-                write_offsets(directory / name, {k: table[k] for k in keys if k in table})
+            writes.append((directory / REPLICATION_OFFSET_CHECKPOINT, {k: table[k] for k in keys if k in table}))
+
+        def write() -> None:
+            with self._checkpoint_lock:
+                for path, offsets in writes:
+                    write_offsets(path, offsets)
+
+        return write
 
     def close(self) -> None:
         """Clean shutdown: flush, checkpoint, close, then mark every directory clean."""

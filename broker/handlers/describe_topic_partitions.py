@@ -38,7 +38,10 @@ def register(dispatcher, broker) -> None:
     def partition_entries(topic, first_index: int, max_count: int):
         """Entries of partitions ``first_index`` up to ``max_count`` of them, and the
         index of the next partition left out (-1 when none is)."""
-        registered = set(broker.controller.defaults.broker_ids)
+        brokers = broker.image.brokers
+        # Before any registration (a single node starting up) the node itself is the cluster.
+        registered = set(brokers) if brokers else set(broker.controller.defaults.broker_ids)
+        fenced = {b for b, registration in brokers.items() if registration.fenced}
         size = len(topic.partitions)
         upper = min(size, first_index + max_count)
         entries = []
@@ -56,7 +59,7 @@ def register(dispatcher, broker) -> None:
                     isr_nodes=list(p.isr),
                     eligible_leader_replicas=[],
                     last_known_elr=[],
-                    offline_replicas=[r for r in p.replicas if r not in registered],
+                    offline_replicas=[r for r in p.replicas if r not in registered or r in fenced],
                 )
             )
         return entries, (upper if upper < size else -1)

@@ -22,18 +22,27 @@ API = APIS_BY_KEY[3]
 R = struct_classes(API.response)
 
 
+def offline_replicas(image, replicas) -> list[int]:
+    """Replicas on brokers that are unregistered or fenced (Kafka's KRaft metadata
+    cache counts both as offline)."""
+    brokers = image.brokers
+    return [r for r in replicas if r not in brokers or brokers[r].fenced]
+
+
 def topic_response(broker, topic, api_version: int, include_operations: bool = False):
     partitions = []
+    image = broker.image
     for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id):
         partitions.append(
             R.MetadataResponsePartition(
-                error_code=ErrorCode.NONE,
+                # A partition without a leader cannot be produced to or read: say so.
+                error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
                 partition_index=p.partition_id,
                 leader_id=p.leader,
                 leader_epoch=p.leader_epoch,
                 replica_nodes=list(p.replicas),
                 isr_nodes=list(p.isr),
-                offline_replicas=[],
+                offline_replicas=offline_replicas(image, p.replicas) if image.brokers else [],
             )
         )
     return R.MetadataResponseTopic(
