@@ -186,6 +186,8 @@ class ConfigKey:
     synonyms: tuple[str, ...] = ()
 
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
 _KEYS = [
     ConfigKey("node.id", _int_parser(0, INT32_MAX), 1, synonyms=("broker.id",)),
     ConfigKey("process.roles", _list, ["broker", "controller"]),
@@ -268,6 +270,9 @@ _KEYS = [
     ConfigKey("replica.socket.timeout.ms", _int_parser(1, INT32_MAX), 30000),
     ConfigKey("num.replica.fetchers", _int_parser(1, INT32_MAX), 1),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", _int_parser(1), 5000),
+    # KIP-392: unset means consumers read from leaders; Kafka's rack-aware
+    # selector is the one implementation pybroker has.
+    ConfigKey("replica.selector.class", _choice_parser(RACK_AWARE_REPLICA_SELECTOR), None),
 ]
 
 KEYS: dict[str, ConfigKey] = {}
@@ -373,6 +378,7 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "replica.socket.timeout.ms": ("INT", "How long a follower waits for its leader to answer a fetch (beyond the fetch's own wait)."),
     "num.replica.fetchers": ("INT", "Fetcher tasks per source broker; partitions are spread over them."),
     "replica.high.watermark.checkpoint.interval.ms": ("LONG", "How often the high watermarks are written to replication-offset-checkpoint."),
+    "replica.selector.class": ("STRING", "Which replica a consumer that names its rack should read from (KIP-392); only Kafka's RackAwareReplicaSelector is known."),
 }
 
 

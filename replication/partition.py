@@ -34,7 +34,7 @@ Rules, as Kafka 4 keeps them:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
@@ -224,6 +224,25 @@ class LeaderPartition:
     def set_ineligible(self, broker_ids: Iterable[int], now_ms: int) -> bool:
         self.ineligible = set(broker_ids)
         return self.maybe_advance_high_watermark(now_ms)
+
+    def preferred_read_replica(self, client_rack: str, racks: Mapping[int, str | None], fetch_offset: int) -> int:
+        """KIP-392 with Kafka's RackAwareReplicaSelector: a consumer that names its
+        rack reads from a replica in that rack, the leader if it is one; among
+        followers, only those holding ``fetch_offset`` and not fenced qualify, the
+        furthest ahead (then the most recently caught up) winning. Anyone else,
+        or a consumer without a rack, reads from the leader."""
+        if not client_rack or racks.get(self.local_id) == client_rack:
+            return self.local_id
+        best = None
+        for replica, progress in self.followers.items():
+            if racks.get(replica) != client_rack or replica in self.ineligible:
+                continue
+            if progress.log_end_offset < fetch_offset:
+                continue
+            rank = (progress.log_end_offset, progress.last_caught_up_ms)
+            if best is None or rank > best[0]:
+                best = (rank, replica)
+        return self.local_id if best is None else best[1]
 
 
 # ----------------------------------------------------------------- follower side

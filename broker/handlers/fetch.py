@@ -9,7 +9,9 @@ gets ``diverging_epoch`` and no records (KIP-320); otherwise its fetch offset
 tells the leader what it holds, which moves the high watermark and the ISR
 (see broker.replica_manager). Consumers read up to the high watermark from
 the leader, or from a follower (its own high watermark) for v11+ requests, as
-Kafka allows since KIP-392. Errors name the current leader and epoch for v12+
+Kafka allows since KIP-392; with ``replica.selector.class`` set to Kafka's
+RackAwareReplicaSelector, a consumer naming its ``rack_id`` is sent to a
+replica in its rack (``preferred_read_replica``, no records). Errors name the current leader and epoch for v12+
 (KIP-951). Each partition returns whole batches from the one holding
 ``fetch_offset``, at most ``partition_max_bytes``; the response stays within
 ``max_bytes`` except that the first batch of the first non-empty partition is
@@ -53,6 +55,7 @@ def replica_id_of(request, api_version: int) -> int:
 
 def register(dispatcher, broker) -> None:
     replicas = broker.replicas
+    rack_aware = broker.config["replica.selector.class"] is not None
 
     def build(request, api_version):
         image = broker.image
@@ -119,6 +122,15 @@ def register(dispatcher, broker) -> None:
                     continue
                 if from_follower:
                     replicas.follower_fetched(key, leader, plog, replica_id, offset)
+                elif rack_aware and leader is not None and api_version >= 11 and request.rack_id:
+                    racks = {b: r.rack for b, r in image.brokers.items()}
+                    preferred = leader.preferred_read_replica(request.rack_id, racks, offset)
+                    if preferred != leader.local_id:
+                        # Kafka answers at once, without records, naming the replica to read from.
+                        pd.preferred_read_replica = preferred
+                        pd.high_watermark = pd.last_stable_offset = plog.high_watermark
+                        has_error = True
+                        continue
                 pd.high_watermark = plog.high_watermark
                 pd.last_stable_offset = plog.high_watermark
                 limit = min(fp.partition_max_bytes, remaining_bytes)

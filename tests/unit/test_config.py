@@ -480,3 +480,11 @@ def test_log_config_from_effective_values():
 def test_every_topic_config_default_is_valid():
     for name, key in TOPIC_CONFIG_KEYS.items():
         assert validate_topic_configs({name: key.default}), name
+
+
+def test_replica_selector_accepts_only_kafkas_rack_aware_selector():
+    from broker.config import RACK_AWARE_REPLICA_SELECTOR, ConfigError, load_config
+
+    assert load_config({"replica.selector.class": RACK_AWARE_REPLICA_SELECTOR})["replica.selector.class"] == RACK_AWARE_REPLICA_SELECTOR
+    with pytest.raises(ConfigError):
+        load_config({"replica.selector.class": "com.example.MySelector"})

@@ -183,3 +183,21 @@ def test_high_watermark_is_monotonic_and_below_every_maximal_isr_offset(steps):
         for replica in p.maximal_isr:
             if replica != 1 and p.followers[replica].log_end_offset >= 0 and p.high_watermark > before:
                 assert p.followers[replica].log_end_offset >= p.high_watermark
+
+
+def test_rack_aware_preferred_read_replica():
+    racks = {1: "a", 2: "b", 3: "b"}
+    p = leader(leo=20, hw=20)
+    p.follower_fetched(2, 15, now_ms=5)
+    p.follower_fetched(3, 20, now_ms=6)
+    assert p.preferred_read_replica("", racks, 10) == 1  # no rack: the leader
+    assert p.preferred_read_replica("a", racks, 10) == 1  # the leader's own rack
+    assert p.preferred_read_replica("b", racks, 10) == 3  # the follower furthest ahead
+    assert p.preferred_read_replica("b", racks, 18) == 3
+    assert p.preferred_read_replica("c", racks, 10) == 1  # no replica in that rack
+    fenced = leader(leo=20, hw=20, ineligible=(2, 3))
+    fenced.follower_fetched(3, 20, now_ms=6)
+    assert fenced.preferred_read_replica("b", racks, 10) == 1
+    behind = leader(leo=20, hw=20)
+    behind.follower_fetched(2, 5, now_ms=5)
+    assert behind.preferred_read_replica("b", {1: "a", 2: "b", 3: "c"}, 10) == 1
