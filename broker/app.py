@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
 import time
 
@@ -231,6 +232,20 @@ class Broker:
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
+
+    def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> None:
+        """A write to a log dir failed (ENOSPC, EIO, ...). The segment may now end in a
+        torn batch that memory does not know of, and nothing written there can be
+        acknowledged any more. Kafka halts a broker whose log dirs have all failed;
+        pybroker has no per-directory offline state, so any failed log dir halts it,
+        at once and without the clean-shutdown marker: its partitions get new leaders
+        when its session expires, and the next start recovers the logs from disk."""
+        log.critical(
+            "log directory %s failed (%s): halting this broker without acknowledging the write",
+            plog.directory.parent, exc,
+        )
+        logging.shutdown()
+        os._exit(1)
 
     # ----------------------------------------------------------------- serving
 

@@ -521,6 +521,9 @@ class ReplicaManager:
         if records:
             try:
                 appended = plog.append_as_follower(records) > 0
+            except OSError as exc:
+                self.broker.log_dir_failed(plog, exc)
+                raise
             except AppendError as exc:
                 state.failed = True
                 log.error(

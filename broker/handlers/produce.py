@@ -88,6 +88,9 @@ def register(dispatcher, broker) -> None:
                         result = plog.append(pdata.records, leader_epoch=leader.leader_epoch)
                     except AppendError as exc:
                         error, message = exc.error_code, str(exc)
+                    except OSError as exc:
+                        broker.log_dir_failed(plog, exc)
+                        raise
                     else:
                         base_offset = result.base_offset
                         append_time = result.log_append_time_ms
