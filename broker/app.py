@@ -214,21 +214,33 @@ class Broker:
                     self.partition_watch.notify((name, partition))
         if deleted_topics:
             self.groups.coordinator.remove_offsets_of_topics(self.groups.now_ms(), deleted_topics)
+        removed = []
         for name, topic in new.topics.items():
             previous = old.topics.get(name)
-            same_topic = previous is not None and previous.topic_id == topic.topic_id
-            if same_topic and previous.partitions.keys() == topic.partitions.keys() and previous.configs == topic.configs:
+            if previous is topic:
                 continue
-            log_config = log_config_from(self.topic_config(topic))
+            same_topic = previous is not None and previous.topic_id == topic.topic_id
+            configs_changed = not same_topic or previous.configs != topic.configs
+            log_config = None
             for partition in topic.partitions.values():
-                if self.node_id not in partition.replicas:
-                    continue
-                if same_topic and partition.partition_id in previous.partitions:
-                    # A config change reaches the log at once (opened or not).
-                    self.logs.set_config(name, partition.partition_id, log_config)
-                else:
-                    self.logs.register(name, partition.partition_id, log_config)
+                before = previous.partitions.get(partition.partition_id) if same_topic else None
+                was_replica = before is not None and self.node_id in before.replicas
+                is_replica = self.node_id in partition.replicas
+                if is_replica and (not was_replica or configs_changed):
+                    log_config = log_config or log_config_from(self.topic_config(topic))
+                    if was_replica:
+                        # A config change reaches the log at once (opened or not).
+                        self.logs.set_config(name, partition.partition_id, log_config)
+                    else:
+                        self.logs.register(name, partition.partition_id, log_config)
+                elif was_replica and not is_replica:
+                    removed.append((name, partition.partition_id))
         self.replicas.apply_image(old, new)
+        for name, partition_id in removed:
+            # Reassigned away: this broker's replica stopped above; its data goes.
+            log.info("deleting the log of %s-%d: this broker is no longer one of its replicas", name, partition_id)
+            self.logs.delete(name, partition_id)
+            self.partition_watch.notify((name, partition_id))
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)

@@ -1,0 +1,128 @@
+"""Leader elections asked for by ElectLeaders and by the automatic leader rebalance,
+as pure functions of the image (Kafka's ReplicationControlManager.electLeaders
+and maybeBalancePartitionLeaders).
+
+* PREFERRED (0): the first replica of the assignment leads again if it is in the
+  ISR and usable (registered, unfenced, not shutting down);
+  ELECTION_NOT_NEEDED when it already leads, PREFERRED_LEADER_NOT_AVAILABLE
+  when it cannot.
+* UNCLEAN (1): only for a partition without a leader: the first usable ISR
+  member leads (a clean election), else the first usable replica, with the ISR
+  restarting from it in the RECOVERING state (data may be lost, which is what
+  the caller asked for); ELECTION_NOT_NEEDED when it has a leader,
+  ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is usable.
+* The automatic rebalance (``auto.leader.rebalance.enable``) makes preferred
+  elections for every partition whose preferred replica could lead but does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from controller.broker_lifecycle import LEADER_RECOVERY_STATE_RECOVERING, usable_broker_ids
+from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
+from controller.metadata.records import NO_LEADER, PARTITION_CHANGE_RECORD
+from protocol.errors import ErrorCode
+
+PREFERRED = 0
+UNCLEAN = 1
+ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
+
+TopicPartition = tuple[str, int]
+
+
+def _failed(topic: str, partition_id: int, strategy: str) -> str:
+    return f"Failed to elect leader for partition {topic}-{partition_id} under strategy {strategy}"
+
+
+def elect_one(
+    topic: TopicImage, partition: PartitionImage, election_type: int, usable: set[int]
+) -> tuple[ErrorCode, str | None, object | None]:
+    """(error, message, PartitionChangeRecord or None) for one partition."""
+    if election_type == PREFERRED:
+        preferred = partition.replicas[0] if partition.replicas else NO_LEADER
+        if partition.leader == preferred and preferred != NO_LEADER:
+            return ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE, None
+        if preferred in partition.isr and preferred in usable:
+            record = PARTITION_CHANGE_RECORD(partition_id=partition.partition_id, topic_id=topic.topic_id, leader=preferred)
+            return ErrorCode.NONE, None, record
+        return (
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            _failed(topic.name, partition.partition_id, "PreferredReplicaPartitionLeaderElectionStrategy"),
+            None,
+        )
+    if partition.leader != NO_LEADER:
+        return ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE, None
+    clean = next((b for b in partition.isr if b in usable), None)
+    if clean is not None:
+        record = PARTITION_CHANGE_RECORD(partition_id=partition.partition_id, topic_id=topic.topic_id, leader=clean)
+        return ErrorCode.NONE, None, record
+    unclean = next((b for b in partition.replicas if b in usable), None)
+    if unclean is not None:
+        record = PARTITION_CHANGE_RECORD(
+            partition_id=partition.partition_id,
+            topic_id=topic.topic_id,
+            leader=unclean,
+            isr=[unclean],
+            leader_recovery_state=LEADER_RECOVERY_STATE_RECOVERING,
+        )
+        return ErrorCode.NONE, None, record
+    return (
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        _failed(topic.name, partition.partition_id, "UncleanLeaderElectionStrategy"),
+        None,
+    )
+
+
+def plan_elect_leaders(
+    image: MetadataImage, election_type: int, targets: Iterable[TopicPartition] | None
+) -> tuple[dict[TopicPartition, tuple[ErrorCode, str | None]], list]:
+    """ElectLeaders: a result per named partition (UNKNOWN_TOPIC_OR_PARTITION for
+    unknown ones), or with ``targets`` None one per partition of the cluster where
+    something other than ELECTION_NOT_NEEDED happened; and the records."""
+    usable = set(usable_broker_ids(image))
+    results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+    records = []
+    if targets is None:
+        pairs = [(t, p) for t in image.topics.values() for p in sorted(t.partitions.values(), key=lambda p: p.partition_id)]
+        for topic, partition in pairs:
+            error, message, record = elect_one(topic, partition, election_type, usable)
+            if error != ErrorCode.ELECTION_NOT_NEEDED:
+                results[(topic.name, partition.partition_id)] = (error, message)
+            if record is not None:
+                records.append(record)
+        return results, records
+    for name, partition_id in targets:
+        topic = image.topics.get(name)
+        if topic is None:
+            results[(name, partition_id)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}")
+            continue
+        partition = topic.partitions.get(partition_id)
+        if partition is None:
+            results[(name, partition_id)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{partition_id}")
+            continue
+        if (name, partition_id) in results:
+            continue  # named twice: elected once
+        error, message, record = elect_one(topic, partition, election_type, usable)
+        results[(name, partition_id)] = (error, message)
+        if record is not None:
+            records.append(record)
+    return results, records
+
+
+def plan_leader_rebalance(image: MetadataImage, max_elections: int = 1000) -> list:
+    """The automatic rebalance: preferred elections for partitions whose preferred
+    replica is in the ISR and usable but does not lead (at most ``max_elections``
+    per round, so one round never becomes one huge metadata batch)."""
+    usable = set(usable_broker_ids(image))
+    records = []
+    for topic in image.topics.values():
+        for partition in topic.partitions.values():
+            if not partition.replicas or partition.leader == partition.replicas[0]:
+                continue
+            error, _, record = elect_one(topic, partition, PREFERRED, usable)
+            if record is not None:
+                records.append(record)
+                if len(records) >= max_elections:
+                    return records
+    return records
