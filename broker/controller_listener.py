@@ -3,7 +3,8 @@
 Kafka keeps controller traffic on its own listener (``controller.listener.names``):
 Raft's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot of the
 ``__cluster_metadata`` partition, DescribeQuorum, the brokers'
-BrokerRegistration, BrokerHeartbeat and AllocateProducerIds, and the admin
+BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition
+(partition leaders' ISR changes; only this listener serves it), and the admin
 requests brokers forward (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs, IncrementalAlterConfigs). Fetch here is the Raft
 fetch of the metadata log, not a client fetch, which is why this listener has
@@ -32,6 +33,7 @@ DESCRIBE_QUORUM_KEY = 55
 BROKER_REGISTRATION_KEY = 62
 BROKER_HEARTBEAT_KEY = 63
 ALLOCATE_PRODUCER_IDS_KEY = 67
+ALTER_PARTITION_KEY = 56
 _APID = struct_classes(APIS_BY_KEY[ALLOCATE_PRODUCER_IDS_KEY].response)
 _REG = struct_classes(APIS_BY_KEY[BROKER_REGISTRATION_KEY].response)
 _HB = struct_classes(APIS_BY_KEY[BROKER_HEARTBEAT_KEY].response)
@@ -82,6 +84,13 @@ def build_controller_dispatcher(broker) -> Dispatcher:
         )
 
     dispatcher.register(ALLOCATE_PRODUCER_IDS_KEY, 0, 0, allocate_producer_ids)
+
+    async def alter_partition(ctx, request):
+        # The controller answers NOT_CONTROLLER itself when it is not the active one.
+        return await broker.controller.alter_partition(request, ctx.api_version)
+
+    versions = APIS_BY_KEY[ALTER_PARTITION_KEY].versions
+    dispatcher.register(ALTER_PARTITION_KEY, versions.low, versions.high, alter_partition)
     return dispatcher
 
 

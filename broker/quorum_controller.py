@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable
 
 from controller import metadata_commands as commands
+from controller.alter_partition import alter_partition_error, plan_alter_partition
 from controller.broker_lifecycle import (
     BrokerHeartbeatTracker,
     HeartbeatResult,
@@ -359,6 +360,28 @@ class QuorumController:
             return await self._submit(lambda image: plan_broker_heartbeat(image, request))
         except NotControllerError:
             return HeartbeatResult(ErrorCode.NOT_CONTROLLER)
+
+    async def alter_partition(self, request, api_version: int):
+        """AlterPartition from a partition leader: the AlterPartitionResponse, once
+        its records (if any) are committed; NOT_CONTROLLER (top level) when this
+        node is not, or stops being, the active controller."""
+        wrote: list[bool] = []
+
+        def plan(image):
+            response, records = plan_alter_partition(image, request, api_version)
+            wrote.append(bool(records))
+            return response, records
+
+        try:
+            response = await self._submit(plan)
+            if not wrote[-1] and self._in_flight:
+                # Answered from the planned image, whose latest records are not
+                # committed yet: a leader must never act on an ISR that a failover
+                # could still lose (Kafka's controller waits the same way).
+                await asyncio.shield(self._in_flight[-1][1])
+        except NotControllerError:
+            return alter_partition_error(ErrorCode.NOT_CONTROLLER)
+        return response
 
     async def _expire_sessions(self) -> None:
         """The active controller fences brokers whose heartbeats stopped."""
