@@ -43,6 +43,7 @@ ALTER_PARTITION = APIS_BY_KEY[56]
 ALTER_PARTITION_VERSION = 3
 _AP = struct_classes(ALTER_PARTITION.request)
 # Errors after which the leader waits for the metadata to tell it more.
+_NOT_APPLIED_ALTER_ERRORS = {ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED}
 _STALE_ALTER_ERRORS = {
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.INVALID_UPDATE_VERSION,
@@ -116,7 +117,9 @@ class ReplicaManager:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline_ms: int | None = None
         self._hw_initialised: set[Key] = set()
-        self._alter_queue: dict[Key, tuple[LeaderPartition, tuple[int, ...]]] = {}
+        # key -> (leader, new ISR, the partition epoch it was proposed at): sent with
+        # that epoch, so a proposal overtaken by a newer ISR is refused, not applied.
+        self._alter_queue: dict[Key, tuple[LeaderPartition, tuple[int, ...], int]] = {}
         self._alter_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self.running = False
@@ -173,12 +176,16 @@ class ReplicaManager:
             for partition_id in topic.partitions:
                 self._stop_replica((name, partition_id))
         if brokers_changed:
+            registered = self._registered_epochs(new)
             for key, leader in self.leaders.items():
-                if leader.set_ineligible(ineligible, now_ms):
+                if leader.set_ineligible(ineligible, now_ms, registered):
                     self._high_watermark_moved(key, leader)
 
     def _ineligible(self, image: MetadataImage) -> set[int]:
         return {b for b, r in image.brokers.items() if r.fenced or r.in_controlled_shutdown}
+
+    def _registered_epochs(self, image: MetadataImage) -> dict[int, int]:
+        return {b: r.epoch for b, r in image.brokers.items()}
 
     def _apply_partition(
         self, image: MetadataImage, topic: TopicImage, partition: PartitionImage, old: PartitionImage | None, now_ms: int
@@ -245,6 +252,7 @@ class ReplicaManager:
             lag_max_ms=self.lag_max_ms,
             min_insync_replicas=int(config.get("min.insync.replicas", 1)),
             ineligible=self._ineligible(image),
+            registered_epochs=self._registered_epochs(image),
         )
         self.leaders[key] = leader
         plog.high_watermark = max(plog.high_watermark, leader.high_watermark)
@@ -319,10 +327,12 @@ class ReplicaManager:
         if leader.leader_appended(plog.log_end_offset, _now_ms()):
             self._high_watermark_moved(key, leader)
 
-    def follower_fetched(self, key: Key, leader: LeaderPartition, plog: PartitionLog, replica_id: int, fetch_offset: int) -> None:
+    def follower_fetched(
+        self, key: Key, leader: LeaderPartition, plog: PartitionLog, replica_id: int, fetch_offset: int, broker_epoch: int = -1
+    ) -> None:
         now_ms = _now_ms()
         leader.log_end_offset = plog.log_end_offset  # also counts appends made outside Produce
-        if leader.follower_fetched(replica_id, fetch_offset, now_ms):
+        if leader.follower_fetched(replica_id, fetch_offset, now_ms, broker_epoch):
             self._high_watermark_moved(key, leader)
         expanded = leader.proposed_expansion()
         if expanded is not None:
@@ -381,7 +391,7 @@ class ReplicaManager:
     def _propose(self, key: Key, leader: LeaderPartition, new_isr: tuple[int, ...]) -> None:
         log.info("%s-%d: asking the controller to change the isr from %s to %s", key[0], key[1], list(leader.isr), list(new_isr))
         leader.begin_change(new_isr)
-        self._alter_queue[key] = (leader, new_isr)
+        self._alter_queue[key] = (leader, new_isr, leader.partition_epoch)
         if self._alter_wakeup is not None:
             self._alter_wakeup.set()
 
@@ -405,18 +415,23 @@ class ReplicaManager:
             else:
                 answered = self._apply_alter_response(batch, response, now_ms)
                 retry = {k: v for k, v in batch.items() if k not in answered}
-            for key, (leader, _) in retry.items():
-                if self.leaders.get(key) is leader:
-                    leader.change_failed()  # proposed again by the next check
+            for key, entry in retry.items():
+                leader, new_isr, _ = entry
+                # The change may have been applied even though no answer said so:
+                # it stays pending (counted in the maximal ISR) and the same
+                # request is sent again, as Kafka's AlterPartitionManager does.
+                if self.leaders.get(key) is leader and leader.pending_isr == new_isr:
+                    self._alter_queue.setdefault(key, entry)
             if retry:
                 await asyncio.sleep(backoff_s)
+                self._alter_wakeup.set()
 
     async def _send_alter_partition(self, batch):
         image = self.broker.image
         registration = image.brokers.get(self.node_id)
         broker_epoch = registration.epoch if registration is not None else -1
         topics: dict = {}
-        for (name, partition_id), (leader, new_isr) in batch.items():
+        for (name, partition_id), (leader, new_isr, proposed_partition_epoch) in batch.items():
             topic = image.topics.get(name)
             if topic is None:
                 continue
@@ -427,12 +442,14 @@ class ReplicaManager:
                     new_isr_with_epochs=[
                         _AP.BrokerState(
                             broker_id=b,
-                            broker_epoch=image.brokers[b].epoch if b in image.brokers else -1,
+                            broker_epoch=(
+                                broker_epoch if b == self.node_id else leader.isr_broker_epoch(b)
+                            ),
                         )
                         for b in new_isr
                     ],
                     leader_recovery_state=0,
-                    partition_epoch=leader.partition_epoch,
+                    partition_epoch=proposed_partition_epoch,
                 )
             )
         request = _AP.AlterPartitionRequest(
@@ -466,13 +483,20 @@ class ReplicaManager:
                     if self.leaders.get(key) is leader and p.leader_epoch == leader.leader_epoch:
                         if leader.committed(p.isr, p.partition_epoch, now_ms):
                             self._high_watermark_moved(key, leader)
-                elif error in _STALE_ALTER_ERRORS or error == ErrorCode.INELIGIBLE_REPLICA:
-                    # The metadata will bring the truth; proposing again before
-                    # it does would only be refused again.
+                elif error in _NOT_APPLIED_ALTER_ERRORS:
+                    # The controller says the change was not made and the partition
+                    # epoch is current: back to the committed ISR, proposed again
+                    # by a later check if still right.
                     answered.add(key)
                     log.info("%s-%d: AlterPartition refused: %s", key[0], key[1], error.name)
                     if self.leaders.get(key) is leader:
                         leader.change_failed()
+                elif error in _STALE_ALTER_ERRORS:
+                    # This leader's view is behind, and an earlier send of the same
+                    # change may have been applied: it stays pending until the
+                    # metadata brings the truth.
+                    answered.add(key)
+                    log.info("%s-%d: AlterPartition refused: %s", key[0], key[1], error.name)
         return answered
 
     # ----------------------------------------------------------------- follower side

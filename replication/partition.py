@@ -50,6 +50,11 @@ class FollowerProgress:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_end_offset: int = UNKNOWN_OFFSET
+    # The broker epoch the follower fetched with (-1: unknown, a pre-v15 fetch).
+    # Progress made by an earlier incarnation of the broker says nothing about the
+    # log it restarted with, so a follower may join the ISR only once it has
+    # fetched with the epoch it is registered with now (KIP-903).
+    broker_epoch: int = -1
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, lag_max_ms: int) -> bool:
         return self.log_end_offset == leader_end_offset or now_ms - self.last_caught_up_ms <= lag_max_ms
@@ -72,6 +77,7 @@ class LeaderPartition:
         lag_max_ms: int,
         min_insync_replicas: int = 1,
         ineligible: Iterable[int] = (),
+        registered_epochs: Mapping[int, int] | None = None,
     ):
         self.local_id = local_id
         self.replicas = tuple(replicas)
@@ -87,6 +93,7 @@ class LeaderPartition:
         self.lag_max_ms = lag_max_ms
         self.min_insync_replicas = min_insync_replicas
         self.ineligible = set(ineligible)
+        self.registered_epochs: dict[int, int] = dict(registered_epochs or {})
         # Kafka resets followers on election: ISR members count as caught up now,
         # so they have a full lag period to fetch before they are dropped.
         self.followers = {
@@ -118,10 +125,15 @@ class LeaderPartition:
         self.log_end_offset = log_end_offset
         return self.maybe_advance_high_watermark(now_ms)
 
-    def follower_fetched(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """A follower fetched from ``fetch_offset`` (so it holds everything below);
-        True when the high watermark moved."""
+    def follower_fetched(self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int = -1) -> bool:
+        """A follower fetched from ``fetch_offset`` (so it holds everything below)
+        as broker epoch ``broker_epoch``; True when the high watermark moved. A fetch
+        from an older incarnation than one already seen is ignored."""
         progress = self.followers[replica_id]
+        if broker_epoch >= 0:
+            if broker_epoch < progress.broker_epoch:
+                return False
+            progress.broker_epoch = broker_epoch
         if fetch_offset >= self.log_end_offset:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
         elif fetch_offset >= progress.last_fetch_leader_end_offset:
@@ -139,7 +151,7 @@ class LeaderPartition:
                 continue
             joining = (
                 progress.log_end_offset >= 0
-                and replica not in self.ineligible
+                and self._eligible(replica)
                 and progress.is_caught_up(self.log_end_offset, now_ms, self.lag_max_ms)
             )
             if replica in maximal or joining:
@@ -168,10 +180,26 @@ class LeaderPartition:
 
     # ----------------------------------------------------------------- ISR changes
 
+    def _eligible(self, replica: int) -> bool:
+        """Not fenced or shutting down, and its progress is from the incarnation the
+        metadata knows (when both epochs are known)."""
+        if replica in self.ineligible:
+            return False
+        fetched = self.followers[replica].broker_epoch
+        registered = self.registered_epochs.get(replica, -1)
+        return fetched < 0 or registered < 0 or fetched == registered
+
+    def isr_broker_epoch(self, replica: int) -> int:
+        """The broker epoch to name for ``replica`` in an AlterPartition: the one it
+        fetched with, so the controller refuses progress of a dead incarnation."""
+        if replica in self.followers and self.followers[replica].broker_epoch >= 0:
+            return self.followers[replica].broker_epoch
+        return self.registered_epochs.get(replica, -1)
+
     def _in_sync(self, replica: int) -> bool:
         progress = self.followers[replica]
         return (
-            replica not in self.ineligible
+            self._eligible(replica)
             and progress.log_end_offset >= self.high_watermark
             and progress.log_end_offset >= self.leader_epoch_start_offset
         )
@@ -216,13 +244,18 @@ class LeaderPartition:
         epoch; older partition epochs are ignored. True when the high watermark moved."""
         if partition_epoch < self.partition_epoch:
             return False
-        self.isr = tuple(isr)
+        isr = tuple(isr)
+        if partition_epoch == self.partition_epoch and self.pending_isr is not None and isr != self.pending_isr:
+            return False  # the ISR we knew again: the change in flight is still open
+        self.isr = isr
         self.partition_epoch = partition_epoch
         self.pending_isr = None
         return self.maybe_advance_high_watermark(now_ms)
 
-    def set_ineligible(self, broker_ids: Iterable[int], now_ms: int) -> bool:
+    def set_ineligible(self, broker_ids: Iterable[int], now_ms: int, registered_epochs: Mapping[int, int] | None = None) -> bool:
         self.ineligible = set(broker_ids)
+        if registered_epochs is not None:
+            self.registered_epochs = dict(registered_epochs)
         return self.maybe_advance_high_watermark(now_ms)
 
     def preferred_read_replica(self, client_rack: str, racks: Mapping[int, str | None], fetch_offset: int) -> int:

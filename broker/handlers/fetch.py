@@ -61,6 +61,7 @@ def register(dispatcher, broker) -> None:
         image = broker.image
         by_id = api_version >= 13
         replica_id = replica_id_of(request, api_version)
+        replica_epoch = request.replica_state.replica_epoch if api_version >= 15 and request.replica_state is not None else -1
         from_follower = replica_id >= 0
         remaining_bytes = request.max_bytes
         total_bytes = 0
@@ -121,7 +122,7 @@ def register(dispatcher, broker) -> None:
                     has_error = True
                     continue
                 if from_follower:
-                    replicas.follower_fetched(key, leader, plog, replica_id, offset)
+                    replicas.follower_fetched(key, leader, plog, replica_id, offset, replica_epoch)
                 elif rack_aware and leader is not None and api_version >= 11 and request.rack_id:
                     racks = {b: r.rack for b, r in image.brokers.items()}
                     preferred = leader.preferred_read_replica(request.rack_id, racks, offset)

@@ -126,6 +126,7 @@ TRACE = bool(os.environ.get("REPLICATION_SIM_TRACE"))
 TRACE_TAIL = 60
 
 # Errors after which the AlterPartition sender waits for the metadata (broker/replica_manager.py).
+NOT_APPLIED_ALTER_ERRORS = {ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED}
 STALE_ALTER_ERRORS = {
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.INVALID_UPDATE_VERSION,
@@ -420,8 +421,8 @@ class SimBroker:
     follower: FollowerState | None = None
     purgatory: Purgatory = field(default_factory=Purgatory)
     fetchers: dict[int, Fetcher] = field(default_factory=dict)
-    alter_queue: tuple[LeaderPartition, tuple[int, ...]] | None = None
-    alter_in_flight: tuple[int, LeaderPartition] | None = None
+    alter_queue: tuple[LeaderPartition, tuple[int, ...], int] | None = None
+    alter_in_flight: tuple[int, tuple[LeaderPartition, tuple[int, ...], int]] | None = None
     alter_send_scheduled: bool = False
     alter_backoff_until: int = 0
     # Batch bytes by offset, as read back from the log after every change.
@@ -655,7 +656,7 @@ class Simulation:
         if old is None or old.partition != state.partition:
             self.apply_partition(broker, state)
         if old is None or (old.fenced, old.broker_epochs) != (state.fenced, state.broker_epochs):
-            if broker.leader is not None and broker.leader.set_ineligible(state.fenced, self.now):
+            if broker.leader is not None and broker.leader.set_ineligible(state.fenced, self.now, dict(state.broker_epochs)):
                 self.high_watermark_moved(broker)
 
     def apply_partition(self, broker: SimBroker, state: PartitionState) -> None:
@@ -693,6 +694,7 @@ class Simulation:
             lag_max_ms=self.lag_max_ms,
             min_insync_replicas=MIN_INSYNC,
             ineligible=state.fenced,
+            registered_epochs=dict(state.broker_epochs),
         )
         broker.leader = leader
         plog.high_watermark = max(plog.high_watermark, leader.high_watermark)
@@ -752,7 +754,7 @@ class Simulation:
         if offset < plog.log_start_offset or offset > plog.log_end_offset:
             return answer(ErrorCode.OFFSET_OUT_OF_RANGE, hw=plog.high_watermark)
         leader.log_end_offset = plog.log_end_offset
-        if leader.follower_fetched(replica_id, offset, self.now):
+        if leader.follower_fetched(replica_id, offset, self.now, request.replica_epoch):
             self.high_watermark_moved(broker)
         expanded = leader.proposed_expansion()
         if expanded is not None:
@@ -830,7 +832,7 @@ class Simulation:
 
     def propose(self, broker: SimBroker, leader: LeaderPartition, new_isr: tuple[int, ...]) -> None:
         leader.begin_change(new_isr)
-        broker.alter_queue = (leader, new_isr)
+        broker.alter_queue = (leader, new_isr, leader.partition_epoch)
         self.kick_alter(broker)
 
     def kick_alter(self, broker: SimBroker) -> None:
@@ -842,7 +844,7 @@ class Simulation:
         broker.alter_send_scheduled = False
         if broker.alter_in_flight is not None or broker.alter_queue is None:
             return
-        leader, new_isr = broker.alter_queue
+        leader, new_isr, proposed_partition_epoch = broker.alter_queue
         broker.alter_queue = None
         state = broker.metadata
         request = AlterPartitionRequest(
@@ -850,10 +852,10 @@ class Simulation:
             broker.node_id,
             state.broker_epoch(broker.node_id),
             leader.leader_epoch,
-            leader.partition_epoch,
-            tuple((b, state.broker_epoch(b)) for b in new_isr),
+            proposed_partition_epoch,
+            tuple((b, state.broker_epoch(b) if b == broker.node_id else leader.isr_broker_epoch(b)) for b in new_isr),
         )
-        broker.alter_in_flight = (request.request_id, leader)
+        broker.alter_in_flight = (request.request_id, (leader, new_isr, proposed_partition_epoch))
         self.send(broker.node_id, CONTROLLER, request)
         self.schedule(self.now + ALTER_TIMEOUT_MS, ("alter_timeout", broker.node_id, broker.incarnation, request.request_id))
 
@@ -862,7 +864,8 @@ class Simulation:
         _apply_alter_response carry it out."""
         if broker.alter_in_flight is None or broker.alter_in_flight[0] != request_id:
             return  # a late or duplicated answer: nothing waits for it any more
-        _, leader = broker.alter_in_flight
+        _, entry = broker.alter_in_flight
+        leader, new_isr, _ = entry
         broker.alter_in_flight = None
         retry = response is None or response.error != ErrorCode.NONE
         if not retry:
@@ -871,16 +874,18 @@ class Simulation:
                 if broker.leader is leader and response.leader_epoch == leader.leader_epoch:
                     if leader.committed(response.isr, response.partition_epoch, self.now):
                         self.high_watermark_moved(broker)
-            elif error in STALE_ALTER_ERRORS or error == ErrorCode.INELIGIBLE_REPLICA:
+            elif error in NOT_APPLIED_ALTER_ERRORS:
                 self.stats.alter_failures += 1
                 if broker.leader is leader:
                     leader.change_failed()
+            elif error in STALE_ALTER_ERRORS:
+                self.stats.alter_failures += 1  # stays pending until the metadata says
             else:
                 retry = True
         if retry:
             self.stats.alter_failures += 1
-            if broker.leader is leader:
-                leader.change_failed()  # proposed again by the next check
+            if broker.leader is leader and leader.pending_isr == new_isr and broker.alter_queue is None:
+                broker.alter_queue = entry  # it may have been applied: send it again
             broker.alter_backoff_until = self.now + ALTER_BACKOFF_MS
         self.kick_alter(broker)
 

@@ -132,6 +132,28 @@ def test_expansion_needs_the_high_watermark_and_the_epoch_start():
     assert ineligible.proposed_expansion() is None
 
 
+def test_progress_of_an_earlier_incarnation_does_not_let_a_restarted_follower_join():
+    # Follower 3 caught up as broker epoch 4, was fenced and dropped, and came back
+    # as epoch 9 with a shorter log (its unflushed tail died with it).
+    p = leader(isr=(1, 2), leo=10, hw=10, ineligible=(3,))
+    p.follower_fetched(2, 10, now_ms=0, broker_epoch=5)
+    p.follower_fetched(3, 10, now_ms=0, broker_epoch=4)
+    assert p.set_ineligible((), now_ms=1, registered_epochs={1: 1, 2: 5, 3: 9}) is False
+    assert p.proposed_expansion() is None
+    assert p.isr_broker_epoch(3) == 4  # what the controller would refuse
+    # Nor does that stale progress hold up or move the high watermark.
+    p.leader_appended(12, now_ms=2)
+    p.follower_fetched(2, 12, now_ms=2, broker_epoch=5)
+    assert p.high_watermark == 12
+    # A fetch from the new incarnation replaces it; a late one from the old is ignored.
+    p.follower_fetched(3, 8, now_ms=3, broker_epoch=9)
+    p.follower_fetched(3, 12, now_ms=3, broker_epoch=4)
+    assert p.proposed_expansion() is None
+    p.follower_fetched(3, 12, now_ms=4, broker_epoch=9)
+    assert p.proposed_expansion() == (1, 2, 3)
+    assert p.isr_broker_epoch(3) == 9
+
+
 def test_older_partition_epochs_are_ignored():
     p = leader()
     assert p.committed((1, 2), 6, now_ms=0) is False
