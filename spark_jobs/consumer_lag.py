@@ -5,7 +5,11 @@
 Reads ``__consumer_offsets`` through the ``pybroker`` data source, decodes its
 offset-commit records (Kafka's OffsetCommitKey/OffsetCommitValue), keeps the
 latest record per (group, topic, partition) unless it is a tombstone, and
-joins the log end offsets of the partitions, taken from their segment files.
+joins the log end offsets of the partitions as a consumer sees them (Kafka's
+LOG-END-OFFSET is the high watermark): the checkpointed high watermark, or
+the last complete batch where no checkpoint names the partition, of the
+replica :mod:`spark_jobs.replicas` prefers when ``--path`` names the log dirs
+of several brokers.
 Group metadata records are ignored; what the broker has not yet compacted is
 resolved by taking the record with the highest offset per key.
 """
@@ -22,7 +26,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/<job>.py
 from protocol.codec import decode_struct
 from protocol.exceptions import ProtocolError
 from protocol.registry import DATA_MESSAGES
-from spark_jobs import segment_reader
+from spark_jobs import replicas, segment_reader
 from spark_jobs.session import job_arguments, read_topics, spark_session
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -95,11 +99,14 @@ def committed_offsets(spark, path: str):
 
 
 def log_end_offsets(spark, path: str):
-    rows = [
-        (topic, partition, segment_reader.latest_offset(pdir))
-        for (topic, partition), pdir in segment_reader.find_partitions(path.split(",")).items()
-        if topic != OFFSETS_TOPIC
-    ]
+    log_dirs = [d.strip() for d in path.split(",") if d.strip()]
+    high_watermarks = replicas.checkpointed_high_watermarks(log_dirs)
+    rows = []
+    for (topic, partition), pdirs in segment_reader.find_replicas(log_dirs).items():
+        if topic == OFFSETS_TOPIC:
+            continue
+        replica = replicas.preferred_replica(replicas.replica_logs(pdirs))
+        rows.append((topic, partition, replicas.committed_end(replica, high_watermarks.get((topic, partition)))))
     return spark.createDataFrame(rows, "topic string, partition int, log_end_offset bigint")
 
 

@@ -1,14 +1,15 @@
 """``spark.read.format("pybroker")``: a Spark 4 Python data source over segment files.
 
-Reads a broker's log dirs straight from disk (no broker needed, or one that
-is running and appending), with the schema and options of Spark's Kafka
-source (batch reads)::
+Reads brokers' log dirs straight from disk (no broker needed, or brokers
+that are running and appending), with the schema and options of Spark's
+Kafka source (batch reads), and never past a partition's high watermark::
 
     spark.dataSource.register(PybrokerDataSource)
     df = (spark.read.format("pybroker")
-          .option("path", "/var/lib/pybroker/logs")      # comma-separated log dirs
+          .option("path", "/data/b1/logs,/data/b2/logs")  # comma-separated log dirs, of one or more brokers
           .option("subscribe", "orders")                 # or subscribePattern / assign
           .option("startingOffsets", '{"orders":{"0":10,"1":-2}}')
+          .option("kafka.bootstrap.servers", "b1:9092,b2:9092")  # optional: the live high watermarks
           .load())
 
 Options: ``path`` (required), exactly one of ``subscribe`` (comma-separated
@@ -22,7 +23,37 @@ startingOffsets, as in Spark); ``includeHeaders`` (default false);
 ``failOnDataLoss`` (default true: a starting offset below the earliest one,
 or a segment deleted between planning and reading, fails the query; false
 starts at the earliest offset and reads a vanished segment as empty).
-An ending offset past the log end reads up to the log end.
+"latest", and any ending offset past it, is the partition's committed end
+(below).
+
+Replicas and the committed end (:mod:`spark_jobs.replicas`): ``path`` may
+name the log dirs of several brokers; a partition found in more than one
+is read from ONE of its replicas, never a mix: among those holding the
+range's start, the one whose newest batch has the newest leader epoch, then
+the one reaching furthest. A log, the leader's too, may end in batches no
+in-sync replica holds yet (they may be truncated), so a read stops at the
+partition's high watermark, found as ``highWatermark`` says:
+
+* ``bootstrap`` (the default when ``kafka.bootstrap.servers`` is given, as
+  in Spark's Kafka source): ask the cluster, Metadata then ListOffsets
+  (latest, read_uncommitted) at each partition's leader, which answers its
+  high watermark (:mod:`spark_jobs.kafka_offsets`);
+  ``kafka.default.api.timeout.ms`` (default 60000) bounds the asking,
+  retries through a leader failover included;
+* ``checkpoint`` (the default otherwise, offline): the largest value any of
+  the log dirs' ``replication-offset-checkpoint`` files holds for the
+  partition. Brokers write it every
+  ``replica.high.watermark.checkpoint.interval.ms`` (5 s), so on a live
+  cluster it lags a little: the read ends at most that much short of the
+  live high watermark, never past it. A partition that no checkpoint file
+  names (a single broker that has not checkpointed yet) is read up to its
+  last complete batch, as ``log`` does;
+* ``log``: no high watermark, every complete batch on disk: right for a
+  single broker, whose partitions have one replica each (RF=1) and so hold
+  only committed records, not for a replicated cluster.
+
+Either high watermark is capped by the chosen replica's own log end: a job
+that sees only a lagging follower reads what that follower holds.
 
 Timestamps, as in Spark: ``startingTimestamp``/``endingTimestamp`` (ms since
 the epoch, for every partition) take precedence over
@@ -40,7 +71,7 @@ query, ``latest`` starts at the latest offset (reads nothing).
 transactions and stops before the first offset of the earliest transaction
 still open (the last stable offset). Transaction markers are never returned.
 Transactions are found at planning time by walking the batch headers from the
-earliest offset to the log end (only when ``read_committed`` is asked).
+earliest offset to the committed end (only when ``read_committed`` is asked).
 
 Splitting: ``maxBytesPerPartition`` (pybroker's own, default 128 MiB like
 ``spark.sql.files.maxPartitionBytes``) cuts a piece spanning more bytes of its
@@ -52,8 +83,9 @@ straddling a cut is decoded by both neighbours, each keeping its own records.
 
 Not supported yet: streaming reads.
 
-Offsets are resolved from the files when the query is planned, so a read
-while the broker appends returns a prefix of whole batches. Planning makes
+Offsets are resolved from the files (and the high watermarks) when the
+query is planned, so a read while the broker appends returns a prefix of
+whole, committed batches. Planning makes
 one input partition per (topic, partition, segment) piece of the range, or
 more when the splitting options cut pieces.
 """
@@ -78,7 +110,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs import segment_reader
+from spark_jobs import kafka_offsets, segment_reader
+from spark_jobs import replicas as replica_choice
+from spark_jobs.replicas import ReplicaLog
 from spark_jobs.segment_reader import SegmentPiece
 
 if TYPE_CHECKING:
@@ -90,6 +124,8 @@ ARROW_BATCH_RECORDS = 16384
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20  # as spark.sql.files.maxPartitionBytes
 OPEN_COST_BYTES = 4 << 20  # as spark.sql.files.openCostInBytes: what starting a piece is worth
 _STRATEGIES = ("assign", "subscribe", "subscribepattern")
+HIGH_WATERMARK_SOURCES = ("checkpoint", "bootstrap", "log")
+DEFAULT_API_TIMEOUT_MS = 60_000  # Kafka's default.api.timeout.ms
 
 HEADER_STRUCT = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 BASE_SCHEMA = StructType(
@@ -290,17 +326,28 @@ class PybrokerReader(DataSourceReader):
         )
         self.max_records_per_partition = _positive_int_option(options, "maxRecordsPerPartition", None)
         self.min_partitions = _positive_int_option(options, "minPartitions", None)
+        servers = options.get("kafka.bootstrap.servers")
+        self.bootstrap_servers = servers.strip() if servers and servers.strip() else None
+        self.high_watermark_source = _choice_option(
+            options, ("highWatermark",), HIGH_WATERMARK_SOURCES, "bootstrap" if self.bootstrap_servers else "checkpoint"
+        )
+        if self.high_watermark_source == "bootstrap" and self.bootstrap_servers is None:
+            raise ValueError("option highWatermark=bootstrap needs the option kafka.bootstrap.servers (host:port,...)")
+        if self.bootstrap_servers is not None:
+            kafka_offsets.parse_bootstrap_servers(self.bootstrap_servers)  # a malformed list fails here
+        self.api_timeout_ms = _positive_int_option(options, "kafka.default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS)
 
     # ------------------------------------------------------------------ planning
 
-    def _selected(self) -> list[segment_reader.PartitionDir]:
-        found = segment_reader.find_partitions(self.log_dirs)
+    def _selected(self) -> list[tuple[tuple[str, int], list[segment_reader.PartitionDir]]]:
+        """The chosen partitions, each with its replicas' directories, by (topic, partition)."""
+        found = segment_reader.find_replicas(self.log_dirs)
         if self.strategy == "subscribe":
             topics = {t.strip() for t in self.strategy_value.split(",") if t.strip()}
-            chosen = [p for key, p in found.items() if key[0] in topics]
+            chosen = [key for key in found if key[0] in topics]
         elif self.strategy == "subscribepattern":
             pattern = re.compile(self.strategy_value)
-            chosen = [p for key, p in found.items() if pattern.fullmatch(key[0])]
+            chosen = [key for key in found if pattern.fullmatch(key[0])]
         else:
             try:
                 assigned = json.loads(self.strategy_value)
@@ -312,8 +359,17 @@ class PybrokerReader(DataSourceReader):
             missing = sorted(wanted - found.keys())
             if missing:
                 raise ValueError(f"option assign: no such partitions in {self.log_dirs}: {missing}")
-            chosen = [found[key] for key in wanted]
-        return sorted(chosen, key=lambda p: (p.topic, p.partition))
+            chosen = list(wanted)
+        return [(key, found[key]) for key in sorted(chosen)]
+
+    def _high_watermarks(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The high watermark of each partition that has one: from the leaders, from the
+        checkpoints, or none at all (``highWatermark=log``: every complete batch is read)."""
+        if self.high_watermark_source == "log" or not keys:
+            return {}
+        if self.high_watermark_source == "checkpoint":
+            return replica_choice.checkpointed_high_watermarks(self.log_dirs)
+        return kafka_offsets.high_watermarks(self.bootstrap_servers, keys, self.api_timeout_ms)
 
     @staticmethod
     def _resolve(spec, pdir: segment_reader.PartitionDir, default: int, earliest: int, latest: int) -> int:
@@ -355,17 +411,37 @@ class PybrokerReader(DataSourceReader):
         else:
             # As in Spark: an ending timestamp no record reaches means latest.
             offset = segment_reader.offset_for_timestamp(pdir, timestamp_ms, log_start_offset=earliest)
-        # An ending offset past the log end reads up to the end.
+        # An ending offset past the committed end (the high watermark) reads up to it.
         return latest if offset is None else min(offset, latest)
 
+    def _plan(self, replicas: list[ReplicaLog], high_watermark: int | None):
+        """(replica, start, end, earliest, latest) of one partition: which replica to
+        read and which offsets, ``latest`` being the committed end of that replica."""
+        replica = replica_choice.preferred_replica(replicas)
+        latest = replica_choice.committed_end(replica, high_watermark)
+        earliest = min(replica.earliest, latest)
+        # "earliest" and timestamps are resolved on the preferred replica;
+        # an explicit offset below its first one may be held by another.
+        start = self._start(replica.pdir, earliest, latest)
+        if start < replica.earliest:
+            holder = replica_choice.replica_for(replicas, start)
+            if holder is not None:
+                replica = holder
+                latest = replica_choice.committed_end(replica, high_watermark)
+                earliest = min(replica.earliest, latest)
+        end = self._end(replica.pdir, earliest, latest)
+        return replica, start, end, earliest, latest
+
     def partitions(self) -> list[InputPartition]:
+        selected = self._selected()
+        high_watermarks = self._high_watermarks([key for key, _pdirs in selected])
         ranges = []  # (partition dir, start, end, aborted, bytes per offset)
-        for pdir in self._selected():
+        for key, pdirs in selected:
             # Resolved once, from the files as they are now: a later append is not read.
-            latest = segment_reader.latest_offset(pdir)
-            earliest = min(segment_reader.earliest_offset(pdir), latest)
-            start = self._start(pdir, earliest, latest)
-            end = self._end(pdir, earliest, latest)
+            replica, start, end, earliest, latest = self._plan(
+                replica_choice.replica_logs(pdirs), high_watermarks.get(key)
+            )
+            pdir = replica.pdir
             if start < earliest:
                 if self.fail_on_data_loss:
                     raise ValueError(
@@ -381,7 +457,8 @@ class PybrokerReader(DataSourceReader):
                 if last_stable_offset is not None:
                     end = min(end, last_stable_offset)  # nothing at or past an open transaction
             if end > start:
-                ranges.append((pdir, start, end, aborted, segment_reader.bytes_per_offset(pdir, earliest, latest)))
+                density = segment_reader.bytes_per_offset(pdir, earliest, replica.end.offset)
+                ranges.append((pdir, start, end, aborted, density))
 
         # Like Spark's file sources: a split holds at most maxBytesPerPartition,
         # less when that would leave cores idle (the total spread over

@@ -110,10 +110,20 @@ class RecordColumns:
 # --------------------------------------------------------------------------- discovery
 
 
-def find_partitions(log_dirs) -> dict[tuple[str, int], PartitionDir]:
-    """Every ``<topic>-<partition>`` directory under the log dirs, keyed by (topic, partition)."""
-    found: dict[tuple[str, int], PartitionDir] = {}
+def find_replicas(log_dirs) -> dict[tuple[str, int], list[PartitionDir]]:
+    """Every ``<topic>-<partition>`` directory under the log dirs, keyed by (topic, partition).
+
+    A partition found in several log dirs has one replica in each (the log
+    dirs of several brokers): the list holds them in the order of ``log_dirs``.
+    A log dir named twice is read once.
+    """
+    found: dict[tuple[str, int], list[PartitionDir]] = {}
+    seen_dirs = set()
     for log_dir in log_dirs:
+        real_dir = os.path.realpath(log_dir)
+        if real_dir in seen_dirs:
+            continue
+        seen_dirs.add(real_dir)
         try:
             entries = list(os.scandir(log_dir))
         except FileNotFoundError:
@@ -125,12 +135,21 @@ def find_partitions(log_dirs) -> dict[tuple[str, int], PartitionDir]:
             topic, partition = match.group("topic"), int(match.group("partition"))
             if topic == METADATA_TOPIC:
                 continue
-            key = (topic, partition)
-            if key in found:
-                raise ValueError(
-                    f"partition {topic}-{partition} is in two log dirs: {found[key].path} and {entry.path}"
-                )
-            found[key] = PartitionDir(topic, partition, Path(entry.path))
+            found.setdefault((topic, partition), []).append(PartitionDir(topic, partition, Path(entry.path)))
+    return found
+
+
+def find_partitions(log_dirs) -> dict[tuple[str, int], PartitionDir]:
+    """Every ``<topic>-<partition>`` directory under the log dirs of ONE broker,
+    keyed by (topic, partition); a partition in two of them is an error (use
+    :func:`find_replicas` for the log dirs of several brokers)."""
+    found: dict[tuple[str, int], PartitionDir] = {}
+    for key, replicas in find_replicas(log_dirs).items():
+        if len(replicas) > 1:
+            raise ValueError(
+                f"partition {key[0]}-{key[1]} is in two log dirs: {replicas[0].path} and {replicas[1].path}"
+            )
+        found[key] = replicas[0]
     return found
 
 
@@ -311,22 +330,36 @@ def earliest_offset(pdir: PartitionDir) -> int:
     return first
 
 
-def _segment_next_offset(base_offset: int, path: Path) -> int | None:
-    """Offset after the last complete batch of a segment (None when it holds none)."""
+def _segment_last_header(base_offset: int, path: Path):
+    """Header of the last complete batch of a segment (None when it holds none)."""
     last = None
     for _buf, _pos, _size, header in _iter_file_batches(path, _start_position(path, base_offset, 1 << 62)):
         last = header
-    return None if last is None else last.next_offset
+    return last
+
+
+@dataclass(frozen=True, slots=True)
+class LogEnd:
+    """Where a partition's files end now: the log end offset (after the newest
+    complete batch) and that batch's partition leader epoch (-1 without a batch)."""
+
+    offset: int
+    leader_epoch: int
+
+
+def log_end(pdir: PartitionDir) -> LogEnd:
+    """The log end offset and the leader epoch of the newest complete batch, as the files show them now."""
+    segments = list_segments(pdir.path)
+    for base, path in reversed(segments):
+        last = _segment_last_header(base, path)
+        if last is not None:
+            return LogEnd(max(last.next_offset, segments[-1][0]), last.partition_leader_epoch)
+    return LogEnd(segments[-1][0] if segments else 0, -1)
 
 
 def latest_offset(pdir: PartitionDir) -> int:
     """The log end offset as the files show it now: after the newest complete batch."""
-    segments = list_segments(pdir.path)
-    for base, path in reversed(segments):
-        next_offset = _segment_next_offset(base, path)
-        if next_offset is not None:
-            return max(next_offset, segments[-1][0])
-    return segments[-1][0] if segments else 0
+    return log_end(pdir).offset
 
 
 def split_by_segment(pdir: PartitionDir, start: int, end: int) -> list[SegmentPiece]:
@@ -699,6 +732,7 @@ def read_range(pdir: PartitionDir, start: int, end: int) -> RecordColumns:
 
 __all__ = [
     "AbortedRange",
+    "LogEnd",
     "PartitionDir",
     "ProtocolError",
     "RecordColumns",
@@ -707,9 +741,11 @@ __all__ = [
     "bytes_per_offset",
     "earliest_offset",
     "find_partitions",
+    "find_replicas",
     "iter_piece",
     "iter_piece_batches",
     "latest_offset",
+    "log_end",
     "list_segments",
     "offset_for_timestamp",
     "pack_pieces",

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 from tests.interop._support import create_topic, unique_topic
+from tests.spark._support import stopped_log_dir
 
 DAY_MS = 86_400_000
 MIDNIGHT_MS = 1_700_000_000_000 - 1_700_000_000_000 % DAY_MS + DAY_MS  # a UTC midnight
@@ -86,7 +87,7 @@ def utc_date_of(timestamp_ms: int) -> date:
 def start_with_data(broker_factory):
     broker = broker_factory({"log.segment.bytes": str(SEGMENT_BYTES)})
     keyed_topic, plain_topic, produced = produce_scenario(broker.bootstrap)
-    log_dir = broker.data_dir / "logs"
+    log_dir = stopped_log_dir(broker)
     assert len(list((log_dir / f"{keyed_topic}-0").glob("*.log"))) >= 2, "expected several segments"
     return log_dir, keyed_topic, plain_topic, produced
 

@@ -18,6 +18,7 @@ import pytest
 from protocol.records import build_batch
 from tests.conftest import BrokerProcess, wait_until
 from tests.interop._support import create_topic, unique_topic
+from tests.spark._support import stopped_log_dir
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -115,7 +116,9 @@ def read(spark, log_dir, **options):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A broker with topics ``<prefix>-<codec>``; yields (broker, log dir, {topic: produced records})."""
+    """A broker's log dir with topics ``<prefix>-<codec>``; yields (broker, log dir, {topic: produced records}).
+
+    The broker is stopped once the records are acknowledged (see ``stopped_log_dir``)."""
     broker = BrokerProcess(tmp_path_factory.mktemp("spark-broker"), {"log.segment.bytes": str(SEGMENT_BYTES)}).start()
     try:
         prefix = unique_topic("spark")
@@ -124,7 +127,7 @@ def cluster(tmp_path_factory):
             topic = f"{prefix}-{codec}"
             create_topic(broker.bootstrap, topic, PARTITIONS)
             produced[topic] = produce(broker.bootstrap, topic, make_records(RECORDS_PER_TOPIC), codec)
-        yield broker, broker.data_dir / "logs", produced
+        yield broker, stopped_log_dir(broker), produced
     finally:
         broker.stop()
 
@@ -225,7 +228,9 @@ def test_reading_while_a_producer_appends_sees_a_prefix(spark, broker_factory):
         assert wait_until(lambda: len(produced) >= 100, timeout_s=20)
         counts, alive = [], []
         for _ in range(3):
-            got = collect(read(spark, log_dir, subscribe=topic, includeHeaders="true"))
+            # The live high watermark: the checkpointed one may lag the appends by seconds.
+            live = {"kafka.bootstrap.servers": broker.bootstrap}
+            got = collect(read(spark, log_dir, subscribe=topic, includeHeaders="true", **live))
             offsets = sorted(k[2] for k in got)
             assert offsets == list(range(len(offsets))), "not a prefix of the log"
             counts.append(len(offsets))

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from tests.conftest import PROJECT_ROOT
 from tests.interop._support import create_topic, unique_topic
+from tests.spark._support import stopped_log_dir
 
 HOUR_MS = 3_600_000
 BASE_MS = 1_700_000_000_000 - 1_700_000_000_000 % HOUR_MS  # an hour boundary
@@ -40,7 +41,7 @@ def test_topic_stats_per_partition_and_per_hour(spark, broker_factory):
     topic = unique_topic("stats")
     create_topic(broker.bootstrap, topic, partitions=2)
     produced = produce_known_records(broker.bootstrap, topic)
-    records = read_topics(spark, str(broker.data_dir / "logs"), topic)
+    records = read_topics(spark, str(stopped_log_dir(broker)), topic)
 
     expected = defaultdict(lambda: {"records": 0, "bytes": 0, "keys": set(), "ts": []})
     expected_hourly = defaultdict(lambda: {"records": 0, "bytes": 0, "keys": set()})
@@ -79,6 +80,7 @@ def test_topic_stats_runs_as_a_module_and_writes_parquet(broker_factory, tmp_pat
     topic = unique_topic("stats-cli")
     create_topic(broker.bootstrap, topic, partitions=2)
     produced = produce_known_records(broker.bootstrap, topic)
+    log_dir = stopped_log_dir(broker)
     output = tmp_path / "out"
     result = subprocess.run(
         [
@@ -86,7 +88,7 @@ def test_topic_stats_runs_as_a_module_and_writes_parquet(broker_factory, tmp_pat
             "-m",
             "spark_jobs.topic_stats",
             "--path",
-            str(broker.data_dir / "logs"),
+            str(log_dir),
             "--topics",
             topic,
             "--output",
@@ -131,13 +133,14 @@ def test_consumer_lag_from_consumer_offsets(spark, broker_factory):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until its future resolves
     admin.delete_consumer_groups(["lag-gone"])["lag-gone"].result(30)
 
-    rows = [tuple(r) for r in consumer_lag(spark, str(broker.data_dir / "logs")).collect()]
+    log_dir = str(stopped_log_dir(broker))
+    rows = [tuple(r) for r in consumer_lag(spark, log_dir).collect()]
     assert rows == [
         ("lag-a", topic, 0, 15, 60, 45),
         ("lag-a", topic, 1, 20, 60, 40),
         ("lag-b", topic, 1, 60, 60, 0),
     ]
-    only_b = [tuple(r) for r in consumer_lag(spark, str(broker.data_dir / "logs"), "lag-b").collect()]
+    only_b = [tuple(r) for r in consumer_lag(spark, log_dir, "lag-b").collect()]
     assert only_b == [("lag-b", topic, 1, 60, 60, 0)]
 
 

@@ -27,6 +27,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 from tests.interop._support import create_topic, unique_topic
+from tests.spark._support import stopped_log_dir
 
 WORKER_REGISTERED_TIMEOUT_S = 60
 SUBMIT_TIMEOUT_S = 150
@@ -207,7 +208,7 @@ def test_topic_stats_spark_submit_on_standalone_cluster(standalone_cluster, brok
     topic = unique_topic("cluster-stats")
     create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
     expected = produce_rounds(broker.bootstrap, topic)
-    log_dir = broker.data_dir / "logs"
+    log_dir = stopped_log_dir(broker)
     assert any(len(list((log_dir / f"{topic}-{p}").glob("*.log"))) > 1 for p in range(PARTITIONS))
 
     output = tmp_path / "stats"

@@ -25,6 +25,10 @@ ALLOWED = {
 IO_MODULES = {"asyncio", "socket", "selectors", "uvloop", "ssl"}
 # Thin IO drivers that may use asyncio inside otherwise pure layers.
 ASYNC_DRIVERS: set[str] = set()
+# spark_jobs runs in Spark's driver, outside any broker: the one module that may
+# ask a running cluster (ListOffsets for high watermarks at planning time) is a
+# blocking client over the sans-IO protocol package, named here.
+CLIENT_DRIVERS = {"spark_jobs/kafka_offsets.py"}
 
 
 def python_files(package: str):
@@ -58,7 +62,7 @@ def test_pure_layers_do_not_do_network_io(package):
     problems = []
     for path in python_files(package):
         relative = str(path.relative_to(ROOT))
-        if relative in ASYNC_DRIVERS:
+        if relative in ASYNC_DRIVERS or relative in CLIENT_DRIVERS:
             continue
         for module in imported_modules(path):
             if module.split(".")[0] in IO_MODULES:
