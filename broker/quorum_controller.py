@@ -152,6 +152,10 @@ class QuorumController:
                 # Control batches only (a new leader): the image has still read up to here.
                 image = dataclasses.replace(image, offset=offset - 1)
         if offset == self.applied_end_offset:
+            # Nothing new, but a leader's high watermark says the image is
+            # current: after a restart that loaded a snapshot ending at the
+            # high watermark, this is what lets the broker start serving.
+            self._caught_up.set()
             return
         old, self.image = self.image, image
         self.applied_end_offset = offset

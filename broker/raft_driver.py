@@ -273,7 +273,17 @@ class RaftDriver:
             raise ConnectionAbortedError("raft driver stopped")
         future = asyncio.get_running_loop().create_future()
         response_type = _RESPONSE_TYPE[type(request)]
-        self._waiting[(request.source_id, response_type)].append((future, api_version, peer))
+        waiting = self._waiting[(request.source_id, response_type)]
+        # A connection serves one request at a time, so a request still waiting
+        # from the same node on another connection was left behind by a
+        # connection that died or timed out (the node restarted). It would take
+        # this request's answer (answers go first come, first served) and leave
+        # the node a request behind for good: its handler is cancelled instead,
+        # which closes that connection.
+        for stale in [entry for entry in waiting if entry[2] != peer]:
+            waiting.remove(stale)
+            stale[0].cancel()
+        waiting.append((future, api_version, peer))
         self._execute(self.node.step(self._clock_ms(), request))
         return await future
 

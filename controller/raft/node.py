@@ -236,6 +236,7 @@ class RaftNode:
         self._parked: dict[int, tuple[FetchRequest, int]] = {}
         self._unacked: set[int] = set()
         self._resend_ms = now_ms
+        self._reminded_ms: dict[int, int] = {}  # stale voter -> when it may be reminded again
         self._preferred: tuple[int, ...] = ()
 
         if self.leader_id == node_id:
@@ -543,7 +544,9 @@ class RaftNode:
                 deadlines.append(self._resend_ms)
             half_ms = self.config.fetch_timeout_ms // 2
             deadlines.extend(
-                (r.last_fetch_ms or 0) + half_ms + 1 for v, r in self._replicas.items() if v not in self._unacked
+                max((r.last_fetch_ms or 0) + half_ms + 1, self._reminded_ms.get(v, 0))
+                for v, r in self._replicas.items()
+                if v not in self._unacked
             )
             deadlines.extend(deadline for _, deadline in self._parked.values())
             return min(deadlines)
@@ -583,9 +586,12 @@ class RaftNode:
         # cut off (a lost election); pre-votes cannot bring it back while we are
         # alive, so remind it of our epoch: it answers with its own, and we
         # step down for a fresh election everyone can take part in.
+        # One reminder per request timeout: a voter that answers it but still
+        # does not fetch (it is restarting) must not be reminded in a loop.
         for replica_id in self._stale_voters(now_ms):
-            if replica_id not in self._unacked:
+            if replica_id not in self._unacked and now_ms >= self._reminded_ms.get(replica_id, 0):
                 self._unacked.add(replica_id)
+                self._reminded_ms[replica_id] = now_ms + self.config.request_timeout_ms
                 self._resend_ms = min(self._resend_ms, now_ms)
         self._resend_unacked(now_ms)
         self._answer_parked(now_ms)

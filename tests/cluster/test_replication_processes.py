@@ -59,6 +59,7 @@ ISR_SHRINK_BOUND_S = REPLICA_LAG_TIME_MAX_MS / 1000 + 4.0
 # A restarted node (already unfenced when its start line appears) catches up
 # and is added back by the leader's AlterPartition.
 REJOIN_BOUND_S = 15.0
+CONTROLLED_SHUTDOWN_BOUND_S = 10.0
 STREAM_RATE = 2500  # msg/s: "a few thousand" on a 2-core machine running three brokers
 NOT_ENOUGH_REPLICAS_ERRORS = {"NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"}
 TIMEOUT_ERRORS = {"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT"}
@@ -235,6 +236,38 @@ def test_sigkill_of_the_leader_mid_stream_loses_no_acknowledged_record(healthy):
     records = read_partition(cluster.bootstrap([leader]), topic, client_rack=f"rack-{leader}", served_by=served_by)
     result = check_history(records, history)
     assert result.ok and served_by == {leader}, f"served by {served_by}: {result.report()}"
+
+
+def test_sigterm_of_the_leader_under_load_moves_leadership_first_and_exits_promptly(healthy):
+    """Controlled shutdown: the broker asks the controller to move its leaderships
+    away before it stops serving, so a producer sees a leader change, not an
+    outage, and the process exits within a few seconds even with acks=all
+    requests waiting on it."""
+    cluster = healthy
+    topic = new_topic(cluster, "term-leader")
+    before = cluster.partition(topic, 0)
+    leader = before.leader
+    stream = StreamProducer(cluster.bootstrap(), topic, rate=STREAM_RATE, prefix="t").start()
+    try:
+        time.sleep(1.5)
+        terminated_at = stream.history.mark("sigterm")
+        cluster.signal(leader, signal.SIGTERM)
+        exited = wait_until(lambda: not cluster.running(leader), CONTROLLED_SHUTDOWN_BOUND_S)
+        exit_s = time.monotonic() - terminated_at
+        assert exited, f"node {leader} still running {CONTROLLED_SHUTDOWN_BOUND_S} s after SIGTERM:\n{cluster.tail(leader)}"
+        new_leader = cluster.leader_of(topic, 0, FAILOVER_BOUND_S, exclude={leader})
+        time.sleep(1.5)  # keep producing to the new leader for a while
+    finally:
+        history = stream.stop()
+    assert cluster.nodes[leader].process.returncode == 0, cluster.tail(leader)
+    assert new_leader is not None and new_leader in before.isr, cluster.describe(topic)
+    assert any(op.invoke_t > terminated_at + exit_s for op in history.acked), history.summary()
+    assert_history_ok(cluster, topic, history)
+    assert not history.failed and not history.indeterminate and not history.fatal_errors(), history.summary()
+    print(f"sigterm: node {leader} exited {exit_s:.2f} s after SIGTERM, new leader {new_leader}; {history.summary()}")
+    cluster.restart(leader)
+    assert cluster.wait_for_isr(topic, 0, NODE_IDS, REJOIN_BOUND_S) is not None, cluster.partition(topic, 0)
+    assert assert_replicas_identical(cluster, topic) >= len(history.acked)
 
 
 @pytest.mark.timeout(150)

@@ -351,7 +351,11 @@ class Simulation:
             first = len(applied)
             offset = first
             while offset < hw:
-                for batch in log.read(offset, 4096):
+                # A read returns at most 4 KiB of batches: read on until the HW.
+                batches = log.read(offset, 4096)
+                if not batches:
+                    self.fail(f"node {node.node_id} HW {hw} is past its log end {log.end_offset}")
+                for batch in batches:
                     for index, record in enumerate(batch.records):
                         at = batch.base_offset + index
                         if offset <= at < hw:
@@ -359,8 +363,6 @@ class Simulation:
                     offset = batch.end_offset
                     if offset >= hw:
                         break
-                else:
-                    self.fail(f"node {node.node_id} HW {hw} is past its log end {log.end_offset}")
             self._check_prefix(node, applied, "applied state", first)
             node.image = apply_entries(node.image, applied[first:], len(applied))
         if (

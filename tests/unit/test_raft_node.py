@@ -402,6 +402,32 @@ def test_leader_reminds_a_silent_voter_and_yields_to_its_higher_epoch():
     assert leader.role is Role.UNATTACHED and leader.epoch == 2
 
 
+def test_a_voter_that_answers_but_does_not_fetch_is_reminded_once_per_request_timeout():
+    # A restarting voter answers BeginQuorumEpoch at once but has not fetched yet:
+    # reminding it again on every answer was a busy loop between the two nodes.
+    leader, _, now = make_leader(1)
+    leader.step(now, BeginQuorumEpochResponse(2, 1, 1))
+    leader.step(now, BeginQuorumEpochResponse(3, 1, 1))
+    t = now + CONFIG.fetch_timeout_ms // 2 + 1
+    reminders = []
+    ticks = 0
+    end = t + 10 * CONFIG.request_timeout_ms
+    while t < end and ticks < 10_000:
+        leader.step(t, FetchRequest(2, 1, 1, 1))  # voter 2 keeps fetching: a quorum
+        out = leader.tick(t)
+        ticks += 1
+        for destination, message in out.messages:
+            if isinstance(message, BeginQuorumEpochRequest) and destination == 3:
+                reminders.append(t)
+                leader.step(t, BeginQuorumEpochResponse(3, 1, 1))
+        next_t = leader.next_deadline_ms
+        assert next_t > t, f"deadline {next_t} not after now {t}: the driver would spin"
+        t = min(next_t, t + CONFIG.fetch_timeout_ms // 4)
+    assert leader.role is Role.LEADER
+    assert 5 <= len(reminders) <= 11, reminders
+    assert all(b - a >= CONFIG.request_timeout_ms for a, b in zip(reminders, reminders[1:])), reminders
+
+
 def test_restart_refuses_a_different_voter_set():
     with pytest.raises(ValueError):
         make_node(1, state=QuorumState(leader_epoch=1, current_voters=(1, 2, 4)))
