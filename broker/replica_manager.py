@@ -33,7 +33,7 @@ from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
-from replication.partition import LeaderPartition, truncation_for_divergence
+from replication.partition import IsrProposal, LeaderPartition, truncation_for_divergence
 from replication.purgatory import Purgatory
 from storage.log import AppendError, PartitionLog
 
@@ -119,7 +119,7 @@ class ReplicaManager:
         self._hw_initialised: set[Key] = set()
         # key -> (leader, new ISR, the partition epoch it was proposed at): sent with
         # that epoch, so a proposal overtaken by a newer ISR is refused, not applied.
-        self._alter_queue: dict[Key, tuple[LeaderPartition, tuple[int, ...], int]] = {}
+        self._alter_queue: dict[Key, tuple[LeaderPartition, IsrProposal]] = {}
         self._alter_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self.running = False
@@ -390,8 +390,7 @@ class ReplicaManager:
 
     def _propose(self, key: Key, leader: LeaderPartition, new_isr: tuple[int, ...]) -> None:
         log.info("%s-%d: asking the controller to change the isr from %s to %s", key[0], key[1], list(leader.isr), list(new_isr))
-        leader.begin_change(new_isr)
-        self._alter_queue[key] = (leader, new_isr, leader.partition_epoch)
+        self._alter_queue[key] = (leader, leader.begin_change(new_isr))
         if self._alter_wakeup is not None:
             self._alter_wakeup.set()
 
@@ -416,11 +415,11 @@ class ReplicaManager:
                 answered = self._apply_alter_response(batch, response, now_ms)
                 retry = {k: v for k, v in batch.items() if k not in answered}
             for key, entry in retry.items():
-                leader, new_isr, _ = entry
+                leader, proposal = entry
                 # The change may have been applied even though no answer said so:
                 # it stays pending (counted in the maximal ISR) and the same
                 # request is sent again, as Kafka's AlterPartitionManager does.
-                if self.leaders.get(key) is leader and leader.pending_isr == new_isr:
+                if self.leaders.get(key) is leader and leader.pending_isr == proposal.isr:
                     self._alter_queue.setdefault(key, entry)
             if retry:
                 await asyncio.sleep(backoff_s)
@@ -431,7 +430,7 @@ class ReplicaManager:
         registration = image.brokers.get(self.node_id)
         broker_epoch = registration.epoch if registration is not None else -1
         topics: dict = {}
-        for (name, partition_id), (leader, new_isr, proposed_partition_epoch) in batch.items():
+        for (name, partition_id), (leader, proposal) in batch.items():
             topic = image.topics.get(name)
             if topic is None:
                 continue
@@ -442,14 +441,12 @@ class ReplicaManager:
                     new_isr_with_epochs=[
                         _AP.BrokerState(
                             broker_id=b,
-                            broker_epoch=(
-                                broker_epoch if b == self.node_id else leader.isr_broker_epoch(b)
-                            ),
+                            broker_epoch=proposal.broker_epoch(b, broker_epoch),
                         )
-                        for b in new_isr
+                        for b in proposal.isr
                     ],
                     leader_recovery_state=0,
-                    partition_epoch=proposed_partition_epoch,
+                    partition_epoch=proposal.partition_epoch,
                 )
             )
         request = _AP.AlterPartitionRequest(

@@ -165,7 +165,16 @@ def plan_register_broker(
         in_controlled_shutdown=False,
         log_dirs=list(getattr(request, "log_dirs", []) or []),
     )
-    return RegistrationResult(ErrorCode.NONE, broker_epoch), [record]
+    records = [record]
+    if existing is not None and not existing.fenced and existing.incarnation_id != request.incarnation_id:
+        # A new process while the old one's session was still counted: it did not
+        # shut down cleanly (a controlled shutdown would have moved its
+        # leaderships), so its logs may have lost what it had not flushed. It
+        # leaves every ISR and leadership now, in the same commit as its
+        # registration, as when fenced (Kafka's unclean-shutdown handling).
+        gone = {request.broker_id}
+        records += _leave_partitions(image, gone, _usable_after(image, gone))
+    return RegistrationResult(ErrorCode.NONE, broker_epoch), records
 
 
 def _unsupported_feature(image: MetadataImage, features) -> str | None:

@@ -42,6 +42,20 @@ from protocol.errors import ErrorCode
 UNKNOWN_OFFSET = -1
 
 
+@dataclass(frozen=True, slots=True)
+class IsrProposal:
+    """An ISR change as the AlterPartition that asks for it: the new ISR, the
+    partition epoch it was computed against, and each follower's broker epoch
+    (the one its progress was made under; -1 unknown)."""
+
+    isr: tuple[int, ...]
+    partition_epoch: int
+    follower_epochs: tuple[tuple[int, int], ...]
+
+    def broker_epoch(self, replica: int, own_epoch: int) -> int:
+        return dict(self.follower_epochs).get(replica, own_epoch)
+
+
 @dataclass
 class FollowerProgress:
     """The leader's view of one follower replica."""
@@ -233,8 +247,17 @@ class LeaderPartition:
             return None
         return tuple(r for r in self.isr if r not in out)
 
-    def begin_change(self, new_isr: Iterable[int]) -> None:
+    def begin_change(self, new_isr: Iterable[int]) -> IsrProposal:
+        """``new_isr`` is in flight from now on; what to send for it, fixed now: a
+        resend must not pick up a newer partition epoch or a newer incarnation's
+        broker epoch, which the controller would accept for progress it never
+        made."""
         self.pending_isr = tuple(new_isr)
+        return IsrProposal(
+            self.pending_isr,
+            self.partition_epoch,
+            tuple((b, self.isr_broker_epoch(b)) for b in self.pending_isr if b != self.local_id),
+        )
 
     def change_failed(self) -> None:
         self.pending_isr = None

@@ -99,7 +99,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.records import build_batch, decode_batch_records, iter_batches, parse_batch_header
-from replication.partition import LeaderPartition, diverging_epoch_for_fetch, truncation_for_divergence
+from replication.partition import IsrProposal, LeaderPartition, diverging_epoch_for_fetch, truncation_for_divergence
 from replication.purgatory import Purgatory
 from storage.log import AppendError, LogConfig, PartitionLog
 
@@ -303,6 +303,9 @@ class ModelController:
         self._change(isr=isr, leader=leader)
 
     def register(self, broker_id: int) -> None:
+        # A new incarnation of a broker still counted alive left uncleanly: it
+        # leaves the ISR and leadership at once, as the real controller does.
+        self.fence(broker_id)
         self.broker_epochs[broker_id] = self.next_broker_epoch
         self.next_broker_epoch += 1
         self.fenced.add(broker_id)
@@ -417,12 +420,13 @@ class SimBroker:
     alive: bool = False
     incarnation: int = 0
     metadata: PartitionState | None = None
+    min_metadata_version: int = 0  # the controller's version when this incarnation registered
     leader: LeaderPartition | None = None
     follower: FollowerState | None = None
     purgatory: Purgatory = field(default_factory=Purgatory)
     fetchers: dict[int, Fetcher] = field(default_factory=dict)
-    alter_queue: tuple[LeaderPartition, tuple[int, ...], int] | None = None
-    alter_in_flight: tuple[int, tuple[LeaderPartition, tuple[int, ...], int]] | None = None
+    alter_queue: tuple[LeaderPartition, IsrProposal] | None = None
+    alter_in_flight: tuple[int, tuple[LeaderPartition, IsrProposal]] | None = None
     alter_send_scheduled: bool = False
     alter_backoff_until: int = 0
     # Batch bytes by offset, as read back from the log after every change.
@@ -650,6 +654,8 @@ class Simulation:
         old = broker.metadata
         if old is not None and state.version <= old.version:
             return  # the image only moves forward
+        if state.version < broker.min_metadata_version:
+            return  # from before this incarnation registered
         broker.metadata = state
         # An image that leaves the partition as it was does not touch it (the
         # real code compares partition images by identity).
@@ -831,8 +837,7 @@ class Simulation:
     # -- AlterPartition sender (ReplicaManager._propose / _alter_partition_loop) ----
 
     def propose(self, broker: SimBroker, leader: LeaderPartition, new_isr: tuple[int, ...]) -> None:
-        leader.begin_change(new_isr)
-        broker.alter_queue = (leader, new_isr, leader.partition_epoch)
+        broker.alter_queue = (leader, leader.begin_change(new_isr))
         self.kick_alter(broker)
 
     def kick_alter(self, broker: SimBroker) -> None:
@@ -844,7 +849,7 @@ class Simulation:
         broker.alter_send_scheduled = False
         if broker.alter_in_flight is not None or broker.alter_queue is None:
             return
-        leader, new_isr, proposed_partition_epoch = broker.alter_queue
+        leader, proposal = broker.alter_queue
         broker.alter_queue = None
         state = broker.metadata
         request = AlterPartitionRequest(
@@ -852,10 +857,10 @@ class Simulation:
             broker.node_id,
             state.broker_epoch(broker.node_id),
             leader.leader_epoch,
-            proposed_partition_epoch,
-            tuple((b, state.broker_epoch(b) if b == broker.node_id else leader.isr_broker_epoch(b)) for b in new_isr),
+            proposal.partition_epoch,
+            tuple((b, proposal.broker_epoch(b, state.broker_epoch(broker.node_id))) for b in proposal.isr),
         )
-        broker.alter_in_flight = (request.request_id, (leader, new_isr, proposed_partition_epoch))
+        broker.alter_in_flight = (request.request_id, (leader, proposal))
         self.send(broker.node_id, CONTROLLER, request)
         self.schedule(self.now + ALTER_TIMEOUT_MS, ("alter_timeout", broker.node_id, broker.incarnation, request.request_id))
 
@@ -865,7 +870,7 @@ class Simulation:
         if broker.alter_in_flight is None or broker.alter_in_flight[0] != request_id:
             return  # a late or duplicated answer: nothing waits for it any more
         _, entry = broker.alter_in_flight
-        leader, new_isr, _ = entry
+        leader, proposal = entry
         broker.alter_in_flight = None
         retry = response is None or response.error != ErrorCode.NONE
         if not retry:
@@ -884,7 +889,7 @@ class Simulation:
                 retry = True
         if retry:
             self.stats.alter_failures += 1
-            if broker.leader is leader and leader.pending_isr == new_isr and broker.alter_queue is None:
+            if broker.leader is leader and leader.pending_isr == proposal.isr and broker.alter_queue is None:
                 broker.alter_queue = entry  # it may have been applied: send it again
             broker.alter_backoff_until = self.now + ALTER_BACKOFF_MS
         self.kick_alter(broker)
@@ -1038,6 +1043,10 @@ class Simulation:
         self._open(broker, recovery_point, after_crash=True)
         broker.alive = True
         self.controller.register(broker.node_id)
+        # A restarted broker acts on no metadata older than its registration
+        # (Kafka's broker waits until it has caught up to it): an older image
+        # may still name it leader of an epoch whose log it lost the tail of.
+        broker.min_metadata_version = self.controller.version
         self.broadcast()
         self.schedule(self.now + self.rng.randint(5, 60), ("unfence", broker.node_id, broker.incarnation))
 

@@ -191,6 +191,21 @@ def test_re_registration_gets_the_new_epoch_and_starts_fenced_again():
     assert plan_broker_heartbeat(apply(image, records), heartbeat(1, 10, 100))[0].error == ErrorCode.STALE_BROKER_EPOCH
 
 
+def test_a_new_incarnation_of_an_unfenced_broker_leaves_its_isrs_and_leaderships_at_once():
+    # Its old session is over but it was never fenced: it did not shut down cleanly,
+    # and its log may have lost what it had not flushed, so it must not stay leader.
+    image = with_partition(registered(1, 2), [1, 2], [1, 2], 1)
+    result, records = plan_register_broker(
+        image, registration(1, incarnation=uuid.uuid4()), cluster_id=CLUSTER, broker_epoch=77, session_alive=False
+    )
+    after = apply(image, records)
+    assert result.error == ErrorCode.NONE and after.brokers[1].fenced
+    assert (partition(after).leader, partition(after).isr) == (2, (2,))
+    # The same process registering again (a retried request) changes nothing.
+    _, again = plan_register_broker(image, registration(1), cluster_id=CLUSTER, broker_epoch=78, session_alive=False)
+    assert (partition(apply(image, again)).leader, partition(apply(image, again)).isr) == (1, (1, 2))
+
+
 def test_registration_refused_when_the_broker_cannot_run_the_finalized_metadata_version():
     image = apply(MetadataImage(), [FEATURE_LEVEL_RECORD(name="metadata.version", feature_level=7)])
     too_old = registration(1, features=[feature("metadata.version", 1, 6)])
