@@ -37,7 +37,8 @@ from controller.broker_lifecycle import (
     usable_broker_ids,
 )
 from controller.config_commands import AlterConfigsResult, ConfigChange
-from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.delta import apply_records
+from controller.metadata.image import MetadataImage
 from controller.metadata.records import decode_record, encode_record, record_api_key
 from controller.metadata.snapshot_file import decode_snapshot_file, encode_snapshot_file
 from controller.raft.log import RaftLog, SnapshotId

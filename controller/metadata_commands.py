@@ -14,7 +14,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from controller.config_commands import AlterConfigsResult, ConfigChange, plan_alter_configs
-from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.delta import apply_records
+from controller.metadata.image import MetadataImage
 from controller.metadata.records import PRODUCER_IDS_RECORD, record_api_key
 from controller.topic_commands import (
     ClusterDefaults,

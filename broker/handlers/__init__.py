@@ -6,14 +6,12 @@ what ApiVersions advertises.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from broker.app import Broker
-    from broker.dispatch import Dispatcher
+from broker.dispatch import Dispatcher
 
 
-def register_all(dispatcher: "Dispatcher", broker: "Broker") -> None:
+def register_all(dispatcher: Dispatcher, broker) -> None:
+    """Register every API's handler; ``broker`` is the running broker.app.Broker
+    (not imported: the application imports the handlers, never the reverse)."""
     from broker.handlers import (
         alter_configs,
         api_versions,

@@ -490,3 +490,20 @@ _HANDLERS: dict[int, Callable[[MetadataDelta, object], None]] = {
     ABORT_TRANSACTION_RECORD.api_key: MetadataDelta._replay_abort_transaction,
     REGISTER_CONTROLLER_RECORD.api_key: MetadataDelta._replay_register_controller,
 }
+
+
+def apply_records(image: MetadataImage, records: Iterable[tuple[int, object]], offset: int) -> MetadataImage:
+    """A new image with ``records`` ((api_key, value) pairs) applied, at ``offset``.
+
+    Topics touched by the records get fresh partition and config maps, built
+    once per call (not once per record), so applying a topic with thousands of
+    partitions stays linear; untouched topics and brokers are shared with
+    ``image``. The records must not end inside a metadata transaction: its
+    records would be lost with the delta (follow such a log with one
+    :class:`MetadataDelta` instead).
+    """
+    delta = MetadataDelta(image)
+    delta.replay_all(records)
+    if delta.in_transaction:
+        raise MetadataLogError("the records end inside a metadata transaction")
+    return delta.apply(offset)

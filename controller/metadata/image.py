@@ -1,7 +1,7 @@
 """The metadata image: an immutable view of the cluster built by replaying records.
 
 Brokers read images; only a :class:`~controller.metadata.delta.MetadataDelta`
-(or :func:`apply_records`, which uses one) makes a new one, and only from
+(or :func:`controller.metadata.delta.apply_records`, which uses one) makes a new one, and only from
 records that were written to the metadata log first.
 
 An image holds what Kafka's MetadataImage holds for brokers, controllers,
@@ -167,23 +167,3 @@ class MetadataImage:
         return not (
             self.topics or self.brokers or self.controllers or self.features or self.resource_configs or self.next_producer_id
         )
-
-
-def apply_records(image: MetadataImage, records: Iterable[tuple[int, object]], offset: int) -> MetadataImage:
-    """A new image with ``records`` ((api_key, value) pairs) applied, at ``offset``.
-
-    Topics touched by the records get fresh partition and config maps, built
-    once per call (not once per record), so applying a topic with thousands of
-    partitions stays linear; untouched topics and brokers are shared with
-    ``image``. The records must not end inside a metadata transaction: its
-    records would be lost with the delta (follow such a log with one
-    :class:`~controller.metadata.delta.MetadataDelta` instead).
-    """
-    # Imported here because the delta builds the classes of this module.
-    from controller.metadata.delta import MetadataDelta, MetadataLogError
-
-    delta = MetadataDelta(image)
-    delta.replay_all(records)
-    if delta.in_transaction:
-        raise MetadataLogError("the records end inside a metadata transaction")
-    return delta.apply(offset)

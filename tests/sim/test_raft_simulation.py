@@ -49,7 +49,8 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.delta import apply_records
+from controller.metadata.image import MetadataImage
 from controller.metadata.records import CONFIG_RECORD, RESOURCE_BROKER, decode_record, encode_record
 from controller.raft.log import MemoryRaftLog, SnapshotId
 from controller.raft.messages import VoteResponse

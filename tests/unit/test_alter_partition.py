@@ -18,7 +18,8 @@ from controller.broker_lifecycle import (
     plan_register_broker,
     plan_unregister_broker,
 )
-from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.delta import apply_records
+from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
     NO_LEADER_CHANGE,
     NO_LEADER_RECOVERY_STATE_CHANGE,

@@ -17,7 +17,8 @@ from controller.broker_lifecycle import (
     rack_alternating_order,
     usable_broker_ids,
 )
-from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.delta import apply_records
+from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
     CONFIG_RECORD,
     FEATURE_LEVEL_RECORD,

@@ -21,7 +21,8 @@ from controller.config_commands import (
     ConfigOp,
     plan_alter_configs,
 )
-from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.delta import apply_records
+from controller.metadata.image import MetadataImage
 from controller.metadata.records import CONFIG_RECORD, RESOURCE_BROKER, RESOURCE_TOPIC, record_api_key
 from tests.quorum_harness import SingleVoterController as MetadataController
 from controller.topic_commands import ClusterDefaults, CreateTopicSpec, plan_create_topic

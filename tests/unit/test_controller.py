@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.delta import apply_records
+from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
     CONFIG_RECORD,
     FEATURE_LEVEL_RECORD,

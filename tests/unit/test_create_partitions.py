@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.metadata.image import MetadataImage, apply_records
+from controller.metadata.delta import apply_records
+from controller.metadata.image import MetadataImage
 from controller.metadata.records import record_api_key
 from tests.quorum_harness import METADATA_DIR_NAME
 from tests.quorum_harness import SingleVoterController as MetadataController

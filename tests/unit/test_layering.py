@@ -85,3 +85,102 @@ def test_coordinator_state_machines_do_no_io(relative):
     imported = {m.split(".")[0] for m in imported_modules(ROOT / relative)}
     assert not imported & (IO_MODULES | {"time", "broker.app"}), imported & IO_MODULES
     assert "broker.groups.service" not in imported_modules(ROOT / relative)
+
+
+# --------------------------------------------------------------------------- import circles
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root_files: dict[str, Path]) -> dict[str, set[str]]:
+    """Project module -> project modules it imports (relative imports resolved;
+    ``from package import name`` counts the submodule when ``name`` is one, else
+    the package; imports under TYPE_CHECKING count too)."""
+
+    def known(name: str) -> str | None:
+        while name and name not in root_files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in root_files.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                deps.update(filter(None, (known(alias.name) for alias in node.names)))
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    name = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    name = node.module or ""
+                for alias in node.names:
+                    full = f"{name}.{alias.name}"
+                    target = full if full in root_files else known(name)
+                    if target:
+                        deps.add(target)
+        deps.discard(module)
+        graph[module] = deps
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (iterative Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    circles.append(sorted(group))
+    return circles
+
+
+def test_no_import_circles():
+    files = {module_name(p): p for package in PACKAGES for p in python_files(package)}
+    circles = import_circles(import_graph(files))
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_sees_circles(tmp_path):
+    (tmp_path / "a.py").write_text("from b import x\n")
+    (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import c\n")
+    (tmp_path / "c.py").write_text("import a\n")
+    (tmp_path / "d.py").write_text("import a\n")
+    files = {name: tmp_path / f"{name}.py" for name in "abcd"}
+    assert import_circles(import_graph(files)) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.metadata.delta import MetadataDelta, MetadataLogError, merge_partition_change
-from controller.metadata.image import Endpoint, MetadataImage, PartitionImage, SupportedFeature, apply_records
+from controller.metadata.delta import apply_records
+from controller.metadata.image import Endpoint, MetadataImage, PartitionImage, SupportedFeature
 from controller.metadata.records import (
     ABORT_TRANSACTION_RECORD,
     BEGIN_TRANSACTION_RECORD,
