@@ -1,5 +1,9 @@
 """Kafka record batches (message format v2, "magic 2") plus read-only legacy message sets.
 
+Longer than ~700 lines on purpose: the batch header layout, its patching on
+the hot path and the full decoders must agree byte for byte, and keeping them
+side by side is how they stay in agreement (compression is apart).
+
 Sans-IO: every function takes and returns bytes-like objects.
 
 Two kinds of callers with different budgets use this module:

@@ -1,5 +1,9 @@
 """Read records straight from a broker's segment files, column by column.
 
+A little over ~700 lines: planning (offsets, timestamps, pieces) and reading
+share the segment and index conventions; which replica to read is already
+apart (:mod:`spark_jobs.replicas`), as is Arrow decoding.
+
 Pure (no Spark, no sockets, no event loop): the PySpark data source in
 :mod:`spark_jobs.datasource` plans and reads with these functions, and any
 other batch job can use them directly.

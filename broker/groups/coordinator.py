@@ -1,5 +1,9 @@
 """The classic group coordinator: membership, rebalances and committed offsets.
 
+Longer than ~700 lines on purpose: the join, sync, heartbeat, leave and
+offset paths share one set of generation and timer invariants, which a split
+by request would spread over modules that all mutate the same group.
+
 Pure and single-threaded: every operation takes ``now_ms``, timers are
 deadlines kept in the groups and fired by :meth:`GroupCoordinator.tick`, and
 requests that must wait (JoinGroup until the rebalance's join phase ends,

@@ -1,5 +1,10 @@
 """The Raft core of a KRaft-style quorum: a pure state machine (KIP-595, KIP-996).
 
+Longer than ~700 lines on purpose: roles, elections, fetch and snapshot
+handling change the same epoch, vote and high-watermark state, and the
+simulation checks them as one machine; messages, wire format, log and quorum
+state already live in their own modules.
+
 No IO, no clock, no randomness of its own: time comes in as ``now_ms`` and the
 election jitter from the ``random.Random`` passed in, so a run is a function
 of its inputs and a simulation can replay it from a seed.
