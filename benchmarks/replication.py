@@ -63,10 +63,14 @@ def cpu_seconds(pid: int) -> float:
 class Cluster:
     def __init__(self, root: Path):
         self.nodes, _ = start_cluster(root, 3, CLUSTER_SETTINGS)
-        self.bootstrap = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes.values())
         from confluent_kafka.admin import AdminClient
 
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
+
+    @property
+    def bootstrap(self) -> str:
+        # A restarted node listens on a new ephemeral port: ask for the current ones.
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes.values())
 
     def create(self, topic: str, replicas: list[int]) -> None:
         from confluent_kafka.admin import NewTopic
