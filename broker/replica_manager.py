@@ -117,12 +117,17 @@ class ReplicaManager:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline_ms: int | None = None
         self._hw_initialised: set[Key] = set()
-        # key -> (leader, new ISR, the partition epoch it was proposed at): sent with
-        # that epoch, so a proposal overtaken by a newer ISR is refused, not applied.
+        # key -> (leader, the proposal as it was made): sent as made, so a proposal
+        # overtaken by a newer ISR or a follower's restart is refused, not applied.
         self._alter_queue: dict[Key, tuple[LeaderPartition, IsrProposal]] = {}
         self._alter_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self.running = False
+        # No leadership until the controller has seen this process caught up with its
+        # own registration (it unfences us then). Before, the image may still name
+        # this broker leader of an epoch whose log lost its unflushed tail in a
+        # crash; the registration's commit moves such leaderships away.
+        self.may_lead = False
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -181,6 +186,13 @@ class ReplicaManager:
                 if leader.set_ineligible(ineligible, now_ms, registered):
                     self._high_watermark_moved(key, leader)
 
+    def registration_caught_up(self) -> None:
+        """The controller unfenced this process: take the leaderships the image gives."""
+        if self.may_lead:
+            return
+        self.may_lead = True
+        self.apply_image(MetadataImage(), self.broker.image)
+
     def _ineligible(self, image: MetadataImage) -> set[int]:
         return {b for b, r in image.brokers.items() if r.fenced or r.in_controlled_shutdown}
 
@@ -194,6 +206,10 @@ class ReplicaManager:
         if self.node_id not in partition.replicas:
             if old is not None and self.node_id in old.replicas:
                 self._stop_replica(key)
+            return
+        if partition.leader == self.node_id and not self.may_lead:
+            self._resign(key)
+            self._stop_following(key)
             return
         if partition.leader == self.node_id:
             self._stop_following(key)
@@ -316,7 +332,7 @@ class ReplicaManager:
         image = self.broker.image
         topic_image = image.topics.get(topic)
         partition = topic_image.partitions.get(partition_id) if topic_image is not None else None
-        if partition is None or partition.leader != self.node_id:
+        if partition is None or partition.leader != self.node_id or not self.may_lead:
             return None
         return self._become_leader(image, topic_image, partition, _now_ms())
 
