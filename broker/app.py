@@ -87,6 +87,10 @@ class Broker:
             snapshot_interval_ms=config["metadata.log.max.snapshot.interval.ms"],
             cluster_id=self.cluster_id,
             broker_session_timeout_ms=config["broker.session.timeout.ms"],
+            leader_rebalance_interval_ms=(
+                config["leader.imbalance.check.interval.seconds"] * 1000 if config["auto.leader.rebalance.enable"] else None
+            ),
+            leader_imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
         )
         self.raft = RaftDriver(
             config.node_id,

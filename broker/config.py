@@ -270,6 +270,9 @@ _KEYS = [
     ConfigKey("replica.socket.timeout.ms", _int_parser(1, INT32_MAX), 30000),
     ConfigKey("num.replica.fetchers", _int_parser(1, INT32_MAX), 1),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", _int_parser(1), 5000),
+    ConfigKey("auto.leader.rebalance.enable", _parse_bool, True),
+    ConfigKey("leader.imbalance.check.interval.seconds", _int_parser(1), 300),
+    ConfigKey("leader.imbalance.per.broker.percentage", _int_parser(0, 100), 10),
     # KIP-392: unset means consumers read from leaders; Kafka's rack-aware
     # selector is the one implementation pybroker has.
     ConfigKey("replica.selector.class", _choice_parser(RACK_AWARE_REPLICA_SELECTOR), None),
@@ -378,6 +381,9 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "replica.socket.timeout.ms": ("INT", "How long a follower waits for its leader to answer a fetch (beyond the fetch's own wait)."),
     "num.replica.fetchers": ("INT", "Fetcher tasks per source broker; partitions are spread over them."),
     "replica.high.watermark.checkpoint.interval.ms": ("LONG", "How often the high watermarks are written to replication-offset-checkpoint."),
+    "auto.leader.rebalance.enable": ("BOOLEAN", "Whether the active controller moves leaderships back to preferred replicas on its own."),
+    "leader.imbalance.check.interval.seconds": ("LONG", "How often the active controller checks the leader imbalance."),
+    "leader.imbalance.per.broker.percentage": ("INT", "The share of a broker's preferred partitions it may not lead before a rebalance moves them back."),
     "replica.selector.class": ("STRING", "Which replica a consumer that names its rack should read from (KIP-392); only Kafka's RackAwareReplicaSelector is known."),
 }
 

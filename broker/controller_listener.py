@@ -20,6 +20,7 @@ from broker.handlers import (
     create_partitions,
     create_topics,
     delete_topics,
+    elect_leaders,
     incremental_alter_configs,
 )
 from broker.handlers.init_producer_id import PRODUCER_ID_BLOCK_SIZE
@@ -71,7 +72,7 @@ def build_controller_dispatcher(broker) -> Dispatcher:
     # The admin requests brokers forward, served by the same handlers as on a
     # broker's client listener (on the active controller they act locally).
     create_topics.register(dispatcher, broker, allow_internal=True)
-    for module in (delete_topics, create_partitions, alter_configs, incremental_alter_configs):
+    for module in (delete_topics, create_partitions, alter_configs, incremental_alter_configs, elect_leaders):
         module.register(dispatcher, broker)
 
     async def allocate_producer_ids(ctx, request):

@@ -37,6 +37,7 @@ from controller.broker_lifecycle import (
     usable_broker_ids,
 )
 from controller.config_commands import AlterConfigsResult, ConfigChange
+from controller.leader_election import plan_auto_rebalance, plan_elect_leaders
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import decode_record, encode_record, record_api_key
@@ -75,6 +76,8 @@ class QuorumController:
         clock_ms: Callable[[], int] | None = None,
         cluster_id: str = "",
         broker_session_timeout_ms: int = 9000,
+        leader_rebalance_interval_ms: int | None = None,
+        leader_imbalance_percentage: int = 10,
     ):
         self.log = raft_log
         self.defaults = defaults
@@ -103,6 +106,10 @@ class QuorumController:
         self.cluster_id = cluster_id
         self._sessions = BrokerHeartbeatTracker(broker_session_timeout_ms)
         self._session_task: asyncio.Task | None = None
+        # auto.leader.rebalance.enable: None when off.
+        self.leader_rebalance_interval_ms = leader_rebalance_interval_ms
+        self.leader_imbalance_percentage = leader_imbalance_percentage
+        self._rebalance_task: asyncio.Task | None = None
         self._load_latest_snapshot()
 
     def attach(self, driver) -> None:
@@ -188,6 +195,8 @@ class QuorumController:
             self._write_ready.clear()
             log.info("metadata: this node is the active controller (epoch %d)", epoch)
             self._session_task = asyncio.get_running_loop().create_task(self._expire_sessions(), name="broker sessions")
+            if self.leader_rebalance_interval_ms is not None:
+                self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_leaders(), name="leader rebalance")
         elif not is_leader:
             self._write_ready.clear()
             if was_leader:
@@ -195,6 +204,9 @@ class QuorumController:
             if self._session_task is not None:
                 self._session_task.cancel()
                 self._session_task = None
+            if self._rebalance_task is not None:
+                self._rebalance_task.cancel()
+                self._rebalance_task = None
             self._fail_in_flight()
 
     def _fail_in_flight(self) -> None:
@@ -412,7 +424,28 @@ class QuorumController:
             except NotControllerError:
                 return
 
+    async def _rebalance_leaders(self) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds,
+        preferred elections for the brokers over leader.imbalance.per.broker.percentage."""
+        await self._write_ready.wait()
+        while self._is_leader:
+            await asyncio.sleep(self.leader_rebalance_interval_ms / 1000)
+            percentage = self.leader_imbalance_percentage
+            try:
+                moved = await self._submit(lambda image: (len(records := plan_auto_rebalance(image, percentage)), records))
+            except NotControllerError:
+                return
+            if moved:
+                log.info("metadata: leader rebalance moved %d leaderships back to preferred replicas", moved)
+
+    async def elect_leaders(self, election_type: int, targets):
+        """ElectLeaders on the active controller: {(topic, partition): (error, message)}
+        once the elections are committed (see plan_elect_leaders)."""
+        return await self._submit(lambda image: plan_elect_leaders(image, election_type, targets))
+
     def close(self) -> None:
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
         if self._session_task is not None:
             self._session_task.cancel()
         self._fail_in_flight()

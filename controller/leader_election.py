@@ -12,7 +12,9 @@ and maybeBalancePartitionLeaders).
   the caller asked for); ELECTION_NOT_NEEDED when it has a leader,
   ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is usable.
 * The automatic rebalance (``auto.leader.rebalance.enable``) makes preferred
-  elections for every partition whose preferred replica could lead but does not.
+  elections for the partitions whose preferred replica could lead but does not,
+  of each broker whose share of such partitions (among those it is the
+  preferred replica of) is above ``leader.imbalance.per.broker.percentage``.
 """
 
 from __future__ import annotations
@@ -121,6 +123,43 @@ def plan_leader_rebalance(image: MetadataImage, max_elections: int = 1000) -> li
             if not partition.replicas or partition.leader == partition.replicas[0]:
                 continue
             error, _, record = elect_one(topic, partition, PREFERRED, usable)
+            if record is not None:
+                records.append(record)
+                if len(records) >= max_elections:
+                    return records
+    return records
+
+
+def imbalanced_brokers(image: MetadataImage, percentage: int) -> set[int]:
+    """Brokers whose leader imbalance ratio is above ``percentage`` (Kafka's rule):
+    of the partitions a broker is the preferred replica of, the share it does not
+    lead."""
+    preferred_of: dict[int, int] = {}
+    not_leading: dict[int, int] = {}
+    for topic in image.topics.values():
+        for partition in topic.partitions.values():
+            if not partition.replicas:
+                continue
+            preferred = partition.replicas[0]
+            preferred_of[preferred] = preferred_of.get(preferred, 0) + 1
+            if partition.leader != preferred:
+                not_leading[preferred] = not_leading.get(preferred, 0) + 1
+    return {b for b, total in preferred_of.items() if not_leading.get(b, 0) * 100 > percentage * total}
+
+
+def plan_auto_rebalance(image: MetadataImage, percentage: int, max_elections: int = 1000) -> list:
+    """One round of the automatic rebalance: preferred elections (where the preferred
+    replica could lead) for the partitions of the imbalanced brokers only."""
+    over = imbalanced_brokers(image, percentage)
+    if not over:
+        return []
+    usable = set(usable_broker_ids(image))
+    records = []
+    for topic in image.topics.values():
+        for partition in topic.partitions.values():
+            if not partition.replicas or partition.replicas[0] not in over or partition.leader == partition.replicas[0]:
+                continue
+            _, _, record = elect_one(topic, partition, PREFERRED, usable)
             if record is not None:
                 records.append(record)
                 if len(records) >= max_elections:

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from controller.broker_lifecycle import LEADER_RECOVERY_STATE_RECOVERING, plan_fence_brokers
-from controller.leader_election import PREFERRED, UNCLEAN, plan_elect_leaders, plan_leader_rebalance
+from controller.leader_election import (
+    PREFERRED,
+    UNCLEAN,
+    imbalanced_brokers,
+    plan_auto_rebalance,
+    plan_elect_leaders,
+    plan_leader_rebalance,
+)
 from protocol.errors import ErrorCode
 from tests.unit.test_broker_lifecycle import apply, partition, registered, with_partition
 
@@ -61,3 +68,33 @@ def test_rebalance_elects_preferred_leaders_that_can_lead():
     assert partition(apply(moved, plan_leader_rebalance(moved))).leader == 1
     out_of_sync = with_partition(registered(1, 2, 3), [1, 2, 3], [2, 3], 3)
     assert plan_leader_rebalance(out_of_sync) == []
+
+
+def many_partitions(leaders_by_preferred: list[tuple[int, int]]):
+    """One topic; partition i has replicas (preferred, the other two) led by the given leader."""
+    import uuid
+
+    from controller.metadata.records import PARTITION_RECORD, TOPIC_RECORD
+
+    topic_id = uuid.uuid4()
+    image = registered(1, 2, 3)
+    records = [TOPIC_RECORD(name="m", topic_id=topic_id)]
+    for i, (preferred, leader) in enumerate(leaders_by_preferred):
+        replicas = [preferred] + [b for b in (1, 2, 3) if b != preferred]
+        records.append(
+            PARTITION_RECORD(partition_id=i, topic_id=topic_id, replicas=replicas, isr=replicas, leader=leader, leader_epoch=0, partition_epoch=0)
+        )
+    return apply(image, records)
+
+
+def test_imbalance_ratio_per_broker_is_kafkas():
+    # Broker 1 prefers 10 partitions and leads 9 of them: 10 % imbalance, not above 10.
+    image = many_partitions([(1, 1)] * 9 + [(1, 2)] + [(2, 2)] * 4 + [(2, 3)])
+    assert imbalanced_brokers(image, 10) == {2}  # 1 of 5 = 20 %
+    assert imbalanced_brokers(image, 25) == set()
+    assert imbalanced_brokers(image, 0) == {1, 2}
+    # Only the imbalanced broker's partitions move.
+    after = apply(image, plan_auto_rebalance(image, 10))
+    leaders = {p.partition_id: p.leader for p in after.topics["m"].partitions.values()}
+    assert leaders[9] == 2 and leaders[14] == 2
+    assert plan_auto_rebalance(after, 10) == []
