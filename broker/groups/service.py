@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 
-from broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, StoreError
+from broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, JoinResult, StoreError, SyncResult
 from controller.topic_commands import CreateTopicSpec
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
@@ -82,6 +82,30 @@ class GroupService:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         log.info("created %s with %d partitions", OFFSETS_TOPIC, self.config.offsets_partitions)
         return ErrorCode.NONE
+
+    def coordinator_of(self, group_id: str) -> tuple[ErrorCode, int]:
+        """(error, broker id) of the group's coordinator: the leader of its
+        ``__consumer_offsets`` partition, as in Kafka. COORDINATOR_NOT_AVAILABLE
+        while that partition has no leader or its leader is not serving."""
+        topic = self._broker.image.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        partition = topic.partitions.get(self.coordinator.partition_for(group_id))
+        if partition is None or partition.leader < 0:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        return ErrorCode.NONE, partition.leader
+
+    def not_coordinator(self, group_id: str) -> ErrorCode | None:
+        """The error for a group request that reached a broker other than the
+        group's coordinator (NOT_COORDINATOR: the client looks it up again), or
+        None when this broker coordinates the group. Before ``__consumer_offsets``
+        exists the request is served here, which creates it."""
+        if not self.offsets_topic_exists():
+            return None
+        error, leader = self.coordinator_of(group_id)
+        if error != ErrorCode.NONE:
+            return error
+        return None if leader == self._broker.node_id else ErrorCode.NOT_COORDINATOR
 
     def _store(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         if not self.offsets_topic_exists():
@@ -193,6 +217,9 @@ class GroupService:
         # A group's state is stored in __consumer_offsets; Kafka creates it on
         # the first FindCoordinator, but a client may skip that.
         await self.ensure_offsets_topic()
+        error = self.not_coordinator(request.group_id)
+        if error is not None:
+            return JoinResult(error, member_id=request.member_id)
         future = asyncio.get_running_loop().create_future()
         self.coordinator.join_group(self.now_ms(), request, _resolver(future))
         self.after_operation(request.group_id)
@@ -200,6 +227,9 @@ class GroupService:
 
     async def sync_group(self, group_id: str, *args):
         await self.ensure_offsets_topic()
+        error = self.not_coordinator(group_id)
+        if error is not None:
+            return SyncResult(error)
         future = asyncio.get_running_loop().create_future()
         self.coordinator.sync_group(self.now_ms(), group_id, *args, _resolver(future))
         self.after_operation(group_id)

@@ -18,7 +18,9 @@ def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         groups = broker.groups
         names = list(dict.fromkeys(request.groups_names))
-        results = groups.coordinator.delete_groups(groups.now_ms(), names)
+        wrong = {name: groups.not_coordinator(name) for name in names}
+        results = groups.coordinator.delete_groups(groups.now_ms(), [name for name in names if wrong[name] is None])
+        results.update({name: error for name, error in wrong.items() if error is not None})
         return R.DeleteGroupsResponse(
             throttle_time_ms=0,
             results=[R.DeletableGroupResult(group_id=name, error_code=results[name]) for name in names],

@@ -26,6 +26,15 @@ def register(dispatcher, broker) -> None:
         operations = GROUP_OPERATIONS if ctx.api_version >= 3 and request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         described = []
         for group_id in request.groups:
+            wrong = broker.groups.not_coordinator(group_id)
+            if wrong is not None:
+                described.append(
+                    R.DescribedGroup(
+                        error_code=wrong, group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                        members=[], authorized_operations=operations,
+                    )
+                )
+                continue
             summary = coordinator.describe_group(group_id)
             described.append(
                 R.DescribedGroup(

@@ -18,6 +18,9 @@ R = struct_classes(API.response)
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         groups = broker.groups
+        error = groups.not_coordinator(request.group_id)
+        if error is not None:
+            return R.HeartbeatResponse(throttle_time_ms=0, error_code=error)
         error = groups.coordinator.heartbeat(
             groups.now_ms(),
             request.group_id,

@@ -20,6 +20,9 @@ R = struct_classes(API.response)
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         groups = broker.groups
+        wrong = groups.not_coordinator(request.group_id)
+        if wrong is not None:
+            return R.LeaveGroupResponse(throttle_time_ms=0, error_code=wrong, members=[])
         if ctx.api_version < 3:
             leaving = [(request.member_id, None)]
         else:

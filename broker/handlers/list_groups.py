@@ -21,7 +21,8 @@ def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         states = request.states_filter if ctx.api_version >= 4 else []
         types = request.types_filter if ctx.api_version >= 5 else []
-        listings = broker.groups.coordinator.list_groups(states, types)
+        # Each broker lists the groups it coordinates (admin clients ask them all).
+        listings = [g for g in broker.groups.coordinator.list_groups(states, types) if broker.groups.not_coordinator(g.group_id) is None]
         return R.ListGroupsResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,

@@ -54,7 +54,10 @@ def register(dispatcher, broker) -> None:
                     expire_timestamp_ms=expire_ms,
                 )
         generation_id = request.generation_id_or_member_epoch if version >= 1 else -1
-        if offsets and version >= 9 and generation_id >= 0 and request.group_id not in groups.coordinator.groups:
+        wrong = groups.not_coordinator(request.group_id)
+        if wrong is not None:
+            errors.update({tp: wrong for tp in offsets})
+        elif offsets and version >= 9 and generation_id >= 0 and request.group_id not in groups.coordinator.groups:
             # A member of a group the coordinator does not have: v9+ says so; before
             # v9 Kafka answers ILLEGAL_GENERATION (the coordinator's answer).
             errors.update({tp: ErrorCode.GROUP_ID_NOT_FOUND for tp in offsets})

@@ -20,6 +20,9 @@ R = struct_classes(API.response)
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         groups = broker.groups
+        wrong = groups.not_coordinator(request.group_id)
+        if wrong is not None:
+            return R.OffsetDeleteResponse(error_code=wrong, throttle_time_ms=0, topics=[])
         errors: dict[tuple[str, int], ErrorCode] = {}
         known = []
         for topic in request.topics:

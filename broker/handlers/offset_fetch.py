@@ -40,27 +40,31 @@ def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         coordinator = broker.groups.coordinator
         if ctx.api_version >= 8:
-            return R.OffsetFetchResponse(
-                throttle_time_ms=0,
-                groups=[
-                    R.OffsetFetchResponseGroup(
-                        group_id=group.group_id,
-                        error_code=ErrorCode.NONE,
-                        topics=[
-                            R.OffsetFetchResponseTopics(
-                                name=topic,
-                                partitions=[
-                                    R.OffsetFetchResponsePartitions(partition_index=p, error_code=ErrorCode.NONE, **_fields(o))
-                                    for p, o in partitions
-                                ],
-                            )
-                            for topic, partitions in _fetch(coordinator, group.group_id, group.topics)
-                        ],
-                    )
-                    for group in request.groups
-                ],
-            )
+
+            def answer(group):
+                wrong = broker.groups.not_coordinator(group.group_id)
+                if wrong is not None:
+                    return R.OffsetFetchResponseGroup(group_id=group.group_id, error_code=wrong, topics=[])
+                return R.OffsetFetchResponseGroup(
+                    group_id=group.group_id,
+                    error_code=ErrorCode.NONE,
+                    topics=[
+                        R.OffsetFetchResponseTopics(
+                            name=topic,
+                            partitions=[
+                                R.OffsetFetchResponsePartitions(partition_index=p, error_code=ErrorCode.NONE, **_fields(o))
+                                for p, o in partitions
+                            ],
+                        )
+                        for topic, partitions in _fetch(coordinator, group.group_id, group.topics)
+                    ],
+                )
+
+            return R.OffsetFetchResponse(throttle_time_ms=0, groups=[answer(group) for group in request.groups])
         topics = request.topics if request.topics is not None or ctx.api_version >= 2 else []
+        wrong = broker.groups.not_coordinator(request.group_id)
+        if wrong is not None and ctx.api_version >= 2:
+            return R.OffsetFetchResponse(throttle_time_ms=0, error_code=wrong, topics=[])
         return R.OffsetFetchResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,

@@ -1,0 +1,68 @@
+"""Consumer groups on three combined nodes: every broker names the same
+coordinator for a group (the leader of its __consumer_offsets partition), so
+members bootstrapped to different brokers share one group."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer  # noqa: E402
+
+PARTITIONS = 6
+
+
+def test_members_bootstrapped_to_different_brokers_share_one_group(tmp_path):
+    cluster = ReplicatedCluster(tmp_path, session_timeout_ms=1800)
+    cluster.start()
+    consumers = []
+    try:
+        topic = f"shared-{uuid.uuid4().hex[:6]}"
+        cluster.create_topic(topic, partitions=PARTITIONS)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all"})
+        for i in range(300):
+            producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode())
+        assert producer.flush(30) == 0
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        coordinators = set()
+        for node in NODE_IDS:
+            admin = cluster.admin([node])
+            # Each broker is asked on its own: all must name the same coordinator.
+            described = admin.describe_consumer_groups([group])[group].result(timeout=20)
+            coordinators.add(described.coordinator.id)
+        assert len(coordinators) == 1, coordinators
+        for node in NODE_IDS[:2]:
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": cluster.bootstrap([node]),
+                    "group.id": group,
+                    "auto.offset.reset": "earliest",
+                    "session.timeout.ms": 6000,
+                    "heartbeat.interval.ms": 500,
+                }
+            )
+            consumer.subscribe([topic])
+            consumers.append(consumer)
+        deadline = time.monotonic() + 40
+        assignments: list[set[int]] = [set(), set()]
+        seen = 0
+        while time.monotonic() < deadline:
+            for i, consumer in enumerate(consumers):
+                message = consumer.poll(0.2)
+                if message is not None and message.error() is None:
+                    seen += 1
+                assignments[i] = {tp.partition for tp in consumer.assignment()}
+            if seen >= 300 and assignments[0] and assignments[1] and len(assignments[0]) + len(assignments[1]) == PARTITIONS:
+                break
+        assert assignments[0] and assignments[1], assignments
+        assert not assignments[0] & assignments[1], f"both members own {assignments[0] & assignments[1]}"
+        assert assignments[0] | assignments[1] == set(range(PARTITIONS)), assignments
+    finally:
+        for consumer in consumers:
+            consumer.close()
+        cluster.stop()
