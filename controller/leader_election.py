@@ -112,15 +112,18 @@ def plan_elect_leaders(
     return results, records
 
 
-def plan_leader_rebalance(image: MetadataImage, max_elections: int = 1000) -> list:
-    """The automatic rebalance: preferred elections for partitions whose preferred
-    replica is in the ISR and usable but does not lead (at most ``max_elections``
-    per round, so one round never becomes one huge metadata batch)."""
+def plan_leader_rebalance(image: MetadataImage, max_elections: int = 1000, preferred_in: set[int] | None = None) -> list:
+    """Preferred elections for partitions whose preferred replica is in the ISR and
+    usable but does not lead (only those preferring a broker of ``preferred_in``
+    when given; at most ``max_elections`` per round, so one round never becomes
+    one huge metadata batch)."""
     usable = set(usable_broker_ids(image))
     records = []
     for topic in image.topics.values():
         for partition in topic.partitions.values():
             if not partition.replicas or partition.leader == partition.replicas[0]:
+                continue
+            if preferred_in is not None and partition.replicas[0] not in preferred_in:
                 continue
             error, _, record = elect_one(topic, partition, PREFERRED, usable)
             if record is not None:
@@ -151,17 +154,4 @@ def plan_auto_rebalance(image: MetadataImage, percentage: int, max_elections: in
     """One round of the automatic rebalance: preferred elections (where the preferred
     replica could lead) for the partitions of the imbalanced brokers only."""
     over = imbalanced_brokers(image, percentage)
-    if not over:
-        return []
-    usable = set(usable_broker_ids(image))
-    records = []
-    for topic in image.topics.values():
-        for partition in topic.partitions.values():
-            if not partition.replicas or partition.replicas[0] not in over or partition.leader == partition.replicas[0]:
-                continue
-            _, _, record = elect_one(topic, partition, PREFERRED, usable)
-            if record is not None:
-                records.append(record)
-                if len(records) >= max_elections:
-                    return records
-    return records
+    return plan_leader_rebalance(image, max_elections, preferred_in=over) if over else []
