@@ -435,6 +435,9 @@ class QuorumController:
                 moved = await self._submit(lambda image: (len(records := plan_auto_rebalance(image, percentage)), records))
             except NotControllerError:
                 return
+            except Exception:  # a bug of ours: log it, try again next round
+                log.exception("metadata: leader rebalance round failed")
+                continue
             if moved:
                 log.info("metadata: leader rebalance moved %d leaderships back to preferred replicas", moved)
 
