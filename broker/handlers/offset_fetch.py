@@ -36,6 +36,17 @@ def _fields(offset):
     return {"committed_offset": offset.offset, "committed_leader_epoch": offset.leader_epoch, "metadata": offset.metadata}
 
 
+def _topics(topic_cls, partition_cls, fetched, error: ErrorCode = ErrorCode.NONE) -> list:
+    """The response's topics (v0-7 and v8+ name their classes differently)."""
+    return [
+        topic_cls(
+            name=topic,
+            partitions=[partition_cls(partition_index=p, error_code=error, **_fields(o)) for p, o in partitions],
+        )
+        for topic, partitions in fetched
+    ]
+
+
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         coordinator = broker.groups.coordinator
@@ -45,39 +56,29 @@ def register(dispatcher, broker) -> None:
                 wrong = broker.groups.not_coordinator(group.group_id)
                 if wrong is not None:
                     return R.OffsetFetchResponseGroup(group_id=group.group_id, error_code=wrong, topics=[])
+                fetched = _fetch(coordinator, group.group_id, group.topics)
                 return R.OffsetFetchResponseGroup(
                     group_id=group.group_id,
                     error_code=ErrorCode.NONE,
-                    topics=[
-                        R.OffsetFetchResponseTopics(
-                            name=topic,
-                            partitions=[
-                                R.OffsetFetchResponsePartitions(partition_index=p, error_code=ErrorCode.NONE, **_fields(o))
-                                for p, o in partitions
-                            ],
-                        )
-                        for topic, partitions in _fetch(coordinator, group.group_id, group.topics)
-                    ],
+                    topics=_topics(R.OffsetFetchResponseTopics, R.OffsetFetchResponsePartitions, fetched),
                 )
 
             return R.OffsetFetchResponse(throttle_time_ms=0, groups=[answer(group) for group in request.groups])
         topics = request.topics if request.topics is not None or ctx.api_version >= 2 else []
         wrong = broker.groups.not_coordinator(request.group_id)
-        if wrong is not None and ctx.api_version >= 2:
-            return R.OffsetFetchResponse(throttle_time_ms=0, error_code=wrong, topics=[])
+        if wrong is not None:
+            if ctx.api_version >= 2:
+                return R.OffsetFetchResponse(throttle_time_ms=0, error_code=wrong, topics=[])
+            # v0-1 have no top-level error: every partition asked for carries it.
+            asked = [(t.name, [(p, None) for p in t.partition_indexes]) for t in topics]
+            return R.OffsetFetchResponse(
+                throttle_time_ms=0, topics=_topics(R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition, asked, wrong)
+            )
+        fetched = _fetch(coordinator, request.group_id, topics)
         return R.OffsetFetchResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,
-            topics=[
-                R.OffsetFetchResponseTopic(
-                    name=topic,
-                    partitions=[
-                        R.OffsetFetchResponsePartition(partition_index=p, error_code=ErrorCode.NONE, **_fields(o))
-                        for p, o in partitions
-                    ],
-                )
-                for topic, partitions in _fetch(coordinator, request.group_id, topics)
-            ],
+            topics=_topics(R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition, fetched),
         )
 
     dispatcher.register(API.key, 0, 9, handle)

@@ -4,17 +4,44 @@ members bootstrapped to different brokers share one group."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
 import pytest
 
+from broker.kafka_client import KafkaClientConnection
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
 from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
 
 PARTITIONS = 6
+OFFSET_FETCH = APIS_BY_KEY[9]
+_OF = struct_classes(OFFSET_FETCH.request)
+
+
+def offset_fetch(cluster: ReplicatedCluster, node: int, version: int, group: str, topic: str):
+    """A raw OffsetFetch to ``node`` for partition 0 of ``topic``."""
+    if version >= 8:
+        body = _OF.OffsetFetchRequest(
+            groups=[_OF.OffsetFetchRequestGroup(group_id=group, topics=[_OF.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])])]
+        )
+    else:
+        body = _OF.OffsetFetchRequest(group_id=group, topics=[_OF.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+    process = cluster.nodes[node]
+
+    async def ask():
+        connection = KafkaClientConnection(process.host, process.port, "offset-fetch-test")
+        try:
+            return await connection.request(OFFSET_FETCH, version, body, timeout_ms=10_000)
+        finally:
+            connection.close()
+
+    return asyncio.run(ask())
 
 
 def test_members_bootstrapped_to_different_brokers_share_one_group(tmp_path):
@@ -36,6 +63,13 @@ def test_members_bootstrapped_to_different_brokers_share_one_group(tmp_path):
             described = admin.describe_consumer_groups([group])[group].result(timeout=20)
             coordinators.add(described.coordinator.id)
         assert len(coordinators) == 1, coordinators
+        (coordinator,) = coordinators
+        other = next(n for n in NODE_IDS if n != coordinator)
+        # A group request at any other broker is refused, never answered from its own (empty) state.
+        v1 = offset_fetch(cluster, other, 1, group, topic)
+        assert {p.error_code for t in v1.topics for p in t.partitions} == {ErrorCode.NOT_COORDINATOR}, v1
+        v8 = offset_fetch(cluster, other, 8, group, topic)
+        assert [g.error_code for g in v8.groups] == [ErrorCode.NOT_COORDINATOR], v8
         for node in NODE_IDS[:2]:
             consumer = Consumer(
                 {
