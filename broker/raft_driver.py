@@ -46,6 +46,7 @@ from controller.raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RequestFailed,
     VoteRequest,
     VoteResponse,
 )
@@ -250,6 +251,8 @@ class RaftDriver:
             raise
         except Exception as exc:  # the core resends on its own timers
             log.debug("raft: %s to %d failed: %s", type(message).__name__, destination, exc)
+            if not self._stopped:
+                self._execute(self.node.step(self._clock_ms(), RequestFailed(destination, message)))
             return
         if self._stopped:
             return

@@ -121,6 +121,16 @@ class FetchSnapshotResponse:
     data: bytes = b""
 
 
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """A request this node sent got no answer (the destination refused the
+    connection or the request timed out). Not a wire message: the IO driver
+    reports it so the node can try elsewhere sooner than its own timers would."""
+
+    destination_id: int
+    request: "Request"
+
+
 Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
 Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | FetchSnapshotResponse
-Message = Request | Response
+Message = Request | Response | RequestFailed

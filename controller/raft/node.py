@@ -68,6 +68,7 @@ from controller.raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     Message,
+    RequestFailed,
     VoteRequest,
     VoteResponse,
 )
@@ -907,6 +908,17 @@ class RaftNode:
         )
         self._election_deadline_ms = now_ms + self.config.request_timeout_ms
 
+    def _observer_probe_answered(self, now_ms: int) -> None:
+        # The voter asked did not name a leader (an election is under way) or
+        # could not be reached: ask again soon, not after a whole request
+        # timeout, so brokers find a new controller well within their session.
+        if self.role is Role.UNATTACHED and not self.is_voter and self.leader_id is None:
+            self._election_deadline_ms = min(self._election_deadline_ms, now_ms + self.config.retry_backoff_ms)
+
+    def _on_request_failed(self, now_ms: int, failed: RequestFailed) -> None:
+        if isinstance(failed.request, FetchRequest):
+            self._observer_probe_answered(now_ms)
+
     def _accept_leader_response(self, response: FetchResponse | FetchSnapshotResponse) -> bool:
         return self.role is Role.FOLLOWER and response.source_id == self.leader_id and response.epoch == self.epoch
 
@@ -916,6 +928,7 @@ class RaftNode:
 
     def _on_fetch_response(self, now_ms: int, response: FetchResponse) -> None:
         self._observe_epoch(now_ms, response.epoch, response.leader_id)
+        self._observer_probe_answered(now_ms)
         if not self._accept_leader_response(response):
             return
         if response.error is not ErrorCode.NONE:
@@ -1006,4 +1019,5 @@ _HANDLERS = {
     FetchResponse: RaftNode._on_fetch_response,
     FetchSnapshotRequest: RaftNode._on_fetch_snapshot_request,
     FetchSnapshotResponse: RaftNode._on_fetch_snapshot_response,
+    RequestFailed: RaftNode._on_request_failed,
 }

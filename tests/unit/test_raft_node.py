@@ -18,6 +18,7 @@ from controller.raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RequestFailed,
     VoteRequest,
     VoteResponse,
 )
@@ -469,6 +470,28 @@ def test_observer_finds_the_leader_through_any_voter():
     assert reply.error is ErrorCode.FENCED_LEADER_EPOCH and (reply.epoch, reply.leader_id) == (3, 1)
     observer.step(0, reply)
     assert observer.role is Role.FOLLOWER and (observer.epoch, observer.leader_id) == (3, 1)
+
+
+def test_observer_asks_again_soon_when_no_leader_is_known_or_a_voter_is_unreachable():
+    # Brokers must find a new controller well within their session: a probe that
+    # comes back without a leader, or fails, is retried after retry.backoff.ms,
+    # not after a whole request timeout.
+    observer = make_node(9)
+    probe = sent(observer.tick(0), FetchRequest)[0]
+    assert not sent(observer.tick(CONFIG.retry_backoff_ms), FetchRequest)  # the probe is in flight
+    unattached_voter = make_node(2, state=QuorumState(leader_epoch=0))
+    reply = sent(unattached_voter.step(0, probe), FetchResponse)[0]
+    assert reply.leader_id is None
+    observer.step(5, reply)
+    assert not sent(observer.tick(5 + CONFIG.retry_backoff_ms - 1), FetchRequest)
+    probe = sent(observer.tick(5 + CONFIG.retry_backoff_ms), FetchRequest)[0]
+    observer.step(20, RequestFailed(3, probe))
+    assert sent(observer.tick(20 + CONFIG.retry_backoff_ms), FetchRequest)
+    # A failure reported while following a leader changes nothing: the fetch timeout decides.
+    follower = make_node(9, state=QuorumState(leader_epoch=3, leader_id=1))
+    fetch = sent(follower.tick(0), FetchRequest)[0]
+    follower.step(1, RequestFailed(1, fetch))
+    assert follower.role is Role.FOLLOWER and follower.leader_id == 1
 
 
 # -- snapshots -------------------------------------------------------------------------------
