@@ -115,6 +115,7 @@ def run_pybroker(
         "-o", "listeners=PLAINTEXT://127.0.0.1:0",
         "-o", "advertised.listeners=",
         "-o", f"log.dirs={data_dir}",
+        "-o", "offsets.topic.replication.factor=1",
         *override_args,
         *([] if uvloop else ["--no-uvloop"]),
     ]  # fmt: skip

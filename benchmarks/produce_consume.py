@@ -28,7 +28,8 @@ def start_broker(data_dir: Path, no_uvloop: bool = False, overrides: dict[str, s
     extra = [arg for key, value in (overrides or {}).items() for arg in ("-o", f"{key}={value}")]
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker", "--log-level", "WARNING", "start",
-         "-o", "listeners=PLAINTEXT://127.0.0.1:0", "-o", "advertised.listeners=", "-o", f"log.dirs={data_dir}"]
+         "-o", "listeners=PLAINTEXT://127.0.0.1:0", "-o", "advertised.listeners=", "-o", f"log.dirs={data_dir}",
+         "-o", "offsets.topic.replication.factor=1"]
         + extra
         + (["--no-uvloop"] if no_uvloop else []),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,

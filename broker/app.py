@@ -174,7 +174,7 @@ class Broker:
         self._open_partition_logs()
         self.replicas.apply_image(MetadataImage(), self.image)
         self.controller.subscribe(self._on_metadata_change)
-        self.groups.load()
+        self.groups.follow_leadership()
 
     def _topic_defaults(self) -> dict[str, str]:
         defaults = {}
@@ -240,6 +240,7 @@ class Broker:
                 elif was_replica and not is_replica:
                     removed.append((name, partition.partition_id))
         self.replicas.apply_image(old, new)
+        self.groups.follow_leadership()
         for name, partition_id in removed:
             # Reassigned away: this broker's replica stopped above; its data goes.
             log.info("deleting the log of %s-%d: this broker is no longer one of its replicas", name, partition_id)

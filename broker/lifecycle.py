@@ -136,6 +136,7 @@ class BrokerLifecycleManager:
             self._unfenced.set()
             # Unfenced means caught up with our own registration: leading is safe now.
             self.broker.replicas.registration_caught_up()
+            self.broker.groups.follow_leadership()
 
     async def controlled_shutdown(self, timeout_ms: int) -> None:
         """Ask to shut down until the controller has moved our leaderships away (or time runs out)."""

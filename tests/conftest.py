@@ -34,6 +34,8 @@ class BrokerProcess:
             "log.dirs": str(self.data_dir / "logs"),
             # Kafka's 3 s wait before a new group's first rebalance only slows tests down.
             "group.initial.rebalance.delay.ms": "0",
+            # One broker can hold one replica (Kafka's default of 3 needs a cluster).
+            "offsets.topic.replication.factor": "1",
             **(overrides or {}),
         }
         self.config_file = config_file

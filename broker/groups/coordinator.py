@@ -193,7 +193,7 @@ class GroupCoordinator:
         self._store(self.partition_for(group.group_id), [(group_key_bytes(group.group_id), group_value_bytes(self._group_value(group)))])
 
     def load_record(self, key: bytes, value: bytes | None) -> None:
-        """Replay one ``__consumer_offsets`` record (in log order) at start-up."""
+        """Replay one ``__consumer_offsets`` record (in log order) while loading a partition."""
         decoded = decode_key(key)
         if isinstance(decoded, OffsetKey):
             offsets = self.offsets.setdefault(decoded.group, {})
@@ -686,13 +686,31 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Answer every waiting request: this broker no longer coordinates."""
         for group in self.groups.values():
-            for member in group.members.values():
-                if member.join_reply is not None:
-                    member.join_reply(JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
-                    member.join_reply = None
-                if member.sync_reply is not None:
-                    member.sync_reply(SyncResult(ErrorCode.NOT_COORDINATOR))
-                    member.sync_reply = None
+            self._answer_waiting(group, ErrorCode.NOT_COORDINATOR)
+
+    @staticmethod
+    def _answer_waiting(group: ClassicGroup, error: ErrorCode) -> None:
+        for member in group.members.values():
+            if member.join_reply is not None:
+                member.join_reply(JoinResult(error, member_id=member.member_id))
+                member.join_reply = None
+            if member.sync_reply is not None:
+                member.sync_reply(SyncResult(error))
+                member.sync_reply = None
+
+    def unload_partition(self, partition: int) -> int:
+        """Forget the groups and offsets kept in one ``__consumer_offsets`` partition
+        (this broker stopped leading it): waiting requests are answered
+        NOT_COORDINATOR and the clients find the new coordinator. Returns how many
+        groups were dropped."""
+        dropped = [g for g in self.groups if self.partition_for(g) == partition]
+        for group_id in dropped:
+            self._answer_waiting(self.groups.pop(group_id), ErrorCode.NOT_COORDINATOR)
+        for group_id in [g for g in self.offsets if self.partition_for(g) == partition]:
+            del self.offsets[group_id]
+        for group_id in [g for g in self._loaded_group_values if self.partition_for(g) == partition]:
+            del self._loaded_group_values[group_id]
+        return len(dropped)
 
     # ----------------------------------------------------------------- offsets
 

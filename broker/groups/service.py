@@ -2,10 +2,19 @@
 
 Owns the one :class:`~broker.groups.coordinator.GroupCoordinator` of the
 broker. It creates the internal topic ``__consumer_offsets`` (compacted,
-``offsets.topic.num.partitions`` partitions) the first time a group needs it,
-replays it into the coordinator at start-up, appends the coordinator's records
-to it, and fires the coordinator's deadlines from one timer on the event loop.
-Everything runs on the event loop, so the coordinator needs no locks.
+``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor``
+replicas) the first time a group needs it, and fires the coordinator's
+deadlines from one timer on the event loop. Everything runs on the event loop,
+so the coordinator needs no locks.
+
+A group is coordinated by the leader of its ``__consumer_offsets`` partition,
+as in Kafka. The service follows that leadership in the metadata: when this
+broker becomes a partition's leader (and may lead: the controller unfenced it)
+it replays the partition's log into the coordinator; when it stops, it drops
+those groups, and requests waiting on them are answered NOT_COORDINATOR. Writes
+go to the partition as the leader's appends and are answered only once every
+in-sync replica has them (acks=all, ``offsets.commit.timeout.ms``), so a
+committed offset or a completed rebalance survives the leader's loss.
 """
 
 from __future__ import annotations
@@ -21,6 +30,19 @@ from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import build_batch, decode_batch_records, iter_batches
 from storage.log import AppendError
+
+# What an offsets-partition append or its replication failed with, as the group
+# APIs report it (Kafka's coordinator maps them the same way).
+_STORE_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +65,16 @@ class GroupService:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         )
         self.coordinator = GroupCoordinator(self.config, self._store, self._new_member_id)
+        self.replication_factor = config["offsets.topic.replication.factor"]
+        self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms: int | None = None
-        self._loaded = False
+        # __consumer_offsets partitions whose groups are in the coordinator, with
+        # the leader epoch they were loaded at.
+        self.loaded: dict[int, int] = {}
+        # partition -> its log end after this broker's last append to it: what
+        # a request must see replicated before it is answered.
+        self._written_offsets: dict[int, int] = {}
 
     @staticmethod
     def now_ms() -> int:
@@ -69,7 +98,7 @@ class GroupService:
         spec = CreateTopicSpec(
             OFFSETS_TOPIC,
             num_partitions=self.config.offsets_partitions,
-            replication_factor=1,
+            replication_factor=self.replication_factor,
             configs={
                 "cleanup.policy": "compact",
                 "segment.bytes": str(config["offsets.topic.segment.bytes"]),
@@ -77,6 +106,13 @@ class GroupService:
             },
         )
         (result,) = await self._broker.controller.create_topics([spec], internal=True)
+        if result.error_code == ErrorCode.INVALID_REPLICATION_FACTOR:
+            # As Kafka: wait (clients retry) until enough brokers have registered.
+            log.warning(
+                "cannot create %s yet: %s (offsets.topic.replication.factor=%d)",
+                OFFSETS_TOPIC, result.error_message, self.replication_factor,
+            )
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             log.error("cannot create %s: %s %s", OFFSETS_TOPIC, result.error_code.name, result.error_message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -97,61 +133,121 @@ class GroupService:
 
     def not_coordinator(self, group_id: str) -> ErrorCode | None:
         """The error for a group request that reached a broker other than the
-        group's coordinator (NOT_COORDINATOR: the client looks it up again), or
-        None when this broker coordinates the group. Before ``__consumer_offsets``
-        exists the request is served here, which creates it."""
+        group's coordinator (NOT_COORDINATOR: the client looks it up again; or
+        COORDINATOR_LOAD_IN_PROGRESS while this broker is loading the group's
+        partition), or None when this broker coordinates the group. Before
+        ``__consumer_offsets`` exists there are no groups anywhere, and reads are
+        answered here."""
         if not self.offsets_topic_exists():
             return None
         error, leader = self.coordinator_of(group_id)
         if error != ErrorCode.NONE:
             return error
-        return None if leader == self._broker.node_id else ErrorCode.NOT_COORDINATOR
+        if leader != self._broker.node_id:
+            return ErrorCode.NOT_COORDINATOR
+        if self.coordinator.partition_for(group_id) not in self.loaded:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    def not_writable(self, group_id: str) -> ErrorCode | None:
+        """``not_coordinator`` for a request that writes: it needs the topic."""
+        if not self.offsets_topic_exists():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return self.not_coordinator(group_id)
+
+    # ----------------------------------------------------------------- writes
 
     def _store(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        if not self.offsets_topic_exists():
-            # Created by the group's FindCoordinator before any write can come.
-            raise StoreError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if partition not in self.loaded:
+            raise StoreError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} is not led here")
+        replicas = self._broker.replicas
+        leader = replicas.leader_for(OFFSETS_TOPIC, partition)
         plog = self._broker.partition_log(OFFSETS_TOPIC, partition)
-        if plog is None:
-            raise StoreError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} is not hosted here")
-        now_ms = self.now_ms()
-        batch = build_batch([(key, value, [], now_ms) for key, value in records])
-        topic = self._broker.image.topics[OFFSETS_TOPIC]
+        if leader is None or plog is None:
+            raise StoreError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} is not led here")
+        enough = leader.check_enough_replicas()
+        if enough != ErrorCode.NONE:
+            # Checked before the append, as for an acks=all produce: nothing is written.
+            raise StoreError(_STORE_ERRORS[enough], f"{OFFSETS_TOPIC}-{partition}: in-sync replicas {list(leader.isr)}")
+        batch = build_batch([(key, value, [], self.now_ms()) for key, value in records])
+        key = (OFFSETS_TOPIC, partition)
         try:
-            plog.append(batch, leader_epoch=topic.partitions[partition].leader_epoch)
+            plog.append(batch, leader_epoch=leader.leader_epoch)
         except AppendError as exc:
             # Kafka tells the client to retry elsewhere or later, never the storage detail.
             log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if exc.error_code == ErrorCode.MESSAGE_TOO_LARGE else ErrorCode.UNKNOWN_SERVER_ERROR
-            raise StoreError(code, str(exc)) from None
+            raise StoreError(_STORE_ERRORS.get(exc.error_code, ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
         except OSError as exc:
-            log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            raise StoreError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from None
-        self._broker.partition_watch.notify((OFFSETS_TOPIC, partition))
+            self._broker.log_dir_failed(plog, exc)
+            raise StoreError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
+        self._written_offsets[partition] = plog.log_end_offset
+        replicas.leader_appended(key, leader, plog)
+        self._broker.partition_watch.notify(key)
 
-    def load(self) -> None:
-        """Replay ``__consumer_offsets`` into the coordinator (at start-up, before serving)."""
-        now_ms = self.now_ms()
-        records = 0
-        if self.offsets_topic_exists():
-            for partition in sorted(self._broker.image.topics[OFFSETS_TOPIC].partitions):
-                plog = self._broker.partition_log(OFFSETS_TOPIC, partition)
-                if plog is None:
-                    continue
-                records += self._replay_partition(plog)
-        self.coordinator.finish_loading(now_ms)
-        self._loaded = True
+    async def replicated(self, group_id: str) -> ErrorCode:
+        """Wait until every in-sync replica has what this broker last wrote to the
+        group's partition; the error to answer with if that cannot be."""
+        partition = self.coordinator.partition_for(group_id)
+        required_offset = self._written_offsets.get(partition)
+        if required_offset is None:
+            return ErrorCode.NONE
+        replicas = self._broker.replicas
+        key = (OFFSETS_TOPIC, partition)
+        leader = replicas.leaders.get(key)
+        if leader is None or self.loaded.get(partition) != leader.leader_epoch:
+            return ErrorCode.NOT_COORDINATOR
+        outcome = leader.produce_outcome(required_offset)
+        if outcome is None:
+            outcome = await replicas.wait_for_acks(key, leader, required_offset, self.commit_timeout_ms)
+        if outcome == ErrorCode.NONE:
+            if self._written_offsets.get(partition) == required_offset:
+                del self._written_offsets[partition]
+            return ErrorCode.NONE
+        return _STORE_ERRORS.get(outcome, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    # ----------------------------------------------------------------- leadership
+
+    def follow_leadership(self) -> None:
+        """Load the groups of the ``__consumer_offsets`` partitions this broker now
+        leads (at a new leader epoch) and drop those of partitions it stopped leading."""
+        image = self._broker.image
+        topic = image.topics.get(OFFSETS_TOPIC)
+        led: dict[int, int] = {}
+        if topic is not None and self._broker.replicas.may_lead:
+            node_id = self._broker.node_id
+            led = {p: part.leader_epoch for p, part in topic.partitions.items() if part.leader == node_id}
+        for partition, epoch in sorted(self.loaded.items()):
+            if led.get(partition) != epoch:
+                del self.loaded[partition]
+                self._written_offsets.pop(partition, None)
+                dropped = self.coordinator.unload_partition(partition)
+                log.info("groups: %s-%d no longer led here at epoch %d: %d groups unloaded", OFFSETS_TOPIC, partition, epoch, dropped)
+        for partition, epoch in sorted(led.items()):
+            if partition not in self.loaded:
+                self._load_partition(partition, epoch)
+
+    def _load_partition(self, partition: int, epoch: int) -> None:
+        plog = self._broker.partition_log(OFFSETS_TOPIC, partition)
+        if plog is None:
+            return
+        groups_before = len(self.coordinator.groups)
+        records = self._replay_partition(plog)
+        self.coordinator.finish_loading(self.now_ms())
+        self.loaded[partition] = epoch
         if records:
             log.info(
-                "groups: replayed %d records of %s: %d groups, %d with committed offsets",
-                records, OFFSETS_TOPIC, len(self.coordinator.groups), len(self.coordinator.offsets),
+                "groups: loaded %s-%d at leader epoch %d: %d records, %d groups",
+                OFFSETS_TOPIC, partition, epoch, records, len(self.coordinator.groups) - groups_before,
             )
+        self.after_operation()
 
     def _replay_partition(self, plog) -> int:
         count = 0
         offset = plog.log_start_offset
         while offset < plog.log_end_offset:
-            data = plog.read(offset, 1 << 20)
+            # To the log end, as Kafka loads: a new leader's high watermark may still
+            # be below records that were acknowledged by the old one.
+            data = plog.read(offset, 1 << 20, upper_offset=plog.log_end_offset)
             if not data:
                 break
             for position, size, header in iter_batches(data):
@@ -217,23 +313,34 @@ class GroupService:
         # A group's state is stored in __consumer_offsets; Kafka creates it on
         # the first FindCoordinator, but a client may skip that.
         await self.ensure_offsets_topic()
-        error = self.not_coordinator(request.group_id)
+        error = self.not_writable(request.group_id)
         if error is not None:
             return JoinResult(error, member_id=request.member_id)
         future = asyncio.get_running_loop().create_future()
         self.coordinator.join_group(self.now_ms(), request, _resolver(future))
         self.after_operation(request.group_id)
-        return await future
+        result = await future
+        if result.error == ErrorCode.NONE:
+            error = await self.replicated(request.group_id)
+            if error != ErrorCode.NONE:
+                return JoinResult(error, member_id=request.member_id)
+        return result
 
     async def sync_group(self, group_id: str, *args):
         await self.ensure_offsets_topic()
-        error = self.not_coordinator(group_id)
+        error = self.not_writable(group_id)
         if error is not None:
             return SyncResult(error)
         future = asyncio.get_running_loop().create_future()
         self.coordinator.sync_group(self.now_ms(), group_id, *args, _resolver(future))
         self.after_operation(group_id)
-        return await future
+        result = await future
+        if result.error == ErrorCode.NONE:
+            # The assignment is answered once it is stored on every in-sync replica.
+            error = await self.replicated(group_id)
+            if error != ErrorCode.NONE:
+                return SyncResult(error)
+        return result
 
 
 def _resolver(future: asyncio.Future):

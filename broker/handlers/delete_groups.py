@@ -7,6 +7,7 @@ coordinator does not have, NON_EMPTY_GROUP while it has members.
 
 from __future__ import annotations
 
+from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
@@ -15,12 +16,15 @@ R = struct_classes(API.response)
 
 
 def register(dispatcher, broker) -> None:
-    def handle(ctx, request):
+    async def handle(ctx, request):
         groups = broker.groups
         names = list(dict.fromkeys(request.groups_names))
         wrong = {name: groups.not_coordinator(name) for name in names}
         results = groups.coordinator.delete_groups(groups.now_ms(), [name for name in names if wrong[name] is None])
         results.update({name: error for name, error in wrong.items() if error is not None})
+        for name in names:
+            if results[name] == ErrorCode.NONE:
+                results[name] = await groups.replicated(name)
         return R.DeleteGroupsResponse(
             throttle_time_ms=0,
             results=[R.DeletableGroupResult(group_id=name, error_code=results[name]) for name in names],

@@ -18,7 +18,7 @@ R = struct_classes(API.response)
 
 
 def register(dispatcher, broker) -> None:
-    def handle(ctx, request):
+    async def handle(ctx, request):
         groups = broker.groups
         wrong = groups.not_coordinator(request.group_id)
         if wrong is not None:
@@ -29,6 +29,8 @@ def register(dispatcher, broker) -> None:
             leaving = [(m.member_id, m.group_instance_id) for m in request.members]
         error, member_errors = groups.coordinator.leave_group(groups.now_ms(), request.group_id, leaving)
         groups.after_operation(request.group_id)
+        if error == ErrorCode.NONE:
+            error = await groups.replicated(request.group_id)
         if ctx.api_version < 3:
             # One member: its error is the response's.
             if error == ErrorCode.NONE and member_errors:

@@ -1,7 +1,7 @@
 """OffsetCommit (key 8), versions 0-9.
 
-Stores consumer positions in ``__consumer_offsets`` (answered after the
-append). Members of a group commit with their member id and generation
+Stores consumer positions in ``__consumer_offsets`` (answered once every
+in-sync replica of the group's partition has them). Members of a group commit with their member id and generation
 (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while the
 assignment is being completed, FENCED_INSTANCE_ID); a consumer that does not
 use group membership commits with generation -1 while the group has no
@@ -54,7 +54,7 @@ def register(dispatcher, broker) -> None:
                     expire_timestamp_ms=expire_ms,
                 )
         generation_id = request.generation_id_or_member_epoch if version >= 1 else -1
-        wrong = groups.not_coordinator(request.group_id)
+        wrong = groups.not_writable(request.group_id) if offsets else groups.not_coordinator(request.group_id)
         if wrong is not None:
             errors.update({tp: wrong for tp in offsets})
         elif offsets and version >= 9 and generation_id >= 0 and request.group_id not in groups.coordinator.groups:
@@ -62,16 +62,20 @@ def register(dispatcher, broker) -> None:
             # v9 Kafka answers ILLEGAL_GENERATION (the coordinator's answer).
             errors.update({tp: ErrorCode.GROUP_ID_NOT_FOUND for tp in offsets})
         elif offsets:
-            errors.update(
-                groups.coordinator.commit_offsets(
-                    now_ms,
-                    request.group_id,
-                    generation_id,
-                    request.member_id if version >= 1 else "",
-                    request.group_instance_id if version >= 7 else None,
-                    offsets,
-                )
+            results = groups.coordinator.commit_offsets(
+                now_ms,
+                request.group_id,
+                generation_id,
+                request.member_id if version >= 1 else "",
+                request.group_instance_id if version >= 7 else None,
+                offsets,
             )
+            if any(error == ErrorCode.NONE for error in results.values()):
+                # Answered once every in-sync replica holds the commit.
+                replicated = await groups.replicated(request.group_id)
+                if replicated != ErrorCode.NONE:
+                    results = {tp: replicated if error == ErrorCode.NONE else error for tp, error in results.items()}
+            errors.update(results)
         return R.OffsetCommitResponse(
             throttle_time_ms=0,
             topics=[

@@ -18,7 +18,7 @@ R = struct_classes(API.response)
 
 
 def register(dispatcher, broker) -> None:
-    def handle(ctx, request):
+    async def handle(ctx, request):
         groups = broker.groups
         wrong = groups.not_coordinator(request.group_id)
         if wrong is not None:
@@ -34,6 +34,8 @@ def register(dispatcher, broker) -> None:
                 else:
                     known.append(tp)
         error, results = groups.coordinator.delete_offsets(request.group_id, known)
+        if error == ErrorCode.NONE:
+            error = await groups.replicated(request.group_id)
         if error != ErrorCode.NONE:
             return R.OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
         errors.update(results)

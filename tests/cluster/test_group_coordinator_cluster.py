@@ -14,7 +14,7 @@ from broker.kafka_client import KafkaClientConnection
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
-from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster
+from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
@@ -98,5 +98,129 @@ def test_members_bootstrapped_to_different_brokers_share_one_group(tmp_path):
         assert assignments[0] | assignments[1] == set(range(PARTITIONS)), assignments
     finally:
         for consumer in consumers:
+            consumer.close()
+        cluster.stop()
+
+
+FIND_COORDINATOR = APIS_BY_KEY[10]
+DESCRIBE_GROUPS = APIS_BY_KEY[15]
+_FC = struct_classes(FIND_COORDINATOR.request)
+_DG = struct_classes(DESCRIBE_GROUPS.request)
+
+
+def _ask(cluster: ReplicatedCluster, node: int, api, version: int, body):
+    process = cluster.nodes[node]
+
+    async def ask():
+        connection = KafkaClientConnection(process.host, process.port, "group-failover-test", connect_timeout_ms=3000)
+        try:
+            return await connection.request(api, version, body, timeout_ms=5000)
+        finally:
+            connection.close()
+
+    try:
+        return asyncio.run(ask())
+    except Exception:  # the node is down or did not answer: ask again later
+        return None
+
+
+def _coordinator(cluster: ReplicatedCluster, node: int, group: str) -> int | None:
+    response = _ask(cluster, node, FIND_COORDINATOR, 3, _FC.FindCoordinatorRequest(key=group, key_type=0))
+    if response is None or response.error_code != ErrorCode.NONE:
+        return None
+    return response.node_id
+
+
+def _members(cluster: ReplicatedCluster, node: int, group: str) -> tuple[int, list[str]] | None:
+    response = _ask(cluster, node, DESCRIBE_GROUPS, 5, _DG.DescribeGroupsRequest(groups=[group]))
+    if response is None:
+        return None
+    (described,) = response.groups
+    return described.error_code, sorted(m.member_id for m in described.members)
+
+
+def _committed(cluster: ReplicatedCluster, node: int, group: str, topic: str) -> int | None:
+    body = _OF.OffsetFetchRequest(
+        groups=[_OF.OffsetFetchRequestGroup(group_id=group, topics=[_OF.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])])]
+    )
+    response = _ask(cluster, node, OFFSET_FETCH, 8, body)
+    if response is None:
+        return None
+    (answer,) = response.groups
+    if answer.error_code != ErrorCode.NONE:
+        return None
+    return answer.topics[0].partitions[0].committed_offset
+
+
+def _commit(consumer) -> bool:
+    try:
+        consumer.commit(asynchronous=False)
+        return True
+    except Exception:  # retriable while the client finds the new coordinator
+        return False
+
+
+def test_group_keeps_offsets_and_members_when_its_coordinator_is_killed(tmp_path):
+    """__consumer_offsets has three replicas: SIGKILL of the broker coordinating a
+    group moves the group to the new leader of its partition with its committed
+    offsets and its member, and the member goes on committing there."""
+    cluster = ReplicatedCluster(tmp_path, session_timeout_ms=1800)
+    cluster.start()
+    consumer = None
+    try:
+        topic = f"orders-{uuid.uuid4().hex[:6]}"
+        cluster.create_topic(topic, partitions=1)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "enable.idempotence": True})
+        for i in range(200):
+            producer.produce(topic, value=f"v{i}".encode())
+        assert producer.flush(30) == 0
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap(),
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": 300,
+            }
+        )
+        consumer.subscribe([topic])
+        values = []
+        deadline = time.monotonic() + 40
+        while len(values) < 100 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        assert values == [f"v{i}".encode() for i in range(100)]
+        consumer.commit(asynchronous=False)  # offset 100, answered once on every in-sync replica
+
+        coordinator = _coordinator(cluster, NODE_IDS[0], group)
+        assert coordinator in NODE_IDS
+        _, members = _members(cluster, coordinator, group)
+        assert len(members) == 1
+        cluster.kill(coordinator)
+        survivor = next(n for n in NODE_IDS if n != coordinator)
+        # A new leader of the group's partition coordinates it, with the offsets
+        # and the member that the old one had stored.
+        assert wait_until(lambda: _coordinator(cluster, survivor, group) not in (None, coordinator), 30)
+        new_coordinator = _coordinator(cluster, survivor, group)
+        assert wait_until(lambda: _committed(cluster, new_coordinator, group, topic) is not None, 10)
+        assert _committed(cluster, new_coordinator, group, topic) == 100
+        assert _members(cluster, new_coordinator, group) == (ErrorCode.NONE, members)
+
+        # The member keeps consuming where it was and commits to the new coordinator.
+        deadline = time.monotonic() + 40
+        while len(values) < 200 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        assert values == [f"v{i}".encode() for i in range(200)]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _commit(consumer):
+            consumer.poll(0.2)
+        assert wait_until(lambda: _committed(cluster, new_coordinator, group, topic) == 200, 10)
+    finally:
+        if consumer is not None:
             consumer.close()
         cluster.stop()

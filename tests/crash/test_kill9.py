@@ -79,6 +79,7 @@ KILL_ROUND_MESSAGE_TIMEOUT_MS = 5000
 EARLY_KILL_CHANCE = 0.25  # of also killing a broker during its start-up before a round
 
 OVERRIDES = {
+    "offsets.topic.replication.factor": "1",  # one broker
     "log.flush.interval.messages": "1",  # durable mode: fsync before acknowledging
     "log.segment.bytes": str(SEGMENT_BYTES),
     "log.index.interval.bytes": "1024",  # enough index entries to check

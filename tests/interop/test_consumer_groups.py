@@ -393,3 +393,25 @@ def _oam(offset: int, metadata: str = ""):
     from kafka.structs import OffsetAndMetadata
 
     return OffsetAndMetadata(offset, metadata, -1)
+
+
+def test_groups_wait_until_enough_brokers_for_the_offsets_topic(broker_factory):
+    """offsets.topic.replication.factor=3 on a lone broker: as in Kafka,
+    __consumer_offsets is not created and FindCoordinator answers the retriable
+    COORDINATOR_NOT_AVAILABLE; nothing is created with fewer replicas."""
+    from protocol.errors import ErrorCode
+    from protocol.registry import APIS_BY_KEY
+    from protocol.schema import struct_classes
+    from tests.interop._support import RawConnection
+
+    broker = broker_factory({"offsets.topic.replication.factor": "3"})
+    find_coordinator = APIS_BY_KEY[10]
+    metadata = APIS_BY_KEY[3]
+    with RawConnection(broker.bootstrap) as connection:
+        for _ in range(2):
+            body = struct_classes(find_coordinator.request).FindCoordinatorRequest(key="g", key_type=0)
+            assert connection.request(find_coordinator, 3, body).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        M = struct_classes(metadata.request)
+        response = connection.request(metadata, 12, M.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        assert "__consumer_offsets" not in {t.name for t in response.topics}
+    assert "offsets.topic.replication.factor=3" in broker.log_text()

@@ -337,6 +337,29 @@ def test_replaying_the_stored_records_restores_groups_and_offsets():
     assert restored.heartbeat(200, "g", 1, a, None) == ErrorCode.NONE
 
 
+def test_unloading_a_partition_drops_its_groups_and_answers_waiting_members():
+    coordinator, store = make(offsets_partitions=4, delay_ms=5000)
+    replies = Replies()
+    groups = [f"g{i}" for i in range(12)]
+    lost = partition_for_group("g0", 4)
+    for g in groups:
+        coordinator.commit_offsets(0, g, -1, "", None, {("t", 0): offset(1)})
+    # A member waits in the join phase of a group kept in the partition to be lost.
+    busy = next(f"busy{i}" for i in range(1000) if partition_for_group(f"busy{i}", 4) == lost)
+    member = join_new_member(coordinator, replies, 0, "m", group=busy)
+    assert replies.get("m") is None, "waits for the initial rebalance delay"
+    kept = {g for g in groups if partition_for_group(g, 4) != lost}
+    assert coordinator.unload_partition(lost) == len(groups) - len(kept) + 1
+    assert replies.get("m").error == ErrorCode.NOT_COORDINATOR and replies.get("m").member_id == member
+    assert set(coordinator.groups) == kept and set(coordinator.offsets) == kept
+    # Loading the partition again (this broker leads it again) restores what it stored.
+    for partition, key, value in store.records:
+        if partition == lost:
+            coordinator.load_record(key, value)
+    coordinator.finish_loading(10)
+    assert set(coordinator.offsets) == set(groups)
+
+
 # --------------------------------------------------------------------------- simulation
 
 
