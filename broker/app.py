@@ -28,6 +28,7 @@ from controller.metadata.image import MetadataImage, TopicImage
 from controller.raft.disk_log import DiskRaftLog
 from controller.raft.quorum_state_store import QuorumStateStore
 from controller.topic_commands import METADATA_TOPIC, ClusterDefaults
+from replication.fetch_session import FetchSessionCache
 from storage.log import PartitionLog
 from storage.manager import LogManager
 from storage.meta_properties import ensure_meta_properties, require_formatted
@@ -112,6 +113,8 @@ class Broker:
         self.topic_defaults = self._topic_defaults()
         self.groups = GroupService(self)
         self.replicas = ReplicaManager(self)
+        # Incremental fetch sessions (KIP-227) of consumers and followers.
+        self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
         from broker.handlers import register_all
 
         register_all(self.dispatcher, self)

@@ -6,7 +6,10 @@ inter-broker listener, one Fetch request at a time covering every partition
 this broker follows there. Each request carries, per partition, the log end
 offset (the next offset wanted, which also tells the leader what this replica
 holds), the leader epoch it follows and the epoch of its last batch (so the
-leader can report a divergence, KIP-320). Answers go to
+leader can report a divergence, KIP-320). The requests use an incremental
+fetch session (KIP-227) with the leader when it keeps one: after the first
+full request only partitions whose fetch position or epochs changed are sent,
+and the leader answers only partitions with news. Answers go to
 :meth:`broker.replica_manager.ReplicaManager.follower_response`; a partition
 whose answer is an error the metadata must resolve waits
 ``replica.fetch.backoff.ms`` before it is asked for again.
@@ -21,6 +24,7 @@ from broker.kafka_client import KafkaClientConnection
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
+from replication.fetch_session import FetchSessionBuilder
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +33,11 @@ FETCH = APIS_BY_KEY[1]
 # diverging epochs; v13+ topic ids. Our leaders serve up to 17.
 FETCH_VERSION = 17
 _F = struct_classes(FETCH.request)
+_SESSION_ERRORS = {
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+    ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+}
 
 
 class ReplicaFetcher:
@@ -49,6 +58,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task | None = None
         self._connection: KafkaClientConnection | None = None
         self._address: tuple[str, int] | None = None
+        self.session = FetchSessionBuilder()
 
     # ----------------------------------------------------------------- partitions
 
@@ -137,14 +147,17 @@ class ReplicaFetcher:
                 FETCH, FETCH_VERSION, request, timeout_ms=self.max_wait_ms + self.socket_timeout_ms
             )
         except (TimeoutError, asyncio.TimeoutError, OSError, ConnectionError) as exc:
+            self.session.handle_error()
             log.info("fetch from leader %d at %s:%d failed: %s", self.leader_id, address[0], address[1], exc)
             if self._connection is connection:
                 connection.close()
                 self._connection = None
             return False
-        if response.error_code != ErrorCode.NONE:
-            log.info("fetch from leader %d: %s", self.leader_id, ErrorCode(response.error_code).name)
-            return False
+        if not self.session.handle_response(ErrorCode(response.error_code), response.session_id):
+            if response.error_code != ErrorCode.NONE:
+                log.info("fetch from leader %d: %s", self.leader_id, ErrorCode(response.error_code).name)
+            # A lost session is not the leader's failure: ask again at once, in full.
+            return None if response.error_code in _SESSION_ERRORS else False
         names = self.manager.broker.image.topic_names_by_id
         backoff_at = loop.time() + self.backoff_ms / 1000
         for topic_response in response.responses:
@@ -159,10 +172,12 @@ class ReplicaFetcher:
         return True
 
     def _build_request(self, keys):
+        """The next Fetch for ``keys`` (those not backing off) and the follower
+        state of every partition it covers, by (name, partition)."""
         manager = self.manager
         image = manager.broker.image
         registration = image.brokers.get(manager.node_id)
-        topics: dict = {}
+        wanted: dict = {}
         sent = {}
         for key in keys:
             found = manager.fetch_state(key)
@@ -172,26 +187,34 @@ class ReplicaFetcher:
             if state.leader_id != self.leader_id:
                 continue
             sent[key] = state
-            topics.setdefault(state.topic_id, []).append(
+            last_fetched_epoch = plog.leader_epochs[-1][0] if plog.leader_epochs else -1
+            wanted[(state.topic_id, key[1])] = (state.leader_epoch, plog.log_end_offset, last_fetched_epoch, plog.log_start_offset)
+        plan = self.session.build(wanted)
+        topics: dict = {}
+        for (topic_id, partition), (leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset) in plan.to_send:
+            topics.setdefault(topic_id, []).append(
                 _F.FetchPartition(
-                    partition=key[1],
-                    current_leader_epoch=state.leader_epoch,
-                    fetch_offset=plog.log_end_offset,
-                    last_fetched_epoch=plog.leader_epochs[-1][0] if plog.leader_epochs else -1,
-                    log_start_offset=plog.log_start_offset,
+                    partition=partition,
+                    current_leader_epoch=leader_epoch,
+                    fetch_offset=fetch_offset,
+                    last_fetched_epoch=last_fetched_epoch,
+                    log_start_offset=log_start_offset,
                     partition_max_bytes=self.partition_max_bytes,
                 )
             )
+        forgotten: dict = {}
+        for topic_id, partition in plan.forgotten:
+            forgotten.setdefault(topic_id, []).append(partition)
         request = _F.FetchRequest(
             replica_state=_F.ReplicaState(replica_id=manager.node_id, replica_epoch=registration.epoch if registration else -1),
             max_wait_ms=self.max_wait_ms,
             min_bytes=self.min_bytes,
             max_bytes=self.response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=plan.session_id,
+            session_epoch=plan.session_epoch,
             topics=[_F.FetchTopic(topic_id=topic_id, partitions=parts) for topic_id, parts in topics.items()],
-            forgotten_topics_data=[],
+            forgotten_topics_data=[_F.ForgottenTopic(topic_id=topic_id, partitions=parts) for topic_id, parts in forgotten.items()],
             rack_id="",
         )
         return request, sent

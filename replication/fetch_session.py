@@ -395,3 +395,87 @@ class FetchSessionCache:
             session_id = self._random.randint(1, MAX_SESSION_ID)
             if session_id != INVALID_SESSION_ID and session_id not in self._sessions:
                 return session_id
+
+
+# --------------------------------------------------------------------------- the fetcher's side
+
+
+@dataclass
+class SessionRequest:
+    """What one Fetch of a session-using fetcher carries (Kafka's FetchRequestData)."""
+
+    session_id: int
+    session_epoch: int
+    # (key, fetch parameters) to send: all wanted partitions in a full request,
+    # only new or changed ones in an incremental one.
+    to_send: list[tuple[Key, Any]]
+    forgotten: list[Key]
+    full: bool
+
+
+class FetchSessionBuilder:
+    """A fetcher's view of its session with one broker (Kafka's FetchSessionHandler).
+
+    ``build`` makes each request from the partitions wanted now and their
+    parameters (any value that compares equal when nothing changed);
+    ``handle_response`` / ``handle_error`` take the outcome. The first request,
+    and any after a session error, is full and asks for a session (epoch 0);
+    while the broker keeps one, later requests send only what changed and
+    forget what is no longer wanted, so a follower of many quiet partitions
+    sends and receives almost nothing per round.
+    """
+
+    def __init__(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.next_epoch = INITIAL_EPOCH
+        # What the broker's session holds, as this fetcher last sent it.
+        self._in_session: dict[Key, Any] = {}
+        self._pending: tuple[bool, dict[Key, Any]] | None = None
+
+    def build(self, wanted: dict[Key, Any]) -> SessionRequest:
+        wanted = dict(wanted)
+        if self.session_id == INVALID_SESSION_ID or self.next_epoch == INITIAL_EPOCH:
+            self._pending = (True, wanted)
+            # Naming the old id with epoch 0 closes it on the broker and opens a new one.
+            return SessionRequest(self.session_id, INITIAL_EPOCH, list(wanted.items()), [], True)
+        to_send = [(key, params) for key, params in wanted.items() if self._in_session.get(key, _ABSENT) != params]
+        forgotten = [key for key in self._in_session if key not in wanted]
+        self._pending = (False, wanted)
+        return SessionRequest(self.session_id, self.next_epoch, to_send, forgotten, False)
+
+    def handle_response(self, error: ErrorCode, session_id: int) -> bool:
+        """Take the answer to the last ``build``; False when the session is lost
+        (the next request is full again)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return False
+        full, wanted = pending
+        if error != ErrorCode.NONE:
+            self.handle_error()
+            return False
+        if full:
+            if session_id == INVALID_SESSION_ID:
+                # The broker kept no session (no room): every request stays full.
+                self.session_id = INVALID_SESSION_ID
+                self.next_epoch = INITIAL_EPOCH
+                self._in_session = {}
+                return True
+            self.session_id = session_id
+            self.next_epoch = next_epoch(INITIAL_EPOCH)
+        elif session_id != self.session_id:
+            self.handle_error()
+            return False
+        else:
+            self.next_epoch = next_epoch(self.next_epoch)
+        self._in_session = wanted
+        return True
+
+    def handle_error(self) -> None:
+        """The request failed or its answer was lost: the broker's session may be
+        one epoch ahead or gone, so start over with a full request that closes it."""
+        self._pending = None
+        self.next_epoch = INITIAL_EPOCH
+        self._in_session = {}
+
+
+_ABSENT = object()

@@ -17,9 +17,11 @@ replica in its rack (``preferred_read_replica``, no records). Errors name the cu
 ``max_bytes`` except that the first batch of the first non-empty partition is
 returned whole however large (KIP-74), so a consumer always makes progress.
 Long poll: without ``min_bytes`` of data the request waits up to
-``max_wait_ms`` for appends to its partitions. Fetch sessions (KIP-227) are
-not kept: every response has session_id 0, which tells clients to send full
-fetch requests; a request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+``max_wait_ms`` for appends to its partitions. Fetch sessions (KIP-227, v7+):
+a full fetch with ``session_epoch`` 0 gets a session (when the broker's
+``max.incremental.fetch.session.cache.slots`` allow), later incremental
+fetches name only changed and forgotten partitions and are answered with only
+the partitions that have news; the rules are in replication.fetch_session.
 Topic ids are used from v13, with UNKNOWN_TOPIC_ID for unknown ones.
 """
 
@@ -28,9 +30,10 @@ from __future__ import annotations
 import time
 
 from protocol.errors import ErrorCode
-from replication.partition import diverging_epoch_for_fetch
 from protocol.registry import APIS_BY_KEY
-from protocol.schema import struct_classes
+from protocol.schema import ZERO_UUID, struct_classes
+from replication.fetch_session import FetchContext
+from replication.partition import diverging_epoch_for_fetch
 
 API = APIS_BY_KEY[1]
 R = struct_classes(API.response)
@@ -57,7 +60,33 @@ def register(dispatcher, broker) -> None:
     replicas = broker.replicas
     rack_aware = broker.config["replica.selector.class"] is not None
 
-    def build(request, api_version):
+    sessions = broker.fetch_sessions
+
+    def new_context(request, api_version: int) -> FetchContext:
+        by_id = api_version >= 13
+        requested = [
+            ((fetch_topic.topic_id if by_id else fetch_topic.topic, fp.partition), fp)
+            for fetch_topic in request.topics
+            for fp in fetch_topic.partitions
+        ]
+        forgotten = [
+            (forgotten_topic.topic_id if by_id else forgotten_topic.topic, partition)
+            for forgotten_topic in (request.forgotten_topics_data or ())
+            for partition in forgotten_topic.partitions
+        ]
+        return sessions.new_context(
+            request.session_id if api_version >= 7 else 0,
+            request.session_epoch if api_version >= 7 else -1,
+            requested,
+            forgotten,
+            privileged=replica_id_of(request, api_version) >= 0,
+            now_ms=int(time.time() * 1000),
+            uses_topic_ids=by_id,
+        )
+
+    def build(request, api_version, context: FetchContext):
+        """Read the context's partitions: ((key, PartitionData) pairs, total bytes,
+        whether to answer at once, partition keys to wait on, file slices)."""
         image = broker.image
         by_id = api_version >= 13
         replica_id = replica_id_of(request, api_version)
@@ -68,108 +97,123 @@ def register(dispatcher, broker) -> None:
         has_error = False
         leaders_named: set[int] = set()
         keys = []
-        responses = []
+        results = []
         slices = []
-        for fetch_topic in request.topics:
-            topic = image.topic_by_id(fetch_topic.topic_id) if by_id else image.topics.get(fetch_topic.topic)
-            partitions = []
-            for fp in fetch_topic.partitions:
-                pd = R.PartitionData(
-                    partition_index=fp.partition, error_code=ErrorCode.NONE, high_watermark=-1, records=b""
+        for session_key, fp in context.partitions_to_read():
+            topic = image.topic_by_id(session_key[0]) if by_id else image.topics.get(session_key[0])
+            pd = R.PartitionData(
+                partition_index=fp.partition, error_code=ErrorCode.NONE, high_watermark=-1, records=b""
+            )
+            results.append((session_key, pd))
+            if topic is None:
+                pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                has_error = True
+                continue
+            partition = topic.partitions.get(fp.partition)
+            plog = broker.partition_log(topic.name, fp.partition) if partition is not None else None
+            if plog is None:
+                pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                has_error = True
+                continue
+            key = (topic.name, fp.partition)
+            leader = replicas.leader_for(*key)
+            serves = leader is not None or (
+                not from_follower and api_version >= 11 and replicas.is_follower(*key)
+            )
+            epoch_error = leader_epoch_error(fp.current_leader_epoch, partition.leader_epoch)
+            if not serves or epoch_error or (from_follower and not leader.is_replica(replica_id)):
+                pd.error_code = epoch_error or ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if api_version >= 12 and pd.error_code in _LEADER_ERRORS:
+                    pd.current_leader = R.LeaderIdAndEpoch(leader_id=partition.leader, leader_epoch=partition.leader_epoch)
+                    leaders_named.add(partition.leader)
+                has_error = True
+                continue
+            keys.append(key)
+            pd.log_start_offset = plog.log_start_offset
+            pd.aborted_transactions = [] if request.isolation_level == READ_COMMITTED else None
+            offset = fp.fetch_offset
+            if from_follower and api_version >= 12 and fp.last_fetched_epoch >= 0:
+                diverging = diverging_epoch_for_fetch(
+                    fp.last_fetched_epoch,
+                    offset,
+                    plog.end_offset_for_epoch(fp.last_fetched_epoch, current_epoch=partition.leader_epoch),
                 )
-                partitions.append(pd)
-                if topic is None:
-                    pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    has_error = True
+                if diverging is not None:
+                    pd.diverging_epoch = R.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
+                    pd.high_watermark = pd.last_stable_offset = plog.high_watermark
+                    has_error = True  # answer at once: the follower must truncate first
                     continue
-                partition = topic.partitions.get(fp.partition)
-                plog = broker.partition_log(topic.name, fp.partition) if partition is not None else None
-                if plog is None:
-                    pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    has_error = True
-                    continue
-                key = (topic.name, fp.partition)
-                leader = replicas.leader_for(*key)
-                serves = leader is not None or (
-                    not from_follower and api_version >= 11 and replicas.is_follower(*key)
-                )
-                epoch_error = leader_epoch_error(fp.current_leader_epoch, partition.leader_epoch)
-                if not serves or epoch_error or (from_follower and not leader.is_replica(replica_id)):
-                    pd.error_code = epoch_error or ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    if api_version >= 12 and pd.error_code in _LEADER_ERRORS:
-                        pd.current_leader = R.LeaderIdAndEpoch(leader_id=partition.leader, leader_epoch=partition.leader_epoch)
-                        leaders_named.add(partition.leader)
-                    has_error = True
-                    continue
-                keys.append(key)
-                pd.log_start_offset = plog.log_start_offset
-                pd.aborted_transactions = [] if request.isolation_level == READ_COMMITTED else None
-                offset = fp.fetch_offset
-                if from_follower and api_version >= 12 and fp.last_fetched_epoch >= 0:
-                    diverging = diverging_epoch_for_fetch(
-                        fp.last_fetched_epoch,
-                        offset,
-                        plog.end_offset_for_epoch(fp.last_fetched_epoch, current_epoch=partition.leader_epoch),
-                    )
-                    if diverging is not None:
-                        pd.diverging_epoch = R.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
-                        pd.high_watermark = pd.last_stable_offset = plog.high_watermark
-                        has_error = True  # answer at once: the follower must truncate first
-                        continue
-                if offset < plog.log_start_offset or offset > plog.log_end_offset:
-                    pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            if offset < plog.log_start_offset or offset > plog.log_end_offset:
+                pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                pd.high_watermark = pd.last_stable_offset = plog.high_watermark
+                has_error = True
+                continue
+            if from_follower:
+                replicas.follower_fetched(key, leader, plog, replica_id, offset, replica_epoch)
+            elif rack_aware and leader is not None and api_version >= 11 and request.rack_id:
+                racks = {b: r.rack for b, r in image.brokers.items()}
+                preferred = leader.preferred_read_replica(request.rack_id, racks, offset)
+                if preferred != leader.local_id:
+                    # Kafka answers at once, without records, naming the replica to read from.
+                    pd.preferred_read_replica = preferred
                     pd.high_watermark = pd.last_stable_offset = plog.high_watermark
                     has_error = True
                     continue
-                if from_follower:
-                    replicas.follower_fetched(key, leader, plog, replica_id, offset, replica_epoch)
-                elif rack_aware and leader is not None and api_version >= 11 and request.rack_id:
-                    racks = {b: r.rack for b, r in image.brokers.items()}
-                    preferred = leader.preferred_read_replica(request.rack_id, racks, offset)
-                    if preferred != leader.local_id:
-                        # Kafka answers at once, without records, naming the replica to read from.
-                        pd.preferred_read_replica = preferred
-                        pd.high_watermark = pd.last_stable_offset = plog.high_watermark
-                        has_error = True
-                        continue
-                pd.high_watermark = plog.high_watermark
-                pd.last_stable_offset = plog.high_watermark
-                limit = min(fp.partition_max_bytes, remaining_bytes)
-                if limit <= 0 and total_bytes:
-                    continue
-                upper = plog.log_end_offset if from_follower else plog.high_watermark
-                file_slice = plog.read_slice(offset, max(limit, 0), upper_offset=upper, oversized_first_batch=total_bytes == 0)
-                if file_slice is not None:
-                    # Sent from the file by the connection (sendfile when it can).
-                    pd.records = file_slice
-                    slices.append(file_slice)
-                    total_bytes += len(file_slice)
-                    remaining_bytes -= len(file_slice)
-            responses.append(
-                R.FetchableTopicResponse(
-                    topic=fetch_topic.topic if not by_id else "",
-                    topic_id=fetch_topic.topic_id if by_id else (topic.topic_id if topic else fetch_topic.topic_id),
-                    partitions=partitions,
-                )
-            )
-        response = R.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+            pd.high_watermark = plog.high_watermark
+            pd.last_stable_offset = plog.high_watermark
+            limit = min(fp.partition_max_bytes, remaining_bytes)
+            if limit <= 0 and total_bytes:
+                continue
+            upper = plog.log_end_offset if from_follower else plog.high_watermark
+            file_slice = plog.read_slice(offset, max(limit, 0), upper_offset=upper, oversized_first_batch=total_bytes == 0)
+            if file_slice is not None:
+                # Sent from the file by the connection (sendfile when it can).
+                pd.records = file_slice
+                slices.append(file_slice)
+                total_bytes += len(file_slice)
+                remaining_bytes -= len(file_slice)
+        return results, total_bytes, has_error, keys, slices, leaders_named
+
+    def respond(request, api_version, context: FetchContext, results, slices, leaders_named):
+        reply = context.respond(results, now_ms=int(time.time() * 1000))
+        if reply.error != ErrorCode.NONE:
+            for file_slice in slices:
+                file_slice.close()
+            return R.FetchResponse(throttle_time_ms=0, error_code=reply.error, session_id=0, responses=[])
+        by_id = api_version >= 13
+        image = broker.image
+        responses = []
+        last_topic_key = object()
+        for (topic_key, _), pd in reply.partitions:
+            if topic_key != last_topic_key:
+                last_topic_key = topic_key
+                if by_id:
+                    responses.append(R.FetchableTopicResponse(topic="", topic_id=topic_key, partitions=[]))
+                else:
+                    topic = image.topics.get(topic_key)
+                    responses.append(
+                        R.FetchableTopicResponse(topic=topic_key, topic_id=topic.topic_id if topic else ZERO_UUID, partitions=[])
+                    )
+            responses[-1].partitions.append(pd)
+        response = R.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=reply.session_id, responses=responses)
         if api_version >= 16 and leaders_named:
             response.node_endpoints = node_endpoints(broker, leaders_named)
-        return response, total_bytes, has_error, keys, slices
+        return response
 
     async def handle(ctx, request):
-        if request.session_id != 0:
-            return R.FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+        version = ctx.api_version
+        context = new_context(request, version)
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         while True:
-            response, total_bytes, has_error, keys, slices = build(request, ctx.api_version)
+            results, total_bytes, has_error, keys, slices, leaders_named = build(request, version, context)
             remaining_s = deadline - time.monotonic()
             if total_bytes >= request.min_bytes or has_error or remaining_s <= 0 or not keys or broker.stopping:
-                return response
+                return respond(request, version, context, results, slices, leaders_named)
             for file_slice in slices:  # not enough yet: this answer is dropped
                 file_slice.close()
             if not await broker.partition_watch.wait_any(keys, remaining_s):
-                return build(request, ctx.api_version)[0]
+                results, _, _, _, slices, leaders_named = build(request, version, context)
+                return respond(request, version, context, results, slices, leaders_named)
 
     dispatcher.register(API.key, 4, 17, handle)
 

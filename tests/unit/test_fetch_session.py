@@ -18,6 +18,7 @@ from replication.fetch_session import (
     FINAL_EPOCH,
     MAX_EPOCH,
     ContextKind,
+    FetchSessionBuilder,
     FetchSessionCache,
     next_epoch,
 )
@@ -717,3 +718,59 @@ class FetchSessionMachine(RuleBasedStateMachine):
 
 FetchSessionMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 TestFetchSessionMachine = FetchSessionMachine.TestCase
+
+
+# ----------------------------------------------------------------- the fetcher's side
+
+
+def exchange(builder, cache, wanted, *, now_ms=0, records=()):
+    """One request built by ``builder`` for ``wanted`` (partition -> offset) and
+    answered by ``cache``; returns (request plan, reply)."""
+    plan = builder.build({k(p): offset for p, offset in wanted.items()})
+    requested = [(key, fp(key[1], offset)) for key, offset in plan.to_send]
+    ctx = cache.new_context(plan.session_id, plan.session_epoch, requested, plan.forgotten,
+                            privileged=True, now_ms=now_ms, uses_topic_ids=False)
+    reply = ctx.respond(read_all(ctx, records=records), now_ms=now_ms)
+    builder.handle_response(reply.error, reply.session_id)
+    return plan, reply
+
+
+def test_fetcher_sends_only_changes_and_forgets_what_it_no_longer_wants():
+    cache = FetchSessionCache(10, EVICTION_MS, random.Random(1))
+    builder = FetchSessionBuilder()
+    plan, reply = exchange(builder, cache, {0: 0, 1: 0, 2: 0})
+    assert plan.full and plan.session_epoch == 0 and reply.session_id != 0
+    session = reply.session_id
+    plan, reply = exchange(builder, cache, {0: 0, 1: 0, 2: 0})
+    assert not plan.full and (plan.session_id, plan.session_epoch) == (session, 1)
+    assert plan.to_send == [] and plan.forgotten == [] and reply.partitions == []
+    plan, reply = exchange(builder, cache, {0: 5, 1: 0}, records={k(0)})
+    assert plan.to_send == [(k(0), 5)] and plan.forgotten == [k(2)]
+    assert keys_of(reply.partitions) == [k(0)]
+    assert list(cache.session(session).partitions) == [k(1), k(0)]  # 0 got records: last
+    assert cache.session(session).partitions[k(0)].request.fetch_offset == 5
+
+
+def test_fetcher_starts_over_in_full_after_a_lost_answer_or_a_session_error():
+    cache = FetchSessionCache(10, EVICTION_MS, random.Random(2))
+    builder = FetchSessionBuilder()
+    _, reply = exchange(builder, cache, {0: 0})
+    first = reply.session_id
+    builder.build({k(0): 1})
+    builder.handle_error()  # the connection dropped: the broker may have moved on
+    plan, reply = exchange(builder, cache, {0: 1})
+    assert plan.full and (plan.session_id, plan.session_epoch) == (first, 0)  # closes the old one
+    assert first not in cache and reply.session_id in cache
+    cache.remove(reply.session_id)  # evicted, or the broker restarted
+    plan, reply = exchange(builder, cache, {0: 1})
+    assert not plan.full and reply.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    plan, reply = exchange(builder, cache, {0: 1})
+    assert plan.full and reply.error == ErrorCode.NONE and reply.session_id in cache
+
+
+def test_fetcher_without_a_session_keeps_sending_full_requests():
+    cache = FetchSessionCache(0, EVICTION_MS, random.Random(3))
+    builder = FetchSessionBuilder()
+    for offset in range(3):
+        plan, reply = exchange(builder, cache, {0: offset, 1: 0})
+        assert plan.full and reply.session_id == 0 and keys_of(plan.to_send) == [k(0), k(1)]
