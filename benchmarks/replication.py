@@ -3,6 +3,7 @@
     python benchmarks/replication.py                      # everything
     python benchmarks/replication.py --only throughput --rounds 3 --messages 1000000
     python benchmarks/replication.py --only failover --rounds 5
+    python benchmarks/replication.py --only latency --set max.incremental.fetch.session.cache.slots=0
 
 Three combined nodes (real processes on 127.0.0.1, ``min.insync.replicas=2``),
 confluent-kafka clients, 100-byte records, one partition:
@@ -217,7 +218,12 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--latency-seconds", type=float, default=20)
     parser.add_argument("--catch-up-mb", type=int, default=100)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for every node (repeatable), to compare settings side by side")
     args = parser.parse_args()
+    for setting in args.set:
+        key, _, value = setting.partition("=")
+        CLUSTER_SETTINGS[key] = value
     only = set(args.only.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         cluster = Cluster(Path(tmp))

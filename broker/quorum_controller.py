@@ -43,6 +43,7 @@ from controller.metadata.image import MetadataImage
 from controller.metadata.records import decode_record, encode_record, record_api_key
 from controller.metadata.snapshot_file import decode_snapshot_file, encode_snapshot_file
 from controller.raft.log import RaftLog, SnapshotId
+from controller.reassignment import list_partition_reassignments, plan_alter_partition_reassignments
 from controller.topic_commands import (
     ClusterDefaults,
     CreatePartitionsResult,
@@ -408,7 +409,14 @@ class QuorumController:
         self._sessions.reset_all(self.image, self._clock_ms())
         last_ms = self._clock_ms()
         while self._is_leader:
-            await asyncio.sleep(interval_s)
+            # Wake when the first session runs out (not up to a whole interval
+            # later: that delay is part of every failover), checking at least
+            # every interval in case a heartbeat arrives meanwhile.
+            due_ms = self._sessions.next_expiry_ms(self._planned or self.image)
+            sleep_s = interval_s
+            if due_ms is not None:
+                sleep_s = min(interval_s, max(due_ms - self._clock_ms() + 1, 10) / 1000)
+            await asyncio.sleep(sleep_s)
             now_ms = self._clock_ms()
             if now_ms - last_ms > timeout_ms // 2:
                 # This loop itself was stalled: it cannot tell a silent broker
@@ -445,6 +453,39 @@ class QuorumController:
         """ElectLeaders on the active controller: {(topic, partition): (error, message)}
         once the elections are committed (see plan_elect_leaders)."""
         return await self._submit(lambda image: plan_elect_leaders(image, election_type, targets))
+
+    async def alter_partition_reassignments(self, topics, allow_replication_factor_change: bool = True):
+        """AlterPartitionReassignments on the active controller: per topic, a result
+        per partition (see plan_alter_partition_reassignments), once the changes
+        are committed. Raises NotControllerError when this node cannot act."""
+        wrote: list[bool] = []
+
+        def plan(image):
+            results, records = plan_alter_partition_reassignments(
+                image, topics, allow_replication_factor_change=allow_replication_factor_change
+            )
+            wrote.append(bool(records))
+            return results, records
+
+        results = await self._submit(plan)
+        if not wrote[-1] and self._in_flight:
+            # Answered from the planned image: wait until what it was planned
+            # against is committed, so that a success (nothing to do) is true
+            # even across a failover.
+            await asyncio.shield(self._in_flight[-1][1])
+        return results
+
+    async def list_partition_reassignments(self, topics):
+        """ListPartitionReassignments on the active controller, from the committed
+        image (as Kafka reads it); raises NotControllerError elsewhere."""
+        if not self._is_leader:
+            raise NotControllerError("this node is not the active controller")
+        if not self._write_ready.is_set():
+            try:
+                await asyncio.wait_for(self._write_ready.wait(), WRITE_READY_WAIT_MS / 1000)
+            except TimeoutError:
+                raise NotControllerError("the active controller is still catching up") from None
+        return list_partition_reassignments(self.image, topics)
 
     def close(self) -> None:
         if self._rebalance_task is not None:
