@@ -17,6 +17,10 @@ multi-node cluster (like kafka-storage.sh); see storage/meta_properties.py.
 ``pybroker metadata-quorum (--bootstrap-server|--bootstrap-controller) HOST:PORT
 describe --status|--replication`` shows the metadata quorum (like
 kafka-metadata-quorum.sh); see broker/quorum_tool.py.
+
+``pybroker reassign --bootstrap-server HOST:PORT --execute|--verify|--cancel
+--reassignment-json-file FILE`` moves partitions to other brokers (like
+kafka-reassign-partitions.sh); see broker/reassign_tool.py.
 """
 
 from __future__ import annotations
@@ -172,6 +176,59 @@ def cmd_metadata_quorum(args) -> int:
     return 0
 
 
+def cmd_reassign(args) -> int:
+    from broker.group_tool import ToolError
+    from broker.reassign_tool import ReassignTool, parse_reassignment_json
+
+    def fail(message: str) -> int:
+        print(f"pybroker reassign: {message}", file=sys.stderr)
+        return 2
+
+    throttle = None
+    if args.throttle is not None:
+        try:
+            throttle = int(args.throttle)
+        except ValueError:
+            throttle = -1
+        if throttle < 0:
+            return fail(f"--throttle: {args.throttle!r} is not a number of bytes per second >= 0")
+        if not args.execute:
+            return fail("--throttle goes with --execute (--verify removes the throttle once every move is completed)")
+    paths = [p for p in (args.reassignment_json_file, args.file) if p is not None]
+    if not paths:
+        return fail("name the reassignment file with --reassignment-json-file FILE (or as the last argument)")
+    if len(paths) == 2 and paths[0] != paths[1]:
+        return fail(f"two reassignment files given: {paths[0]} and {paths[1]}")
+    try:
+        text = Path(paths[0]).read_text()
+    except OSError as exc:
+        return fail(f"cannot read {paths[0]}: {exc.strerror or exc}")
+    tool = None
+    try:
+        moves = parse_reassignment_json(text)
+        tool = ReassignTool(args.bootstrap_server, timeout_s=args.timeout)
+        if args.execute:
+            tool.execute(
+                moves, lambda line: print(line, flush=True), additional=args.additional,
+                allow_replication_factor_change=not args.disallow_replication_factor_change,
+                throttle_bytes_per_s=throttle,
+            )
+            return 0
+        if args.cancel:
+            for line in tool.cancel(moves):
+                print(line)
+            return 0
+        lines, done = tool.verify(moves)
+        for line in lines:
+            print(line)
+        return 0 if done else 1
+    except ToolError as exc:
+        return fail(str(exc))
+    finally:
+        if tool is not None:
+            tool.close()
+
+
 def _storage_dirs(config) -> list[Path]:
     """Every directory a node keeps data in: its log dirs and the metadata log dir."""
     return list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
@@ -313,6 +370,36 @@ def main(argv: list[str] | None = None) -> int:
         "--human-readable", action="store_true", help="with --replication: timestamps as 'N ms ago'"
     )
     quorum.set_defaults(func=cmd_metadata_quorum)
+    reassign = commands.add_parser(
+        "reassign",
+        help="move partitions to other brokers, check or cancel the moves (like kafka-reassign-partitions.sh)",
+        description="The reassignment file is Kafka's JSON: "
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3,4]}]} '
+        '("log_dirs" only as "any"). --execute prints the current assignment (save it to roll back) and starts '
+        "the moves; --verify tells per partition whether its move is completed; --cancel sends the partitions "
+        "back to their original replicas. Exit code: 0; 1 when --verify finds a move not completed; 2 on errors.",
+    )
+    reassign.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker to ask")
+    action = reassign.add_mutually_exclusive_group(required=True)
+    action.add_argument("--execute", action="store_true", help="start the reassignments of the file")
+    action.add_argument("--verify", action="store_true", help="report whether they are completed")
+    action.add_argument("--cancel", action="store_true", help="cancel those still running")
+    reassign.add_argument("--reassignment-json-file", metavar="FILE", help="the reassignment file")
+    reassign.add_argument("file", nargs="?", metavar="FILE", help="the reassignment file (instead of the option)")
+    reassign.add_argument(
+        "--additional", action="store_true", help="with --execute: start even while other reassignments run"
+    )
+    reassign.add_argument(
+        "--disallow-replication-factor-change", action="store_true",
+        help="with --execute: refuse moves that change a partition's replica count (KIP-860)",
+    )
+    reassign.add_argument(
+        "--throttle", metavar="BYTES_PER_SECOND",
+        help="with --execute: limit the moves' replication to this many bytes/s (leader and follower "
+        "throttles); --verify removes it once every move is completed",
+    )
+    reassign.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="socket timeout (default 30)")
+    reassign.set_defaults(func=cmd_reassign)
     storage = commands.add_parser(
         "storage",
         help="format log directories for a cluster, or show how they are formatted (like kafka-storage.sh)",

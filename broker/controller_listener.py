@@ -6,7 +6,8 @@ Raft's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot of the
 BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition
 (partition leaders' ISR changes; only this listener serves it), and the admin
 requests brokers forward (CreateTopics, DeleteTopics, CreatePartitions,
-AlterConfigs, IncrementalAlterConfigs). Fetch here is the Raft
+AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
+AlterPartitionReassignments, ListPartitionReassignments). Fetch here is the Raft
 fetch of the metadata log, not a client fetch, which is why this listener has
 a dispatcher of its own.
 """
@@ -16,12 +17,14 @@ from __future__ import annotations
 from broker.dispatch import Dispatcher
 from broker.handlers import (
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     create_partitions,
     create_topics,
     delete_topics,
     elect_leaders,
     incremental_alter_configs,
+    list_partition_reassignments,
 )
 from broker.handlers.init_producer_id import PRODUCER_ID_BLOCK_SIZE
 from broker.quorum_controller import NotControllerError
@@ -72,7 +75,15 @@ def build_controller_dispatcher(broker) -> Dispatcher:
     # The admin requests brokers forward, served by the same handlers as on a
     # broker's client listener (on the active controller they act locally).
     create_topics.register(dispatcher, broker, allow_internal=True)
-    for module in (delete_topics, create_partitions, alter_configs, incremental_alter_configs, elect_leaders):
+    alter_configs.register(dispatcher, broker, forwarded=True)
+    incremental_alter_configs.register(dispatcher, broker, forwarded=True)
+    for module in (
+        delete_topics,
+        create_partitions,
+        elect_leaders,
+        alter_partition_reassignments,
+        list_partition_reassignments,
+    ):
         module.register(dispatcher, broker)
 
     async def allocate_producer_ids(ctx, request):

@@ -309,7 +309,7 @@ class QuorumController:
             return [(ErrorCode.NOT_CONTROLLER, str(exc), name, topic_id) for name, topic_id in dict.fromkeys(targets)]
 
     async def alter_configs(
-        self, changes: list[ConfigChange], *, incremental: bool, validate_only: bool = False, local_node_id: int
+        self, changes: list[ConfigChange], *, incremental: bool, validate_only: bool = False, local_node_id: int | None
     ) -> list[AlterConfigsResult]:
         try:
             return await self._submit(

@@ -12,13 +12,17 @@ full request only partitions whose fetch position or epochs changed are sent,
 and the leader answers only partitions with news. Answers go to
 :meth:`broker.replica_manager.ReplicaManager.follower_response`; a partition
 whose answer is an error the metadata must resolve waits
-``replica.fetch.backoff.ms`` before it is asked for again.
+``replica.fetch.backoff.ms`` before it is asked for again. Partitions this
+broker's replica of is listed in ``follower.replication.throttled.replicas``
+are left out of requests while ``follower.replication.throttled.rate`` is
+exceeded (replication throttles, KIP-73).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from broker.kafka_client import KafkaClientConnection
 from protocol.errors import ErrorCode
@@ -32,6 +36,10 @@ FETCH = APIS_BY_KEY[1]
 # v15+ names the follower in ReplicaState (with its broker epoch); v12+ carries
 # diverging epochs; v13+ topic ids. Our leaders serve up to 17.
 FETCH_VERSION = 17
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+# How long a fetcher whose every partition is throttled waits before it looks again.
+THROTTLED_WAIT_MS = 100
 _F = struct_classes(FETCH.request)
 _SESSION_ERRORS = {
     ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
@@ -138,8 +146,11 @@ class ReplicaFetcher:
         address = self._leader_address()
         if address is None:
             return False
-        request, sent = self._build_request(ready)
+        request, sent, throttled = self._build_request(ready)
         if not sent:
+            if throttled:
+                await asyncio.sleep(THROTTLED_WAIT_MS / 1000)
+                return None
             return False
         connection = self._connection_to(address)
         try:
@@ -160,6 +171,7 @@ class ReplicaFetcher:
             return None if response.error_code in _SESSION_ERRORS else False
         names = self.manager.broker.image.topic_names_by_id
         backoff_at = loop.time() + self.backoff_ms / 1000
+        now_ms = int(time.time() * 1000)
         for topic_response in response.responses:
             name = names.get(topic_response.topic_id)
             for partition_data in topic_response.partitions:
@@ -167,6 +179,8 @@ class ReplicaFetcher:
                 state = sent.get(key)
                 if state is None:
                     continue
+                if key in throttled and partition_data.records:
+                    self.manager.follower_quota.record(len(partition_data.records), now_ms)
                 if not self.manager.follower_response(key, state, partition_data):
                     self._backoff_until[key] = backoff_at
         return True
@@ -179,6 +193,9 @@ class ReplicaFetcher:
         registration = image.brokers.get(manager.node_id)
         wanted: dict = {}
         sent = {}
+        throttled = set()
+        now_ms = int(time.time() * 1000)
+        over_quota = None
         for key in keys:
             found = manager.fetch_state(key)
             if found is None:
@@ -186,6 +203,13 @@ class ReplicaFetcher:
             state, plog = found
             if state.leader_id != self.leader_id:
                 continue
+            topic = image.topics.get(key[0])
+            if topic is not None and manager.throttled(topic, FOLLOWER_THROTTLED_REPLICAS, key[1], manager.node_id):
+                if over_quota is None:
+                    over_quota = manager.follower_quota.exceeded(manager.throttle_rate(FOLLOWER_THROTTLED_RATE), now_ms)
+                throttled.add(key)
+                if over_quota:
+                    continue  # asked for again once the rate is back under the limit
             sent[key] = state
             last_fetched_epoch = plog.leader_epochs[-1][0] if plog.leader_epochs else -1
             wanted[(state.topic_id, key[1])] = (state.leader_epoch, plog.log_end_offset, last_fetched_epoch, plog.log_start_offset)
@@ -217,4 +241,4 @@ class ReplicaFetcher:
             forgotten_topics_data=[_F.ForgottenTopic(topic_id=topic_id, partitions=parts) for topic_id, parts in forgotten.items()],
             rack_id="",
         )
-        return request, sent
+        return request, sent, throttled

@@ -30,11 +30,13 @@ import time
 
 from broker.replica_fetcher import ReplicaFetcher
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
+from controller.metadata.records import RESOURCE_BROKER
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 from replication.partition import IsrProposal, LeaderPartition, truncation_for_divergence
 from replication.purgatory import Purgatory
+from replication.throttle import UNLIMITED_RATE, ReplicationQuota, is_throttled
 from storage.log import AppendError, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -128,6 +130,10 @@ class ReplicaManager:
         # this broker leader of an epoch whose log lost its unflushed tail in a
         # crash; the registration's commit moves such leaderships away.
         self.may_lead = False
+        # Replication throttles (KIP-73): bytes this broker sent to throttled
+        # followers, and fetched for its throttled partitions.
+        self.leader_quota = ReplicationQuota()
+        self.follower_quota = ReplicationQuota()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -151,6 +157,22 @@ class ReplicaManager:
             self.purgatory.cancel_key(key)
         if self._timer is not None:
             self._timer.cancel()
+
+    # ----------------------------------------------------------------- throttles
+
+    def throttle_rate(self, name: str) -> int:
+        """A dynamic broker config rate (bytes/s): this broker's own value, else the
+        cluster-wide default, else no limit."""
+        image = self.broker.image
+        value = image.configs_of(RESOURCE_BROKER, str(self.node_id)).get(name)
+        if value is None:
+            value = image.configs_of(RESOURCE_BROKER, "").get(name)
+        return UNLIMITED_RATE if value is None else int(value)
+
+    def throttled(self, topic: TopicImage, config_name: str, partition_id: int, broker_id: int) -> bool:
+        """Whether ``broker_id``'s replica of the partition is listed in the topic's
+        ``leader.`` / ``follower.replication.throttled.replicas``."""
+        return is_throttled(topic.configs.get(config_name, ""), partition_id, broker_id)
 
     # ----------------------------------------------------------------- roles
 
@@ -215,7 +237,14 @@ class ReplicaManager:
             self._stop_following(key)
             leader = self.leaders.get(key)
             if leader is not None and leader.leader_epoch == partition.leader_epoch:
-                leader.replicas = tuple(partition.replicas)
+                leader.set_replicas(partition.replicas)
+                plog = self.broker.logs.logs.get(key) if len(partition.replicas) > 1 else None
+                if plog is not None and not plog.replicated:
+                    # A reassignment gave a single replica followers: from now on
+                    # the high watermark waits for the ISR, not for the append.
+                    # (Its current one, the log end, is right: it was alone.)
+                    plog.replicated = True
+                    self._hw_initialised.add(key)
                 if leader.committed(partition.isr, partition.partition_epoch, now_ms):
                     self._high_watermark_moved(key, leader)
                 return

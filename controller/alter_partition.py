@@ -43,6 +43,7 @@ from controller.broker_lifecycle import LEADER_RECOVERY_STATE_RECOVERING, usable
 from controller.metadata.delta import merge_partition_change
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from controller.metadata.records import NO_LEADER, NO_LEADER_CHANGE, PARTITION_CHANGE_RECORD
+from controller.reassignment import assignment_fields, completed_reassignment
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import ZERO_UUID, struct_classes
@@ -212,7 +213,7 @@ def _change_record(
     replicas = list(partition.replicas)
     removing = list(partition.removing_replicas)
     adding = list(partition.adding_replicas)
-    completed = _complete_reassignment(replicas, removing, adding, target_isr)
+    completed = completed_reassignment(replicas, removing, adding, target_isr)
     if completed is not None:
         replicas, target_isr = completed
         removing, adding = [], []
@@ -225,35 +226,9 @@ def _change_record(
         fields["leader"] = partition.leader
     if tuple(target_isr) != partition.isr:
         fields["isr"] = target_isr
-    if tuple(replicas) != partition.replicas:
-        fields["replicas"] = replicas
-        if partition.directories:
-            # Keep each remaining replica's log dir: the merge would forget them all otherwise.
-            directory_of = dict(zip(partition.replicas, partition.directories, strict=False))
-            fields["directories"] = [directory_of.get(b, ZERO_UUID) for b in replicas]
-    if tuple(removing) != partition.removing_replicas:
-        fields["removing_replicas"] = removing
-    if tuple(adding) != partition.adding_replicas:
-        fields["adding_replicas"] = adding
+    fields.update(assignment_fields(partition, replicas, removing, adding))
     if recovery != partition.leader_recovery_state:
         fields["leader_recovery_state"] = recovery
     if not fields:
         return None
     return PARTITION_CHANGE_RECORD(partition_id=partition.partition_id, topic_id=topic_id, **fields)
-
-
-def _complete_reassignment(
-    replicas: list[int], removing: list[int], adding: list[int], target_isr: list[int]
-) -> tuple[list[int], list[int]] | None:
-    """(replicas, ISR) once a reassignment is over, or None while it is not (or none runs).
-
-    It is over when the ISR, without the replicas being removed, still has
-    someone and holds every replica that stays (the added ones have caught up).
-    """
-    if not removing and not adding:
-        return None
-    isr = [b for b in target_isr if b not in removing]
-    staying = [b for b in replicas if b not in removing]
-    if not isr or not staying or not set(isr).issuperset(staying):
-        return None
-    return staying, isr

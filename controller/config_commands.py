@@ -18,8 +18,10 @@ the resulting overrides (INVALID_CONFIG), and last that the topic exists
 (UNKNOWN_TOPIC_OR_PARTITION). A resource that fails changes nothing; one
 record is written per key whose stored value changes (value None deletes).
 
-BROKER resources are refused with INVALID_REQUEST: pybroker has no dynamic
-broker configs it would act on, so it does not pretend to store them.
+BROKER resources (one broker's id, or "" for the cluster-wide default) accept
+only the dynamic broker configs pybroker acts on at run time, the replication
+throttle rates (``DYNAMIC_BROKER_CONFIGS``); any other key is refused with
+INVALID_REQUEST rather than stored and ignored.
 """
 
 from __future__ import annotations
@@ -44,9 +46,12 @@ RESOURCE_CLIENT_METRICS = 16
 RESOURCE_GROUP = 32
 _UNSUPPORTED_KNOWN_TYPES = {RESOURCE_CLIENT_METRICS: "CLIENT_METRICS", RESOURCE_GROUP: "GROUP"}
 
+# Broker configs that can change at run time (bytes/s, Kafka's LONG with
+# Long.MAX_VALUE meaning no limit).
+DYNAMIC_BROKER_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 DYNAMIC_BROKER_CONFIGS_UNSUPPORTED = (
-    "Dynamic broker configs are not supported by pybroker: set broker configs in "
-    "server.properties (or with --override) and restart the broker."
+    "Dynamic broker configs other than " + " and ".join(DYNAMIC_BROKER_CONFIGS) + " are not supported by "
+    "pybroker: set broker configs in server.properties (or with --override) and restart the broker."
 )
 
 
@@ -81,7 +86,7 @@ class _Refused(Exception):
         self.message = message
 
 
-def _check_resource(change: ConfigChange, *, incremental: bool, local_node_id: int) -> None:
+def _check_resource(change: ConfigChange, *, incremental: bool, local_node_id: int | None) -> None:
     kind, name = change.resource_type, change.resource_name
     if kind == RESOURCE_TOPIC:
         if not name:
@@ -96,11 +101,15 @@ def _check_resource(change: ConfigChange, *, incremental: bool, local_node_id: i
                 node_id = int(name)
             except ValueError:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
-            if node_id != local_node_id:
+            # None: the request was forwarded by the broker it named, which checked.
+            if local_node_id is not None and node_id != local_node_id:
                 raise _Refused(
                     ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {local_node_id}, but received {name}"
                 )
-        raise _Refused(ErrorCode.INVALID_REQUEST, DYNAMIC_BROKER_CONFIGS_UNSUPPORTED)
+        unsupported = [op.name for op in change.ops if op.name not in DYNAMIC_BROKER_CONFIGS]
+        if unsupported:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"{', '.join(unsupported)}: {DYNAMIC_BROKER_CONFIGS_UNSUPPORTED}")
+        return
     if kind == RESOURCE_BROKER_LOGGER and incremental:
         raise _Refused(
             ErrorCode.INVALID_REQUEST,
@@ -144,7 +153,7 @@ def _apply_ops(current: dict[str, str], ops: list[ConfigOp], *, incremental: boo
     return new
 
 
-def plan_alter_configs(image: MetadataImage, change: ConfigChange, *, incremental: bool, local_node_id: int):
+def plan_alter_configs(image: MetadataImage, change: ConfigChange, *, incremental: bool, local_node_id: int | None):
     """Validate one resource's change; returns (result, records). Records are empty on error
     and when nothing changes."""
     result = AlterConfigsResult(change.resource_type, change.resource_name)
@@ -159,6 +168,8 @@ def plan_alter_configs(image: MetadataImage, change: ConfigChange, *, incrementa
         if incremental and unknown_ops:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown operation type {unknown_ops[0]}")
         _check_resource(change, incremental=incremental, local_node_id=local_node_id)
+        if change.resource_type == RESOURCE_BROKER:
+            return _plan_broker_configs(image, change, result, incremental=incremental)
         topic = image.topics.get(change.resource_name)
         current = dict(topic.configs) if topic is not None else {}
         wanted = _apply_ops(current, change.ops, incremental=incremental)
@@ -178,4 +189,28 @@ def plan_alter_configs(image: MetadataImage, change: ConfigChange, *, incrementa
             records.append(
                 CONFIG_RECORD(resource_type=RESOURCE_TOPIC, resource_name=change.resource_name, name=name, value=value)
             )
+    return result, records
+
+
+def _plan_broker_configs(image: MetadataImage, change: ConfigChange, result, *, incremental: bool):
+    current = dict(image.configs_of(RESOURCE_BROKER, change.resource_name))
+    try:
+        wanted = _apply_ops(current, change.ops, incremental=incremental)
+        validated = {}
+        for name, raw in wanted.items():
+            try:
+                rate = int(str(raw).strip())
+            except ValueError:
+                rate = -1
+            if rate < 0:
+                raise _Refused(ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: must be a number of bytes/s >= 0")
+            validated[name] = str(rate)
+    except _Refused as refused:
+        result.error_code, result.error_message = refused.code, refused.message
+        return result, []
+    records = [
+        CONFIG_RECORD(resource_type=RESOURCE_BROKER, resource_name=change.resource_name, name=name, value=validated.get(name))
+        for name in sorted(set(current) | set(validated))
+        if current.get(name) != validated.get(name)
+    ]
     return result, records

@@ -275,6 +275,18 @@ class LeaderPartition:
         self.pending_isr = None
         return self.maybe_advance_high_watermark(now_ms)
 
+    def set_replicas(self, replicas: Iterable[int]) -> None:
+        """The assignment changed within this leader epoch: a reassignment added
+        or reordered replicas (one that removes a replica always brings a new
+        leader epoch). An added replica is tracked from nothing, so it joins the
+        ISR only once it has caught up, and holds back no high watermark before."""
+        self.replicas = tuple(replicas)
+        for replica in self.replicas:
+            if replica != self.local_id and replica not in self.followers:
+                self.followers[replica] = FollowerProgress()
+        for replica in [r for r in self.followers if r not in self.replicas]:
+            del self.followers[replica]
+
     def set_ineligible(self, broker_ids: Iterable[int], now_ms: int, registered_epochs: Mapping[int, int] | None = None) -> bool:
         self.ineligible = set(broker_ids)
         if registered_epochs is not None:

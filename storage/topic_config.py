@@ -69,6 +69,20 @@ def _cleanup_policy(raw: str) -> str:
     return ",".join(parts)
 
 
+def _throttled_replicas(raw: str) -> str:
+    """``*.replication.throttled.replicas``: "", "*" or ``partition:broker`` pairs."""
+    value = raw.strip()
+    if value in ("", "*"):
+        return value
+    pairs = []
+    for item in value.split(","):
+        partition, sep, broker = item.strip().partition(":")
+        if not sep or not partition.strip().isdigit() or not broker.strip().isdigit():
+            raise TopicConfigError(f"{raw!r} must be * or a list of partition:broker pairs, e.g. 0:101,0:102,1:101")
+        pairs.append(f"{int(partition)}:{int(broker)}")
+    return ",".join(pairs)
+
+
 @dataclass(frozen=True)
 class TopicConfigKey:
     name: str
@@ -87,6 +101,8 @@ TOPIC_CONFIG_KEYS: dict[str, TopicConfigKey] = {
         TopicConfigKey("flush.messages", _int(1, INT64_MAX), str(INT64_MAX), "log.flush.interval.messages"),
         TopicConfigKey("flush.ms", _int(0, INT64_MAX), str(INT64_MAX), "log.flush.interval.ms"),
         TopicConfigKey("index.interval.bytes", _int(0, INT32_MAX), "4096", "log.index.interval.bytes"),
+        TopicConfigKey("leader.replication.throttled.replicas", _throttled_replicas, "", None),
+        TopicConfigKey("follower.replication.throttled.replicas", _throttled_replicas, "", None),
         TopicConfigKey("max.compaction.lag.ms", _int(1, INT64_MAX), str(INT64_MAX), "log.cleaner.max.compaction.lag.ms"),
         TopicConfigKey("max.message.bytes", _int(0, INT32_MAX), "1048588", "message.max.bytes"),
         TopicConfigKey("message.timestamp.type", _choice("CreateTime", "LogAppendTime"), "CreateTime", "log.message.timestamp.type"),
@@ -121,6 +137,8 @@ TOPIC_CONFIG_TYPES: dict[str, str] = {
     "flush.messages": "LONG",
     "flush.ms": "LONG",
     "index.interval.bytes": "INT",
+    "leader.replication.throttled.replicas": "LIST",
+    "follower.replication.throttled.replicas": "LIST",
     "max.compaction.lag.ms": "LONG",
     "max.message.bytes": "INT",
     "message.timestamp.type": "STRING",
@@ -162,6 +180,8 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "file.delete.delay.ms": "How long a removed segment file lingers before it is deleted from disk.",
     "flush.messages": "Force an fsync of the log after this many messages.",
     "flush.ms": "Force an fsync of the log when this much time has passed since the last one.",
+    "leader.replication.throttled.replicas": "Replicas (partition:broker, or *) whose fetches from the leader count against leader.replication.throttled.rate.",
+    "follower.replication.throttled.replicas": "Replicas (partition:broker, or *) whose fetching counts against follower.replication.throttled.rate.",
     "index.interval.bytes": "Bytes of log between two entries of the offset and time indexes; "
     "a change applies to segments created afterwards.",
     "max.compaction.lag.ms": "Longest time a record may remain ineligible for compaction.",

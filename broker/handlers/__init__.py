@@ -14,6 +14,7 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
     (not imported: the application imports the handlers, never the reverse)."""
     from broker.handlers import (
         alter_configs,
+        alter_partition_reassignments,
         api_versions,
         create_partitions,
         create_topics,
@@ -37,6 +38,7 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         leave_group,
         list_groups,
         list_offsets,
+        list_partition_reassignments,
         metadata,
         offset_commit,
         offset_delete,
@@ -66,6 +68,8 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         describe_log_dirs,
         offset_for_leader_epoch,
         elect_leaders,
+        alter_partition_reassignments,
+        list_partition_reassignments,
         describe_producers,
         describe_quorum,
         join_group,

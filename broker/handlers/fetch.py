@@ -23,6 +23,9 @@ a full fetch with ``session_epoch`` 0 gets a session (when the broker's
 fetches name only changed and forgotten partitions and are answered with only
 the partitions that have news; the rules are in replication.fetch_session.
 Topic ids are used from v13, with UNKNOWN_TOPIC_ID for unknown ones.
+Replication throttles: a follower whose replica the topic lists in
+``leader.replication.throttled.replicas`` gets no records while this broker's
+``leader.replication.throttled.rate`` is exceeded (see replication.throttle).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from replication.partition import diverging_epoch_for_fetch
 API = APIS_BY_KEY[1]
 R = struct_classes(API.response)
 READ_COMMITTED = 1
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 
 
 def leader_epoch_error(requested: int, current: int) -> ErrorCode:
@@ -99,6 +104,7 @@ def register(dispatcher, broker) -> None:
         keys = []
         results = []
         slices = []
+        now_ms = int(time.time() * 1000)
         for session_key, fp in context.partitions_to_read():
             topic = image.topic_by_id(session_key[0]) if by_id else image.topics.get(session_key[0])
             pd = R.PartitionData(
@@ -148,8 +154,10 @@ def register(dispatcher, broker) -> None:
                 pd.high_watermark = pd.last_stable_offset = plog.high_watermark
                 has_error = True
                 continue
+            throttled = False
             if from_follower:
                 replicas.follower_fetched(key, leader, plog, replica_id, offset, replica_epoch)
+                throttled = replicas.throttled(topic, LEADER_THROTTLED_REPLICAS, fp.partition, replica_id)
             elif rack_aware and leader is not None and api_version >= 11 and request.rack_id:
                 racks = {b: r.rack for b, r in image.brokers.items()}
                 preferred = leader.preferred_read_replica(request.rack_id, racks, offset)
@@ -164,12 +172,16 @@ def register(dispatcher, broker) -> None:
             limit = min(fp.partition_max_bytes, remaining_bytes)
             if limit <= 0 and total_bytes:
                 continue
+            if throttled and replicas.leader_quota.exceeded(replicas.throttle_rate(LEADER_THROTTLED_RATE), now_ms):
+                continue  # over leader.replication.throttled.rate: this replica waits
             upper = plog.log_end_offset if from_follower else plog.high_watermark
             file_slice = plog.read_slice(offset, max(limit, 0), upper_offset=upper, oversized_first_batch=total_bytes == 0)
             if file_slice is not None:
                 # Sent from the file by the connection (sendfile when it can).
                 pd.records = file_slice
                 slices.append(file_slice)
+                if throttled:
+                    replicas.leader_quota.record(len(file_slice), now_ms)
                 total_bytes += len(file_slice)
                 remaining_bytes -= len(file_slice)
         return results, total_bytes, has_error, keys, slices, leaders_named

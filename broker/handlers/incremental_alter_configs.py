@@ -26,7 +26,11 @@ API = APIS_BY_KEY[44]
 R = struct_classes(API.response)
 
 
-def register(dispatcher, broker) -> None:
+def register(dispatcher, broker, *, forwarded: bool = False) -> None:
+    # On the controller listener the requests come forwarded by the broker a client
+    # asked, so a BROKER resource names that broker, not this node.
+    local_node_id = None if forwarded else broker.node_id
+
 
     async def handle(ctx, request):
         changes = [
@@ -36,7 +40,7 @@ def register(dispatcher, broker) -> None:
             for r in request.resources
         ]
         results = await broker.controller.alter_configs(
-            changes, incremental=True, validate_only=request.validate_only, local_node_id=broker.node_id
+            changes, incremental=True, validate_only=request.validate_only, local_node_id=local_node_id
         )
         responses = [
             R.AlterConfigsResourceResponse(

@@ -1,12 +1,18 @@
-"""AlterPartitionReassignments (45) and ListPartitionReassignments (46): start, cancel and list replica moves."""
+"""AlterPartitionReassignments (45) and ListPartitionReassignments (46): start, cancel and list replica moves.
 
-from protocol.schema import INT16, INT32, STRING, Api, Array, F, Struct
+AlterPartitionReassignments v1 (Kafka 4.0, KIP-860) adds
+``allow_replication_factor_change`` to the request, echoed in the response.
+"""
+
+from protocol.schema import BOOL, INT16, INT32, STRING, Api, Array, F, Struct
 
 APIS = [
     Api(
-        45, "AlterPartitionReassignments", "0", flexible="0+",
+        45, "AlterPartitionReassignments", "0-1", flexible="0+",
         request=[
             F("timeout_ms", INT32, default=60000),
+            # False: a target with another replica count than the partition has is refused.
+            F("allow_replication_factor_change", BOOL, "1+", default=True),
             F("topics", Array(Struct("ReassignableTopic", [
                 F("name", STRING),
                 F("partitions", Array(Struct("ReassignablePartition", [
@@ -18,6 +24,7 @@ APIS = [
         ],
         response=[
             F("throttle_time_ms", INT32),
+            F("allow_replication_factor_change", BOOL, "1+", default=True, ignorable=True),
             F("error_code", INT16),
             F("error_message", STRING, nullable="0+"),
             F("responses", Array(Struct("ReassignableTopicResponse", [

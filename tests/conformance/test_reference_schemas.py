@@ -161,6 +161,14 @@ def apply_newer_kafka_versions(ref: dict) -> dict:
             topics = next(f for f in ref["fields"] if f["name"] == "Topics")
             partitions = next(f for f in topics["fields"] if f["name"] == "Partitions")
             partitions["fields"].append({"name": "PreVote", "type": "bool", "versions": "2+"})
+    # AlterPartitionReassignments v1 (Kafka 4.0, KIP-860): AllowReplicationFactorChange
+    # after TimeoutMs in the request, echoed after ThrottleTimeMs in the response.
+    if ref["name"] in ("AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse") and ref["validVersions"] == "0":
+        ref["validVersions"] = "0-1"
+        field = {"name": "AllowReplicationFactorChange", "type": "bool", "versions": "1+", "default": "true"}
+        if ref["name"] == "AlterPartitionReassignmentsResponse":
+            field["ignorable"] = True
+        ref["fields"].insert(1, field)
     return ref
 
 

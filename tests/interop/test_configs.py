@@ -44,6 +44,8 @@ KAFKA_TOPIC_DEFAULTS = {
     "flush.messages": str(2**63 - 1),
     "flush.ms": str(2**63 - 1),
     "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
     "max.compaction.lag.ms": str(2**63 - 1),
     "max.message.bytes": "1048588",
     "message.timestamp.type": "CreateTime",

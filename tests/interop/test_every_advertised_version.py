@@ -407,6 +407,48 @@ def test_elect_leaders_every_version(client):
             assert every.replica_election_results == []
 
 
+def test_partition_reassignments_every_version(client):
+    """One broker (node 1): a move to the current replicas is a no-op, the other
+    answers are refusals; nothing is ever listed as running."""
+    create_topic(client, "every-reassign", partitions=2)
+    Q = struct_classes(APIS_BY_NAME["AlterPartitionReassignments"].request)
+    for version in versions_of(client, "AlterPartitionReassignments"):
+        fields = {"allow_replication_factor_change": False} if version >= 1 else {}
+        response = client.call(
+            "AlterPartitionReassignments",
+            version,
+            timeout_ms=5000,
+            topics=[
+                Q.ReassignableTopic(name="every-reassign", partitions=[
+                    Q.ReassignablePartition(partition_index=0, replicas=[1]),
+                    Q.ReassignablePartition(partition_index=1, replicas=None),
+                    Q.ReassignablePartition(partition_index=1, replicas=[1, 99]),
+                    Q.ReassignablePartition(partition_index=5, replicas=[1]),
+                ]),
+                Q.ReassignableTopic(name="every-reassign-none", partitions=[Q.ReassignablePartition(partition_index=0, replicas=[1])]),
+            ],
+            **fields,
+        )
+        assert (response.error_code, response.error_message) == (0, None)
+        if version >= 1:
+            assert response.allow_replication_factor_change is False
+        answers = [(t.name, p.partition_index, p.error_code) for t in response.responses for p in t.partitions]
+        # NONE, NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION x2
+        assert answers == [
+            ("every-reassign", 0, 0), ("every-reassign", 1, 85), ("every-reassign", 1, 39), ("every-reassign", 5, 3),
+            ("every-reassign-none", 0, 3),
+        ], answers
+    L = struct_classes(APIS_BY_NAME["ListPartitionReassignments"].request)
+    for version in versions_of(client, "ListPartitionReassignments"):
+        every = client.call("ListPartitionReassignments", version, timeout_ms=5000, topics=None)
+        assert (every.error_code, every.topics) == (0, [])
+        named = client.call(
+            "ListPartitionReassignments", version, timeout_ms=5000,
+            topics=[L.ListPartitionReassignmentsTopics(name="every-reassign", partition_indexes=[0, 1, 9])],
+        )
+        assert (named.error_code, named.topics) == (0, [])
+
+
 def test_describe_producers_every_version(client):
     create_topic(client, "every-producers")
     P = struct_classes(APIS_BY_NAME["Produce"].request)

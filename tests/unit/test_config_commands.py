@@ -177,8 +177,8 @@ def test_topic_resource_names_are_checked(name, code):
 @pytest.mark.parametrize(
     "kind, name, fragment",
     [
-        (RESOURCE_BROKER, "", "Dynamic broker configs are not supported"),
-        (RESOURCE_BROKER, "1", "Dynamic broker configs are not supported"),
+        (RESOURCE_BROKER, "", "num.partitions: Dynamic broker configs other than"),
+        (RESOURCE_BROKER, "1", "num.partitions: Dynamic broker configs other than"),
         (RESOURCE_BROKER, "2", "Unexpected broker id, expected 1, but received 2"),
         (RESOURCE_BROKER, "one", "Node id must be an integer, but it is: one"),
         (16, "sub", "CLIENT_METRICS configs are not supported"),
@@ -193,6 +193,22 @@ def test_other_resources_are_refused(incremental, kind, name, fragment):
     assert (result.error_code, records) == (ErrorCode.INVALID_REQUEST, [])
     assert fragment in result.error_message
     assert (result.resource_type, result.resource_name) == (kind, name)
+
+
+@pytest.mark.parametrize("name", ["", "1"])
+def test_replication_throttle_rates_are_dynamic_broker_configs(name):
+    image = image_with()
+    result, records = plan(image, [("leader.replication.throttled.rate", OP_SET, "1048576")], name=name, kind=RESOURCE_BROKER)
+    assert result.error_code == ErrorCode.NONE
+    assert [(r.resource_type, r.resource_name, r.name, r.value) for r in records] == [
+        (RESOURCE_BROKER, name, "leader.replication.throttled.rate", "1048576")
+    ]
+    image = apply_records(image, [(record_api_key(r), r) for r in records], image.offset + 1)
+    assert dict(image.configs_of(RESOURCE_BROKER, name)) == {"leader.replication.throttled.rate": "1048576"}
+    result, records = plan(image, [("leader.replication.throttled.rate", OP_DELETE, None)], name=name, kind=RESOURCE_BROKER)
+    assert result.error_code == ErrorCode.NONE and [r.value for r in records] == [None]
+    result, records = plan(image, [("follower.replication.throttled.rate", OP_SET, "-5")], name=name, kind=RESOURCE_BROKER)
+    assert (result.error_code, records) == (ErrorCode.INVALID_CONFIG, [])
 
 
 def test_broker_logger_is_refused_and_unknown_to_legacy_alter_configs():
