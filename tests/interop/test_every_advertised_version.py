@@ -2,6 +2,9 @@
 
 Real clients pick one version each; this walks the whole advertised range with
 our own codec over TCP, so a version that is advertised but broken fails here.
+
+Longer than ~700 lines on purpose: one request per advertised API in one
+place, so a newly advertised version without a test here is easy to spot.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ delete horizon (KIP-534), every codec cross-checked with kafka-python's
 parser, producer batches kept as empty headers, segment grouping, the
 cleaner checkpoint and dirty ratio, a full offset map, and crash safety at
 each step of the segment swap.
+
+Longer than ~700 lines on purpose: the cleaner's cases share the log-building
+and cross-checking helpers at the top.
 """
 
 from __future__ import annotations

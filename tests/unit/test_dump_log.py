@@ -6,6 +6,9 @@ batch (transactions, control markers, broken offsets). Batch lines are
 cross-checked with kafka-python's independent batch parser; index lines with
 the raw index bytes. Corruption, torn tails, index mismatches, checkpoint
 files, the metadata log and the exit codes of the real command are covered.
+
+Longer than ~700 lines on purpose: every segment and index layout dump-log
+prints, over one set of segment-building helpers.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ batches, max_bytes, high watermark), segment rolling by size and by time,
 timestamp lookups, reopen and torn-tail recovery, index rebuilds, append
 errors, the on-disk file formats, and a byte-level cross-check of the .log
 file with kafka-python's independent record batch parser.
+
+Longer than ~700 lines on purpose: PartitionLog's append, read, truncation,
+retention and recovery cases share its log fixtures.
 """
 
 from __future__ import annotations
