@@ -4,8 +4,10 @@ TOPIC resources (type 2) list every topic config pybroker knows with its
 effective value: the topic's override, else the broker-level default from
 server.properties, else Kafka's default. BROKER resources (type 4) named with
 this node's id list every key of broker/config.py (values as strings, null
-when unset); the empty name (cluster-wide defaults) lists only dynamic default
-broker configs, of which pybroker writes none. ``configuration_keys`` null or
+when unset) and the dynamic replication throttle rates (this broker's value,
+else the cluster-wide one, else no limit); the empty name (cluster-wide
+defaults) lists only dynamic default broker configs (the throttle rates when
+set). ``configuration_keys`` null or
 empty asks for everything; names the resource does not have are left out.
 
 Per entry: ``config_source`` (v1+) is the source of the first synonym, with
@@ -35,12 +37,13 @@ from __future__ import annotations
 
 from broker.config import BROKER_CONFIG_INFO, format_broker_value
 from broker.config import KEYS as BROKER_KEYS
-from controller.config_commands import RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP
+from controller.config_commands import DYNAMIC_BROKER_CONFIGS, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP
 from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from controller.topic_commands import topic_name_error
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
+from replication.throttle import UNLIMITED_RATE
 from storage.topic_config import (
     CONFIG_TYPE_IDS,
     TOPIC_CONFIG_DOCS,
@@ -211,7 +214,36 @@ def broker_entries(broker, resource, include_synonyms: bool, include_documentati
                 include_documentation=include_documentation,
             )
         )
+    # The dynamic-only broker configs (the replication throttle rates): this
+    # broker's value, else the cluster-wide default, else no limit.
+    own = broker.image.configs_of(RESOURCE_BROKER, str(broker.node_id))
+    for name in _wanted(resource, DYNAMIC_BROKER_CONFIGS):
+        chain = []
+        if name in own:
+            chain.append((name, own[name], SOURCE_DYNAMIC_BROKER))
+        if name in dynamic:
+            chain.append((name, dynamic[name], SOURCE_DYNAMIC_DEFAULT_BROKER))
+        chain.append((name, str(UNLIMITED_RATE), SOURCE_DEFAULT))
+        entries.append(
+            _entry(
+                name,
+                chain[0][1],
+                chain[0][2],
+                chain,
+                read_only=False,
+                type_name="LONG",
+                doc=_THROTTLE_RATE_DOCS[name],
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
+        )
     return entries
+
+
+_THROTTLE_RATE_DOCS = {
+    "leader.replication.throttled.rate": "Bytes/s a leader sends to the followers its topics list in leader.replication.throttled.replicas.",
+    "follower.replication.throttled.rate": "Bytes/s a follower fetches for the replicas its topics list in follower.replication.throttled.replicas.",
+}
 
 
 def cluster_default_entries(broker, resource, include_synonyms: bool, include_documentation: bool):

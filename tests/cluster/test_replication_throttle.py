@@ -13,7 +13,7 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType  # noqa: E402
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType  # noqa: E402
 
 from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster, wait_until  # noqa: E402
 
@@ -51,6 +51,10 @@ def test_a_throttled_follower_catches_up_no_faster_than_the_rate(tmp_path):
             incremental_configs=[ConfigEntry("follower.replication.throttled.rate", str(RATE_BYTES_PER_S), incremental_operation=AlterConfigOpType.SET)],
         )
         alter(cluster.admin([follower]), rate)
+        shown = ConfigResource(ResourceType.BROKER, str(follower))
+        described = cluster.admin([follower]).describe_configs([shown])[shown].result(timeout=20)
+        entry = described["follower.replication.throttled.rate"]
+        assert (entry.value, entry.source) == (str(RATE_BYTES_PER_S), ConfigSource.DYNAMIC_BROKER_CONFIG.value)
 
         cluster.kill(follower)
         producer = Producer({"bootstrap.servers": cluster.bootstrap([leader]), "acks": "1", "linger.ms": 5, "batch.size": 16384})

@@ -343,7 +343,13 @@ def test_describe_broker(cfg_broker, cadmin, kadmin):
         ConfigSource.DEFAULT_CONFIG.value,
     )
     assert entries["auto.create.topics.enable"].value == "true"
-    assert all(e.is_read_only for e in entries.values())
+    # Only the replication throttle rates can be changed at run time.
+    dynamic = {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
+    assert all(e.is_read_only for name, e in entries.items() if name not in dynamic)
+    for name in dynamic:
+        assert (entries[name].value, entries[name].source, entries[name].is_read_only) == (
+            str(2**63 - 1), ConfigSource.DEFAULT_CONFIG.value, False
+        )
 
     result = kadmin.describe_configs(
         [ConfigResource(ConfigResourceType.BROKER, "1", ["node.id", "log.segment.bytes", "bogus"])], config_filter="all"
