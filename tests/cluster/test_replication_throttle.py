@@ -50,9 +50,10 @@ def test_a_throttled_follower_catches_up_no_faster_than_the_rate(tmp_path):
             ResourceType.BROKER, str(follower),
             incremental_configs=[ConfigEntry("follower.replication.throttled.rate", str(RATE_BYTES_PER_S), incremental_operation=AlterConfigOpType.SET)],
         )
-        alter(cluster.admin([follower]), rate)
+        follower_admin = cluster.admin([follower])
+        alter(follower_admin, rate)
         shown = ConfigResource(ResourceType.BROKER, str(follower))
-        described = cluster.admin([follower]).describe_configs([shown])[shown].result(timeout=20)
+        described = follower_admin.describe_configs([shown])[shown].result(timeout=20)
         entry = described["follower.replication.throttled.rate"]
         assert (entry.value, entry.source) == (str(RATE_BYTES_PER_S), ConfigSource.DYNAMIC_BROKER_CONFIG.value)
 
