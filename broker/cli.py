@@ -21,6 +21,10 @@ kafka-metadata-quorum.sh); see broker/quorum_tool.py.
 ``pybroker reassign --bootstrap-server HOST:PORT --execute|--verify|--cancel
 --reassignment-json-file FILE`` moves partitions to other brokers (like
 kafka-reassign-partitions.sh); see broker/reassign_tool.py.
+
+``pybroker healthcheck --bootstrap-server HOST:PORT`` exits 0 when the broker
+answers and lists itself among the live brokers (the Docker image's
+HEALTHCHECK); see `healthcheck`.
 """
 
 from __future__ import annotations
@@ -229,6 +233,64 @@ def cmd_reassign(args) -> int:
             tool.close()
 
 
+HEALTHCHECK_METADATA_VERSION = 9
+
+
+def healthcheck(bootstrap: str, timeout_s: float, node_id: int | None) -> str:
+    """What the broker at ``bootstrap`` says about itself; ToolError when it is not healthy.
+
+    Answering ApiVersions shows the process serves requests; listing itself in
+    Metadata shows it is registered with the controller and unfenced (a broker
+    still catching up on the metadata log, or fenced, is not listed). Metadata
+    does not say which broker answered, so "itself" is ``node_id`` when known;
+    otherwise the broker advertising the port it was reached on, or the only
+    broker of a single-node cluster."""
+    from broker.group_tool import KafkaConnection, ToolError, parse_bootstrap
+    from protocol.errors import ErrorCode
+
+    host, port = parse_bootstrap(bootstrap)
+    connection = KafkaConnection(host, port, timeout_s)
+    try:
+        versions = connection.call("ApiVersions", 0)
+        if versions.error_code != ErrorCode.NONE:
+            raise ToolError(f"ApiVersions answered error code {versions.error_code}")
+        metadata = connection.call(
+            "Metadata", HEALTHCHECK_METADATA_VERSION, topics=[], allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+    finally:
+        connection.close()
+    brokers = {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+    if node_id is not None:
+        me = [node_id] if node_id in brokers else []
+        who = f"node {node_id}"
+    else:
+        me = [b.node_id for b in metadata.brokers if b.port == port]
+        if not me and len(brokers) == 1:
+            me = list(brokers)
+        who = f"a broker on port {port}"
+    if not me:
+        listed = ", ".join(f"{i}={a}" for i, a in sorted(brokers.items())) or "none"
+        raise ToolError(f"{host}:{port} answers but does not list {who} among the live brokers ({listed})")
+    return f"{host}:{port} is healthy: node {me[0]} of cluster {metadata.cluster_id}, {len(brokers)} live broker(s)"
+
+
+def cmd_healthcheck(args) -> int:
+    from broker.group_tool import ToolError
+
+    node_id = args.node_id
+    if node_id is None and os.environ.get("KAFKA_NODE_ID", "").strip().isdigit():
+        # Inside the container the node's variables are set: its id is known.
+        node_id = int(os.environ["KAFKA_NODE_ID"])
+    try:
+        line = healthcheck(args.bootstrap_server, args.timeout, node_id)
+    except ToolError as exc:
+        print(f"pybroker healthcheck: {exc}", file=sys.stderr)
+        return 1
+    print(line)
+    return 0
+
+
 def _storage_dirs(config) -> list[Path]:
     """Every directory a node keeps data in: its log dirs and the metadata log dir."""
     return list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
@@ -400,6 +462,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     reassign.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="socket timeout (default 30)")
     reassign.set_defaults(func=cmd_reassign)
+    health = commands.add_parser(
+        "healthcheck",
+        help="exit 0 when a broker answers and lists itself among the live brokers (for HEALTHCHECK)",
+        description="Sends ApiVersions, then Metadata, and checks that the broker is among the brokers it lists "
+        "(registered and not fenced). The node is --node-id, else KAFKA_NODE_ID, else the broker advertising the "
+        "port it was reached on (or the only broker). Exit code: 0 when healthy, 1 otherwise (one line on stderr).",
+    )
+    health.add_argument(
+        "--bootstrap-server", default="localhost:9092", metavar="HOST:PORT", help="the broker (default localhost:9092)"
+    )
+    health.add_argument("--node-id", type=int, metavar="ID", help="the broker's node.id (default: KAFKA_NODE_ID)")
+    health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="socket timeout (default 5)")
+    health.set_defaults(func=cmd_healthcheck)
     storage = commands.add_parser(
         "storage",
         help="format log directories for a cluster, or show how they are formatted (like kafka-storage.sh)",
