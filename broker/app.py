@@ -143,10 +143,13 @@ class Broker:
     def image(self) -> MetadataImage:
         return self.controller.image
 
-    def alive_brokers(self) -> list[tuple[int, str, int, str | None]]:
-        """(id, host, port, rack) of the unfenced brokers, on the listener clients use;
-        this broker alone until the image has registrations."""
-        name = self.config.advertised_listeners[0].name if self.config.advertised_listeners else None
+    def alive_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of the unfenced brokers on ``listener_name`` (the
+        listener a client came in on: a client outside a container network and one
+        inside are each told addresses they can reach), else on the first
+        advertised listener; this broker alone until the image has registrations."""
+        advertised = [listener.name for listener in self.config.advertised_listeners]
+        name = listener_name if listener_name in advertised else (advertised[0] if advertised else None)
         alive = []
         for broker_id, registration in sorted(self.image.brokers.items()):
             endpoint = registration.endpoint(name) if name else None
@@ -154,7 +157,7 @@ class Broker:
                 continue
             alive.append((broker_id, endpoint.host, endpoint.port, registration.rack))
         if not any(b[0] == self.node_id for b in alive) and self.is_broker:
-            host, port = self.advertised_endpoint()
+            host, port = self.advertised_endpoint(name)
             alive.append((self.node_id, host, port, self.config["broker.rack"]))
             alive.sort()
         return alive
@@ -331,7 +334,7 @@ class Broker:
     async def _listen(self, listener, dispatcher) -> None:
         max_frame_bytes = self.config["socket.request.max.bytes"]
         server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections),
+            lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name),
             host=listener.host or None,
             port=listener.port,
             reuse_address=True,
@@ -341,11 +344,13 @@ class Broker:
         self.bound_ports[listener.name] = port
         log.info("listening on %s://%s:%d", listener.name, listener.host, port)
 
-    def advertised_endpoint(self) -> tuple[str, int]:
+    def advertised_endpoint(self, listener_name: str | None = None) -> tuple[str, int]:
         if not self.is_broker:
             listener = self.config.controller_listeners[0]
             return listener.host, self.bound_ports.get(listener.name, listener.port)
-        listener = self.config.advertised_listeners[0]
+        listener = next(
+            (l for l in self.config.advertised_listeners if l.name == listener_name), self.config.advertised_listeners[0]
+        )
         # Port 0 binds an ephemeral port; advertise the one we got.
         port = listener.port or self.bound_ports.get(listener.name, listener.port)
         return listener.host, port

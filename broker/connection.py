@@ -38,8 +38,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # Whether loop.sendfile worked so far; uvloop answers NotImplementedError.
     _zero_copy_supported = True
 
-    def __init__(self, dispatcher: "Dispatcher", max_frame_bytes: int, connections: set):
+    def __init__(self, dispatcher: "Dispatcher", max_frame_bytes: int, connections: set, listener_name: str | None = None):
         self._dispatcher = dispatcher
+        self.listener_name = listener_name
         self._receiver = FrameReceiver(max_frame_bytes)
         self._pending: deque = deque()
         self._wakeup = asyncio.Event()

@@ -30,6 +30,9 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    # The listener the request came in on: Metadata and the endpoints other
+    # answers name are given on that listener, as Kafka does.
+    listener: str | None = None
 
 
 Handler = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]
@@ -84,7 +87,7 @@ class Dispatcher:
         except ProtocolError as exc:
             log.warning("closing %s: malformed %s v%d request: %s", connection.peer, spec.api.name, api_version, exc)
             return self.CLOSE
-        ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, connection.peer)
+        ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, connection.peer, getattr(connection, "listener_name", None))
         if api_key in self.forwarded_keys:
             forwarded = await self.forwarder.forward(spec.api, api_version, body)
             if forwarded is not None:

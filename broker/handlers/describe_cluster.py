@@ -49,7 +49,7 @@ def register(dispatcher, broker) -> None:
             endpoint_type=ENDPOINT_BROKERS,
             cluster_id=broker.cluster_id,
             controller_id=broker.controller_id,
-            brokers=[R.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=r) for i, h, p, r in broker.alive_brokers()],
+            brokers=[R.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=r) for i, h, p, r in broker.alive_brokers(ctx.listener)],
             cluster_authorized_operations=CLUSTER_OPERATIONS
             if request.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,

@@ -186,7 +186,7 @@ def register(dispatcher, broker) -> None:
                 remaining_bytes -= len(file_slice)
         return results, total_bytes, has_error, keys, slices, leaders_named
 
-    def respond(request, api_version, context: FetchContext, results, slices, leaders_named):
+    def respond(request, api_version, context: FetchContext, results, slices, leaders_named, listener=None):
         reply = context.respond(results, now_ms=int(time.time() * 1000))
         if reply.error != ErrorCode.NONE:
             for file_slice in slices:
@@ -209,7 +209,7 @@ def register(dispatcher, broker) -> None:
             responses[-1].partitions.append(pd)
         response = R.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=reply.session_id, responses=responses)
         if api_version >= 16 and leaders_named:
-            response.node_endpoints = node_endpoints(broker, leaders_named)
+            response.node_endpoints = node_endpoints(broker, leaders_named, listener)
         return response
 
     async def handle(ctx, request):
@@ -220,21 +220,21 @@ def register(dispatcher, broker) -> None:
             results, total_bytes, has_error, keys, slices, leaders_named = build(request, version, context)
             remaining_s = deadline - time.monotonic()
             if total_bytes >= request.min_bytes or has_error or remaining_s <= 0 or not keys or broker.stopping:
-                return respond(request, version, context, results, slices, leaders_named)
+                return respond(request, version, context, results, slices, leaders_named, ctx.listener)
             for file_slice in slices:  # not enough yet: this answer is dropped
                 file_slice.close()
             if not await broker.partition_watch.wait_any(keys, remaining_s):
                 results, _, _, _, slices, leaders_named = build(request, version, context)
-                return respond(request, version, context, results, slices, leaders_named)
+                return respond(request, version, context, results, slices, leaders_named, ctx.listener)
 
     dispatcher.register(API.key, 4, 17, handle)
 
 
-def node_endpoints(broker, broker_ids) -> list:
+def node_endpoints(broker, broker_ids, listener_name: str | None = None) -> list:
     """KIP-951: the endpoints of the leaders an answer names, so clients need no
     Metadata round trip to find them."""
     endpoints = []
-    for broker_id, host, port, rack in broker.alive_brokers():
+    for broker_id, host, port, rack in broker.alive_brokers(listener_name):
         if broker_id in broker_ids:
             endpoints.append(R.NodeEndpoint(node_id=broker_id, host=host, port=port, rack=rack))
     return endpoints

@@ -28,7 +28,7 @@ KEY_TYPE_SHARE = 2
 def register(dispatcher, broker) -> None:
     unavailable = (ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1)
 
-    async def lookup(key_type: int, key: str):
+    async def lookup(key_type: int, key: str, listener: str | None):
         """(error_code, message, node_id, host, port)."""
         if key_type == KEY_TYPE_GROUP:
             # As Kafka, the first lookup of a group coordinator creates __consumer_offsets.
@@ -37,7 +37,7 @@ def register(dispatcher, broker) -> None:
             error, leader = broker.groups.coordinator_of(key)
             if error != ErrorCode.NONE:
                 return unavailable
-            endpoint = next(((h, p) for i, h, p, _ in broker.alive_brokers() if i == leader), None)
+            endpoint = next(((h, p) for i, h, p, _ in broker.alive_brokers(listener) if i == leader), None)
             if endpoint is None:  # fenced, or not on the client listener
                 return unavailable
             return ErrorCode.NONE, None, leader, endpoint[0], endpoint[1]
@@ -47,13 +47,13 @@ def register(dispatcher, broker) -> None:
 
     async def handle(ctx, request):
         if ctx.api_version < 4:
-            error, message, node_id, host, port = await lookup(request.key_type, request.key)
+            error, message, node_id, host, port = await lookup(request.key_type, request.key, ctx.listener)
             return R.FindCoordinatorResponse(
                 throttle_time_ms=0, error_code=error, error_message=message, node_id=node_id, host=host, port=port
             )
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, node_id, host, port = await lookup(request.key_type, key)
+            error, message, node_id, host, port = await lookup(request.key_type, key, ctx.listener)
             coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message))
         return R.FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
 

@@ -105,7 +105,7 @@ def register(dispatcher, broker) -> None:
                             topics[i] = R.MetadataResponseTopic(error_code=code, name=entry, topic_id=ZERO_UUID)
         return R.MetadataResponse(
             throttle_time_ms=0,
-            brokers=[R.MetadataResponseBroker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in broker.alive_brokers()],
+            brokers=[R.MetadataResponseBroker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in broker.alive_brokers(ctx.listener)],
             cluster_id=broker.cluster_id,
             controller_id=broker.controller_id,
             topics=topics,

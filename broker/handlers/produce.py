@@ -136,7 +136,7 @@ def register(dispatcher, broker) -> None:
         if leaders_named and ctx.api_version >= 10:
             response.node_endpoints = [
                 R.NodeEndpoint(node_id=b, host=host, port=port, rack=rack)
-                for b, host, port, rack in broker.alive_brokers()
+                for b, host, port, rack in broker.alive_brokers(ctx.listener)
                 if b in leaders_named
             ]
         return response

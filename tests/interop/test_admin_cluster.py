@@ -581,3 +581,25 @@ def test_confluent_authorized_operations_through_metadata(shared_broker, cadmin)
     assert operations == {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
     plain = cadmin.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(30)
     assert plain.authorized_operations is None
+
+
+def test_metadata_names_brokers_on_the_listener_the_client_came_in_on(broker_factory):
+    """Two client listeners, as in a container (one for other containers, one
+    published to the host): each client is told addresses on its own listener."""
+    from confluent_kafka.admin import AdminClient
+
+    from tests.cluster.test_quorum_processes import free_ports
+
+    internal, external = free_ports(2)
+    broker = broker_factory(
+        {
+            "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+            "advertised.listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://localhost:{external}",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+        }
+    )
+    for port, host in ((internal, "127.0.0.1"), (external, "localhost")):
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        brokers = admin.list_topics(timeout=10).brokers
+        assert [(b.host, b.port) for b in brokers.values()] == [(host, port)], brokers
