@@ -63,6 +63,9 @@ def test_every_service_is_a_node_of_one_rf3_cluster(name, tmp_path):
             service = next(s for s in services.values() if str(s["environment"]["KAFKA_NODE_ID"]) == str(node_id))
             assert (host, port) == (service["hostname"], 9093)
         assert config["cluster.id"] or services[service_name]["environment"]["CLUSTER_ID"]
+    for config in controllers.values():
+        # The active controller fills in the defaults of new topics.
+        assert config["default.replication.factor"] == 3, config["node.id"]
     published = []
     for service_name, config in brokers.items():
         service = services[service_name]

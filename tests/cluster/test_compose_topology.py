@@ -1,0 +1,210 @@
+"""docker/compose.yaml as it is written, run without a Docker engine: each
+service is a process in its own network namespace (its hostname resolvable by
+every other, all joined by a bridge), started through the image's entrypoint
+with the service's environment; published ports are forwarded from the host's
+127.0.0.1. Clients on the host (the EXTERNAL listeners) and in another
+"container" (the INTERNAL ones) produce and consume through the RF=3 cluster.
+Skips, saying why, where network namespaces cannot be made."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.netns import NamespaceUnavailable, VirtualNetwork, check_available
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+yaml = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = PROJECT_ROOT / "docker" / "compose.yaml"
+START_BOUND_S = 90
+STOP_BOUND_S = 20
+MESSAGES = 500
+
+
+class _Pipe(socketserver.BaseRequestHandler):
+    """One forwarded connection: bytes both ways until either side closes."""
+
+    def handle(self):
+        upstream = socket.create_connection(self.server.target, timeout=10)
+        upstream.settimeout(None)
+
+        def pump(source, sink):
+            try:
+                while data := source.recv(65536):
+                    sink.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (source, sink):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        back = threading.Thread(target=pump, args=(upstream, self.request), daemon=True)
+        back.start()
+        pump(self.request, upstream)
+        back.join(5)
+        upstream.close()
+
+
+class PublishedPort(socketserver.ThreadingTCPServer):
+    """``ports: "P:P"``: 127.0.0.1:P on the host to the service's P."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, port: int, target: tuple[str, int]):
+        super().__init__(("127.0.0.1", port), _Pipe)
+        self.target = target
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def services_of(path: Path) -> dict:
+    return yaml.YAML(typ="safe", pure=True).load(path.read_text())["services"]
+
+
+def wait_until(predicate, bound_s: float, interval_s: float = 0.5):
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval_s)
+    return None
+
+
+CONTAINER_CLIENT = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import Consumer, Producer
+    bootstrap, topic, expected = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(100):
+        producer.produce(topic, f"inside-{i}".encode())
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "inside", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    seen = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < expected + 100 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.add(message.value())
+    consumer.close()
+    print("seen", len(seen))
+    """
+)
+
+
+def test_compose_services_run_as_namespaced_processes(tmp_path):
+    try:
+        check_available()
+    except NamespaceUnavailable as exc:
+        pytest.skip(str(exc))
+    services = services_of(COMPOSE_FILE)
+    hostnames = [service["hostname"] for service in services.values()] + ["client"]
+    processes: dict[str, subprocess.Popen] = {}
+    forwarders: list[PublishedPort] = []
+    net = VirtualNetwork(hostnames)
+    try:
+        for name, service in services.items():
+            host = service["hostname"]
+            env = {key: value for key, value in os.environ.items() if not key.startswith("KAFKA_")}
+            env.update({key: str(value) for key, value in service["environment"].items()})
+            env["KAFKA_LOG_DIRS"] = str(tmp_path / host)  # the named volume
+            env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+            log = open(tmp_path / f"{host}.log", "w")
+            processes[host] = subprocess.Popen(
+                [*net.exec_prefix(host), sys.executable, "-m", "broker.container"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+            )
+            for mapping in service.get("ports", []):
+                published, target = (int(p) for p in str(mapping).split(":"))
+                try:
+                    forwarders.append(PublishedPort(published, (net.ips[host], target)))
+                except OSError as exc:
+                    pytest.skip(f"port {published} of {name} cannot be published on 127.0.0.1: {exc}")
+
+        def healthy(name):
+            # The service's own compose healthcheck, run in its namespace.
+            test = services[name]["healthcheck"]["test"]
+            assert test[:3] == ["CMD", "pybroker", "healthcheck"]
+            done = subprocess.run(
+                [*net.exec_prefix(services[name]["hostname"]), sys.executable, "-m", "broker", *test[2:]],
+                capture_output=True, text=True, timeout=30,
+                env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+            )
+            return done.returncode == 0
+
+        brokers = [n for n, s in services.items() if "healthcheck" in s and not s["healthcheck"].get("disable")]
+        for name in brokers:
+            assert wait_until(lambda name=name: healthy(name), START_BOUND_S), (
+                f"{name} never healthy:\n" + (tmp_path / f"{services[name]['hostname']}.log").read_text()[-3000:]
+            )
+
+        # A client on the host, through the published ports (EXTERNAL listeners).
+        from confluent_kafka import Consumer, Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        outside = ",".join(f"localhost:{f.server_address[1]}" for f in forwarders)
+        topic = f"compose-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": outside})
+        for future in admin.create_topics([NewTopic(topic, num_partitions=3)]).values():
+            future.result(timeout=30)
+        def replicated():
+            partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+            return [(p.replicas, p.isrs) for p in partitions] if all(len(p.isrs) == 3 for p in partitions) else None
+
+        replicas = wait_until(replicated, 30)
+        assert replicas and all(len(r) == 3 for r, _ in replicas), admin.list_topics(topic, timeout=10).topics[topic].partitions
+        producer = Producer({"bootstrap.servers": outside, "acks": "all", "enable.idempotence": True})
+        for i in range(MESSAGES):
+            producer.produce(topic, f"outside-{i}".encode())
+        assert producer.flush(60) == 0
+
+        # A client in another container, by the brokers' hostnames (INTERNAL listeners).
+        inside = ",".join(f"{services[n]['hostname']}:19092" for n in brokers)
+        done = subprocess.run(
+            [*net.exec_prefix("client"), sys.executable, "-c", CONTAINER_CLIENT, inside, topic, str(MESSAGES)],
+            capture_output=True, text=True, timeout=150,
+        )
+        assert done.returncode == 0 and done.stdout.split() == ["seen", str(MESSAGES + 100)], done.stdout + done.stderr
+
+        consumer = Consumer({"bootstrap.servers": outside, "group.id": "outside", "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        seen = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < MESSAGES + 100 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+        consumer.close()
+        assert len(seen) == MESSAGES + 100
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes.values():
+            try:
+                process.wait(STOP_BOUND_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+        for forwarder in forwarders:
+            forwarder.shutdown()
+            forwarder.server_close()
+        net.close()
