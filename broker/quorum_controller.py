@@ -253,8 +253,9 @@ class QuorumController:
     def is_active(self) -> bool:
         return self._is_leader
 
-    async def _submit(self, plan):
-        """Plan against the image the proposed records will leave, propose, await the commit."""
+    async def _wait_active(self) -> None:
+        """Return once this node is the active controller and has applied its
+        predecessor's log; NotControllerError when it is not (or not in time)."""
         if not self._is_leader:
             raise NotControllerError("this node is not the active controller")
         if not self._write_ready.is_set():
@@ -262,6 +263,10 @@ class QuorumController:
                 await asyncio.wait_for(self._write_ready.wait(), WRITE_READY_WAIT_MS / 1000)
             except TimeoutError:
                 raise NotControllerError("the active controller is still catching up") from None
+
+    async def _submit(self, plan):
+        """Plan against the image the proposed records will leave, propose, await the commit."""
+        await self._wait_active()
         results, records = plan(self._planned or self.image)
         if not records:
             return results
@@ -478,13 +483,7 @@ class QuorumController:
     async def list_partition_reassignments(self, topics):
         """ListPartitionReassignments on the active controller, from the committed
         image (as Kafka reads it); raises NotControllerError elsewhere."""
-        if not self._is_leader:
-            raise NotControllerError("this node is not the active controller")
-        if not self._write_ready.is_set():
-            try:
-                await asyncio.wait_for(self._write_ready.wait(), WRITE_READY_WAIT_MS / 1000)
-            except TimeoutError:
-                raise NotControllerError("the active controller is still catching up") from None
+        await self._wait_active()
         return list_partition_reassignments(self.image, topics)
 
     def close(self) -> None:

@@ -39,21 +39,23 @@ import time
 from dataclasses import dataclass
 
 from broker.group_tool import KafkaConnection, ToolError, parse_bootstrap
+from controller.config_commands import OP_DELETE, OP_SET
+from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
+from replication.throttle import (
+    FOLLOWER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_RATE,
+    LEADER_THROTTLED_REPLICAS,
+)
 
 _ALTER = struct_classes(APIS_BY_NAME["AlterPartitionReassignments"].request)
 _LIST = struct_classes(APIS_BY_NAME["ListPartitionReassignments"].request)
 _METADATA = struct_classes(APIS_BY_NAME["Metadata"].request)
 _CONFIGS = struct_classes(APIS_BY_NAME["IncrementalAlterConfigs"].request)
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-OP_SET = 0
-OP_DELETE = 1
-THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+THROTTLE_RATES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
 METADATA_VERSION = 9
 SUPPORTED_FILE_VERSION = 1
 # AlterPartitionReassignments v1 carries allow_replication_factor_change (KIP-860).

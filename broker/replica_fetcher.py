@@ -29,6 +29,7 @@ from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 from replication.fetch_session import FetchSessionBuilder
+from replication.throttle import FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,6 @@ FETCH = APIS_BY_KEY[1]
 # v15+ names the follower in ReplicaState (with its broker epoch); v12+ carries
 # diverging epochs; v13+ topic ids. Our leaders serve up to 17.
 FETCH_VERSION = 17
-FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
-FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
 # How long a fetcher whose every partition is throttled waits before it looks again.
 THROTTLED_WAIT_MS = 100
 _F = struct_classes(FETCH.request)

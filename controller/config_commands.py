@@ -182,14 +182,7 @@ def plan_alter_configs(image: MetadataImage, change: ConfigChange, *, incrementa
     except _Refused as refused:
         result.error_code, result.error_message = refused.code, refused.message
         return result, []
-    records = []
-    for name in sorted(set(current) | set(validated)):
-        value = validated.get(name)
-        if current.get(name) != value:
-            records.append(
-                CONFIG_RECORD(resource_type=RESOURCE_TOPIC, resource_name=change.resource_name, name=name, value=value)
-            )
-    return result, records
+    return result, _config_records(RESOURCE_TOPIC, change.resource_name, current, validated)
 
 
 def _plan_broker_configs(image: MetadataImage, change: ConfigChange, result, *, incremental: bool):
@@ -208,9 +201,13 @@ def _plan_broker_configs(image: MetadataImage, change: ConfigChange, result, *, 
     except _Refused as refused:
         result.error_code, result.error_message = refused.code, refused.message
         return result, []
-    records = [
-        CONFIG_RECORD(resource_type=RESOURCE_BROKER, resource_name=change.resource_name, name=name, value=validated.get(name))
-        for name in sorted(set(current) | set(validated))
-        if current.get(name) != validated.get(name)
+    return result, _config_records(RESOURCE_BROKER, change.resource_name, current, validated)
+
+
+def _config_records(resource_type: int, resource_name: str, current: dict[str, str], wanted: dict[str, str]) -> list:
+    """One ConfigRecord per key whose stored value changes (value None deletes it)."""
+    return [
+        CONFIG_RECORD(resource_type=resource_type, resource_name=resource_name, name=name, value=wanted.get(name))
+        for name in sorted(set(current) | set(wanted))
+        if current.get(name) != wanted.get(name)
     ]
-    return result, records

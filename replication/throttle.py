@@ -21,6 +21,12 @@ from __future__ import annotations
 
 from collections import deque
 
+# The config keys (topic configs for the lists, dynamic broker configs for the rates).
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+
 WINDOW_MS = 1000
 WINDOWS = 11
 # Kafka's default rate: Long.MAX_VALUE, i.e. no limit.

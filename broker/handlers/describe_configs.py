@@ -43,7 +43,7 @@ from controller.topic_commands import topic_name_error
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
-from replication.throttle import UNLIMITED_RATE
+from replication.throttle import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE, UNLIMITED_RATE
 from storage.topic_config import (
     CONFIG_TYPE_IDS,
     TOPIC_CONFIG_DOCS,
@@ -241,8 +241,8 @@ def broker_entries(broker, resource, include_synonyms: bool, include_documentati
 
 
 _THROTTLE_RATE_DOCS = {
-    "leader.replication.throttled.rate": "Bytes/s a leader sends to the followers its topics list in leader.replication.throttled.replicas.",
-    "follower.replication.throttled.rate": "Bytes/s a follower fetches for the replicas its topics list in follower.replication.throttled.replicas.",
+    LEADER_THROTTLED_RATE: "Bytes/s a leader sends to the followers its topics list in leader.replication.throttled.replicas.",
+    FOLLOWER_THROTTLED_RATE: "Bytes/s a follower fetches for the replicas its topics list in follower.replication.throttled.replicas.",
 }
 
 

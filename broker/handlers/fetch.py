@@ -37,12 +37,11 @@ from protocol.registry import APIS_BY_KEY
 from protocol.schema import ZERO_UUID, struct_classes
 from replication.fetch_session import FetchContext
 from replication.partition import diverging_epoch_for_fetch
+from replication.throttle import LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS
 
 API = APIS_BY_KEY[1]
 R = struct_classes(API.response)
 READ_COMMITTED = 1
-LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
-LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 
 
 def leader_epoch_error(requested: int, current: int) -> ErrorCode:

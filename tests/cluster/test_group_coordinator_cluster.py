@@ -24,14 +24,18 @@ OFFSET_FETCH = APIS_BY_KEY[9]
 _OF = struct_classes(OFFSET_FETCH.request)
 
 
-def offset_fetch(cluster: ReplicatedCluster, node: int, version: int, group: str, topic: str):
-    """A raw OffsetFetch to ``node`` for partition 0 of ``topic``."""
+def offset_fetch_body(version: int, group: str, topic: str):
+    """An OffsetFetch for partition 0 of ``topic``, in the shape of ``version``."""
     if version >= 8:
-        body = _OF.OffsetFetchRequest(
+        return _OF.OffsetFetchRequest(
             groups=[_OF.OffsetFetchRequestGroup(group_id=group, topics=[_OF.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])])]
         )
-    else:
-        body = _OF.OffsetFetchRequest(group_id=group, topics=[_OF.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+    return _OF.OffsetFetchRequest(group_id=group, topics=[_OF.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+
+
+def offset_fetch(cluster: ReplicatedCluster, node: int, version: int, group: str, topic: str):
+    """A raw OffsetFetch to ``node`` for partition 0 of ``topic``."""
+    body = offset_fetch_body(version, group, topic)
     process = cluster.nodes[node]
 
     async def ask():
@@ -140,16 +144,22 @@ def _members(cluster: ReplicatedCluster, node: int, group: str) -> tuple[int, li
 
 
 def _committed(cluster: ReplicatedCluster, node: int, group: str, topic: str) -> int | None:
-    body = _OF.OffsetFetchRequest(
-        groups=[_OF.OffsetFetchRequestGroup(group_id=group, topics=[_OF.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])])]
-    )
-    response = _ask(cluster, node, OFFSET_FETCH, 8, body)
+    response = _ask(cluster, node, OFFSET_FETCH, 8, offset_fetch_body(8, group, topic))
     if response is None:
         return None
     (answer,) = response.groups
     if answer.error_code != ErrorCode.NONE:
         return None
     return answer.topics[0].partitions[0].committed_offset
+
+
+def _poll_values(consumer, values: list, count: int, bound_s: float) -> None:
+    """Poll until ``values`` holds ``count`` record values or ``bound_s`` passes."""
+    deadline = time.monotonic() + bound_s
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            values.append(message.value())
 
 
 def _commit(consumer) -> bool:
@@ -187,11 +197,7 @@ def test_group_keeps_offsets_and_members_when_its_coordinator_is_killed(tmp_path
         )
         consumer.subscribe([topic])
         values = []
-        deadline = time.monotonic() + 40
-        while len(values) < 100 and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                values.append(message.value())
+        _poll_values(consumer, values, 100, 40)
         assert values == [f"v{i}".encode() for i in range(100)]
         consumer.commit(asynchronous=False)  # offset 100, answered once on every in-sync replica
 
@@ -210,11 +216,7 @@ def test_group_keeps_offsets_and_members_when_its_coordinator_is_killed(tmp_path
         assert _members(cluster, new_coordinator, group) == (ErrorCode.NONE, members)
 
         # The member keeps consuming where it was and commits to the new coordinator.
-        deadline = time.monotonic() + 40
-        while len(values) < 200 and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                values.append(message.value())
+        _poll_values(consumer, values, 200, 40)
         assert values == [f"v{i}".encode() for i in range(200)]
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not _commit(consumer):
