@@ -256,6 +256,12 @@ class Broker:
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
 
+    def leadership_lost(self, key: tuple[str, int]) -> None:
+        """The replica manager learned, ahead of the metadata, that this broker no
+        longer leads ``key``: coordinators on it stop too."""
+        self.groups.follow_leadership()
+        self.partition_watch.notify(key)
+
     def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> None:
         """A write to a log dir failed (ENOSPC, EIO, ...). The segment may now end in a
         torn batch that memory does not know of, and nothing written there can be

@@ -53,11 +53,25 @@ class KafkaClientConnection:
         future = asyncio.get_running_loop().create_future()
         pending = self._pending
         pending[correlation_id] = (future, api, api_version)
+        writer = self._writer
         try:
-            self._writer.write(encode_request(api, api_version, correlation_id, self.client_id, body))
+            writer.write(encode_request(api, api_version, correlation_id, self.client_id, body))
             return await asyncio.wait_for(future, timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            self._abort(writer)
+            raise
         finally:
             pending.pop(correlation_id, None)
+
+    def _abort(self, writer: asyncio.StreamWriter) -> None:
+        """Drop a connection a request timed out on, as Kafka's NetworkClient
+        does. After a network cut the kernel may keep such a connection open
+        while TCP retransmits with ever longer backoff, and every later request
+        would queue behind it for seconds after the network is back; the next
+        request opens a new connection instead."""
+        if self._writer is writer:
+            self._writer = None
+        writer.transport.abort()  # close() would wait for the unsent bytes to drain
 
     async def _ensure_connected(self) -> None:
         if self._writer is not None and not self._writer.is_closing():

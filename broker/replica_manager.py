@@ -130,6 +130,12 @@ class ReplicaManager:
         # this broker leader of an epoch whose log lost its unflushed tail in a
         # crash; the registration's commit moves such leaderships away.
         self.may_lead = False
+        # key -> a leader epoch the controller said is over (AlterPartition
+        # answered FENCED_LEADER_EPOCH) while this broker's image still names it
+        # leader at that epoch: its metadata is behind, perhaps after a network
+        # cut, and a leader (or group coordinator) that knows it was replaced
+        # must not go on answering as one until the metadata catches up.
+        self.superseded: dict[Key, int] = {}
         # Replication throttles (KIP-73): bytes this broker sent to throttled
         # followers, and fetched for its throttled partitions.
         self.leader_quota = ReplicationQuota()
@@ -229,10 +235,11 @@ class ReplicaManager:
             if old is not None and self.node_id in old.replicas:
                 self._stop_replica(key)
             return
-        if partition.leader == self.node_id and not self.may_lead:
+        if partition.leader == self.node_id and (not self.may_lead or self._is_superseded(key, partition.leader_epoch)):
             self._resign(key)
             self._stop_following(key)
             return
+        self.superseded.pop(key, None)  # a newer epoch, or no longer ours: the image has caught up
         if partition.leader == self.node_id:
             self._stop_following(key)
             leader = self.leaders.get(key)
@@ -363,7 +370,12 @@ class ReplicaManager:
         partition = topic_image.partitions.get(partition_id) if topic_image is not None else None
         if partition is None or partition.leader != self.node_id or not self.may_lead:
             return None
+        if self._is_superseded(key, partition.leader_epoch):
+            return None
         return self._become_leader(image, topic_image, partition, _now_ms())
+
+    def _is_superseded(self, key: Key, leader_epoch: int) -> bool:
+        return leader_epoch <= self.superseded.get(key, -1)
 
     def is_follower(self, topic: str, partition_id: int) -> bool:
         return (topic, partition_id) in self.followers
@@ -539,7 +551,22 @@ class ReplicaManager:
                     # metadata brings the truth.
                     answered.add(key)
                     log.info("%s-%d: AlterPartition refused: %s", key[0], key[1], error.name)
+                    if error == ErrorCode.FENCED_LEADER_EPOCH and self.leaders.get(key) is leader:
+                        self._superseded_leader(key, leader)
         return answered
+
+    def _superseded_leader(self, key: Key, leader: LeaderPartition) -> None:
+        """The controller holds a newer leader epoch than ours: someone else may lead
+        now. Stop answering as leader (producers and consumers get
+        NOT_LEADER_OR_FOLLOWER and look again; a coordinator on the partition
+        unloads its groups) until the metadata tells who leads."""
+        log.info(
+            "%s-%d: the controller is past leader epoch %d: not leading until the metadata catches up",
+            key[0], key[1], leader.leader_epoch,
+        )
+        self.superseded[key] = leader.leader_epoch
+        self._resign(key)
+        self.broker.leadership_lost(key)
 
     # ----------------------------------------------------------------- follower side
 

@@ -188,6 +188,10 @@ class GroupService:
         """Wait until every in-sync replica has what this broker last wrote to the
         group's partition; the error to answer with if that cannot be."""
         partition = self.coordinator.partition_for(group_id)
+        if partition not in self.loaded:
+            # Unloaded while the request waited (a leadership change): what it
+            # wrote may never reach the new leader, and this is not the coordinator.
+            return ErrorCode.NOT_COORDINATOR
         required_offset = self._written_offsets.get(partition)
         if required_offset is None:
             return ErrorCode.NONE
@@ -215,7 +219,12 @@ class GroupService:
         led: dict[int, int] = {}
         if topic is not None and self._broker.replicas.may_lead:
             node_id = self._broker.node_id
-            led = {p: part.leader_epoch for p, part in topic.partitions.items() if part.leader == node_id}
+            superseded = self._broker.replicas.superseded
+            led = {
+                p: part.leader_epoch
+                for p, part in topic.partitions.items()
+                if part.leader == node_id and part.leader_epoch > superseded.get((OFFSETS_TOPIC, p), -1)
+            }
         for partition, epoch in sorted(self.loaded.items()):
             if led.get(partition) != epoch:
                 del self.loaded[partition]

@@ -14,7 +14,17 @@ from storage.log import LogConfig, PartitionLog
 def fake_broker(tmp_path, image):
     plog = PartitionLog(tmp_path / "t-0", LogConfig())
     return SimpleNamespace(
-        config={"replica.lag.time.max.ms": 30_000, "num.replica.fetchers": 1},
+        config={
+            "replica.lag.time.max.ms": 30_000,
+            "num.replica.fetchers": 1,
+            # What a follower's fetcher reads when it is made (it is not started here).
+            "replica.fetch.wait.max.ms": 500,
+            "replica.fetch.min.bytes": 1,
+            "replica.fetch.response.max.bytes": 10 << 20,
+            "replica.fetch.max.bytes": 1 << 20,
+            "replica.fetch.backoff.ms": 1000,
+            "replica.socket.timeout.ms": 30_000,
+        },
         node_id=1,
         image=image,
         partition_log=lambda topic, partition: plog if (topic, partition) == ("t", 0) else None,
@@ -39,5 +49,68 @@ def test_no_leadership_before_the_registration_is_caught_up(tmp_path):
     leader = replicas.leader_for("t", 0)
     assert leader is not None and leader.leader_epoch == 3
     replicas.registration_caught_up()  # once only
+    assert replicas.leader_for("t", 0) is leader
+    plog.close()
+
+
+def replicated_image(leader: int, leader_epoch: int, topic_id=None) -> MetadataImage:
+    partition = PartitionImage(0, (1, 2, 3), (1, 2, 3), leader, leader_epoch, leader_epoch)
+    topic = TopicImage("t", topic_id or uuid.UUID(int=7), {0: partition})
+    return MetadataImage(topics={"t": topic}, topic_names_by_id={topic.topic_id: "t"})
+
+
+def test_a_leader_the_controller_fenced_stops_leading_until_the_metadata_catches_up(tmp_path):
+    """Found by the fault suite: a leader cut off by the network was replaced,
+    and after the network healed it went on answering (as group coordinator,
+    stale committed offsets) for seconds before its metadata caught up. An
+    AlterPartition refused with FENCED_LEADER_EPOCH proves it was replaced."""
+    from protocol.errors import ErrorCode
+
+    image = replicated_image(leader=1, leader_epoch=3)
+    broker, plog = fake_broker(tmp_path, image)
+    lost = []
+    broker.leadership_lost = lost.append
+    replicas = ReplicaManager(broker)
+    replicas.registration_caught_up()
+    leader = replicas.leader_for("t", 0)
+    assert leader is not None and leader.leader_epoch == 3
+    refused = SimpleNamespace(topics=[SimpleNamespace(
+        topic_id=uuid.UUID(int=7),
+        partitions=[SimpleNamespace(partition_index=0, error_code=ErrorCode.FENCED_LEADER_EPOCH)],
+    )])
+    replicas._apply_alter_response({("t", 0): (leader, None)}, refused, 0)
+    assert lost == [("t", 0)]
+    # The image still says epoch 3 is ours; it is not believed any more.
+    assert replicas.leader_for("t", 0) is None
+    replicas.apply_image(MetadataImage(), image)
+    assert replicas.leader_for("t", 0) is None
+    # The metadata catches up: another broker leads at epoch 4 ...
+    newer = replicated_image(leader=2, leader_epoch=4)
+    broker.image = newer
+    replicas.apply_image(image, newer)
+    assert replicas.leader_for("t", 0) is None and replicas.is_follower("t", 0)
+    assert replicas.superseded == {}
+    # ... and a later election may give it back, at a newer epoch.
+    again = replicated_image(leader=1, leader_epoch=5)
+    broker.image = again
+    replicas.apply_image(newer, again)
+    assert replicas.leader_for("t", 0).leader_epoch == 5
+    plog.close()
+
+
+def test_other_stale_refusals_keep_the_leadership(tmp_path):
+    from protocol.errors import ErrorCode
+
+    image = replicated_image(leader=1, leader_epoch=3)
+    broker, plog = fake_broker(tmp_path, image)
+    broker.leadership_lost = lambda key: None
+    replicas = ReplicaManager(broker)
+    replicas.registration_caught_up()
+    leader = replicas.leader_for("t", 0)
+    refused = SimpleNamespace(topics=[SimpleNamespace(
+        topic_id=uuid.UUID(int=7),
+        partitions=[SimpleNamespace(partition_index=0, error_code=ErrorCode.INVALID_UPDATE_VERSION)],
+    )])
+    replicas._apply_alter_response({("t", 0): (leader, None)}, refused, 0)
     assert replicas.leader_for("t", 0) is leader
     plog.close()

@@ -1,0 +1,56 @@
+"""broker.kafka_client: the broker's own outbound connections (Raft, forwarding
+to the controller, replica fetchers)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.kafka_client import ConnectionFailed, KafkaClientConnection
+from protocol.registry import APIS_BY_NAME
+from protocol.schema import struct_classes
+
+
+def test_a_request_timeout_drops_the_connection_and_the_next_request_opens_a_new_one():
+    """After a network cut a connection can stay open in the kernel while TCP
+    backs off; a request that timed out must not leave later requests queued
+    behind it (Kafka's NetworkClient disconnects on request timeout too)."""
+
+    async def scenario():
+        accepted: list[asyncio.StreamReader] = []
+        closed = asyncio.Event()
+
+        async def silent_peer(reader, writer):
+            accepted.append(reader)
+            try:
+                while await reader.read(65536):
+                    pass  # reads requests, never answers
+            finally:
+                closed.set()
+                writer.close()
+
+        server = await asyncio.start_server(silent_peer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        connection = KafkaClientConnection("127.0.0.1", port, "test", connect_timeout_ms=2000)
+        api = APIS_BY_NAME["ApiVersions"]
+        body = struct_classes(api.request).ApiVersionsRequest(client_software_name="test", client_software_version="1")
+        try:
+            other = asyncio.ensure_future(connection.request(api, 3, body, timeout_ms=5000))
+            await asyncio.sleep(0.05)
+            with pytest.raises(asyncio.TimeoutError):
+                await connection.request(api, 3, body, timeout_ms=200)
+            # The connection went down with it: the peer sees it closed, and the
+            # other request on it fails at once instead of waiting out its 5 s.
+            await asyncio.wait_for(closed.wait(), 2)
+            with pytest.raises(ConnectionFailed):
+                await asyncio.wait_for(other, 2)
+            with pytest.raises(asyncio.TimeoutError):
+                await connection.request(api, 3, body, timeout_ms=200)
+            assert len(accepted) == 2
+        finally:
+            connection.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
