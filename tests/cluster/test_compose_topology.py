@@ -4,11 +4,14 @@ every other, all joined by a bridge), started through the image's entrypoint
 with the service's environment; published ports are forwarded from the host's
 127.0.0.1. Clients on the host (the EXTERNAL listeners) and in another
 "container" (the INTERNAL ones) produce and consume through the RF=3 cluster.
-Skips, saying why, where network namespaces cannot be made."""
+Skips, saying why, where network namespaces cannot be made. Where a Docker
+engine with compose answers, the same test runs ``docker compose up`` on the
+file instead."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import socketserver
@@ -22,13 +25,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.cluster import COMPOSE_FILE, load_services, wait_until
 from tests.netns import NamespaceUnavailable, VirtualNetwork, check_available
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-yaml = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
+pytest.importorskip("confluent_kafka")
+pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
+from confluent_kafka import Consumer, Producer  # noqa: E402 (after the skip)
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-COMPOSE_FILE = PROJECT_ROOT / "docker" / "compose.yaml"
 START_BOUND_S = 90
 STOP_BOUND_S = 20
 MESSAGES = 500
@@ -73,18 +78,25 @@ class PublishedPort(socketserver.ThreadingTCPServer):
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
 
-def services_of(path: Path) -> dict:
-    return yaml.YAML(typ="safe", pure=True).load(path.read_text())["services"]
+def produce_values(bootstrap: str, topic: str, prefix: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(count):
+        producer.produce(topic, f"{prefix}-{i}".encode())
+    assert producer.flush(60) == 0
 
 
-def wait_until(predicate, bound_s: float, interval_s: float = 0.5):
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval_s)
-    return None
+def consume_values(bootstrap: str, topic: str, group: str, expected: int) -> set[bytes]:
+    """Values a new group member reads from the start, until ``expected`` or 60 s."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    seen = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < expected and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.add(message.value())
+    consumer.close()
+    return seen
 
 
 CONTAINER_CLIENT = textwrap.dedent(
@@ -110,12 +122,55 @@ CONTAINER_CLIENT = textwrap.dedent(
 )
 
 
+def docker_engine() -> str | None:
+    """Why no Docker engine with compose can be used here, or None if one can."""
+    if shutil.which("docker") is None:
+        return "no docker command"
+    for probe in (["docker", "info", "--format", "{{.ServerVersion}}"], ["docker", "compose", "version"]):
+        try:
+            done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{' '.join(probe)}: {exc}"
+        if done.returncode != 0:
+            return f"{' '.join(probe)}: {(done.stderr or done.stdout).strip()[:200]}"
+    return None
+
+
+def run_with_docker_engine(tmp_path) -> None:
+    """The same checks through ``docker compose up``: the image is built from
+    docker/Dockerfile, clients on the host use the published ports, and a
+    broker's own healthcheck reaches another broker by its compose hostname."""
+    project = f"pbtest{uuid.uuid4().hex[:6]}"
+    compose = ["docker", "compose", "-p", project, "-f", str(COMPOSE_FILE)]
+    try:
+        up = subprocess.run([*compose, "up", "-d", "--build", "--wait", "--wait-timeout", str(START_BOUND_S * 3)],
+                            capture_output=True, text=True, timeout=START_BOUND_S * 10)
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        outside = "localhost:9092,localhost:9094,localhost:9096"
+        topic = f"compose-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": outside})
+        for future in admin.create_topics([NewTopic(topic, num_partitions=3)]).values():
+            future.result(timeout=30)
+        produce_values(outside, topic, "outside", MESSAGES)
+        assert len(consume_values(outside, topic, "outside", MESSAGES)) == MESSAGES
+        inside = subprocess.run(
+            [*compose, "exec", "-T", "broker-4", "pybroker", "healthcheck", "--bootstrap-server", "broker-5:19092"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert inside.returncode == 0, inside.stdout + inside.stderr
+    finally:
+        subprocess.run([*compose, "down", "-v", "--timeout", str(STOP_BOUND_S)], capture_output=True, timeout=300)
+
+
 def test_compose_services_run_as_namespaced_processes(tmp_path):
+    if docker_engine() is None:
+        run_with_docker_engine(tmp_path)
+        return
     try:
         check_available()
     except NamespaceUnavailable as exc:
         pytest.skip(str(exc))
-    services = services_of(COMPOSE_FILE)
+    services = load_services(COMPOSE_FILE)
     hostnames = [service["hostname"] for service in services.values()] + ["client"]
     processes: dict[str, subprocess.Popen] = {}
     forwarders: list[PublishedPort] = []
@@ -157,9 +212,6 @@ def test_compose_services_run_as_namespaced_processes(tmp_path):
             )
 
         # A client on the host, through the published ports (EXTERNAL listeners).
-        from confluent_kafka import Consumer, Producer
-        from confluent_kafka.admin import AdminClient, NewTopic
-
         outside = ",".join(f"localhost:{f.server_address[1]}" for f in forwarders)
         topic = f"compose-{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": outside})
@@ -171,10 +223,7 @@ def test_compose_services_run_as_namespaced_processes(tmp_path):
 
         replicas = wait_until(replicated, 30)
         assert replicas and all(len(r) == 3 for r, _ in replicas), admin.list_topics(topic, timeout=10).topics[topic].partitions
-        producer = Producer({"bootstrap.servers": outside, "acks": "all", "enable.idempotence": True})
-        for i in range(MESSAGES):
-            producer.produce(topic, f"outside-{i}".encode())
-        assert producer.flush(60) == 0
+        produce_values(outside, topic, "outside", MESSAGES)
 
         # A client in another container, by the brokers' hostnames (INTERNAL listeners).
         inside = ",".join(f"{services[n]['hostname']}:19092" for n in brokers)
@@ -184,16 +233,7 @@ def test_compose_services_run_as_namespaced_processes(tmp_path):
         )
         assert done.returncode == 0 and done.stdout.split() == ["seen", str(MESSAGES + 100)], done.stdout + done.stderr
 
-        consumer = Consumer({"bootstrap.servers": outside, "group.id": "outside", "auto.offset.reset": "earliest"})
-        consumer.subscribe([topic])
-        seen = set()
-        deadline = time.monotonic() + 60
-        while len(seen) < MESSAGES + 100 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                seen.add(message.value())
-        consumer.close()
-        assert len(seen) == MESSAGES + 100
+        assert len(consume_values(outside, topic, "outside", MESSAGES + 100)) == MESSAGES + 100
     finally:
         for process in processes.values():
             if process.poll() is None:

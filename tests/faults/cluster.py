@@ -1,0 +1,369 @@
+"""The cluster under test: the services of docker/compose.yaml as processes,
+each in its own network namespace behind one bridge, plus a ``client`` host
+for the workload. Every service starts through the image's entrypoint with
+its compose environment and the suite's timings on top, so what is tested is
+what ``docker compose up`` runs. Each broker keeps its data on its own small
+tmpfs, so one can be filled up on purpose.
+
+The cluster knows how to hurt itself (signals, cuts in the network, a slow
+link, a full disk) and how to heal; it never decides when: the nemesis does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.group_tool import KafkaConnection, ToolError
+from broker.quorum_tool import describe_quorum
+from tests.netns import VirtualNetwork
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = PROJECT_ROOT / "docker" / "compose.yaml"
+CLIENT_HOST = "client"
+INTERNAL_PORT = 19092
+CONTROLLER_PORT = 9093
+STOP_BOUND_S = 20
+BROKER_TMPFS_BYTES = 512 * 1024 * 1024
+
+# Kafka's defaults (9 s sessions, 30 s replica lag) make a fault's aftermath
+# last longer than a quick run; these keep the same rules, only faster.
+FAULT_TIMINGS = {
+    "KAFKA_BROKER_SESSION_TIMEOUT_MS": "3000",
+    "KAFKA_BROKER_HEARTBEAT_INTERVAL_MS": "500",
+    "KAFKA_REPLICA_LAG_TIME_MAX_MS": "4000",
+    "KAFKA_CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS": "1000",
+    "KAFKA_CONTROLLER_QUORUM_FETCH_TIMEOUT_MS": "2000",
+    "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+    # 50 partitions x 3 replicas of __consumer_offsets on 2 cores only slow
+    # every fault's recovery; five show the same coordinator moves.
+    "KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "5",
+}
+
+
+def load_services(path: Path = COMPOSE_FILE) -> dict:
+    from ruamel.yaml import YAML  # comes with check-jsonschema (the test extra)
+
+    return YAML(typ="safe", pure=True).load(path.read_text())["services"]
+
+
+def wait_until(predicate, bound_s: float, interval_s: float = 0.5):
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval_s)
+    return None
+
+
+@dataclass
+class Node:
+    service: str
+    hostname: str
+    node_id: int
+    roles: tuple[str, ...]
+    environment: dict[str, str]
+    data_dir: Path
+    process: subprocess.Popen | None = None
+    paused: bool = False
+    runs: int = 0
+    mounted: bool = False
+    filler: Path | None = None
+    log_paths: list[Path] = field(default_factory=list)
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class FaultCluster:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        extra_env: dict[str, str] | None = None,
+        compose_file: Path = COMPOSE_FILE,
+        subnet: int | None = None,
+    ):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        services = load_services(compose_file)
+        self.nodes: dict[str, Node] = {}
+        for name, service in services.items():
+            env = {key: str(value) for key, value in service["environment"].items()}
+            env.update(FAULT_TIMINGS)
+            env.update(extra_env or {})
+            node = Node(
+                service=name,
+                hostname=service["hostname"],
+                node_id=int(env["KAFKA_NODE_ID"]),
+                roles=tuple(r.strip() for r in env["KAFKA_PROCESS_ROLES"].split(",")),
+                environment=env,
+                data_dir=self.root / service["hostname"],
+            )
+            self.nodes[node.hostname] = node
+        self.net = VirtualNetwork([*self.nodes, CLIENT_HOST], subnet=subnet)
+        self.blocked: set[tuple[str, str]] = set()
+        self.slowed: set[str] = set()
+        try:
+            for node in self.nodes.values():
+                node.data_dir.mkdir(parents=True, exist_ok=True)
+                if node.is_broker:
+                    subprocess.run(
+                        ["mount", "-t", "tmpfs", "-o", f"size={BROKER_TMPFS_BYTES}", "tmpfs", str(node.data_dir)],
+                        check=True,
+                        capture_output=True,
+                        timeout=20,
+                    )
+                    node.mounted = True
+        except Exception:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------- who is who
+
+    @property
+    def brokers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.is_broker]
+
+    @property
+    def controllers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.is_controller]
+
+    def by_id(self, node_id: int) -> Node | None:
+        return next((n for n in self.nodes.values() if n.node_id == node_id), None)
+
+    def bootstrap(self) -> str:
+        """For clients on the ``client`` host: the INTERNAL listeners by hostname."""
+        return ",".join(f"{n.hostname}:{INTERNAL_PORT}" for n in self.brokers)
+
+    def client_command(self, *args: str) -> list[str]:
+        return [*self.net.exec_prefix(CLIENT_HOST), sys.executable, *args]
+
+    def client_env(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+    # -------------------------------------------------------------- processes
+
+    def start(self, node: Node) -> None:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("KAFKA_")}
+        env.update(node.environment)
+        env["KAFKA_LOG_DIRS"] = str(node.data_dir / "logs")  # the named volume
+        env["PYBROKER_CONFIG_FILE"] = str(node.data_dir / "server.properties")
+        env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        node.runs += 1
+        log_path = self.root / f"{node.hostname}.run{node.runs}.log"
+        node.log_paths.append(log_path)
+        with open(log_path, "w") as log:
+            node.process = subprocess.Popen(
+                [*self.net.exec_prefix(node.hostname), sys.executable, "-m", "broker.container"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+            )
+        node.paused = False
+
+    def start_all(self, bound_s: float = 90) -> None:
+        for node in self.nodes.values():
+            self.start(node)
+        for node in self.brokers:
+            if not wait_until(lambda node=node: self.serving(node), bound_s):
+                raise RuntimeError(f"{node.hostname} never served:\n{self.tail(node)}")
+
+    def kill(self, node: Node) -> None:
+        if node.running():
+            node.process.send_signal(signal.SIGKILL)
+            node.process.wait(STOP_BOUND_S)
+        node.paused = False
+
+    def pause(self, node: Node) -> None:
+        if node.running():
+            node.process.send_signal(signal.SIGSTOP)
+            node.paused = True
+
+    def resume(self, node: Node) -> None:
+        if node.paused and node.running():
+            node.process.send_signal(signal.SIGCONT)
+        node.paused = False
+
+    def restart_if_down(self, node: Node) -> bool:
+        self.resume(node)
+        if node.running():
+            return False
+        self.start(node)
+        return True
+
+    def stop_all(self) -> None:
+        for node in self.nodes.values():
+            self.resume(node)  # a stopped process cannot act on SIGTERM
+            if node.running():
+                node.process.send_signal(signal.SIGTERM)
+        for node in self.nodes.values():
+            if node.process is None:
+                continue
+            try:
+                node.process.wait(STOP_BOUND_S)
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait(5)
+
+    def tail(self, node: Node, chars: int = 3000) -> str:
+        return node.log_paths[-1].read_text(errors="replace")[-chars:] if node.log_paths else ""
+
+    # ---------------------------------------------------------------- queries
+    # From the test's own (host) namespace, by IP: names resolve only inside.
+
+    def _connection(self, node: Node, port: int, timeout_s: float) -> KafkaConnection:
+        return KafkaConnection(self.net.ips[node.hostname], port, timeout_s)
+
+    def metadata(self, node: Node, timeout_s: float = 3.0):
+        connection = self._connection(node, INTERNAL_PORT, timeout_s)
+        try:
+            return connection.call("Metadata", 12, topics=None, allow_auto_topic_creation=False)
+        finally:
+            connection.close()
+
+    def serving(self, node: Node) -> bool:
+        """The broker answers and lists itself among the live brokers."""
+        if not node.running() or node.paused:
+            return False
+        try:
+            return node.node_id in {b.node_id for b in self.metadata(node).brokers}
+        except (OSError, ToolError, TimeoutError, ConnectionError):
+            return False
+
+    def partitions(self, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]] | None:
+        """partition -> (leader, replicas, isr) as the first answering broker says."""
+        for node in self.brokers:
+            if not node.running() or node.paused:
+                continue
+            try:
+                body = self.metadata(node)
+            except (OSError, ToolError, TimeoutError, ConnectionError):
+                continue
+            for t in body.topics:
+                if t.name == topic and t.error_code == 0:
+                    return {
+                        p.partition_index: (p.leader_id, tuple(p.replica_nodes), tuple(sorted(p.isr_nodes)))
+                        for p in t.partitions
+                    }
+            return None
+        return None
+
+    def fully_replicated(self, topics: list[str]) -> bool:
+        """Every partition of ``topics`` has a leader and all replicas in its ISR."""
+        for topic in topics:
+            states = self.partitions(topic)
+            if not states or any(leader < 0 or len(isr) != len(replicas) for leader, replicas, isr in states.values()):
+                return False
+        return True
+
+    def active_controller(self) -> Node | None:
+        for node in self.controllers:
+            if not node.running() or node.paused:
+                continue
+            try:
+                response, _, _ = describe_quorum(f"{self.net.ips[node.hostname]}:{CONTROLLER_PORT}", 3.0)
+            except (OSError, ToolError, TimeoutError, ConnectionError):
+                continue
+            for topic in response.topics:
+                for partition in topic.partitions:
+                    if partition.leader_id >= 0:
+                        return self.by_id(partition.leader_id)
+        return None
+
+    # ---------------------------------------------------------------- network
+
+    def cut(self, side_a: list[str], side_b: list[str], *, one_way: bool = False) -> None:
+        """Frames from every host of ``side_a`` to every host of ``side_b`` are
+        lost, and back too unless ``one_way``."""
+        for a in side_a:
+            for b in side_b:
+                pairs = [(a, b)] if one_way else [(a, b), (b, a)]
+                for source, target in pairs:
+                    if (source, target) not in self.blocked:
+                        self.net.block(source, target)
+                        self.blocked.add((source, target))
+
+    def heal_network(self) -> None:
+        for source, target in sorted(self.blocked):
+            self.net.unblock(source, target)
+        self.blocked.clear()
+        for hostname in sorted(self.slowed):
+            self.net.clear_qdisc(hostname)
+        self.slowed.clear()
+
+    def slow(self, hostname: str, rate: str) -> None:
+        self.net.limit_rate(hostname, rate)
+        self.slowed.add(hostname)
+
+    def netem(self, hostname: str, *args: str) -> None:
+        self.net.netem(hostname, *args)
+        self.slowed.add(hostname)
+
+    # ------------------------------------------------------------------- disk
+
+    def fill_disk(self, node: Node) -> int:
+        """Take every free byte of the broker's tmpfs; the bytes taken."""
+        free = shutil.disk_usage(node.data_dir).free
+        node.filler = node.data_dir / "filler"
+        with open(node.filler, "wb") as f:
+            block = b"\0" * (1 << 20)
+            try:
+                while True:
+                    f.write(block)
+            except OSError:
+                pass  # ENOSPC: full, as meant
+        try:
+            with open(node.data_dir / "filler-tail", "wb") as f:
+                while True:
+                    f.write(b"\0" * 4096)
+                    f.flush()
+        except OSError:
+            pass
+        return free
+
+    def free_disk(self, node: Node) -> None:
+        for name in ("filler", "filler-tail"):
+            (node.data_dir / name).unlink(missing_ok=True)
+        node.filler = None
+
+    # --------------------------------------------------------------- teardown
+
+    def close(self) -> None:
+        try:
+            self.stop_all()
+        finally:
+            try:
+                if hasattr(self, "net"):
+                    self.net.close()
+            finally:
+                for node in self.nodes.values():
+                    if node.mounted:
+                        self._keep_data(node)
+                        subprocess.run(["umount", "-l", str(node.data_dir)], capture_output=True, timeout=20)
+                        node.mounted = False
+
+    def _keep_data(self, node: Node) -> None:
+        """The broker's logs outlive its tmpfs, for post-mortems (pybroker dump-log)."""
+        self.free_disk(node)
+        kept = self.root / f"{node.hostname}.data"
+        try:
+            shutil.copytree(node.data_dir, kept, dirs_exist_ok=True)
+        except (OSError, shutil.Error):
+            pass  # a partial copy is still worth keeping

@@ -1,0 +1,240 @@
+"""One fault run from start to verdict: the compose cluster in namespaces,
+the workload on the client host, the nemesis schedule, healing, the final
+read, the checker, summary.json and the timeline picture.
+
+``python -m tests.faults --seconds S --seed N --out DIR [--unsafe]`` runs it
+from a shell (see __main__.py); the quick test in test_quick_run.py calls
+``run_faults`` directly.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from tests.faults import checker
+from tests.faults.cluster import FaultCluster, wait_until
+from tests.faults.nemesis import KINDS, Nemesis, netem_available, schedule
+from tests.netns import check_available
+
+TOPIC = "faults"
+PARTITIONS = 4
+CLIENT_START_BOUND_S = 90
+HEAL_BOUND_S = 120
+FINAL_BOUND_S = 240
+# What Kafka documents as able to lose acknowledged writes: a leader elected
+# from outside the ISR, and producers not waiting for the ISR.
+UNSAFE_ENV = {"KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE": "true"}
+
+
+class _Lines(threading.Thread):
+    """Collects a child's stdout lines, so waits on it are bounded."""
+
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream, self.lines, self.changed = stream, [], threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        for line in self.stream:
+            self.lines.append(line.strip())
+            self.changed.set()
+
+    def wait_for(self, wanted: tuple[str, ...], bound_s: float) -> str | None:
+        return wait_until(lambda: next((l for l in self.lines if l in wanted), None), bound_s, 0.2)
+
+
+def read_history(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run_faults(
+    seconds: float,
+    seed: int,
+    out: Path,
+    *,
+    unsafe: bool = False,
+    kinds=KINDS,
+    rate_per_producer: float = 100.0,
+    idempotent_message_timeout_ms: int | None = None,
+    log=print,
+) -> dict:
+    """Run one schedule of ``seconds`` (after a 5 s warm-up inside it) and
+    return the summary written to ``out/summary.json``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    check_available()
+    history_path = out / "history.jsonl"
+    history_path.unlink(missing_ok=True)
+    t0 = time.monotonic()
+
+    def now() -> float:
+        return round(time.monotonic() - t0, 3)
+
+    windows: list[dict] = []
+    unexpected_exits: list[dict] = []
+    unavailable: dict[str, str] = {}
+    final_state = "not reached"
+    healed_s = None
+    cluster = FaultCluster(out / "cluster", extra_env=UNSAFE_ENV if unsafe else None)
+    workload = None
+    try:
+        if "latency-loss" in kinds and (why := netem_available(cluster)):
+            unavailable["latency-loss"] = why
+            kinds = tuple(k for k in kinds if k != "latency-loss")
+        plan = schedule(seed, seconds, kinds)
+        log(f"starting the cluster ({len(cluster.nodes)} nodes) in network namespaces")
+        cluster.start_all()
+        command = cluster.client_command(
+            "-m",
+            "tests.faults.workload",
+            "--bootstrap",
+            cluster.bootstrap(),
+            "--topic",
+            TOPIC,
+            "--partitions",
+            str(PARTITIONS),
+            "--history",
+            str(history_path),
+            "--t0",
+            repr(t0),
+            "--rate",
+            str(rate_per_producer),
+            *(["--unsafe"] if unsafe else []),
+            *(["--idempotent-message-timeout-ms", str(idempotent_message_timeout_ms)] if idempotent_message_timeout_ms else []),
+        )
+        with open(out / "workload.stderr", "w") as stderr:  # the child keeps its own copy
+            workload = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=cluster.client_env(),
+            )
+        lines = _Lines(workload.stdout)
+        if lines.wait_for(("clients-started",), CLIENT_START_BOUND_S) is None:
+            raise RuntimeError("the workload did not start: " + (out / "workload.stderr").read_text()[-2000:])
+        run_start = time.monotonic()
+        nemesis = Nemesis(cluster, TOPIC, PARTITIONS, seed)
+        for window in plan:
+            time.sleep(max(0.0, run_start + window.start_s - time.monotonic()))
+            started = now()
+            try:
+                targets = nemesis.start(window.kind)
+            except Exception as exc:  # a fault that could not be made is reported, not fatal
+                windows.append(
+                    {"kind": window.kind, "targets": [], "start_s": started, "end_s": now(), "error": repr(exc)}
+                )
+                nemesis.active = None
+                continue
+            log(f"{started:7.1f} s  {window.kind} {' '.join(targets)}")
+            time.sleep(max(0.0, run_start + window.end_s - time.monotonic()))
+            restarted = nemesis.heal()
+            windows.append(
+                {"kind": window.kind, "targets": targets, "start_s": started, "end_s": now(), "restarted": restarted}
+            )
+            _note_exits(cluster, unexpected_exits, now())
+        time.sleep(max(0.0, run_start + seconds - time.monotonic()))
+        nemesis.heal_everything()
+        _note_exits(cluster, unexpected_exits, now())
+        log(f"{now():7.1f} s  healed; waiting for every partition to be fully replicated")
+        if wait_until(lambda: cluster.fully_replicated([TOPIC]), HEAL_BOUND_S):
+            healed_s = now()
+        workload.stdin.write("final\n")
+        workload.stdin.flush()
+        final_state = lines.wait_for(("final-done", "final-incomplete"), FINAL_BOUND_S) or "timed out"
+        workload.wait(30)
+    finally:
+        if workload is not None and workload.poll() is None:
+            workload.kill()
+            workload.wait(10)
+        cluster.close()
+    history = read_history(history_path)
+    nemesis_windows = [w for w in windows if "error" not in w]
+    summary = checker.check(history, nemesis_windows, seconds)
+    summary.update(
+        {
+            "seed": seed,
+            "seconds": seconds,
+            "settings": "unsafe: unclean.leader.election.enable=true, acks=1"
+            if unsafe
+            else "safe: acks=all (idempotent and plain), min.insync.replicas=2, RF=3",
+            "nemeses": windows,
+            "nemeses_unavailable": unavailable,
+            "unexpected_exits": unexpected_exits,
+            "healed_at_s": healed_s,
+            "final_read": final_state,
+        }
+    )
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    try:
+        from tests.faults import timeline
+
+        timeline.draw(
+            history,
+            nemesis_windows,
+            summary,
+            out / "timeline.png",
+            f"pybroker faults, seed {seed}, {seconds:.0f} s, {'unsafe' if unsafe else 'safe'} settings",
+        )
+    except ImportError as exc:
+        log(f"no timeline picture: {exc}")
+    return summary
+
+
+def _note_exits(cluster, exits: list[dict], at_s: float) -> None:
+    """Processes that died without being killed: note them, start them again."""
+    for node in cluster.nodes.values():
+        if node.process is not None and node.process.poll() is not None:
+            exits.append(
+                {
+                    "node": node.hostname,
+                    "at_s": at_s,
+                    "returncode": node.process.returncode,
+                    "log_tail": cluster.tail(node, 600),
+                }
+            )
+            cluster.start(node)
+
+
+def passed(summary: dict) -> bool:
+    """Nothing lost, duplicated or inconsistent, and the final read saw all of it."""
+    return bool(summary.get("valid")) and summary.get("final_read") == "final-done"
+
+
+def table(summary: dict) -> str:
+    availability = summary.get("availability", {})
+    rows = [
+        ("settings", summary["settings"]),
+        ("seed / seconds", f"{summary['seed']} / {summary['seconds']:.0f}"),
+        ("sends attempted", summary.get("attempted")),
+        ("acknowledged", summary.get("acknowledged")),
+        ("lost", summary.get("lost")),
+        ("duplicates (idempotent)", summary.get("duplicates")),
+        ("duplicates (plain retries)", summary.get("duplicates_non_idempotent")),
+        ("inconsistent offsets", summary.get("inconsistent")),
+        ("non-monotonic polls", summary.get("nonmonotonic_polls")),
+        ("committed offsets backwards", summary.get("commits_backwards")),
+        ("reads never written", summary.get("phantom_reads")),
+        ("created topics lost", summary.get("topics_lost")),
+        ("availability overall", availability.get("overall")),
+        ("availability during faults", availability.get("during_faults")),
+        ("availability outside faults", availability.get("outside_faults")),
+        ("faults", ", ".join(f"{w['kind']}@{w['start_s']:.0f}s" for w in summary.get("nemeses", []))),
+        (
+            "unavailable nemeses",
+            "; ".join(f"{k}: {v}" for k, v in summary.get("nemeses_unavailable", {}).items()) or "none",
+        ),
+        ("unexpected exits", len(summary.get("unexpected_exits", []))),
+        ("final read", summary.get("final_read")),
+        ("verdict", "PASS" if passed(summary) else "FAIL"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)

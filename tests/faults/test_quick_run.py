@@ -1,0 +1,54 @@
+"""The quick fault run of the README's test command: the compose cluster in
+network namespaces, all nemeses the kernel allows, about two minutes, a
+fixed seed. Nothing acknowledged may be lost, duplicated or read
+inconsistently. Longer runs: ``python -m tests.faults`` (docs/RELIABILITY.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.faults.nemesis import KINDS, schedule
+from tests.netns import NamespaceUnavailable, check_available
+
+pytest.importorskip("confluent_kafka")
+pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
+
+# Seed 5 over 95 s meets each of the nine kinds that need no netem once.
+QUICK_SEED = 5
+QUICK_SECONDS = 95
+
+
+def test_schedules_are_seeded_disjoint_and_meet_every_kind():
+    kinds = tuple(k for k in KINDS if k != "latency-loss")
+    plan = schedule(QUICK_SEED, QUICK_SECONDS, kinds)
+    assert plan == schedule(QUICK_SEED, QUICK_SECONDS, kinds)
+    assert plan != schedule(QUICK_SEED + 1, QUICK_SECONDS, kinds)
+    assert {w.kind for w in plan} == set(kinds)
+    for earlier, later in zip(plan, plan[1:]):
+        assert earlier.start_s < earlier.end_s < later.start_s
+    assert plan[0].start_s >= 5 and plan[-1].end_s <= QUICK_SECONDS
+    long_plan = schedule(3, 600, KINDS)
+    # Shuffled decks: every kind before any repeats, so counts differ by at most one.
+    counts = [sum(w.kind == k for w in long_plan) for k in KINDS]
+    assert max(counts) - min(counts) <= 1
+
+
+@pytest.mark.timeout(900)
+def test_quick_fault_run_loses_nothing(tmp_path):
+    try:
+        check_available()
+    except NamespaceUnavailable as exc:
+        pytest.skip(str(exc))
+    from tests.faults.run import passed, run_faults, table
+
+    summary = run_faults(QUICK_SECONDS, QUICK_SEED, tmp_path, log=lambda line: print(line, flush=True))
+    report = table(summary) + f"\nresults in {tmp_path}"
+    print(report)
+    assert summary["final_read"] == "final-done", report
+    assert summary["acknowledged"] > 10_000, report
+    for key in ("lost", "duplicates", "inconsistent", "nonmonotonic_polls", "commits_backwards", "phantom_reads", "topics_lost"):
+        assert summary[key] == 0, f"{key}: {summary.get(key)}\n{report}"
+    assert passed(summary), report
+    made = {w["kind"] for w in summary["nemeses"] if "error" not in w}
+    assert made == {w.kind for w in schedule(QUICK_SEED, QUICK_SECONDS, tuple(k for k in KINDS if k not in summary["nemeses_unavailable"]))}, report
+    assert (tmp_path / "timeline.png").stat().st_size > 10_000
