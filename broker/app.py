@@ -92,6 +92,7 @@ class Broker:
                 config["leader.imbalance.check.interval.seconds"] * 1000 if config["auto.leader.rebalance.enable"] else None
             ),
             leader_imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
+            unclean_leader_election=config["unclean.leader.election.enable"],
         )
         self.raft = RaftDriver(
             config.node_id,

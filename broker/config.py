@@ -274,6 +274,9 @@ _KEYS = [
     ConfigKey("max.incremental.fetch.session.cache.slots", _int_parser(0, INT32_MAX), 1000),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", _int_parser(1), 5000),
     ConfigKey("auto.leader.rebalance.enable", _parse_bool, True),
+    # The cluster-wide default a topic's own unclean.leader.election.enable
+    # overrides; the active controller's static value, unless set dynamically.
+    ConfigKey("unclean.leader.election.enable", _parse_bool, False),
     ConfigKey("leader.imbalance.check.interval.seconds", _int_parser(1), 300),
     ConfigKey("leader.imbalance.per.broker.percentage", _int_parser(0, 100), 10),
     # KIP-392: unset means consumers read from leaders; Kafka's rack-aware
@@ -387,6 +390,7 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "num.replica.fetchers": ("INT", "Fetcher tasks per source broker; partitions are spread over them."),
     "replica.high.watermark.checkpoint.interval.ms": ("LONG", "How often the high watermarks are written to replication-offset-checkpoint."),
     "auto.leader.rebalance.enable": ("BOOLEAN", "Whether the active controller moves leaderships back to preferred replicas on its own."),
+    "unclean.leader.election.enable": ("BOOLEAN", "Whether a replica outside the ISR may become leader when no in-sync one is left, losing what it lacks (topics may override it)."),
     "leader.imbalance.check.interval.seconds": ("LONG", "How often the active controller checks the leader imbalance."),
     "leader.imbalance.per.broker.percentage": ("INT", "The share of a broker's preferred partitions it may not lead before a rebalance moves them back."),
     "replica.selector.class": ("STRING", "Which replica a consumer that names its rack should read from (KIP-392); only Kafka's RackAwareReplicaSelector is known."),

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from controller import metadata_commands as commands
 from controller.alter_partition import alter_partition_error, plan_alter_partition
 from controller.broker_lifecycle import (
+    UNCLEAN_LEADER_ELECTION_CONFIG,
     BrokerHeartbeatTracker,
     HeartbeatResult,
     RegistrationResult,
@@ -40,7 +41,7 @@ from controller.config_commands import AlterConfigsResult, ConfigChange
 from controller.leader_election import plan_auto_rebalance, plan_elect_leaders
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
-from controller.metadata.records import decode_record, encode_record, record_api_key
+from controller.metadata.records import RESOURCE_BROKER, decode_record, encode_record, record_api_key
 from controller.metadata.snapshot_file import decode_snapshot_file, encode_snapshot_file
 from controller.raft.log import RaftLog, SnapshotId
 from controller.reassignment import list_partition_reassignments, plan_alter_partition_reassignments
@@ -79,9 +80,13 @@ class QuorumController:
         broker_session_timeout_ms: int = 9000,
         leader_rebalance_interval_ms: int | None = None,
         leader_imbalance_percentage: int = 10,
+        unclean_leader_election: bool = False,
     ):
         self.log = raft_log
         self.defaults = defaults
+        # unclean.leader.election.enable of this node's own config: the cluster
+        # default while no dynamic one is set (Kafka's controller does the same).
+        self.unclean_leader_election = unclean_leader_election
         self.snapshot_bytes_between = snapshot_bytes_between
         # metadata.log.max.snapshot.interval.ms: also snapshot this long after the last one (0: never by time).
         self.snapshot_interval_ms = snapshot_interval_ms
@@ -350,6 +355,18 @@ class QuorumController:
             return self.defaults
         return dataclasses.replace(self.defaults, broker_ids=usable, placement_order=rack_alternating_order(image, usable))
 
+    def _election_view(self, image: MetadataImage) -> MetadataImage:
+        """The image as plans that may elect leaders read it: with this node's
+        static unclean.leader.election.enable as the cluster default when no
+        dynamic cluster default is set. Only those plans see it, so it is never
+        reported or written as a dynamic config."""
+        broker_configs = image.broker_configs
+        if not self.unclean_leader_election or UNCLEAN_LEADER_ELECTION_CONFIG in broker_configs:
+            return image
+        configs = dict(image.resource_configs)
+        configs[(RESOURCE_BROKER, "")] = {**broker_configs, UNCLEAN_LEADER_ELECTION_CONFIG: "true"}
+        return dataclasses.replace(image, resource_configs=configs)
+
     async def register_broker(self, request) -> RegistrationResult:
         now_ms = self._clock_ms()
 
@@ -357,7 +374,7 @@ class QuorumController:
             # The record is the first of the batch proposed right after this
             # plan, so the log end is its offset: Kafka's broker epoch.
             return plan_register_broker(
-                image,
+                self._election_view(image),
                 request,
                 cluster_id=self.cluster_id,
                 broker_epoch=self.log.end_offset,
@@ -380,7 +397,7 @@ class QuorumController:
             if broker is not None and broker.epoch == request.broker_epoch:
                 self._sessions.touch(request.broker_id, self._clock_ms())
         try:
-            return await self._submit(lambda image: plan_broker_heartbeat(image, request))
+            return await self._submit(lambda image: plan_broker_heartbeat(self._election_view(image), request))
         except NotControllerError:
             return HeartbeatResult(ErrorCode.NOT_CONTROLLER)
 
@@ -433,7 +450,7 @@ class QuorumController:
                 continue
             log.info("metadata: fencing broker(s) %s: no heartbeat for %d ms", expired, timeout_ms)
             try:
-                await self._submit(lambda image: (None, plan_fence_brokers(image, expired)))
+                await self._submit(lambda image: (None, plan_fence_brokers(self._election_view(image), expired)))
             except NotControllerError:
                 return
 
@@ -467,7 +484,7 @@ class QuorumController:
 
         def plan(image):
             results, records = plan_alter_partition_reassignments(
-                image, topics, allow_replication_factor_change=allow_replication_factor_change
+                self._election_view(image), topics, allow_replication_factor_change=allow_replication_factor_change
             )
             wrote.append(bool(records))
             return results, records

@@ -23,6 +23,7 @@ from controller.metadata.records import (
     CONFIG_RECORD,
     FEATURE_LEVEL_RECORD,
     PARTITION_RECORD,
+    RESOURCE_BROKER,
     RESOURCE_TOPIC,
     TOPIC_RECORD,
     record_api_key,
@@ -415,3 +416,29 @@ def test_added_partitions_continue_the_leader_rotation():
         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
         "The manual partition assignment includes broker 9, but no such broker is registered.",
     )
+
+
+def test_the_controllers_static_unclean_setting_is_the_default_a_dynamic_one_overrides():
+    """unclean.leader.election.enable in the controller's server.properties (found
+    ignored by the fault suite's unsafe run): the cluster default for election
+    plans while no dynamic cluster default is set, never shown as a dynamic one."""
+    from broker.quorum_controller import QuorumController
+    from controller.broker_lifecycle import unclean_election_enabled
+    from controller.raft.log import MemoryRaftLog
+
+    image = with_partition(registered(1, 2, 3), [1, 2, 3], [1], 1)
+    defaults = ClusterDefaults(broker_ids=(1, 2, 3), num_partitions=1, replication_factor=3)
+    permissive = QuorumController(MemoryRaftLog(), defaults, unclean_leader_election=True)
+    strict = QuorumController(MemoryRaftLog(), defaults)
+    topic = image.topics["t"]
+    assert unclean_election_enabled(permissive._election_view(image), topic)
+    assert not unclean_election_enabled(strict._election_view(image), topic)
+    assert strict._election_view(image) is image
+    assert image.broker_configs.get("unclean.leader.election.enable") is None  # the image itself is untouched
+    # Fencing the last in-sync replica elects an out-of-sync one under the static setting.
+    view = permissive._election_view(image)
+    view = apply(view, plan_fence_brokers(view, [2]))
+    assert partition(apply(view, plan_fence_brokers(view, [1]))).leader == 3
+    # A dynamic cluster default wins over the static one.
+    dynamic = apply(image, [CONFIG_RECORD(resource_type=RESOURCE_BROKER, resource_name="", name="unclean.leader.election.enable", value="false")])
+    assert not unclean_election_enabled(permissive._election_view(dynamic), topic)
