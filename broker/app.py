@@ -31,6 +31,7 @@ from controller.topic_commands import METADATA_TOPIC, ClusterDefaults
 from replication.fetch_session import FetchSessionCache
 from storage.log import PartitionLog
 from storage.manager import LogManager
+from storage.dir_lock import lock_dirs
 from storage.meta_properties import ensure_meta_properties, require_formatted
 from storage.topic_config import effective_topic_config, log_config_from
 
@@ -60,6 +61,8 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         formatted_dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+        # Before anything is read: a second process on the same data is refused.
+        self._dir_locks = lock_dirs(formatted_dirs)
         if not config.single_node_quorum and config["cluster.id"] is None:
             # Every node of a cluster must carry the same id: it cannot be made up here.
             require_formatted(formatted_dirs)
@@ -394,3 +397,5 @@ class Broker:
         self.logs.close()
         self.controller.close()
         self.raft_log.close()
+        for lock in self._dir_locks:
+            lock.release()  # last: the files are closed

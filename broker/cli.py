@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 
 from broker.config import ConfigError, load_config, load_config_file
+from storage.dir_lock import LogDirLocked
 from storage.meta_properties import MetaPropertiesError
 
 log = logging.getLogger("pybroker")
@@ -505,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return args.func(args)
-    except (ConfigError, MetaPropertiesError) as exc:
+    except (ConfigError, MetaPropertiesError, LogDirLocked) as exc:
         print(f"pybroker: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
