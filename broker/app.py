@@ -8,12 +8,13 @@ metadata image.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import resource
 import time
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ConfigError
 from broker.connection import KafkaConnection
 from broker.controller_listener import build_controller_dispatcher
 from broker.dispatch import Dispatcher
@@ -54,6 +55,11 @@ _TOPIC_DEFAULT_SOURCES = {
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "min.insync.replicas": "min.insync.replicas",
 }
+
+
+class ListenerUnavailable(ConfigError):
+    """A listener's address cannot be bound (in use, not on this host, no
+    permission): reported, like a bad config value, as one line."""
 
 
 class Broker:
@@ -343,12 +349,20 @@ class Broker:
 
     async def _listen(self, listener, dispatcher) -> None:
         max_frame_bytes = self.config["socket.request.max.bytes"]
-        server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name),
-            host=listener.host or None,
-            port=listener.port,
-            reuse_address=True,
-        )
+        try:
+            server = await asyncio.get_running_loop().create_server(
+                lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+            )
+        except OSError as exc:
+            key = "controller.listener.names / listeners" if listener in self.config.controller_listeners else "listeners"
+            address = f"{listener.host or '0.0.0.0'}:{listener.port}"
+            raise ListenerUnavailable(
+                f"cannot listen on {listener.name}://{address} ({key}): {os.strerror(exc.errno) if exc.errno else exc}"
+                + ("; another process uses that port" if exc.errno == errno.EADDRINUSE else "")
+            ) from None
         self._servers.append(server)
         port = server.sockets[0].getsockname()[1]
         self.bound_ports[listener.name] = port

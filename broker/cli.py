@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 
 from broker.config import ConfigError, load_config, load_config_file
-from storage.dir_lock import LogDirLocked
+from storage.dir_lock import LogDirLocked, LogDirUnusable
 from storage.meta_properties import MetaPropertiesError
 
 log = logging.getLogger("pybroker")
@@ -506,7 +506,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return args.func(args)
-    except (ConfigError, MetaPropertiesError, LogDirLocked) as exc:
+    except (ConfigError, MetaPropertiesError, LogDirLocked, LogDirUnusable) as exc:
+        # Start-up problems the user can fix: one line and exit code 2, never a
+        # traceback (a crash exits 1 with one).
         print(f"pybroker: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

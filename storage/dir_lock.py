@@ -23,6 +23,11 @@ class LogDirLocked(RuntimeError):
     """Another process holds the lock of a log directory."""
 
 
+class LogDirUnusable(RuntimeError):
+    """A log directory cannot be made or written (a file in the way, no
+    permission, a read-only file system)."""
+
+
 class DirLock:
     def __init__(self, directory: Path, fd: int):
         self.directory = directory
@@ -32,9 +37,15 @@ class DirLock:
     def acquire(cls, directory: Path) -> "DirLock":
         """Lock ``directory`` (made if missing), or raise LogDirLocked at once."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         path = directory / LOCK_FILE_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LogDirUnusable(
+                f"log dir {directory} cannot be used: {exc.strerror or exc} ({exc.filename or path}); "
+                "check log.dirs / metadata.log.dir and the directory's permissions"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
