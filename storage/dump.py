@@ -159,6 +159,11 @@ def dump_file(path: str | Path, options: DumpOptions = DumpOptions(), stats: Dum
     stats = DumpStats() if stats is None else stats
     yield f"Dumping {path}"
     path = Path(path)
+    if not path.exists():
+        # Checked first: "not a .log file" about a typo'd path misleads.
+        stats.errors += 1
+        yield f"Error: {path}: no such file"
+        return
     kind = file_kind(path)
     if kind is None:
         stats.errors += 1
@@ -169,7 +174,7 @@ def dump_file(path: str | Path, options: DumpOptions = DumpOptions(), stats: Dum
         return
     if not path.is_file():
         stats.errors += 1
-        yield f"Error: {path} does not exist or is not a regular file"
+        yield f"Error: {path} is not a regular file"
         return
     dumper = {
         "log": dump_log_segment,

@@ -641,12 +641,16 @@ def test_file_kinds_and_unknown_files(tmp_path):
     unknown = tmp_path / "partition.metadata"
     unknown.write_text("version: 0\n")
     missing = tmp_path / "00000000000000000000.log"
+    nowhere = tmp_path / "nonexistent"
+    (tmp_path / "a-dir.log").mkdir()
     stats = DumpStats()
-    lines = list(dump_files([unknown, missing], DumpOptions(), stats))
+    lines = list(dump_files([unknown, missing, nowhere, tmp_path / "a-dir.log"], DumpOptions(), stats))
     assert lines[0] == f"Dumping {unknown}"
     assert lines[1].startswith(f"Error: {unknown} is not a .log, .index or .timeindex file")
-    assert lines[2:] == [f"Dumping {missing}", f"Error: {missing} does not exist or is not a regular file"]
-    assert stats.errors == 2 and stats.exit_code == 2
+    # A path that is not there says so, whatever its name.
+    assert lines[2:6] == [f"Dumping {missing}", f"Error: {missing}: no such file", f"Dumping {nowhere}", f"Error: {nowhere}: no such file"]
+    assert lines[6:] == [f"Dumping {tmp_path / 'a-dir.log'}", f"Error: {tmp_path / 'a-dir.log'} is not a regular file"]
+    assert stats.errors == 4 and stats.exit_code == 2
 
 
 def test_exit_code_precedence():
