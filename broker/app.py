@@ -314,6 +314,14 @@ class Broker:
             if 0 < interval_ms < 2**62:
                 self._tasks.append(asyncio.get_running_loop().create_task(self._every(interval_ms, job, name), name=name))
 
+    def _close_idle_connections(self, idle_ms: int) -> None:
+        """connections.max.idle.ms: close connections idle that long."""
+        now_s = time.monotonic()
+        for connection in list(self._connections):
+            if connection.idle_s(now_s) * 1000 > idle_ms:
+                log.debug("closing %s: idle for more than %d ms (connections.max.idle.ms)", connection.peer, idle_ms)
+                connection.close_when_idle()
+
     async def _every(self, interval_ms: int, job, name: str) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
@@ -330,6 +338,15 @@ class Broker:
             await asyncio.to_thread(write)
 
     async def start(self) -> None:
+        idle_ms = self.config["connections.max.idle.ms"]
+        if idle_ms > 0:
+            # Swept a few times per idle period, so a connection goes within ~1.25x of it.
+            sweep_ms = max(min(idle_ms // 4, 30_000), 10)
+            self._tasks.append(
+                asyncio.get_running_loop().create_task(
+                    self._every(sweep_ms, lambda: self._close_idle_connections(idle_ms), "idle connections"), name="idle connections"
+                )
+            )
         # Controllers listen first: the other voters need us to elect a leader.
         for listener in self.config.controller_listeners:
             await self._listen(listener, self.controller_dispatcher)

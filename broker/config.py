@@ -205,6 +205,9 @@ _KEYS = [
     ConfigKey("log.roll.ms", _int_parser(1), None),
     ConfigKey("message.max.bytes", _int_parser(0, INT32_MAX), 1048588),
     ConfigKey("socket.request.max.bytes", _int_parser(1, INT32_MAX), 104857600),
+    # Kafka's default: a connection with nothing received or answered for 10
+    # minutes is closed (clients reconnect when they need to); <= 0: never.
+    ConfigKey("connections.max.idle.ms", _int_parser(), 600_000),
     ConfigKey("log.message.timestamp.type", _choice_parser("CreateTime", "LogAppendTime"), "CreateTime"),
     ConfigKey("replica.fetch.max.bytes", _int_parser(0, INT32_MAX), 1048576),
     ConfigKey("fetch.max.bytes", _int_parser(1024, INT32_MAX), 57671680),
@@ -326,6 +329,7 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "log.roll.ms": ("LONG", "Default segment.ms of topics, in milliseconds."),
     "message.max.bytes": ("INT", "Default max.message.bytes of topics: the largest record batch accepted."),
     "socket.request.max.bytes": ("INT", "Largest request frame the broker reads; bigger frames close the connection."),
+    "connections.max.idle.ms": ("LONG", "Connections with nothing received or answered for this long are closed."),
     "log.message.timestamp.type": ("STRING", "Default message.timestamp.type of topics: CreateTime or LogAppendTime."),
     "replica.fetch.max.bytes": ("INT", "Bytes a follower asks for per partition when it fetches from a leader (a larger first batch still comes whole)."),
     "fetch.max.bytes": ("INT", "Broker-wide cap on the bytes of one Fetch response (not applied by pybroker yet)."),

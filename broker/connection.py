@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._drained = asyncio.Event()
         self._drained.set()
         self._zero_copy = KafkaConnection._zero_copy_supported
+        # For connections.max.idle.ms: the last byte received or response
+        # written, and whether a request is being answered (a long-polling
+        # fetch is not idle however long it waits).
+        self.last_active_s = time.monotonic()
+        self._answering = False
 
     # ----------------------------------------------------------------- asyncio.Protocol
 
@@ -70,6 +76,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._closing:
             return
+        self.last_active_s = time.monotonic()
         try:
             frames = self._receiver.buffer_updated(nbytes)
         except FrameTooLarge as exc:
@@ -112,6 +119,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = True
         if self._transport is not None:
             self._transport.abort()
+
+    def idle_s(self, now_s: float) -> float:
+        """How long nothing has been received or answered (0 while answering)."""
+        if self._answering or self._pending:
+            return 0.0
+        return now_s - self.last_active_s
 
     def close_when_idle(self) -> None:
         """Graceful shutdown: answer what is queued, then close."""
@@ -157,7 +170,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._transport.resume_reading()
                 if frame is _END_OF_REQUESTS:
                     break
-                response = await dispatcher.handle_frame(frame, self)
+                self._answering = True
+                try:
+                    response = await dispatcher.handle_frame(frame, self)
+                finally:
+                    self._answering = False
+                    self.last_active_s = time.monotonic()
                 if response is None:
                     continue
                 if response is dispatcher.CLOSE:
