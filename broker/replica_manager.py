@@ -235,7 +235,7 @@ class ReplicaManager:
             if old is not None and self.node_id in old.replicas:
                 self._stop_replica(key)
             return
-        if partition.leader == self.node_id and (not self.may_lead or self._is_superseded(key, partition.leader_epoch)):
+        if partition.leader == self.node_id and (not self.may_lead or self.is_superseded(key, partition.leader_epoch)):
             self._resign(key)
             self._stop_following(key)
             return
@@ -370,11 +370,12 @@ class ReplicaManager:
         partition = topic_image.partitions.get(partition_id) if topic_image is not None else None
         if partition is None or partition.leader != self.node_id or not self.may_lead:
             return None
-        if self._is_superseded(key, partition.leader_epoch):
+        if self.is_superseded(key, partition.leader_epoch):
             return None
         return self._become_leader(image, topic_image, partition, _now_ms())
 
-    def _is_superseded(self, key: Key, leader_epoch: int) -> bool:
+    def is_superseded(self, key: Key, leader_epoch: int) -> bool:
+        """Whether the controller said ``leader_epoch`` of ``key`` is over (see ``superseded``)."""
         return leader_epoch <= self.superseded.get(key, -1)
 
     def is_follower(self, topic: str, partition_id: int) -> bool:

@@ -219,11 +219,11 @@ class GroupService:
         led: dict[int, int] = {}
         if topic is not None and self._broker.replicas.may_lead:
             node_id = self._broker.node_id
-            superseded = self._broker.replicas.superseded
+            replicas = self._broker.replicas
             led = {
                 p: part.leader_epoch
                 for p, part in topic.partitions.items()
-                if part.leader == node_id and part.leader_epoch > superseded.get((OFFSETS_TOPIC, p), -1)
+                if part.leader == node_id and not replicas.is_superseded((OFFSETS_TOPIC, p), part.leader_epoch)
             }
         for partition, epoch in sorted(self.loaded.items()):
             if led.get(partition) != epoch:
