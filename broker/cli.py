@@ -2,7 +2,9 @@
 
 ``pybroker start --config FILE [--override key=value ...]`` runs a broker until
 SIGTERM or SIGINT, then shuts down cleanly: listeners close, requests already
-received are answered, logs are flushed and closed.
+received are answered, logs are flushed and closed. A start-up problem the
+user can fix ends in one line on stderr and an exit code of its kind
+(``START_EXIT_CODES``, shown by ``pybroker start --help``).
 
 ``pybroker dump-log FILE...`` prints segment, index and checkpoint files in a
 readable form (like Kafka's kafka-dump-log.sh); see storage/FORMAT.md, "Tools".
@@ -42,6 +44,23 @@ from storage.dir_lock import LogDirLocked, LogDirUnusable
 from storage.meta_properties import MetaPropertiesError
 
 log = logging.getLogger("pybroker")
+
+# `pybroker start`'s exit codes. A problem the user can fix ends in one line on
+# stderr and a code saying which kind it is; only a crash prints a traceback.
+EXIT_CRASHED = 1
+EXIT_CONFIG = 2
+EXIT_STORAGE = 3
+EXIT_LISTENER = 4
+EXIT_INTERRUPTED = 130
+START_EXIT_CODES = f"""exit codes:
+  0    stopped cleanly (SIGTERM or SIGINT)
+  {EXIT_CRASHED}    crashed (a bug: the traceback is on stderr)
+  {EXIT_CONFIG}    configuration or usage error: a bad key value, --override, config file
+  {EXIT_STORAGE}    storage error: a log dir that cannot be made or written, a read-only file
+       system, a log dir another process holds, a cluster or node id that does not
+       match meta.properties, storage of a multi-node cluster not formatted
+  {EXIT_LISTENER}    a listener cannot be bound (port in use, address not on this host)
+Errors 2-4 are one line on stderr: "pybroker: <what is wrong>; <what to do>"."""
 
 
 def _parse_overrides(pairs: list[str]) -> dict[str, str]:
@@ -113,7 +132,9 @@ def _value_formatter_for(path: Path):
 def cmd_dump_log(args) -> int:
     from storage.dump import DumpOptions, DumpStats, dump_files
 
-    options = DumpOptions(deep=args.deep_iteration, print_data=args.print_data_log, verify=args.verify)
+    options = DumpOptions(
+        deep=args.deep_iteration, print_data=args.print_data_log, verify=args.verify, offsets_decoder=args.offsets_decoder
+    )
     stats = DumpStats()
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:
@@ -362,7 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("start", help="run a broker")
+    start = commands.add_parser(
+        "start", help="run a broker", epilog=START_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     start.add_argument("--config", "-c", help="a server.properties file")
     start.add_argument(
         "--override", "-o", action="append", metavar="KEY=VALUE", help="set a config key, overriding the file (repeatable)"
@@ -383,6 +406,13 @@ def main(argv: list[str] | None = None) -> int:
         help="print keys and payloads of records (implies --deep-iteration)",
     )
     dump.add_argument("--deep-iteration", action="store_true", help="print a line per record, not only per batch")
+    dump.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="the files are __consumer_offsets segments: print each record's key and payload decoded as JSON "
+        "(offset commits: group, topic, partition, offset, leader epoch, metadata, commit timestamp; group "
+        "metadata: protocol type, generation, protocol, leader, members); implies --print-data-log",
+    )
     dump.add_argument(
         "--verify",
         "--verify-index-only",
@@ -507,12 +537,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ConfigError, MetaPropertiesError, LogDirLocked, LogDirUnusable) as exc:
-        # Start-up problems the user can fix: one line and exit code 2, never a
-        # traceback (a crash exits 1 with one).
+        # Start-up problems the user can fix: one line and the code of their
+        # kind (START_EXIT_CODES), never a traceback.
         print(f"pybroker: {exc}", file=sys.stderr)
-        return 2
+        return _exit_code_of(exc)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _exit_code_of(exc: Exception) -> int:
+    from broker.app import ListenerUnavailable
+
+    if isinstance(exc, ListenerUnavailable):  # a ConfigError too: checked first
+        return EXIT_LISTENER
+    if isinstance(exc, (MetaPropertiesError, LogDirLocked, LogDirUnusable)):
+        return EXIT_STORAGE
+    return EXIT_CONFIG
 
 
 if __name__ == "__main__":

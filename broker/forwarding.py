@@ -13,12 +13,22 @@ When this node is the leader, or no leader is known, or the leader does not
 answer, nothing is forwarded: the local handler runs and answers
 NOT_CONTROLLER where it cannot act, which clients retry after refreshing
 metadata.
+
+A controller that does not answer is not asked again at once: attempts to it
+back off exponentially (from ``RECONNECT_BACKOFF_MS`` to
+``RECONNECT_BACKOFF_MAX_MS`` with 20% jitter, the defaults of Kafka's clients'
+``reconnect.backoff.ms`` and ``reconnect.backoff.max.ms``) until one succeeds;
+``send`` answers None meanwhile without trying. The backoff is kept per
+controller, so a newly elected one is asked at once. Failures are logged as a
+WARNING at the first one, then at most every ``FAILURE_LOG_INTERVAL_S`` with
+the count since, so a controller that is down for long does not flood the log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 
 from broker.kafka_client import KafkaClientConnection
 from controller.topic_commands import CreateTopicResult, CreateTopicSpec
@@ -38,8 +48,70 @@ CREATE_TOPICS_VERSION = 7
 # How long a forwarded request waits for a leader to answer (across a failover).
 FORWARD_TIMEOUT_MS = 15000
 FORWARD_RETRY_MS = 100
+RECONNECT_BACKOFF_MS = 50
+RECONNECT_BACKOFF_MAX_MS = 1000
+RECONNECT_BACKOFF_JITTER = 0.2
+FAILURE_LOG_INTERVAL_S = 10.0
 _CT = struct_classes(CREATE_TOPICS.request)
 _APID = struct_classes(ALLOCATE_PRODUCER_IDS.request)
+
+
+class ControllerBackoff:
+    """One controller's failed attempts: when the next may be made, and what to log.
+
+    Pure bookkeeping over the times it is given (loop seconds), so the policy
+    is tested without a network."""
+
+    def __init__(self, controller_id: int, rng: random.Random | None = None):
+        self.controller_id = controller_id
+        self._rng = rng or random.Random()
+        self.failures = 0  # in a row, since the last answer
+        self.retry_at_s = 0.0
+        self._logged_at_s: float | None = None
+        self._unlogged = 0
+
+    def ready(self, now_s: float) -> bool:
+        return now_s >= self.retry_at_s
+
+    def backoff_ms(self) -> float:
+        """The wait after the current run of failures (0 before the first)."""
+        if self.failures == 0:
+            return 0.0
+        base = min(RECONNECT_BACKOFF_MS * 2 ** (self.failures - 1), RECONNECT_BACKOFF_MAX_MS)
+        return base * self._rng.uniform(1 - RECONNECT_BACKOFF_JITTER, 1 + RECONNECT_BACKOFF_JITTER)
+
+    def failed(self, now_s: float, what: str, error: object) -> str | None:
+        """Count a failure; the WARNING to log now, or None (rate-limited)."""
+        self.failures += 1
+        self.retry_at_s = now_s + self.backoff_ms() / 1000
+        if self._logged_at_s is None:
+            self._logged_at_s, self._unlogged = now_s, 0
+            return (
+                f"cannot reach controller {self.controller_id} ({what}: {error}); retrying with backoff "
+                f"up to {RECONNECT_BACKOFF_MAX_MS} ms, logging at most every {FAILURE_LOG_INTERVAL_S:.0f} s"
+            )
+        self._unlogged += 1
+        if now_s - self._logged_at_s < FAILURE_LOG_INTERVAL_S:
+            return None
+        message = (
+            f"still cannot reach controller {self.controller_id}: {self._unlogged} more failed attempt(s) "
+            f"in {now_s - self._logged_at_s:.0f} s ({what}: {error})"
+        )
+        self._logged_at_s, self._unlogged = now_s, 0
+        return message
+
+    def answered(self) -> str | None:
+        """Reset after an answer; the line to log when it ends a run of failures."""
+        failures, self.failures = self.failures, 0
+        self.retry_at_s = 0.0
+        self._logged_at_s, self._unlogged = None, 0
+        return f"controller {self.controller_id} answers again after {failures} failed attempt(s)" if failures else None
+
+    def retry_now(self) -> None:
+        """The next attempt goes out at once (a new phase, such as a controlled
+        shutdown, should not inherit a long wait); the failure count and the
+        log's rate limit stay."""
+        self.retry_at_s = 0.0
 
 
 class ControllerChannel:
@@ -48,16 +120,32 @@ class ControllerChannel:
     def __init__(self, broker):
         self.broker = broker
         self._connections: dict[int, KafkaClientConnection] = {}
+        self._backoffs: dict[int, ControllerBackoff] = {}
 
     def _leader_address(self) -> tuple[str, int] | None:
         leader = self.broker.raft.leader_id
         return None if leader is None else self.broker.config.quorum_voters.get(leader)
 
+    def _backoff(self, controller_id: int) -> ControllerBackoff:
+        backoff = self._backoffs.get(controller_id)
+        if backoff is None:
+            backoff = self._backoffs[controller_id] = ControllerBackoff(controller_id)
+        return backoff
+
+    def retry_now(self) -> None:
+        for backoff in self._backoffs.values():
+            backoff.retry_now()
+
     async def send(self, api, api_version: int, body, *, timeout_ms: int | None = None):
-        """The leader's response body, or None when there is no leader to ask or it did not answer."""
+        """The leader's response body, or None when there is no leader to ask, it did
+        not answer, or it is still in its backoff after failed attempts."""
         leader = self.broker.raft.leader_id
         address = self._leader_address()
         if address is None:
+            return None
+        loop = asyncio.get_running_loop()
+        backoff = self._backoff(leader)
+        if not backoff.ready(loop.time()):
             return None
         connection = self._connections.get(leader)
         if connection is None:
@@ -65,10 +153,17 @@ class ControllerChannel:
             self._connections[leader] = connection
         timeout_ms = timeout_ms or self.broker.config.raft_config.request_timeout_ms * 5
         try:
-            return await connection.request(api, api_version, body, timeout_ms=timeout_ms)
+            response = await connection.request(api, api_version, body, timeout_ms=timeout_ms)
         except (TimeoutError, OSError, ConnectionError) as exc:
-            log.info("forwarding %s to controller %s failed: %s", api.name, leader, exc)
+            log.debug("forwarding %s to controller %s failed: %s", api.name, leader, exc)
+            message = backoff.failed(loop.time(), api.name, str(exc) or type(exc).__name__)
+            if message is not None:
+                log.warning("%s", message)
             return None
+        message = backoff.answered()
+        if message is not None:
+            log.info("%s", message)
+        return response
 
     async def send_to_leader(self, api, api_version: int, body):
         """``send``, waiting out a leader change: while no leader is known, or the one

@@ -35,6 +35,12 @@ _REG = struct_classes(REGISTRATION.request)
 _HB = struct_classes(HEARTBEAT.request)
 # While fenced and waiting to be let in, heartbeat this often rather than every interval.
 FENCED_HEARTBEAT_MS = 50
+# A controlled shutdown gives up after this long without an answer from any
+# controller: a node that reaches none cannot hand its leaderships to anyone
+# (say, the last node of a cluster left running), and waiting out the whole
+# grace period would only delay the stop. Its partitions then move as after a
+# crash, when its session runs out, but its logs are closed cleanly.
+CONTROLLED_SHUTDOWN_UNREACHABLE_MS = 1000
 PLAINTEXT_SECURITY_PROTOCOL = 0
 
 
@@ -138,20 +144,48 @@ class BrokerLifecycleManager:
             self.broker.replicas.registration_caught_up()
             self.broker.groups.follow_leadership()
 
-    async def controlled_shutdown(self, timeout_ms: int) -> None:
-        """Ask to shut down until the controller has moved our leaderships away (or time runs out)."""
+    async def controlled_shutdown(self, timeout_ms: int) -> bool:
+        """Ask to shut down until the controller has moved our leaderships away.
+        False when time ran out, or no controller answered for
+        ``CONTROLLED_SHUTDOWN_UNREACHABLE_MS``."""
         self._stopping = True
         if self._task is not None:
             self._task.cancel()
         if self.broker_epoch < 0:
-            return
+            return True
+        # Heartbeats may have been failing for a while: ask at once, not after their backoff.
+        self.broker.controller_channel.retry_now()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
-        while loop.time() < deadline:
-            response = await self._call(HEARTBEAT, HEARTBEAT_VERSION, self._heartbeat(want_shut_down=True), broker_heartbeat_response)
+        # A quorum of one is this node: it always answers, however long its commit takes.
+        sole_voter = set(self.config.quorum_voters) == {self.broker.node_id}
+        unreachable_s = timeout_ms / 1000 if sole_voter else CONTROLLED_SHUTDOWN_UNREACHABLE_MS / 1000
+        last_answer = loop.time()
+        while (now := loop.time()) < min(deadline, last_answer + unreachable_s):
+            request = self._heartbeat(want_shut_down=True)
+            try:
+                # Bounded too: an active controller that lost its quorum holds
+                # the answer until a commit that may never come.
+                response = await asyncio.wait_for(
+                    self._call(HEARTBEAT, HEARTBEAT_VERSION, request, broker_heartbeat_response),
+                    min(deadline, last_answer + unreachable_s) - now,
+                )
+            except TimeoutError:
+                response = None
             if response is not None and response.error_code == ErrorCode.NONE and response.should_shut_down:
-                return
+                return True
+            if response is not None and response.error_code != ErrorCode.NOT_CONTROLLER:
+                last_answer = loop.time()
             await asyncio.sleep(FENCED_HEARTBEAT_MS / 1000)
+        if loop.time() < deadline:
+            log.warning(
+                "lifecycle: no controller answered for %d ms; shutting down without moving leaderships "
+                "(they move when this broker's session expires)",
+                CONTROLLED_SHUTDOWN_UNREACHABLE_MS,
+            )
+        else:
+            log.warning("lifecycle: the controller did not complete this broker's controlled shutdown within %d ms", timeout_ms)
+        return False
 
     def close(self) -> None:
         self._stopping = True

@@ -60,6 +60,10 @@ ImageListener = Callable[[MetadataImage, MetadataImage], None]
 # How long a command waits for this node to be able to write (a fresh leader
 # catching up) before it is answered NOT_CONTROLLER.
 WRITE_READY_WAIT_MS = 5000
+# How long a topic creation (or partition addition) that cannot be placed on the
+# brokers heard from so far waits for the others' first heartbeats after a
+# failover; bounded below a forwarding broker's request timeout.
+PLACEMENT_HEARTBEAT_WAIT_MS = 5000
 
 
 class NotControllerError(Exception):
@@ -200,6 +204,7 @@ class QuorumController:
             self._write_from_offset = self.log.end_offset
             self._write_ready.clear()
             log.info("metadata: this node is the active controller (epoch %d)", epoch)
+            self._sessions.activate(self._planned or self.image, self._clock_ms())
             self._session_task = asyncio.get_running_loop().create_task(self._expire_sessions(), name="broker sessions")
             if self.leader_rebalance_interval_ms is not None:
                 self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_leaders(), name="leader rebalance")
@@ -293,6 +298,12 @@ class QuorumController:
             if forwarded is not None:
                 return forwarded
         try:
+            await self._wait_placeable(
+                # A fixed id: the dry run must not draw from the id source.
+                lambda image, defaults: commands.create_topics(
+                    image, specs, defaults, lambda: uuid.UUID(int=1), validate_only=True, internal=internal
+                )[0]
+            )
             return await self._submit(
                 lambda image: commands.create_topics(
                     image, specs, self._placement_defaults(image), self._new_uuid, validate_only=validate_only, internal=internal
@@ -305,6 +316,9 @@ class QuorumController:
         self, specs: list[CreatePartitionsSpec], *, validate_only: bool = False
     ) -> list[CreatePartitionsResult]:
         try:
+            await self._wait_placeable(
+                lambda image, defaults: commands.create_partitions(image, specs, defaults, validate_only=True)[0]
+            )
             return await self._submit(
                 lambda image: commands.create_partitions(image, specs, self._placement_defaults(image), validate_only=validate_only)
             )
@@ -348,12 +362,47 @@ class QuorumController:
 
     # -- brokers: registration, heartbeats, sessions ------------------------------
 
-    def _placement_defaults(self, image: MetadataImage) -> ClusterDefaults:
-        """New replicas go to the usable registered brokers, rack-aware (this node until any registered)."""
+    def _placement_defaults(self, image: MetadataImage, *, also_live: frozenset[int] = frozenset()) -> ClusterDefaults:
+        """New replicas go to the usable registered brokers this controller has heard
+        from (plus ``also_live``), rack-aware (this node until any registered)."""
         usable = usable_broker_ids(image)
         if not usable:
             return self.defaults
-        return dataclasses.replace(self.defaults, broker_ids=usable, placement_order=rack_alternating_order(image, usable))
+        live = self._sessions.live_brokers(image, self._clock_ms()) | also_live if self._is_leader else None
+        return dataclasses.replace(
+            self.defaults, broker_ids=usable, placement_order=rack_alternating_order(image, usable), live_broker_ids=live
+        )
+
+    async def _wait_placeable(self, dry_run) -> None:
+        """Right after a failover this controller has heard from few brokers yet.
+        While ``dry_run(image, defaults)`` (the command's results, planned without
+        writing) fails on the brokers heard from but would succeed if those not
+        heard from yet were alive, wait for their heartbeats: until the plan
+        succeeds, their sessions run out (they are dead: the plan's error
+        stands), or ``PLACEMENT_HEARTBEAT_WAIT_MS`` passes."""
+        await self._wait_active()
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + PLACEMENT_HEARTBEAT_WAIT_MS / 1000
+        while True:
+            image = self._planned or self.image
+            now_ms = self._clock_ms()
+            awaited = self._sessions.awaited_brokers(image, now_ms)
+            if not awaited:
+                return
+            errors = [r.error_code for r in dry_run(image, self._placement_defaults(image))]
+            if all(error == ErrorCode.NONE for error in errors):
+                return
+            hoped = [r.error_code for r in dry_run(image, self._placement_defaults(image, also_live=frozenset(awaited)))]
+            if hoped == errors:
+                return  # not a matter of who is alive
+            wait_s = min(give_up - loop.time(), (min(awaited.values()) - now_ms) / 1000)
+            if wait_s <= 0:
+                return
+            self._heartbeat_seen.clear()
+            try:
+                await asyncio.wait_for(self._heartbeat_seen.wait(), wait_s)
+            except TimeoutError:
+                pass
 
     def _election_view(self, image: MetadataImage) -> MetadataImage:
         """The image as plans that may elect leaders read it: with this node's
@@ -387,6 +436,7 @@ class QuorumController:
             return RegistrationResult(ErrorCode.NOT_CONTROLLER)
         if result.error == ErrorCode.NONE:
             self._sessions.touch(request.broker_id, self._clock_ms())
+            self._heartbeat_seen.set()
         return result
 
     async def broker_heartbeat(self, request) -> HeartbeatResult:
@@ -396,6 +446,7 @@ class QuorumController:
             broker = (self._planned or self.image).brokers.get(request.broker_id)
             if broker is not None and broker.epoch == request.broker_epoch:
                 self._sessions.touch(request.broker_id, self._clock_ms())
+                self._heartbeat_seen.set()
         try:
             return await self._submit(lambda image: plan_broker_heartbeat(self._election_view(image), request))
         except NotControllerError:
@@ -428,7 +479,8 @@ class QuorumController:
         timeout_ms = self._sessions.session_timeout_ms
         interval_s = max(min(timeout_ms / 4, 1000), 10) / 1000
         await self._write_ready.wait()
-        self._sessions.reset_all(self.image, self._clock_ms())
+        # Brokers registered by the predecessor's last records, applied since activation.
+        self._sessions.grant_missing(self.image, self._clock_ms())
         last_ms = self._clock_ms()
         while self._is_leader:
             # Wake when the first session runs out (not up to a whole interval

@@ -20,7 +20,13 @@ Kafka's KRaft rules (KIP-631):
 
 Session times are not replicated: only the active controller keeps them
 (:class:`BrokerHeartbeatTracker`), and a newly active controller grants every
-registered broker a fresh session, as Kafka's does.
+registered broker a fresh session, as Kafka's does, so that it fences nobody
+for heartbeats it could not have seen. A granted session is not evidence of
+life, though: a broker that died just before the failover keeps one for a
+whole session timeout. New replicas therefore go only to brokers that have
+heartbeated to this controller (:meth:`BrokerHeartbeatTracker.live_brokers`,
+see controller/placement.py); Kafka's controller places on every unfenced
+broker, pybroker is stricter here.
 """
 
 from __future__ import annotations
@@ -83,9 +89,22 @@ class BrokerHeartbeatTracker:
         self._last_heartbeat_ms.pop(broker_id, None)
         self._heard.discard(broker_id)
 
+    def activate(self, image: MetadataImage, now_ms: int) -> None:
+        """This controller became active. It cannot know who heartbeated to its
+        predecessor: every registered broker gets a fresh session, not yet heard from."""
+        self._last_heartbeat_ms = {broker_id: now_ms for broker_id in image.brokers}
+        self._heard = set()
+
+    def grant_missing(self, image: MetadataImage, now_ms: int) -> None:
+        """A fresh session for every registered broker without one (registered by
+        records the predecessor proposed, applied after :meth:`activate`); the
+        sessions of brokers already heard from are kept."""
+        for broker_id in image.brokers:
+            self._last_heartbeat_ms.setdefault(broker_id, now_ms)
+
     def reset_all(self, image: MetadataImage, now_ms: int) -> None:
-        """A new active controller cannot know who heartbeated to its predecessor:
-        every registered broker gets a fresh session, not yet heard from."""
+        """Fresh sessions for everybody, nobody heard from: the expiry loop was
+        stalled and cannot tell a silent broker from heartbeats it did not see."""
         self._last_heartbeat_ms = {broker_id: now_ms for broker_id in image.brokers}
         self._heard.clear()
 
@@ -98,6 +117,27 @@ class BrokerHeartbeatTracker:
         at activation does not count: otherwise a combined node restarted after a
         crash would be refused as its own duplicate until its old session ran out."""
         return broker_id in self._heard and self.session_alive(broker_id, now_ms)
+
+    def live_brokers(self, image: MetadataImage, now_ms: int) -> frozenset[int]:
+        """Unfenced brokers that have heartbeated to this controller within their
+        session: the only ones new replicas may be placed on."""
+        return frozenset(
+            broker_id for broker_id, broker in image.brokers.items() if not broker.fenced and self.heard_alive(broker_id, now_ms)
+        )
+
+    def awaited_brokers(self, image: MetadataImage, now_ms: int) -> dict[int, int]:
+        """{broker id: when its session runs out} for the unfenced brokers not heard
+        from yet whose granted session still runs: alive or dead, this
+        controller will know by that time (a heartbeat, or fencing)."""
+        return {
+            broker_id: self._last_heartbeat_ms[broker_id] + self.session_timeout_ms
+            for broker_id, broker in image.brokers.items()
+            if not broker.fenced
+            and not broker.in_controlled_shutdown
+            and broker_id not in self._heard
+            and broker_id in self._last_heartbeat_ms
+            and self.session_alive(broker_id, now_ms)
+        }
 
     def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers whose session ran out (or that never had one here)."""

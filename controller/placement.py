@@ -21,12 +21,19 @@ The algorithm (pure; the only source of variety is the ``rng`` passed in):
 This follows what Kafka documents for its rack-aware placement (leaders spread
 evenly, replicas on as many racks as possible) without reproducing its exact
 assignment, which no client depends on.
+
+Which brokers are usable is decided before: registered, unfenced, not in
+controlled shutdown, and, when the active controller passes the brokers it has
+heard from (``live``), one of those. A newly active controller grants every
+unfenced broker a session without knowing whether it still runs; a broker that
+died just before the failover stays unfenced until that session runs out and
+must not receive new replicas meanwhile.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from controller.metadata.image import MetadataImage
 
@@ -35,14 +42,21 @@ class PlacementError(ValueError):
     """The placement cannot be made (Kafka's INVALID_REPLICATION_FACTOR)."""
 
 
-def usable_brokers(image: MetadataImage) -> list[tuple[int, str | None]]:
+def usable_brokers(image: MetadataImage, live: Collection[int] | None = None) -> list[tuple[int, str | None]]:
     """(broker id, rack) of every broker new replicas may go to: registered, unfenced,
-    not in controlled shutdown; by broker id."""
+    not in controlled shutdown and, when ``live`` is given, in it; by broker id."""
     return [
         (broker_id, broker.rack)
         for broker_id, broker in sorted(image.brokers.items())
-        if not broker.fenced and not broker.in_controlled_shutdown
+        if not broker.fenced and not broker.in_controlled_shutdown and (live is None or broker_id in live)
     ]
+
+
+def place_replicas_error(broker_count: int, replication_factor: int) -> str:
+    return (
+        f"The target replication factor of {replication_factor} cannot be reached because only "
+        f"{broker_count} broker(s) are registered."
+    )
 
 
 def place_replicas(
@@ -62,10 +76,7 @@ def place_replicas(
         raise PlacementError("Replication factor must be larger than 0.")
     broker_count = len({broker_id for broker_id, _ in brokers})
     if replication_factor > broker_count:
-        raise PlacementError(
-            f"The target replication factor of {replication_factor} cannot be reached because only "
-            f"{broker_count} broker(s) are registered."
-        )
+        raise PlacementError(place_replicas_error(broker_count, replication_factor))
     if num_partitions < 0:
         raise PlacementError("The number of partitions cannot be negative.")
 

@@ -5,10 +5,12 @@ and only then applies them to its image, so a crash between the two replays
 the same records at start-up.
 
 Where replicas go: once any broker is registered in the image, new replicas
-are placed over the usable brokers (registered, unfenced, not shutting down)
-by :func:`controller.placement.place_replicas`, and manual assignments must
-name registered brokers. An image without registered brokers (a node whose
-own registration has not been committed yet) falls back to
+are placed over the usable brokers (registered, unfenced, not shutting down,
+and heard from by the active controller when it passes
+``ClusterDefaults.live_broker_ids``) by
+:func:`controller.placement.place_replicas`, and manual assignments must name
+registered brokers. An image without registered brokers (a node whose own
+registration has not been committed yet) falls back to
 ``ClusterDefaults.broker_ids``.
 """
 
@@ -27,7 +29,7 @@ from controller.metadata.records import (
     RESOURCE_TOPIC,
     TOPIC_RECORD,
 )
-from controller.placement import PlacementError, place_replicas, usable_brokers
+from controller.placement import PlacementError, place_replicas, place_replicas_error, usable_brokers
 from protocol.errors import ErrorCode
 from storage.topic_config import TopicConfigError, validate_topic_configs
 
@@ -82,6 +84,10 @@ class ClusterDefaults:
     # brokers (rack-alternating, see controller.broker_lifecycle.rack_alternating_order);
     # by id when unset.
     placement_order: tuple[int, ...] | None = None
+    # The brokers the active controller has heard from within their session
+    # (BrokerHeartbeatTracker.live_brokers): the only ones new replicas and
+    # first leaders may go to. None: every usable broker counts.
+    live_broker_ids: frozenset[int] | None = None
 
     def placement(self) -> list[int]:
         return list(self.placement_order) if self.placement_order else sorted(self.broker_ids)
@@ -93,24 +99,26 @@ def _placement_rng(topic_name: str, rng: random.Random | None) -> random.Random:
     return rng if rng is not None else random.Random(topic_name)
 
 
-def _first_partitions(image: MetadataImage, assignments: dict[int, list[int]]):
+def _first_partitions(image: MetadataImage, assignments: dict[int, list[int]], live: frozenset[int] | None = None):
     """(isr, leader) for each new partition, or an error message (Kafka's rules).
 
     Without registered brokers every replica counts as in sync. With them, the
     ISR is the replicas that are usable (placed replicas all are; a manual list
-    may name fenced brokers) and the leader its first member; a partition with
-    no usable replica is refused.
+    may name fenced brokers, or brokers not in ``live``) and the leader its
+    first member; a partition with no usable replica is refused. A replica left
+    out joins the ISR once it has caught up, as any follower does.
     """
     if not image.brokers:
         return {p: (list(replicas), replicas[0]) for p, replicas in assignments.items()}, None
-    usable = {broker_id for broker_id, _ in usable_brokers(image)}
+    usable = {broker_id for broker_id, _ in usable_brokers(image, live)}
     firsts = {}
     for p, replicas in assignments.items():
         isr = [b for b in replicas if b in usable]
         if not isr:
+            unheard = "" if live is None else ", or not heard from by the active controller within their session"
             return None, (
                 f"All brokers specified in the manual partition assignment for partition {p} are fenced or in "
-                "controlled shutdown."
+                f"controlled shutdown{unheard}."
             )
         firsts[p] = (isr, isr[0])
     return firsts, None
@@ -192,7 +200,7 @@ def plan_create_topic(
     except TopicConfigError as exc:
         return fail(ErrorCode.INVALID_CONFIG, str(exc))
 
-    firsts, problem = _first_partitions(image, assignments)
+    firsts, problem = _first_partitions(image, assignments, defaults.live_broker_ids)
     if problem:
         return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
 
@@ -258,22 +266,31 @@ def _place(
 ) -> list[list[int]] | str:
     """Replica lists for new partitions, or why they cannot be placed."""
     if image.brokers:
+        live = usable_brokers(image, defaults.live_broker_ids)
         try:
             return place_replicas(
-                usable_brokers(image),
+                live,
                 num_partitions,
                 replication_factor,
                 start_partition=start_partition,
                 rng=_placement_rng(topic_name, rng),
             )
         except PlacementError as exc:
+            usable = usable_brokers(image)
+            if len(live) < replication_factor <= len(usable):
+                unheard = sorted({b for b, _ in usable} - {b for b, _ in live})
+                return (
+                    f"The target replication factor of {replication_factor} cannot be reached because only "
+                    f"{len(live)} of the {len(usable)} unfenced broker(s) have heartbeated to the active "
+                    f"controller within their session; not heard from: {unheard}."
+                )
+            if replication_factor > len(usable) > len(live):
+                # Counted over the usable brokers, not only those heard from.
+                return place_replicas_error(len(usable), replication_factor)
             return str(exc)
     brokers = defaults.placement()
     if replication_factor > len(brokers):
-        return (
-            f"The target replication factor of {replication_factor} cannot be reached because only "
-            f"{len(brokers)} broker(s) are registered."
-        )
+        return place_replicas_error(len(brokers), replication_factor)
     # Round-robin over the placement order: with racks, consecutive brokers
     # are in different racks, so a partition's replicas spread over racks.
     return [
@@ -329,7 +346,9 @@ def plan_create_partitions(
             return fail(ErrorCode.INVALID_REPLICATION_FACTOR, placed)
         assignments = placed
     # Partition ids are 0..n-1, so the new ones start at the current count (as in Kafka).
-    firsts, problem = _first_partitions(image, {current + i: replicas for i, replicas in enumerate(assignments)})
+    firsts, problem = _first_partitions(
+        image, {current + i: replicas for i, replicas in enumerate(assignments)}, defaults.live_broker_ids
+    )
     if problem:
         return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
     records = [

@@ -7,6 +7,11 @@ and a second one is refused before it reads anything. The kernel drops the
 lock with the process, so a kill -9 leaves nothing to clean up. The file
 holds the holder's pid, for the refusal message only: the lock, not the
 file, is what counts.
+
+Each directory is also checked for being writable before anything is read
+from it: a read-only mount or a directory this user may not write to would
+otherwise only show at the first append, long after start-up said "started".
+The refusals are one line each, naming the directory and what to do.
 """
 
 from __future__ import annotations
@@ -17,6 +22,11 @@ import os
 from pathlib import Path
 
 LOCK_FILE_NAME = ".lock"
+# Made and removed at once to learn whether files can be created in a log dir:
+# an existing .lock can still be opened where no new file may be made
+# (an immutable directory).
+WRITE_PROBE_PREFIX = ".write-probe-"
+_DIR_KEYS = "log.dirs / metadata.log.dir"
 
 
 class LogDirLocked(RuntimeError):
@@ -34,18 +44,19 @@ class DirLock:
         self._fd: int | None = fd
 
     @classmethod
-    def acquire(cls, directory: Path) -> "DirLock":
-        """Lock ``directory`` (made if missing), or raise LogDirLocked at once."""
+    def acquire(cls, directory: Path) -> DirLock:
+        """Lock ``directory`` (made if missing), or raise LogDirLocked at once;
+        LogDirUnusable when it cannot be made or written."""
         directory = Path(directory)
         path = directory / LOCK_FILE_NAME
         try:
             directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LogDirUnusable(unusable_reason(directory, exc, making=True)) from None
+        try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise LogDirUnusable(
-                f"log dir {directory} cannot be used: {exc.strerror or exc} ({exc.filename or path}); "
-                "check log.dirs / metadata.log.dir and the directory's permissions"
-            ) from None
+            raise LogDirUnusable(unusable_reason(directory, exc)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -58,9 +69,16 @@ class DirLock:
                 f"log dir {directory} is in use by {who} ({path} is locked): "
                 "another pybroker runs on this data; stop it or give this one other log.dirs"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return cls(directory, fd)
+        lock = cls(directory, fd)
+        try:
+            # Probed only with the lock held: the holder's pid is not overwritten by a refused process.
+            _probe_writable(directory)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:
+            lock.release()
+            raise LogDirUnusable(unusable_reason(directory, exc)) from None
+        return lock
 
     def release(self) -> None:
         if self._fd is not None:
@@ -72,6 +90,51 @@ class DirLock:
         # A broker object dropped without stop() (a failed start in a test
         # process) must not keep its directories locked for the process's life.
         self.release()
+
+
+def _probe_writable(directory: Path) -> None:
+    path = directory / f"{WRITE_PROBE_PREFIX}{os.getpid()}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.close(fd)
+    os.unlink(path)
+
+
+def _file_in_the_way(directory: Path) -> Path | None:
+    """The nearest of ``directory`` and its ancestors that exists, when it is not a directory."""
+    for candidate in (directory, *directory.parents):
+        if candidate.is_symlink() or candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None
+
+
+def unusable_reason(directory: Path, exc: OSError, *, making: bool = False) -> str:
+    """One line: what is wrong with a log dir, and what to do about it."""
+    code = exc.errno
+    if code == errno.EROFS:
+        return (
+            f"log dir {directory} is on a read-only file system; remount it read-write "
+            f"or point {_DIR_KEYS} at a writable directory"
+        )
+    if code in (errno.EACCES, errno.EPERM):
+        what = "cannot be made" if making else "is not writable"
+        return (
+            f"log dir {directory} {what}: {exc.strerror} ({exc.filename or directory}) for user id {os.geteuid()}; "
+            f"give this user write access (chown/chmod; chattr -i if it is immutable) or point {_DIR_KEYS} elsewhere"
+        )
+    if code in (errno.ENOTDIR, errno.EEXIST):
+        in_the_way = _file_in_the_way(directory)
+        if in_the_way is not None:
+            return (
+                f"log dir {directory} cannot be made: {in_the_way} is a file, not a directory; "
+                f"point {_DIR_KEYS} at a directory path"
+            )
+    if code == errno.ENOSPC:
+        return f"log dir {directory} has no space left on its device; free some or point {_DIR_KEYS} elsewhere"
+    what = "cannot be made" if making else "cannot be used"
+    return (
+        f"log dir {directory} {what}: {exc.strerror or exc} ({exc.filename or directory}); "
+        f"check {_DIR_KEYS} and the directory's permissions"
+    )
 
 
 def _read_holder(fd: int) -> str:

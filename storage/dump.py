@@ -15,10 +15,13 @@ type) are counted as errors.
 
 This module must not know about the metadata log's record types (storage may
 not import controller): a caller that does passes ``format_value``.
+``__consumer_offsets`` records are decoded here with ``offsets_decoder``
+(Kafka's ``--offsets-decoder``), their codec being in protocol.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
@@ -29,6 +32,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from protocol.compression import CompressionType
+from protocol.consumer_offsets import describe_key, describe_value
 from protocol.exceptions import ProtocolError
 from protocol.records import (
     ATTRIBUTES_OFFSET,
@@ -93,16 +97,23 @@ class DumpOptions:
     or ``print_data`` is also set) and end each file with a ``Verified`` line.
     ``format_value``: renders record values (e.g. metadata records); the
     default prints them as UTF-8 with replacement characters.
+    ``offsets_decoder``: keys and values are ``__consumer_offsets`` records,
+    printed decoded as JSON (implies print_data).
     """
 
     deep: bool = False
     print_data: bool = False
     verify: bool = False
     format_value: FormatValue | None = None
+    offsets_decoder: bool = False
 
     @property
     def deep_iteration(self) -> bool:
-        return self.deep or self.print_data
+        return self.deep or self.print_data or self.offsets_decoder
+
+    @property
+    def prints_data(self) -> bool:
+        return self.print_data or self.offsets_decoder
 
     @property
     def print_entries(self) -> bool:
@@ -308,7 +319,7 @@ def _record_line(header: BatchHeader, record: DecodedRecord, options: DumpOption
         f"keySize: {key_size} valueSize: {value_size} sequence: {_record_sequence(header, record.offset)} "
         f"headerKeys: [{header_keys}]"
     )
-    if not options.print_data:
+    if not options.prints_data:
         return line
     control = record.control
     if control is not None:
@@ -316,12 +327,35 @@ def _record_line(header: BatchHeader, record: DecodedRecord, options: DumpOption
             marker = ControlType(control.control_type).name
             return f"{line} endTxnMarker: {marker} coordinatorEpoch: {control.coordinator_epoch}"
         return f"{line} controlType: {control.control_type}"
+    if options.offsets_decoder:
+        return f"{line} {_offsets_record_text(record.key, record.value)}"
     if record.key is not None:
         line += f" key: {_text(record.key)}"
     if record.value is not None:
         formatter = options.format_value or _text
         line += f" payload: {formatter(record.value)}"
     return line
+
+
+def _offsets_record_text(key: bytes | None, value: bytes | None) -> str:
+    """``key: ... payload: ...`` of a ``__consumer_offsets`` record: each as JSON,
+    ``<DELETE>`` for a tombstone's payload, and what could not be decoded as
+    text with the reason."""
+    if key is None:
+        return f"key: <none> payload: {'<DELETE>' if value is None else _text(value)}"
+    try:
+        described_key = describe_key(bytes(key))
+    except ProtocolError as exc:
+        payload = "<DELETE>" if value is None else _text(value)
+        return f"key: <not an offset commit or group metadata key: {exc}> {_text(key)} payload: {payload}"
+    text = f"key: {json.dumps(described_key, separators=(',', ':'), ensure_ascii=False)}"
+    if value is None:
+        return f"{text} payload: <DELETE>"
+    try:
+        described = describe_value(int(described_key["type"]), bytes(value))
+        return f"{text} payload: {json.dumps(described, separators=(',', ':'), ensure_ascii=False)}"
+    except ProtocolError as exc:
+        return f"{text} payload: <not decodable: {exc}> {_text(value)}"
 
 
 def dump_log_segment(path: Path, options: DumpOptions = DumpOptions(), stats: DumpStats | None = None) -> Iterator[str]:

@@ -97,15 +97,27 @@ def ensure_meta_properties(log_dirs: list[Path], node_id: int, cluster_id: str |
         path = Path(directory) / META_PROPERTIES
         if path.exists():
             found[Path(directory)] = read_meta_properties(path)
-    cluster_ids = {v.get("cluster.id") for v in found.values()}
-    if len(cluster_ids) > 1:
-        raise MetaPropertiesError(f"log dirs belong to different clusters: {sorted(c or '?' for c in cluster_ids)}")
-    existing = cluster_ids.pop() if cluster_ids else None
+    # The first directory to name a cluster is the one the others are compared with.
+    first = next(iter(found), None)
+    existing = found[first].get("cluster.id") if first is not None else None
+    for directory, values in found.items():
+        if values.get("cluster.id") != existing:
+            raise MetaPropertiesError(
+                f"cluster id mismatch: {directory / META_PROPERTIES} says cluster.id={values.get('cluster.id')} but "
+                f"{first / META_PROPERTIES} says cluster.id={existing}; every log dir of a node belongs to one "
+                "cluster: remove the directory that belongs to another from log.dirs"
+            )
     if cluster_id and existing and cluster_id != existing:
-        raise MetaPropertiesError(f"cluster.id {cluster_id} does not match {existing} in meta.properties")
+        raise MetaPropertiesError(
+            f"cluster id mismatch: {first / META_PROPERTIES} says cluster.id={existing} but the config's cluster.id "
+            f"is {cluster_id}; set cluster.id={existing}, or point log.dirs at this cluster's data"
+        )
     for directory, values in found.items():
         if values.get("node.id") != str(node_id):
-            raise MetaPropertiesError(f"{directory} belongs to node {values.get('node.id')}, not node.id={node_id}")
+            raise MetaPropertiesError(
+                f"node id mismatch: {directory / META_PROPERTIES} says node.id={values.get('node.id')} but the "
+                f"config's node.id is {node_id}; set node.id={values.get('node.id')}, or point log.dirs at this node's data"
+            )
     cluster_id = existing or cluster_id or new_cluster_id()
     for directory in log_dirs:
         directory = Path(directory)

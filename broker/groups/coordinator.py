@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from broker.groups.group import ClassicGroup, GroupState, Member
-from broker.groups.records import (
+from protocol.consumer_offsets import (
     GROUP_VALUE_CLASS,
     GroupKey,
     GroupMember,

@@ -165,7 +165,7 @@ class ClassicGroup:
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members of a ``consumer`` group subscribe to (None: unknown)."""
-        from broker.groups.records import decode_subscription_topics
+        from protocol.consumer_offsets import decode_subscription_topics
 
         if self.protocol_type != "consumer" or self.protocol_name is None:
             return None

@@ -16,7 +16,7 @@ GROUP_ID_NOT_FOUND from v9, as Kafka does.
 
 from __future__ import annotations
 
-from broker.groups.records import OffsetAndMetadata
+from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes

@@ -145,7 +145,7 @@ def test_consumer_lag_from_consumer_offsets(spark, broker_factory):
 
 
 def test_decode_commit_reads_what_the_coordinator_writes():
-    from broker.groups.records import (
+    from protocol.consumer_offsets import (
         OffsetAndMetadata,
         OffsetKey,
         group_key_bytes,

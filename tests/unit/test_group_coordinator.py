@@ -14,7 +14,7 @@ import pytest
 
 from broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, StoreError
 from broker.groups.group import GroupState
-from broker.groups.records import OffsetAndMetadata, partition_for_group
+from protocol.consumer_offsets import OffsetAndMetadata, partition_for_group
 from protocol.errors import ErrorCode
 
 SESSION_MS = 10_000

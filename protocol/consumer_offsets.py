@@ -6,16 +6,22 @@ A record without a value is a tombstone: the offset or group is gone, and
 compaction will drop the key. The versions written are those Kafka writes
 today: key 1 for offsets, value 3 (value 1 when the commit carried an expiry
 time), group metadata value 3.
+
+Pure codec over the declarations in protocol/messages: the group coordinator
+(broker/groups) writes and replays these records, and ``pybroker dump-log
+--offsets-decoder`` (storage/dump.py, which may not import broker) prints them.
 """
 
 from __future__ import annotations
 
+import base64
 import struct
 from dataclasses import dataclass
 
 from protocol.codec import decode_struct, encode_struct
 from protocol.exceptions import ProtocolError
 from protocol.registry import DATA_MESSAGES
+from protocol.schema import Array, Struct
 
 _OFFSET_KEY = DATA_MESSAGES["OffsetCommitKey"]
 _OFFSET_VALUE = DATA_MESSAGES["OffsetCommitValue"]
@@ -150,3 +156,77 @@ def _read_versioned_lenient(message, data: bytes):
         raise ProtocolError(f"{message.name}: negative version")
     value, _ = decode_struct(message.struct, version, False, data, 2, exact=False)
     return version, value
+
+
+# --------------------------------------------------------------------------- readable forms
+
+_ASSIGNMENT = DATA_MESSAGES["ConsumerProtocolAssignment"]
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _plain(field_type, version: int, value):
+    if value is None:
+        return None
+    if isinstance(field_type, Struct):
+        return _fields_as_dict(field_type, version, value)
+    if isinstance(field_type, Array):
+        return [_plain(field_type.item, version, item) for item in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        # Bytes as base64, as Kafka's JSON forms of these messages write them.
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return value
+
+
+def _fields_as_dict(struct, version: int, value) -> dict:
+    """The fields ``version`` has, by their camelCase names, in declaration order."""
+    return {
+        _camel(field.name): _plain(field.type, version, getattr(value, field.name))
+        for field in struct.fields
+        if version in field.versions
+    }
+
+
+def describe_key(data: bytes) -> dict:
+    """A key as {"type": key version, "data": its fields}; ProtocolError when it is
+    not one of the classic group records (offset commit or group metadata)."""
+    if len(data) < 2:
+        raise ProtocolError("__consumer_offsets key without a version")
+    version = _INT16.unpack_from(data)[0]
+    if version in (0, 1):
+        message = _OFFSET_KEY
+    elif version == GROUP_KEY_VERSION:
+        message = _GROUP_KEY
+    else:
+        raise ProtocolError(f"key version {version} is not an offset commit (0, 1) or group metadata (2) key")
+    _, key = _read_versioned(message, data)
+    return {"type": str(version), "data": _fields_as_dict(message.struct, version, key)}
+
+
+def describe_value(key_version: int, data: bytes) -> dict:
+    """A value as {"version": its version, "data": its fields}: an offset commit's
+    for key versions 0 and 1, a group's metadata for 2. A member's subscription
+    and assignment are decoded too when the group's protocol type is
+    ``consumer``; other protocols' bytes stay base64."""
+    message = _OFFSET_VALUE if key_version in (0, 1) else _GROUP_VALUE
+    version, value = _read_versioned(message, data)
+    fields = _fields_as_dict(message.struct, version, value)
+    if message is _GROUP_VALUE and value.protocol_type == CONSUMER_PROTOCOL_TYPE:
+        for member, shown in zip(value.members, fields["members"]):
+            shown["subscription"] = _consumer_payload(_SUBSCRIPTION, member.subscription, shown["subscription"])
+            shown["assignment"] = _consumer_payload(_ASSIGNMENT, member.assignment, shown["assignment"])
+    return {"version": str(version), "data": fields}
+
+
+def _consumer_payload(message, data, undecoded):
+    if not data:
+        return undecoded
+    try:
+        version, value = _read_versioned_lenient(message, bytes(data))
+    except ProtocolError:
+        return undecoded
+    return _fields_as_dict(message.struct, version, value)
