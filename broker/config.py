@@ -212,6 +212,9 @@ _KEYS = [
     ConfigKey("replica.fetch.max.bytes", _int_parser(0, INT32_MAX), 1048576),
     ConfigKey("fetch.max.bytes", _int_parser(1024, INT32_MAX), 57671680),
     ConfigKey("queued.max.requests", _int_parser(1, INT32_MAX), 500),
+    # Kafka's default -1 (any value <= 0): no bound on the request bytes
+    # received and not yet answered; otherwise at least socket.request.max.bytes.
+    ConfigKey("queued.max.request.bytes", _int_parser(), -1),
     ConfigKey("log.index.size.max.bytes", _int_parser(4, INT32_MAX), 10485760),
     ConfigKey("log.flush.interval.messages", _int_parser(1), 2**63 - 1),
     ConfigKey("log.flush.interval.ms", _int_parser(0), None),
@@ -334,6 +337,7 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "replica.fetch.max.bytes": ("INT", "Bytes a follower asks for per partition when it fetches from a leader (a larger first batch still comes whole)."),
     "fetch.max.bytes": ("INT", "Broker-wide cap on the bytes of one Fetch response (not applied by pybroker yet)."),
     "queued.max.requests": ("INT", "Requests queued before the network threads stop reading (pybroker bounds each connection instead)."),
+    "queued.max.request.bytes": ("LONG", "Request bytes received and not yet answered before connections stop reading; -1 means no limit."),
     "log.index.size.max.bytes": ("INT", "Default segment.index.bytes of topics: the largest size of a segment's index files."),
     "log.flush.interval.messages": ("LONG", "Default flush.messages of topics: fsync after this many messages."),
     "log.flush.interval.ms": ("LONG", "Default flush.ms of topics; log.flush.scheduler.interval.ms applies when unset."),
@@ -568,6 +572,9 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
         for listener in advertised:
             if listener.name not in names:
                 raise ConfigError(f"advertised.listeners: {listener.name} is not one of listeners")
+    if 0 < values["queued.max.request.bytes"] < values["socket.request.max.bytes"]:
+        # Kafka's rule: the budget is never smaller than the largest request.
+        raise ConfigError("queued.max.request.bytes must be -1 (no limit) or at least socket.request.max.bytes")
     if values["message.max.bytes"] > values["socket.request.max.bytes"]:
         warn("message.max.bytes is larger than socket.request.max.bytes; requests that large are refused")
     return BrokerConfig(values, explicit)

@@ -2,15 +2,25 @@
 
 Kafka answers the requests of one connection strictly in the order they
 arrived (clients match responses by correlation id but rely on the order), so
-each connection has one worker task that takes decoded frames from a bounded
-queue and writes each response before starting the next request. Reading is
+each connection has at most one worker task, running while frames wait, that
+takes them from a bounded queue and writes each response before starting the
+next request. Reading is
 paused while the queue is full: a client that pipelines faster than we answer
-is slowed down by TCP instead of by our memory.
+is slowed down by TCP instead of by our memory. With queued.max.request.bytes
+set, reading also pauses while the request bytes received and not yet answered
+over all connections of the listeners use up that budget
+(:class:`RequestMemoryBudget`).
+
+A connection's memory follows what it does: received bytes go into a scratch
+buffer shared by every connection of the event loop (protocol.framing), a
+request and its response are dropped once the response is written, and an
+idle connection has no task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import time
@@ -18,7 +28,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from protocol.exceptions import ProtocolError
-from protocol.framing import FrameReceiver, FrameTooLarge
+from protocol.framing import SIZE_PREFIX_BYTES, FrameReceiver, FrameTooLarge
 
 if TYPE_CHECKING:
     from broker.dispatch import Dispatcher
@@ -35,24 +45,177 @@ PENDING_REQUESTS_MAX = 64
 _END_OF_REQUESTS = object()
 
 
+class _HeapTrimmer:
+    """Gives the C heap's free pages back to the system after many connections
+    closed. glibc returns freed memory only from the top of its heap, and each
+    connection's transport and socket handle live in the middle of it: without
+    this, the memory of 10,000 closed connections stays resident. Where the C
+    library has no malloc_trim (not glibc), nothing is done."""
+
+    CLOSES_PER_TRIM = 512
+    # Closes come in bursts: trim once no connection closed for QUIET_S (or
+    # after MAX_WAIT_S when they keep closing). Counted, not timed, so that a
+    # close allocates nothing.
+    QUIET_S = 1.0
+    MAX_WAIT_S = 10.0
+
+    def __init__(self) -> None:
+        self.closes = 0
+        self._closes_seen = 0
+        self._waited_s: float | None = None
+        self._trim = None
+        try:
+            self._trim = ctypes.CDLL(None).malloc_trim
+            self._trim.argtypes, self._trim.restype = [ctypes.c_size_t], ctypes.c_int
+        except (OSError, AttributeError):
+            pass
+
+    def connection_closed(self) -> None:
+        self.closes += 1
+        if self._trim is not None and self.closes >= self.CLOSES_PER_TRIM and self._waited_s is None:
+            self._closes_seen, self._waited_s = self.closes, 0.0
+            asyncio.get_running_loop().call_later(self.QUIET_S, self._run)
+
+    def _run(self) -> None:
+        if self.closes != self._closes_seen and self._waited_s < self.MAX_WAIT_S:
+            self._closes_seen = self.closes
+            self._waited_s += self.QUIET_S
+            asyncio.get_running_loop().call_later(self.QUIET_S, self._run)
+            return
+        self._waited_s = None
+        self.closes = 0
+        self._trim(0)
+
+
+_heap_trimmer = _HeapTrimmer()
+
+
+class RequestMemoryBudget:
+    """queued.max.request.bytes: a bound on the request bytes received and not
+    yet answered (frames queued or being handled, and the whole declared size
+    of a frame being received), shared by the connections of the listeners it
+    is given to.
+
+    As Kafka's memory pool, a frame is admitted when its size is read and
+    while less than the limit is in use, so use passes the limit by one frame
+    at most. A connection whose frame is refused stops reading and waits here,
+    in arrival order, until answers release enough.
+    """
+
+    def __init__(self, limit_bytes: int):
+        if limit_bytes <= 0:
+            raise ValueError("a request memory budget needs a positive limit")
+        self.limit_bytes = limit_bytes
+        self.used_bytes = 0
+        # Figures for operators and tests: the most ever in use, the largest
+        # frame admitted, and how many times a frame was refused.
+        self.used_bytes_peak = 0
+        self.frame_bytes_peak = 0
+        self.refusals = 0
+        self._waiting: deque = deque()
+        self._waking: KafkaConnection | None = None
+        self._wake_scheduled = False
+
+    def try_acquire(self, frame_bytes: int, connection: KafkaConnection) -> bool:
+        if self.used_bytes >= self.limit_bytes:
+            self.refusals += 1
+            if connection is self._waking:
+                self._waiting.appendleft(connection)  # keeps its turn
+            else:
+                self._waiting.append(connection)
+            return False
+        self.used_bytes += frame_bytes
+        self.used_bytes_peak = max(self.used_bytes_peak, self.used_bytes)
+        self.frame_bytes_peak = max(self.frame_bytes_peak, frame_bytes)
+        return True
+
+    def release(self, frame_bytes: int) -> None:
+        self.used_bytes -= frame_bytes
+        if self._waiting and not self._wake_scheduled and self.used_bytes < self.limit_bytes:
+            # Not from here: release runs inside request handling and connection callbacks.
+            self._wake_scheduled = True
+            asyncio.get_running_loop().call_soon(self._wake)
+
+    def forget(self, connection: KafkaConnection) -> None:
+        """A connection waiting for memory is gone."""
+        try:
+            self._waiting.remove(connection)
+        except ValueError:
+            pass
+
+    def _wake(self) -> None:
+        self._wake_scheduled = False
+        while self._waiting and self.used_bytes < self.limit_bytes:
+            self._waking = self._waiting.popleft()
+            try:
+                self._waking.memory_available()
+            finally:
+                self._waking = None
+
+    def summary(self) -> str:
+        return (
+            f"queued.max.request.bytes={self.limit_bytes}: at most {self.used_bytes_peak} bytes of requests queued,"
+            f" largest request {self.frame_bytes_peak} bytes, requests held back for memory {self.refusals} times"
+        )
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
+    # Slots, a future only while the send buffer is full, a list only while
+    # requests wait, no task while idle (a deque or an Event alone takes over a
+    # kilobyte): an idle connection is small.
+    __slots__ = (
+        "_admitted_bytes",
+        "_answering",
+        "_budget",
+        "_closing",
+        "_connections",
+        "_dispatcher",
+        "_drain_waiter",
+        "_eof_after_held",
+        "_pending",
+        "_pending_head",
+        "_queue_full",
+        "_reading_paused",
+        "_receiver",
+        "_transport",
+        "_worker",
+        "_zero_copy",
+        "last_active_s",
+        "listener_name",
+        "peer",
+    )
+
     # Whether loop.sendfile worked so far; uvloop answers NotImplementedError.
     _zero_copy_supported = True
 
-    def __init__(self, dispatcher: "Dispatcher", max_frame_bytes: int, connections: set, listener_name: str | None = None):
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        max_frame_bytes: int,
+        connections: set,
+        listener_name: str | None = None,
+        request_budget: RequestMemoryBudget | None = None,
+    ):
         self._dispatcher = dispatcher
         self.listener_name = listener_name
-        self._receiver = FrameReceiver(max_frame_bytes)
-        self._pending: deque = deque()
-        self._wakeup = asyncio.Event()
+        self._budget = request_budget
+        # What this connection holds of the budget: admitted frames not yet answered.
+        self._admitted_bytes = 0
+        self._receiver = FrameReceiver(max_frame_bytes, admit=self._admit if request_budget is not None else None)
+        # Frames to answer, from _pending_head on (the slots before it are
+        # emptied); no list while there are none.
+        self._pending: list | tuple = ()
+        self._pending_head = 0
+        self._drain_waiter: asyncio.Future | None = None  # the transport's buffer is full
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
+        self._queue_full = False
+        self._eof_after_held = False
         self._closing = False
+        # Answers the queued frames in order; runs only while there are some.
         self._worker: asyncio.Task | None = None
         self._connections = connections
         self.peer = "?"
-        self._drained = asyncio.Event()
-        self._drained.set()
         self._zero_copy = KafkaConnection._zero_copy_supported
         # For connections.max.idle.ms: the last byte received or response
         # written, and whether a request is being answered (a long-polling
@@ -67,18 +230,61 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._connections.add(self)
-        self._worker = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self.peer}")
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        # The receiver decides: its scratch space, or the rest of a large frame.
+        # The receiver decides: the shared scratch space, or the rest of a large frame.
+        budget = self._budget
+        if budget is not None and budget.used_bytes >= budget.limit_bytes:
+            # No memory for another request: read the rest of one already
+            # admitted, else only the next size prefix, whose frame will be
+            # refused (and reading paused) as Kafka mutes a channel.
+            return self._receiver.get_buffer(self._receiver.admitted_bytes_due or SIZE_PREFIX_BYTES)
         return self._receiver.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._closing:
             return
         self.last_active_s = time.monotonic()
+        self._receive(self._receiver.buffer_updated, nbytes)
+
+    def eof_received(self) -> bool | None:
+        if self._receiver.blocked:
+            self._eof_after_held = True  # the end goes behind the frames held back for memory
+            return True
+        if not self._pending and self._worker is None:
+            return False  # nothing to answer: the transport closes itself
+        # Finish answering what was already received, then close.
+        self._queue([_END_OF_REQUESTS])
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._connections.discard(self)
+        if self._budget is not None:
+            if self._receiver.blocked:
+                self._budget.forget(self)
+            self._release(self._admitted_bytes)
+        self._receiver.release()
+        self._pending = ()
+        self.resume_writing()
+        _heap_trimmer.connection_closed()
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+
+    def pause_writing(self) -> None:
+        if self._drain_waiter is None:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ----------------------------------------------------------------- frames in
+
+    def _receive(self, split, *args) -> None:
         try:
-            frames = self._receiver.buffer_updated(nbytes)
+            frames = split(*args)
         except FrameTooLarge as exc:
             log.warning("closing %s: %s (socket.request.max.bytes)", self.peer, exc)
             self.abort()
@@ -87,31 +293,66 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.warning("closing %s: %s", self.peer, exc)
             self.abort()
             return
+        self._queue(frames)
+
+    def _queue(self, frames: list) -> None:
         if frames:
-            self._pending.extend(frames)
-            self._wakeup.set()
-            if len(self._pending) >= PENDING_REQUESTS_MAX and not self._reading_paused:
-                self._reading_paused = True
+            if self._pending:
+                self._pending += frames
+            else:
+                self._pending = frames  # the receiver's fresh list: adopted, not copied
+            if self._worker is None and not self._closing:
+                self._worker = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self.peer}")
+            if len(self._pending) - self._pending_head >= PENDING_REQUESTS_MAX:
+                self._queue_full = True
+        self._update_reading()
+
+    def _next_frame(self):
+        pending, head = self._pending, self._pending_head
+        frame = pending[head]
+        head += 1
+        if head == len(pending):
+            self._pending = ()
+            head = 0
+        else:
+            pending[head - 1] = None  # the worker holds the frame now, and drops it when answered
+            if head >= PENDING_REQUESTS_MAX:
+                del pending[:head]
+                head = 0
+        self._pending_head = head
+        return frame
+
+    def _update_reading(self) -> None:
+        paused = self._queue_full or self._receiver.blocked
+        if paused != self._reading_paused and not self._closing and not self._transport.is_closing():
+            self._reading_paused = paused
+            if paused:
                 self._transport.pause_reading()
+            else:
+                self._transport.resume_reading()
 
-    def eof_received(self) -> bool | None:
-        # Finish answering what was already received, then close.
-        self._pending.append(_END_OF_REQUESTS)
-        self._wakeup.set()
-        return True
+    # ----------------------------------------------------------------- queued.max.request.bytes
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._closing = True
-        self._connections.discard(self)
-        self._drained.set()
-        if self._worker is not None and not self._worker.done():
-            self._worker.cancel()
+    def _admit(self, frame_bytes: int) -> bool:
+        if self._budget.try_acquire(frame_bytes, self):
+            self._admitted_bytes += frame_bytes
+            return True
+        return False
 
-    def pause_writing(self) -> None:
-        self._drained.clear()
+    def _release(self, frame_bytes: int) -> None:
+        # After connection_lost everything was released at once.
+        frame_bytes = min(frame_bytes, self._admitted_bytes)
+        if frame_bytes:
+            self._admitted_bytes -= frame_bytes
+            self._budget.release(frame_bytes)
 
-    def resume_writing(self) -> None:
-        self._drained.set()
+    def memory_available(self) -> None:
+        """The budget has room again: hand out the frames held back since one was refused."""
+        if not self._closing:
+            self._receive(self._receiver.resume)
+            if self._eof_after_held and not self._receiver.blocked:
+                self._eof_after_held = False
+                self._queue([_END_OF_REQUESTS])
 
     # ----------------------------------------------------------------- worker
 
@@ -122,14 +363,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def idle_s(self, now_s: float) -> float:
         """How long nothing has been received or answered (0 while answering)."""
-        if self._answering or self._pending:
+        if self._answering or self._pending or self._receiver.blocked:
             return 0.0
         return now_s - self.last_active_s
 
     def close_when_idle(self) -> None:
         """Graceful shutdown: answer what is queued, then close."""
-        self._pending.append(_END_OF_REQUESTS)
-        self._wakeup.set()
+        self._queue([_END_OF_REQUESTS])
 
     async def _write_with_externals(self, frame) -> None:
         """Write a frame whose record fields are file ranges: with sendfile where
@@ -157,17 +397,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             frame.close_externals()
 
     async def _serve(self) -> None:
+        # Ends when the queue is empty: an idle connection has no task (and its
+        # coroutine, futures and context) waiting for the next request.
         dispatcher = self._dispatcher
         try:
-            while not self._closing:
-                if not self._pending:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
-                    continue
-                frame = self._pending.popleft()
-                if self._reading_paused and len(self._pending) < PENDING_REQUESTS_MAX // 2:
-                    self._reading_paused = False
-                    self._transport.resume_reading()
+            while self._pending and not self._closing:
+                frame = self._next_frame()
+                if self._queue_full and len(self._pending) - self._pending_head < PENDING_REQUESTS_MAX // 2:
+                    self._queue_full = False
+                    self._update_reading()
                 if frame is _END_OF_REQUESTS:
                     break
                 self._answering = True
@@ -176,22 +414,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 finally:
                     self._answering = False
                     self.last_active_s = time.monotonic()
-                if response is None:
-                    continue
                 if response is dispatcher.CLOSE:
                     self.abort()
                     return
-                if getattr(response, "externals", None):
-                    await self._write_with_externals(response)
-                else:
-                    self._transport.write(response)
-                if not self._drained.is_set():
-                    await self._drained.wait()
+                if response is not None:
+                    if getattr(response, "externals", None):
+                        await self._write_with_externals(response)
+                    else:
+                        self._transport.write(response)
+                # Answered: neither the request nor its response may stay
+                # referenced from here while the next one waits or is handled.
+                frame_bytes = len(frame)
+                frame = response = None
+                if self._budget is not None:
+                    self._release(frame_bytes)
+                if self._drain_waiter is not None:
+                    await self._drain_waiter
+            else:
+                self._worker = None
+                return
         except asyncio.CancelledError:
-            pass
+            return
         except Exception:  # a bug of ours: drop this connection, keep the broker
             log.exception("connection %s failed", self.peer)
             self.abort()
             return
-        if self._transport is not None and not self._transport.is_closing():
+        # The end of the requests (or a CLOSE answer): no further worker.
+        if not self._transport.is_closing():
             self._transport.close()
