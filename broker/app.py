@@ -15,12 +15,14 @@ import resource
 import time
 
 from broker.config import BrokerConfig, ConfigError
-from broker.connection import KafkaConnection
+from broker.connection import KafkaConnection, RequestMemoryBudget
 from broker.controller_listener import build_controller_dispatcher
 from broker.dispatch import Dispatcher
+from broker.flusher import GroupFlusher
 from broker.forwarding import FORWARDED_API_KEYS, ControllerChannel
 from broker.groups.service import GroupService
 from broker.lifecycle import BrokerLifecycleManager
+from broker.loop_monitor import LoopMonitor
 from broker.partition_watch import PartitionWatch
 from broker.quorum_controller import QuorumController
 from broker.raft_driver import RaftDriver
@@ -55,6 +57,49 @@ _TOPIC_DEFAULT_SOURCES = {
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "min.insync.replicas": "min.insync.replicas",
 }
+
+
+# How long a sliced job (see run_in_slices) may hold the event loop at a time.
+SLICE_BUDGET_S = 0.005
+
+
+async def run_in_slices(steps, budget_s: float = SLICE_BUDGET_S) -> int:
+    """Run an iterator of small steps, letting the event loop serve requests
+    whenever a slice has run ``budget_s``; returns the sum of what the steps yield."""
+    total = 0
+    slice_started = time.perf_counter()
+    for value in steps:
+        total += value or 0
+        if time.perf_counter() - slice_started >= budget_s:
+            await asyncio.sleep(0)
+            slice_started = time.perf_counter()
+    return total
+
+
+class _RecoveryProgress:
+    """Start-up progress over the partition logs found on disk, logged every
+    PROGRESS_EVERY_S while logs are recovered after an unclean shutdown."""
+
+    PROGRESS_EVERY_S = 5.0
+
+    def __init__(self, total: int, *, clean: bool):
+        self.total = total
+        self.clean = clean
+        self.count = 0
+        self.started_s = self.logged_s = time.monotonic()
+        if not clean and total:
+            log.info("recovering %d partition logs after an unclean shutdown", total)
+
+    def step(self) -> None:
+        self.count += 1
+        now_s = time.monotonic()
+        if not self.clean and now_s - self.logged_s >= self.PROGRESS_EVERY_S:
+            self.logged_s = now_s
+            log.info("recovered %d of %d partition logs (%.0f s)", self.count, self.total, now_s - self.started_s)
+
+    def done(self) -> None:
+        if not self.clean and self.total:
+            log.info("recovered %d partition logs in %.1f s", self.count, time.monotonic() - self.started_s)
 
 
 class ListenerUnavailable(ConfigError):
@@ -117,12 +162,18 @@ class Broker:
         self.dispatcher = Dispatcher()
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[KafkaConnection] = set()
+        # queued.max.request.bytes: one budget per dispatcher, as Kafka's broker
+        # and controller socket servers each have their own memory pool.
+        self.request_budgets: dict[Dispatcher, RequestMemoryBudget] = {}
         self.bound_ports: dict[str, int] = {}
         self.stopping = False
         self._tasks: list[asyncio.Task] = []
+        self._new_logs_registered = asyncio.Event()
         self.topic_defaults = self._topic_defaults()
         self.groups = GroupService(self)
         self.replicas = ReplicaManager(self)
+        # The fsyncs produce requests wait for (flush.messages), off the event loop.
+        self.flusher = GroupFlusher(self.log_dir_failed)
         # Incremental fetch sessions (KIP-227) of consumers and followers.
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
         from broker.handlers import register_all
@@ -135,6 +186,8 @@ class Broker:
             self.dispatcher.forwarded_keys = FORWARDED_API_KEYS
             self.controller.channel = self.controller_channel
         self.lifecycle = BrokerLifecycleManager(self)
+        # The event loop's lag: what every request waits on top of its own work.
+        self.loop_monitor = LoopMonitor()
 
     def _open_files_budget(self) -> int:
         """log.open.files.max, by default at most half of the process's file limit,
@@ -187,10 +240,11 @@ class Broker:
         timeout_ms = 60_000
         if not await self.controller.wait_caught_up(timeout_ms):
             raise RuntimeError(f"the metadata quorum did not elect a leader within {timeout_ms} ms")
-        self._open_partition_logs()
+        await self._open_partition_logs()
         self.replicas.apply_image(MetadataImage(), self.image)
         self.controller.subscribe(self._on_metadata_change)
         self.groups.follow_leadership()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._create_new_logs(), name="new partition logs"))
 
     def _topic_defaults(self) -> dict[str, str]:
         defaults = {}
@@ -209,19 +263,67 @@ class Broker:
     def topic_config(self, topic: TopicImage) -> dict:
         return effective_topic_config(self.topic_defaults, dict(topic.configs))
 
-    def _open_partition_logs(self) -> None:
+    async def _open_partition_logs(self) -> None:
+        """Register this broker's partition logs. After a crash every log is
+        recovered here, which may take minutes: it runs in slices, so that a
+        combined node keeps answering its quorum meanwhile, with progress in the log."""
         on_disk = self.logs.existing_partitions()
-        for topic in self.image.topics.values():
-            log_config = log_config_from(self.topic_config(topic))
-            for partition in topic.partitions.values():
-                if self.node_id in partition.replicas:
-                    existing = on_disk.pop((topic.name, partition.partition_id), None)
+        progress = _RecoveryProgress(len(on_disk), clean=self.logs.all_dirs_clean)
+
+        def register_all(image: MetadataImage):
+            for topic in image.topics.values():
+                log_config = None
+                for partition in topic.partitions.values():
+                    key = (topic.name, partition.partition_id)
+                    if self.node_id not in partition.replicas or key in registered:
+                        continue
+                    log_config = log_config or log_config_from(self.topic_config(topic))
+                    existing = on_disk.pop(key, None)
                     self.logs.register(topic.name, partition.partition_id, log_config, existing)
+                    registered.add(key)
+                    if existing is not None:
+                        progress.step()
+                    yield 1
+
+        registered: set[tuple[str, int]] = set()
+        await run_in_slices(register_all(self.image))
+        # The image may have moved on meanwhile: partitions it added are
+        # registered now (at once: they are new, or few), ...
+        for _ in register_all(self.image):
+            pass
+        progress.done()
+        # ... and those it no longer gives this broker are removed below.
+        for key in registered - self._replica_keys(self.image):
+            log.info("deleting the log of removed partition %s-%d", *key)
+            self.logs.delete(*key)
         on_disk.pop((METADATA_TOPIC, 0), None)
         for (topic, partition), path in on_disk.items():
             # A topic deleted while we were down (or by a crash mid-delete).
             log.info("deleting the log of removed partition %s-%d", topic, partition)
             self.logs.delete(topic, partition, path)
+
+    async def _create_new_logs(self) -> None:
+        """Make the directories and files of new partitions in slices of the event
+        loop's time (a topic of 20,000 partitions takes seconds of file work);
+        a partition used before its turn gets them at its first use."""
+        while True:
+            if self.logs.creations_pending:
+                try:
+                    await run_in_slices(self.logs.create_pending_steps())
+                except OSError as exc:
+                    log.error("cannot create partition logs (will retry): %s", exc)
+                    await asyncio.sleep(1)
+                    continue
+            self._new_logs_registered.clear()
+            await self._new_logs_registered.wait()
+
+    def _replica_keys(self, image: MetadataImage) -> set[tuple[str, int]]:
+        return {
+            (topic.name, partition.partition_id)
+            for topic in image.topics.values()
+            for partition in topic.partitions.values()
+            if self.node_id in partition.replicas
+        }
 
     def _on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
         deleted_topics = set()
@@ -253,6 +355,7 @@ class Broker:
                         self.logs.set_config(name, partition.partition_id, log_config)
                     else:
                         self.logs.register(name, partition.partition_id, log_config)
+                        self._new_logs_registered.set()
                 elif was_replica and not is_replica:
                     removed.append((name, partition.partition_id))
         self.replicas.apply_image(old, new)
@@ -299,7 +402,7 @@ class Broker:
             # The high watermarks, which a restarted replica starts from, more often,
             # written on a worker thread so that their fsyncs never stall requests.
             ("high watermark checkpoint", self.config["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint_high_watermarks),
-            ("retention", self.config["log.retention.check.interval.ms"], lambda: self.logs.apply_retention(self._now_ms())),
+            ("retention", self.config["log.retention.check.interval.ms"], self._apply_retention),
             (
                 "producer id expiration",
                 self.config["producer.id.expiration.check.interval.ms"],
@@ -332,12 +435,21 @@ class Broker:
             except Exception:  # keep serving; the next round may succeed
                 log.exception("%s failed", name)
 
+    async def _apply_retention(self) -> int:
+        """A retention pass in slices of the event loop's time, then the deleted
+        segments' files unlinked on a worker thread."""
+        deleted = await run_in_slices(self.logs.apply_retention_steps(self._now_ms()))
+        if self.logs.file_deleter.waiting:
+            await asyncio.to_thread(self.logs.delete_pending_files)
+        return deleted
+
     async def _checkpoint_high_watermarks(self) -> None:
         write = self.logs.high_watermark_checkpoint()
         if write is not None:
             await asyncio.to_thread(write)
 
     async def start(self) -> None:
+        self.loop_monitor.start()
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms > 0:
             # Swept a few times per idle period, so a connection goes within ~1.25x of it.
@@ -347,43 +459,68 @@ class Broker:
                     self._every(sweep_ms, lambda: self._close_idle_connections(idle_ms), "idle connections"), name="idle connections"
                 )
             )
-        # Controllers listen first: the other voters need us to elect a leader.
-        for listener in self.config.controller_listeners:
-            await self._listen(listener, self.controller_dispatcher)
+        # Every address is bound before anything starts, so a port in use stops
+        # the node at once, before it joins the quorum; a bound socket refuses
+        # connections until it serves.
+        controller_servers = [(l, await self._bind(l, self.controller_dispatcher)) for l in self.config.controller_listeners]
+        broker_servers = [(l, await self._bind(l, self.dispatcher)) for l in self.config.broker_listeners]
+        # Controllers serve first: the other voters need us to elect a leader.
+        for listener, server in controller_servers:
+            await self._serve(listener, server)
         await self._start_metadata()
         if not self.is_broker:
             return
         self._start_housekeeping()
+        self.flusher.start()
         self.replicas.start()
         self.groups.start()
-        for listener in self.config.broker_listeners:
-            await self._listen(listener, self.dispatcher)
+        for listener, server in broker_servers:
+            await self._serve(listener, server)
         # Registered (with the ports just bound) and unfenced before we count as started.
         self.lifecycle.start()
         timeout_ms = self.config["initial.broker.registration.timeout.ms"]
         if not await self.lifecycle.wait_unfenced(timeout_ms):
             raise RuntimeError(f"the active controller did not unfence this broker within {timeout_ms} ms")
 
-    async def _listen(self, listener, dispatcher) -> None:
+    async def _bind(self, listener, dispatcher) -> asyncio.base_events.Server:
+        """A server bound to ``listener``'s address, not serving yet."""
         max_frame_bytes = self.config["socket.request.max.bytes"]
+        if self.config["queued.max.request.bytes"] > 0 and dispatcher not in self.request_budgets:
+            self.request_budgets[dispatcher] = RequestMemoryBudget(self.config["queued.max.request.bytes"])
+        budget = self.request_budgets.get(dispatcher)
         try:
             server = await asyncio.get_running_loop().create_server(
-                lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name),
+                lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
+                start_serving=False,
             )
         except OSError as exc:
-            key = "controller.listener.names / listeners" if listener in self.config.controller_listeners else "listeners"
-            address = f"{listener.host or '0.0.0.0'}:{listener.port}"
-            raise ListenerUnavailable(
-                f"cannot listen on {listener.name}://{address} ({key}): {os.strerror(exc.errno) if exc.errno else exc}"
-                + ("; another process uses that port" if exc.errno == errno.EADDRINUSE else "")
-            ) from None
+            raise self._listener_unavailable(listener, exc) from None
         self._servers.append(server)
-        port = server.sockets[0].getsockname()[1]
-        self.bound_ports[listener.name] = port
-        log.info("listening on %s://%s:%d", listener.name, listener.host, port)
+        self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
+        return server
+
+    async def _serve(self, listener, server: asyncio.base_events.Server) -> None:
+        try:
+            await server.start_serving()
+        except OSError as exc:
+            # Linux lets two SO_REUSEADDR sockets bind one port while neither
+            # listens: a node starting at the same moment is only found here.
+            raise self._listener_unavailable(listener, exc) from None
+        log.info("listening on %s://%s:%d", listener.name, listener.host, self.bound_ports[listener.name])
+
+    def _listener_unavailable(self, listener, exc: OSError) -> ListenerUnavailable:
+        key = "listeners"  # where every listener's address is set, controllers' included
+        address = f"{listener.host or '0.0.0.0'}:{listener.port}"
+        advice = {
+            errno.EADDRINUSE: f"another process uses that port: stop it or give {key} another port",
+            errno.EADDRNOTAVAIL: f"that address is not one of this host's: give {key} one that is (or 0.0.0.0)",
+            errno.EACCES: f"ports below 1024 need privileges: give {key} a higher port",
+        }.get(exc.errno, f"check {key}")
+        reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or exc)
+        return ListenerUnavailable(f"cannot listen on {listener.name}://{address} ({key}): {reason}; {advice}")
 
     def advertised_endpoint(self, listener_name: str | None = None) -> tuple[str, int]:
         if not self.is_broker:
@@ -416,12 +553,18 @@ class Broker:
             connection.abort()
         for server in self._servers:
             await server.wait_closed()
+        for dispatcher, budget in self.request_budgets.items():
+            log.info("%s listeners: %s", "client" if dispatcher is self.dispatcher else "controller", budget.summary())
         for task in self._tasks:
             task.cancel()
         if self.is_broker:
+            await self.flusher.stop()
+            log.info("group flushes: %d logs synced in %d passes", self.flusher.logs_synced, self.flusher.passes)
             await self.replicas.stop()
         await self.raft.stop()
         self.controller_channel.close()
+        self.loop_monitor.stop()
+        log.info("event loop lag while running: %s", self.loop_monitor.histogram.summary())
         self.close_storage()
 
     def close_storage(self) -> None:

@@ -67,6 +67,14 @@ class _SparseIndex:
         self._file_entries = len(self._keys)
         self._loaded = True
 
+    def start_empty(self) -> None:
+        """A new segment's index: known empty, so never read back from its
+        (preallocated, all zeros) file."""
+        self._keys, self._values = self._new_arrays()
+        self._loaded = True
+        self._unwritten = 0
+        self._file_entries = 0
+
     def __len__(self) -> int:
         self._ensure_loaded()
         return len(self._keys)

@@ -18,7 +18,7 @@ import logging
 import os
 import struct
 import time
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,7 @@ from protocol.records import (
     validate_batch,
 )
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir, read_leader_epochs, write_leader_epochs
+from storage.deferred_io import DeferredFileDeleter, PendingFlush
 from storage.file_slice import FileSlice
 from storage.handle_pool import FileHandlePool
 from storage.producer_snapshot import (
@@ -45,7 +46,7 @@ from storage.producer_snapshot import (
     write_snapshot,
 )
 from storage.producer_state import ProducerStateError, ProducerStateManager, last_sequence_of, next_sequence
-from storage.segment import LogSegment
+from storage.segment import LogSegment, segment_file_stem
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,9 @@ class AppendResult:
     last_offset: int
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     duplicate: bool = False  # a retried idempotent batch: nothing was written
+    # flush.messages was reached by an append that left the flush to its caller
+    # (``defer_flush``): the batch is durable only after begin/end_flush.
+    flush_due: bool = False
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -196,6 +200,9 @@ class PartitionLog:
         self.leader_epochs: list[tuple[int, int]] = read_leader_epochs(self.directory / LEADER_EPOCH_CHECKPOINT)
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock_ms()
+        # Set by an owner that unlinks the files of deleted segments on a worker
+        # thread (a retention pass may delete thousands); None: unlinked at once.
+        self.file_deleter: DeferredFileDeleter | None = None
         self._open_segments(recovery_point, clean_shutdown)
         self._remove_stray_snapshots()
         first_base = self.segments[0].base_offset
@@ -208,6 +215,9 @@ class PartitionLog:
         self.replicated = False
 
     def _new_segment(self, base: int, size_bytes: int | None = None) -> LogSegment:
+        if self.file_deleter is not None:
+            # A truncation can bring back a base offset whose old files still wait to be unlinked.
+            self.file_deleter.reclaim(self.directory, segment_file_stem(base))
         return LogSegment(
             self.directory,
             base,
@@ -217,6 +227,16 @@ class PartitionLog:
             index_bytes=self.config.segment_index_bytes,
             size_bytes=size_bytes,
         )
+
+    def _new_empty_segment(self, base: int) -> LogSegment:
+        """A new active segment: its indexes are known empty (never read back
+        from their preallocated files, ten megabytes of zeros by default)."""
+        segment = self._new_segment(base, 0)
+        segment.next_offset = base
+        for index in (segment.index, segment.time_index):
+            index.start_empty()
+            index.preallocate()
+        return segment
 
     def _complete_interrupted_operations(self) -> None:
         """Finish or undo what a crash interrupted, the way Kafka's log loader does:
@@ -266,6 +286,16 @@ class PartitionLog:
                     if offset is not None:
                         self._snapshots.append(offset)
         self._snapshots.sort()
+        if not sizes and not self._snapshots:
+            # A new log (or one whose every file is gone): nothing to recover or
+            # load, so none of the recovery's file rewrites, which would make
+            # opening a new partition several times as slow.
+            start = 0
+            active = self._new_empty_segment(start)
+            self.segments = [active]
+            self._segment_bases = [start]
+            self.recovery_point = start
+            return
         if not sizes:
             sizes = {0: None}
         for base in sorted(sizes):
@@ -411,12 +441,19 @@ class PartitionLog:
 
     def _write_snapshot(self, offset: int) -> None:
         """Snapshot the producer state, which must describe exactly the batches below ``offset``."""
+        if self.file_deleter is not None:
+            self.file_deleter.reclaim(self.directory, segment_file_stem(offset))
         write_snapshot(self.directory, offset, self.producer_state.producers)
         if offset not in self._snapshots:
             insort(self._snapshots, offset)
 
-    def _delete_snapshot(self, offset: int) -> None:
-        (self.directory / snapshot_file_name(offset)).unlink(missing_ok=True)
+    def _delete_snapshot(self, offset: int, *, deferred: bool = False) -> None:
+        if deferred and self.file_deleter is not None:
+            # Only for snapshots below the log start: one left by a crash is
+            # below the first segment and removed as a stray at the next open.
+            self.file_deleter.defer(self.directory, [snapshot_file_name(offset)])
+        else:
+            (self.directory / snapshot_file_name(offset)).unlink(missing_ok=True)
         if offset in self._snapshots:
             self._snapshots.remove(offset)
 
@@ -431,8 +468,10 @@ class PartitionLog:
             fsync_dir(self.directory)
 
     def _delete_snapshots_below(self, offset: int) -> None:
-        for old in [o for o in self._snapshots if o < offset]:
-            self._delete_snapshot(old)
+        count = bisect_left(self._snapshots, offset)  # ascending: a prefix goes
+        below, self._snapshots = self._snapshots[:count], self._snapshots[count:]
+        for old in below:
+            self._delete_snapshot(old, deferred=True)
 
     def _remove_stray_snapshots(self) -> None:
         """Keep a snapshot per segment base offset and the newest other one if it is
@@ -483,7 +522,7 @@ class PartitionLog:
 
     # ----------------------------------------------------------------- append
 
-    def append(self, records, *, leader_epoch: int = 0) -> AppendResult:
+    def append(self, records, *, leader_epoch: int = 0, defer_flush: bool = False) -> AppendResult:
         """Validate and append the batches in ``records`` (bytes from a Produce request)."""
         if not records:
             raise AppendError(ErrorCode.CORRUPT_MESSAGE, "empty records")
@@ -555,9 +594,10 @@ class PartitionLog:
         if not self.replicated:
             self.high_watermark = self.log_end_offset
         self._unflushed_messages += next_offset - base_offset
-        if self._unflushed_messages >= self.config.flush_messages:
+        flush_due = self._unflushed_messages >= self.config.flush_messages
+        if flush_due and not defer_flush:
             self.flush(fsync=True)
-        return AppendResult(base_offset, next_offset - 1, now_ms if log_append_time else -1)
+        return AppendResult(base_offset, next_offset - 1, now_ms if log_append_time else -1, flush_due=flush_due and defer_flush)
 
     def append_as_follower(self, records) -> int:
         """Append batches fetched from the partition's leader exactly as they are:
@@ -651,10 +691,7 @@ class PartitionLog:
         old = self.segments.pop()
         self._segment_bases.pop()
         old.delete()
-        new = self._new_segment(offset, 0)
-        new.next_offset = offset
-        new.index.preallocate()
-        new.time_index.preallocate()
+        new = self._new_empty_segment(offset)
         self.segments.append(new)
         self._segment_bases.append(offset)
         if len(self.segments) == 1:
@@ -751,10 +788,7 @@ class PartitionLog:
         old.index.trim()
         old.time_index.trim()
         self.recovery_point = max(self.recovery_point, self.log_end_offset)
-        new = self._new_segment(self.log_end_offset, 0)
-        new.next_offset = new.base_offset
-        new.index.preallocate()
-        new.time_index.preallocate()
+        new = self._new_empty_segment(self.log_end_offset)
         self.segments.append(new)
         self._segment_bases.append(new.base_offset)
         # As Kafka does: the state of every batch below the new segment, so that
@@ -859,6 +893,28 @@ class PartitionLog:
             self._unflushed_messages = 0
             self._last_flush_ms = self._clock_ms()
 
+    def begin_flush(self) -> PendingFlush | None:
+        """The first half of a flush whose fsyncs run elsewhere: index entries are
+        written now, and what must be synced is handed out; None when nothing was
+        appended since the last flush. The caller syncs it, then calls end_flush."""
+        log_fds, index_paths = [], []
+        for segment in self.segments[-2:]:  # a roll leaves the previous segment unsynced
+            segment.index.flush(False)
+            segment.time_index.flush(False)
+            if segment.take_unflushed():
+                log_fds.append(os.dup(segment.file_descriptor()))
+                index_paths += [segment.index.path, segment.time_index.path]
+        if not log_fds:
+            return None
+        self._unflushed_messages = 0
+        return PendingFlush(log_fds, index_paths, self.log_end_offset)
+
+    def end_flush(self, pending: PendingFlush) -> None:
+        """Everything below ``pending.end_offset`` is durable: the recovery point
+        moves there (never past the log end: a truncation may have come between)."""
+        self.recovery_point = min(max(self.recovery_point, pending.end_offset), self.log_end_offset)
+        self._last_flush_ms = self._clock_ms()
+
     def maybe_flush_by_time(self, now_ms: int) -> bool:
         """flush.ms: fsync when the oldest unflushed message is that old."""
         if self._unflushed_messages and now_ms - self._last_flush_ms >= self.config.flush_ms:
@@ -917,9 +973,7 @@ class PartitionLog:
         for offset_of_snapshot in list(self._snapshots):
             self._delete_snapshot(offset_of_snapshot)  # producer state of batches that are gone
         self.producer_state.producers.clear()
-        new = self._new_segment(offset, 0)
-        new.index.preallocate()
-        new.time_index.preallocate()
+        new = self._new_empty_segment(offset)
         self.segments = [new]
         self._segment_bases = [offset]
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
@@ -948,11 +1002,20 @@ class PartitionLog:
             self._delete_segment(self.segments.pop(0))
             deleted += 1
         self._segment_bases = [s.base_offset for s in self.segments]
+        if deleted:
+            log.info("%s: deleted %d segments below the log start offset %d", self.directory.name, deleted, self.log_start_offset)
         return deleted
 
     def _delete_segment(self, segment: LogSegment) -> None:
-        log.info("%s: deleting segment %s", self.directory.name, segment.log_path.name)
-        segment.delete()
+        """Drop a segment below the log start. With a ``file_deleter`` its files
+        are handed over to be unlinked later (off the caller's thread): if a
+        crash comes first they reappear below the log start and the next
+        retention pass drops them again."""
+        if self.file_deleter is None:
+            segment.delete()
+            return
+        segment.close_files()
+        self.file_deleter.defer(self.directory, segment.file_names())
 
     def apply_retention(self, now_ms: int) -> int:
         """cleanup.policy=delete: drop the oldest segments past retention.ms or
@@ -978,6 +1041,10 @@ class PartitionLog:
             self._delete_segment(oldest)
             deleted += 1
         if deleted:
+            log.info(
+                "%s: retention deleted %d segments, the log now starts at offset %d",
+                self.directory.name, deleted, self.segments[0].base_offset,
+            )
             self._segment_bases = [s.base_offset for s in self.segments]
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             self._on_log_start_moved()
@@ -1024,14 +1091,41 @@ class PartitionLog:
     # ----------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
-        self.flush(fsync=True)
+        sync, finish = self.close_in_parts()
+        sync()
+        finish()
+
+    def close_in_parts(self) -> tuple[Callable[[], None], Callable[[], None]]:
+        """Closing as two calls, so an owner of many logs can run the slow first
+        one (the fsyncs and the snapshot write) for many logs at once on worker
+        threads: ``sync`` touches only files and data taken here, never this
+        object; ``finish`` (on the owner's thread, after ``sync``) closes it."""
+        pending = self.begin_flush()
         end = self.log_end_offset
-        if end > 0 and end not in self._snapshots:
-            # The next open after this clean shutdown loads this and reads no batch.
-            self._write_snapshot(end)
-            self._remove_stray_snapshots()
-        for segment in self.segments:
-            segment.close()
+        # The next open after this clean shutdown loads this snapshot and reads no batch.
+        snapshot_offset_due = end if end > 0 and end not in self._snapshots else None
+        if snapshot_offset_due is not None and self.file_deleter is not None:
+            self.file_deleter.reclaim(self.directory, segment_file_stem(end))
+        producers = dict(self.producer_state.producers) if snapshot_offset_due is not None else None
+        directory = self.directory
+
+        def sync() -> None:
+            if pending is not None:
+                pending.sync()
+            if snapshot_offset_due is not None:
+                write_snapshot(directory, snapshot_offset_due, producers)
+
+        def finish() -> None:
+            # Everything is durable now: older segments were synced when they rolled.
+            self.recovery_point = self.log_end_offset
+            self._unflushed_messages = 0
+            if snapshot_offset_due is not None:
+                insort(self._snapshots, snapshot_offset_due)
+                self._remove_stray_snapshots()
+            for segment in self.segments:
+                segment.close()
+
+        return sync, finish
 
     def delete(self) -> None:
         for segment in self.segments:

@@ -18,9 +18,10 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from storage.checkpoint import (
     CLEAN_SHUTDOWN_MARKER,
@@ -34,20 +35,32 @@ from storage.checkpoint import (
     write_offsets,
 )
 from storage.cleaner import CleanerError, clean_log
+from storage.deferred_io import DeferredFileDeleter
 from storage.handle_pool import DEFAULT_MAX_OPEN_FILES, FileHandlePool
 from storage.log import LogConfig, PartitionLog, partition_dir_name
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms
+# Closing many logs: fsyncs of different files overlap well on one device.
+CLOSE_THREADS = 8
+CLOSE_CHUNK_LOGS = 512
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 TopicPartition = tuple[str, int]
 
 
 @dataclass
 class _Registered:
-    path: Path
+    log_dir: Path  # the entry of log.dirs holding it
+    dir_name: str  # its directory's name in there
     config: LogConfig
+    # False for a new partition until its log is first opened: it has no files yet.
+    created: bool = True
+
+    @property
+    def path(self) -> Path:
+        # Made when asked: registering many partitions builds no Path objects.
+        return self.log_dir / self.dir_name
 
 
 class LogManager:
@@ -74,6 +87,10 @@ class LogManager:
         # Checkpoint files may be written from a worker thread (see
         # high_watermark_checkpoint) while the owner writes the others.
         self._checkpoint_lock = threading.Lock()
+        # Files of deleted segments, unlinked by delete_pending_files (a worker's job).
+        self.file_deleter = DeferredFileDeleter()
+        # New partitions whose files are not made yet (see create_pending_steps), in order.
+        self._to_create: dict[TopicPartition, None] = {}
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
             marker = directory / CLEAN_SHUTDOWN_MARKER
@@ -92,6 +109,11 @@ class LogManager:
             # next clean shutdown writes it again.
             marker.unlink(missing_ok=True)
 
+    @property
+    def all_dirs_clean(self) -> bool:
+        """Every log dir was shut down cleanly: registering opens nothing."""
+        return all(directory in self._clean_dirs for directory in self.log_dirs)
+
     # ----------------------------------------------------------------- registry
 
     def existing_partitions(self) -> dict[TopicPartition, Path]:
@@ -108,8 +130,8 @@ class LogManager:
         # Counts kept as partitions come and go: choosing stays O(dirs), not O(partitions).
         return min(self.log_dirs, key=lambda d: self._partitions_per_dir.get(d, 0))
 
-    def _count(self, path: Path, delta: int) -> None:
-        self._partitions_per_dir[path.parent] = self._partitions_per_dir.get(path.parent, 0) + delta
+    def _count(self, log_dir: Path, delta: int) -> None:
+        self._partitions_per_dir[log_dir] = self._partitions_per_dir.get(log_dir, 0) + delta
 
     def register(self, topic: str, partition: int, config: LogConfig, existing: Path | None = None) -> None:
         """Make a partition known; an existing log is opened on first use, a new one now."""
@@ -117,13 +139,17 @@ class LogManager:
         if key in self._registered:
             return
         if existing is None:
-            path = self._choose_dir() / partition_dir_name(topic, partition)
-            self._registered[key] = _Registered(path, config)
-            self._count(path, +1)
-            self._open(key)
+            # A new partition's directory and files are made when it is first used
+            # (opened), not here: a topic of many partitions is registered in one
+            # metadata change, and creating their files there would hold the
+            # caller (the event loop) for a long time.
+            log_dir = self._choose_dir()
+            self._registered[key] = _Registered(log_dir, partition_dir_name(topic, partition), config, created=False)
+            self._count(log_dir, +1)
+            self._to_create[key] = None
         else:
-            self._registered[key] = _Registered(existing, config)
-            self._count(existing, +1)
+            self._registered[key] = _Registered(existing.parent, existing.name, config)
+            self._count(existing.parent, +1)
             if existing.parent not in self._clean_dirs:
                 # After a crash every log is recovered before anything is
                 # served, and before a later clean shutdown could vouch for it.
@@ -149,11 +175,29 @@ class LogManager:
             pool=self.pool,
             recovery_point=self._recovery_points.get(key),
             log_start_offset=self._log_start_offsets.get(key),
-            clean_shutdown=registered.path.parent in self._clean_dirs,
+            clean_shutdown=registered.log_dir in self._clean_dirs,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
+        registered.created = True
+        self._to_create.pop(key, None)
+        plog.file_deleter = self.file_deleter
         self.logs[key] = plog
         return plog
+
+    @property
+    def creations_pending(self) -> int:
+        return len(self._to_create)
+
+    def create_pending_steps(self) -> Iterator[int]:
+        """Make the files of new partitions not used yet, one partition a step,
+        so that a caller can pause between them: a topic of many partitions has
+        its directories soon after its creation (as in Kafka), without holding
+        the caller for the whole of it."""
+        while self._to_create:
+            key = next(iter(self._to_create))
+            self.get(*key)  # opening a new log makes its directory and files
+            self._to_create.pop(key, None)
+            yield 1
 
     def checkpointed_high_watermark(self, topic: str, partition: int) -> int | None:
         """The high watermark ``replication-offset-checkpoint`` holds for a partition
@@ -173,7 +217,7 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         """The entry of ``log.dirs`` holding a registered partition, or None."""
         registered = self._registered.get((topic, partition))
-        return None if registered is None else registered.path.parent
+        return None if registered is None else registered.log_dir
 
     def size_bytes(self, topic: str, partition: int) -> int | None:
         """Bytes in a registered partition's segment files (Kafka's ``log.size``), or None.
@@ -205,14 +249,18 @@ class LogManager:
         return iter(list(self.logs.items()))
 
     def all_logs(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
-        """Every registered log, opening those not opened yet."""
-        for key in list(self._registered):
+        """Every registered log that has files, opening those not opened yet
+        (a new partition never used has nothing to retain, clean or flush)."""
+        for key, registered in list(self._registered.items()):
+            if not registered.created and key not in self.logs:
+                continue
             plog = self.get(*key)
             if plog is not None:
                 yield key, plog
 
     def delete(self, topic: str, partition: int, path: Path | None = None) -> None:
         key = (topic, partition)
+        self._to_create.pop(key, None)
         plog = self.logs.pop(key, None)
         registered = self._registered.pop(key, None)
         if plog is not None:
@@ -222,11 +270,13 @@ class LogManager:
         elif registered is not None:
             path = registered.path
         if registered is not None:
-            self._count(registered.path, -1)
+            self._count(registered.log_dir, -1)
         for table in (self._recovery_points, self._log_start_offsets, self._high_watermarks, self._cleaner_offsets):
             table.pop(key, None)
         if path is not None and path.exists():
             shutil.rmtree(path)
+        if path is not None:
+            self.file_deleter.forget(path)
 
     # ----------------------------------------------------------------- periodic work
 
@@ -241,10 +291,19 @@ class LogManager:
         return sum(1 for _, plog in self.opened_logs() if plog.maybe_flush_by_time(now_ms))
 
     def apply_retention(self, now_ms: int) -> int:
-        deleted = 0
+        return sum(self.apply_retention_steps(now_ms))
+
+    def apply_retention_steps(self, now_ms: int) -> Iterator[int]:
+        """Retention one log at a time: yields the segments each log deleted, so a
+        caller can pause between logs (a broker may have 100,000). The deleted
+        segments' files are left to delete_pending_files."""
         for _, plog in self.all_logs():
-            deleted += plog.apply_retention(now_ms)
-        return deleted
+            yield plog.apply_retention(now_ms)
+
+    def delete_pending_files(self) -> int:
+        """Unlink the files of segments deleted so far (from a worker thread:
+        this is the slow part of retention); returns how many."""
+        return self.file_deleter.run()
 
     def clean_compacted(self, now_ms: int) -> int:
         """One log cleaner pass over every compacted log; returns the logs cleaned.
@@ -282,7 +341,7 @@ class LogManager:
             self._high_watermarks[key] = plog.high_watermark
         with self._checkpoint_lock:
             for directory in self.log_dirs:
-                keys = [k for k, r in self._registered.items() if r.path.parent == directory]
+                keys = [k for k, r in self._registered.items() if r.log_dir == directory]
                 for name, table in (
                     (RECOVERY_POINT_CHECKPOINT, self._recovery_points),
                     (LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets),
@@ -306,7 +365,7 @@ class LogManager:
             return None
         writes = []
         for directory in self.log_dirs:
-            keys = [k for k, r in self._registered.items() if r.path.parent == directory]
+            keys = [k for k, r in self._registered.items() if r.log_dir == directory]
             writes.append((directory / REPLICATION_OFFSET_CHECKPOINT, {k: table[k] for k in keys if k in table}))
 
         def write() -> None:
@@ -317,9 +376,21 @@ class LogManager:
         return write
 
     def close(self) -> None:
-        """Clean shutdown: flush, checkpoint, close, then mark every directory clean."""
-        for _, plog in self.opened_logs():
-            plog.close()
+        """Clean shutdown: flush, checkpoint, close, then mark every directory clean.
+
+        The fsyncs and snapshot writes of the open logs run on CLOSE_THREADS
+        worker threads, CLOSE_CHUNK_LOGS logs at a time: one after the other,
+        100,000 partitions took minutes to stop, and a chunk bounds the
+        descriptors the workers hold."""
+        self.file_deleter.run()
+        opened = [plog for _, plog in self.opened_logs()]
+        with ThreadPoolExecutor(max_workers=CLOSE_THREADS, thread_name_prefix="log close") as workers:
+            for start in range(0, len(opened), CLOSE_CHUNK_LOGS):
+                parts = [plog.close_in_parts() for plog in opened[start : start + CLOSE_CHUNK_LOGS]]
+                for done in workers.map(lambda part: part[0](), parts):
+                    pass  # map re-raises a worker's error here
+                for _, finish in parts:
+                    finish()
         self.checkpoint()
         self.logs.clear()
         self.pool.close_all()

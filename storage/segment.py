@@ -235,6 +235,15 @@ class LogSegment:
         if position == 0:
             self.rolling_base_timestamp_ms = None
 
+    def take_unflushed(self) -> int:
+        """Bytes appended since the last flush, which the caller now makes durable."""
+        unflushed, self._unflushed_bytes = self._unflushed_bytes, 0
+        return unflushed
+
+    def file_descriptor(self) -> int:
+        """The .log file's descriptor, valid until the next call into the handle pool."""
+        return self._fd()
+
     def flush(self, fsync: bool = True) -> None:
         if fsync and self._unflushed_bytes:
             os.fsync(self._fd())
@@ -280,6 +289,14 @@ class LogSegment:
         self.index.close()
         self.time_index.close()
         self._pool.close(self.log_path)
+
+    def close_files(self) -> None:
+        """Let go of the open .log descriptor (before its file is unlinked elsewhere)."""
+        self._pool.close(self.log_path)
+
+    def file_names(self) -> list[str]:
+        stem = segment_file_stem(self.base_offset)
+        return [f"{stem}.log", f"{stem}.index", f"{stem}.timeindex"]
 
     def delete(self) -> None:
         self._pool.close(self.log_path)

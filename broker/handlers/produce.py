@@ -17,10 +17,14 @@ for the internal topics (``__consumer_offsets``); for idempotent producers
 OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH, while a retried
 batch is answered with the offset it was first written at (see
 storage.producer_state). Transactional batches: INVALID_TXN_STATE, as
-transactions are not implemented yet.
+transactions are not implemented yet. When an append reaches the topic's
+``flush.messages``, the response (acks 1 or all) also waits for the fsync,
+which broker.flusher runs off the event loop, grouped with other partitions'.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
@@ -49,11 +53,13 @@ def single_batch_problem(records) -> str | None:
 def register(dispatcher, broker) -> None:
     notify = broker.partition_watch.notify
     replicas = broker.replicas
+    flush = broker.flusher.flush
 
     async def handle(ctx, request):
         acks = request.acks
         responses = []
         waits = []
+        durable = []  # flushes (flush.messages) the response waits for
         leaders_named: set[int] = set()
         for topic_data in request.topic_data:
             name = topic_data.name
@@ -85,13 +91,15 @@ def register(dispatcher, broker) -> None:
                     )
                 else:
                     try:
-                        result = plog.append(pdata.records, leader_epoch=leader.leader_epoch)
+                        result = plog.append(pdata.records, leader_epoch=leader.leader_epoch, defer_flush=True)
                     except AppendError as exc:
                         error, message = exc.error_code, str(exc)
                     except OSError as exc:
                         broker.log_dir_failed(plog, exc)
                         raise
                     else:
+                        if result.flush_due:
+                            durable.append(flush(plog))
                         base_offset = result.base_offset
                         append_time = result.log_append_time_ms
                         log_start = plog.log_start_offset
@@ -119,6 +127,10 @@ def register(dispatcher, broker) -> None:
             responses.append(R.TopicProduceResponse(name=name, partition_responses=partition_responses))
         if acks == 0:
             return None
+        if durable:
+            # Acknowledged only once durable. A failed fsync halts the broker
+            # (see Broker.log_dir_failed), so nothing here answers it.
+            await asyncio.gather(*durable)
         if waits:
             for topic_index, partition_index, future in waits:
                 error = await future

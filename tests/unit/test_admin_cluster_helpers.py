@@ -57,6 +57,7 @@ def test_sizes_and_directories_without_opening_logs(tmp_path):
     manager = LogManager(dirs)
     for partition in range(4):
         manager.register("t", partition, LogConfig())
+        manager.get("t", partition)  # a new partition's files are made on first use
     plog = manager.get("t", 1)
     for i in range(3):
         plog.append(build_batch([(None, b"x" * 200, [], 1_700_000_000_000 + i)]))
@@ -85,3 +86,45 @@ def test_authorized_operations_bitfields():
     assert CLUSTER_OPERATIONS == 0b1_1111_1010_0000
     # READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
     assert TOPIC_OPERATIONS == 0b1101_1111_1000
+
+
+def test_a_new_partition_gets_its_files_on_first_use(tmp_path):
+    manager = LogManager([tmp_path])
+    try:
+        manager.register("fresh", 0, LogConfig())
+        directory = tmp_path / "fresh-0"
+        assert not directory.exists() and manager.logs == {}
+        assert manager.size_bytes("fresh", 0) == 0 and manager.log_dir_of("fresh", 0) == tmp_path
+        assert list(manager.all_logs()) == []  # retention and the cleaner have nothing to open
+        plog = manager.get("fresh", 0)
+        assert directory.is_dir() and plog.log_end_offset == 0 and plog.recovery_point == 0
+        assert sorted(p.name for p in directory.iterdir()) == [
+            "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
+        ]
+        plog.append(build_batch([(None, b"v", [], 1_700_000_000_000)]))
+        assert [key for key, _ in manager.all_logs()] == [("fresh", 0)]
+    finally:
+        manager.close()
+    reopened = LogManager([tmp_path])
+    try:
+        reopened.register("fresh", 0, LogConfig(), tmp_path / "fresh-0")
+        assert reopened.get("fresh", 0).log_end_offset == 1
+    finally:
+        reopened.close()
+
+
+def test_new_partitions_get_their_files_in_steps(tmp_path):
+    manager = LogManager([tmp_path])
+    try:
+        for partition in range(5):
+            manager.register("steps", partition, LogConfig())
+        manager.get("steps", 3)  # used first: made at once
+        manager.delete("steps", 4)  # deleted before its turn: never made
+        assert manager.creations_pending == 3
+        steps = manager.create_pending_steps()
+        assert next(steps) == 1 and (tmp_path / "steps-0").is_dir() and not (tmp_path / "steps-1").exists()
+        assert sum(steps) == 2
+        assert manager.creations_pending == 0
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("steps")) == [f"steps-{p}" for p in range(4)]
+    finally:
+        manager.close()

@@ -1,0 +1,304 @@
+"""How long the broker's event loop leaves requests waiting during big, slow work.
+
+A prober thread sends one ApiVersions request every ``--probe-interval-ms`` on
+its own connection and times each round trip, while the broker does one of:
+
+- create:     CreateTopics of one topic with ``--partitions`` partitions (20,000);
+- retention:  retention deletes ``--segments`` segments (1,000) of one topic at once,
+              while a producer sends at ``--rate`` msg/s (5,000) acks=all and its
+              p99.9 produce latency is measured too;
+- durable:    acks=all produce with ``flush.messages=1`` (an fsync per batch) to
+              ``--durable-partitions`` partitions (1,000) from one producer, and the
+              same into a page-cache topic, alternating: messages/s of each and
+              their ratio;
+- shutdown:   SIGTERM of a broker holding ``--shutdown-partitions`` partitions
+              (with a record each): seconds from the signal to the exit, and from
+              a kill -9 restart to serving.
+
+Each phase prints the ApiVersions round trips (p50 / p99 / max, ms) while it ran.
+
+    python benchmarks/loop_stalls.py                     # every phase
+    python benchmarks/loop_stalls.py --only create --partitions 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import peers
+
+from protocol.framing import decode_response, encode_request
+from protocol.registry import APIS_BY_NAME
+
+API_VERSIONS = APIS_BY_NAME["ApiVersions"]
+PHASES = ("create", "retention", "durable", "shutdown")
+WAIT_S = 600.0
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+class Prober:
+    """ApiVersions round trips on one connection, every interval, in a thread."""
+
+    def __init__(self, bootstrap: str, interval_ms: float):
+        host, port = bootstrap.rsplit(":", 1)
+        self._sock = socket.create_connection((host, int(port)), timeout=60)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._interval_s = interval_ms / 1000
+        self._stop = threading.Event()
+        self.round_trips_ms: list[float] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _round_trip(self, correlation_id: int) -> float:
+        body = API_VERSIONS.request.cls(client_software_name="loop-stalls", client_software_version="1")
+        request = encode_request(API_VERSIONS, 3, correlation_id, "loop-stalls", body)
+        started = time.perf_counter()
+        self._sock.sendall(request)
+        size = struct.unpack(">i", self._recv_exactly(4))[0]
+        frame = self._recv_exactly(size)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        got_id, _ = decode_response(API_VERSIONS, 3, frame)
+        assert got_id == correlation_id
+        return elapsed_ms
+
+    def _recv_exactly(self, count: int) -> bytes:
+        chunks, remaining = [], count
+        while remaining:
+            chunk = self._sock.recv(remaining)
+            if not chunk:
+                raise ConnectionError("broker closed the probe connection")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def _run(self) -> None:
+        correlation_id = 0
+        while not self._stop.is_set():
+            correlation_id += 1
+            self.round_trips_ms.append(self._round_trip(correlation_id))
+            self._stop.wait(self._interval_s)
+
+    def __enter__(self) -> Prober:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(70)
+        self._sock.close()
+
+    def summary(self) -> str:
+        trips = self.round_trips_ms
+        return (
+            f"ApiVersions round trips: {len(trips)}, p50 {percentile(trips, 0.5):.2f} ms, "
+            f"p99 {percentile(trips, 0.99):.2f} ms, max {max(trips, default=float('nan')):.2f} ms"
+        )
+
+
+def admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, configs: dict | None = None) -> float:
+    from confluent_kafka.admin import NewTopic
+
+    started = time.perf_counter()
+    client = admin(bootstrap)  # kept referenced: the futures fail when it is destroyed
+    futures = client.create_topics(
+        [NewTopic(name, partitions, 1, config=configs or {})], operation_timeout=WAIT_S, request_timeout=WAIT_S
+    )
+    futures[name].result(WAIT_S)
+    return time.perf_counter() - started
+
+
+def phase_create(bootstrap: str, args) -> None:
+    with Prober(bootstrap, args.probe_interval_ms) as prober:
+        time.sleep(0.5)
+        elapsed_s = create_topic(bootstrap, "big", args.partitions)
+        time.sleep(0.5)
+    print(f"create {args.partitions} partitions: {elapsed_s:.2f} s; {prober.summary()}", flush=True)
+
+
+def produce_at_rate(bootstrap: str, topic: str, rate_per_s: int, seconds: float, size_bytes: int) -> list[float]:
+    """acks=all produce latencies (ms, send to delivery report) at a fixed rate."""
+    from confluent_kafka import Producer
+
+    latencies_ms: list[float] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    payload = b"x" * size_bytes
+
+    def delivered(error, _message, sent=None) -> None:
+        if error is None:
+            latencies_ms.append((time.perf_counter() - sent) * 1000)
+
+    interval_s = 1 / rate_per_s
+    next_send = time.perf_counter()
+    deadline = next_send + seconds
+    while next_send < deadline:
+        now = time.perf_counter()
+        if now < next_send:
+            producer.poll(0)
+            if next_send - now > 0.0005:
+                time.sleep(min(next_send - now, 0.001))
+            continue
+        producer.produce(topic, payload, on_delivery=lambda e, m, sent=now: delivered(e, m, sent))
+        next_send += interval_s
+    producer.flush(60)
+    return latencies_ms
+
+
+def phase_retention(bootstrap: str, args) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import ConfigResource
+
+    segment_bytes = 16_384
+    create_topic(bootstrap, "aging", 1, {"segment.bytes": str(segment_bytes)})
+    create_topic(bootstrap, "live", 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "batch.size": 4096})
+    payload = b"r" * 1000
+    for _ in range(args.segments * segment_bytes // 1000 + 100):
+        producer.produce("aging", payload)
+        producer.poll(0)
+    producer.flush(60)
+    baseline = produce_at_rate(bootstrap, "live", args.rate, 3.0, 100)
+    resource = ConfigResource("topic", "aging", set_config={"retention.ms": "1"})
+    with Prober(bootstrap, args.probe_interval_ms) as prober:
+        result: dict = {}
+        worker = threading.Thread(target=lambda: result.update(latencies=produce_at_rate(bootstrap, "live", args.rate, 8.0, 100)))
+        worker.start()
+        time.sleep(1.0)
+        client = admin(bootstrap)
+        client.alter_configs([resource])[resource].result(30)
+        worker.join(60)
+    latencies = result.get("latencies", [])
+    print(
+        f"retention of ~{args.segments} segments: produce at {args.rate} msg/s p99 {percentile(latencies, 0.99):.2f} ms, "
+        f"p99.9 {percentile(latencies, 0.999):.2f} ms (before: p99.9 {percentile(baseline, 0.999):.2f} ms); {prober.summary()}",
+        flush=True,
+    )
+
+
+def produce_spread(bootstrap: str, topic: str, partitions: int, messages: int) -> float:
+    """acks=all messages/s, spread over every partition, one producer."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+    payload = b"d" * 100
+    started = time.perf_counter()
+    for i in range(messages):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(WAIT_S)
+    assert remaining == 0
+    return messages / (time.perf_counter() - started)
+
+
+def phase_durable(bootstrap: str, args) -> None:
+    partitions = args.durable_partitions
+    create_topic(bootstrap, "durable", partitions, {"flush.messages": "1"})
+    create_topic(bootstrap, "cached", partitions)
+    rates: dict[str, list[float]] = {"durable": [], "cached": []}
+    with Prober(bootstrap, args.probe_interval_ms) as prober:
+        for _ in range(args.rounds):
+            for topic in ("durable", "cached"):
+                rates[topic].append(produce_spread(bootstrap, topic, partitions, args.durable_messages))
+    durable, cached = statistics.median(rates["durable"]), statistics.median(rates["cached"])
+    print(
+        f"acks=all to {partitions} partitions: flush.messages=1 {durable:,.0f} msg/s, page cache {cached:,.0f} msg/s, "
+        f"ratio {durable / cached:.2f} (medians of {args.rounds}); {prober.summary()}",
+        flush=True,
+    )
+
+
+def phase_shutdown(args) -> None:
+    from confluent_kafka import Producer
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as data_dir:
+        broker_cm = peers.run_pybroker(Path(data_dir))
+        broker = broker_cm.__enter__()
+        try:
+            per_topic = 1000
+            for index in range(args.shutdown_partitions // per_topic):
+                create_topic(broker.bootstrap, f"many{index:03d}", per_topic)
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+            for index in range(args.shutdown_partitions // per_topic):
+                for partition in range(per_topic):
+                    producer.produce(f"many{index:03d}", b"v", partition=partition)
+                    producer.poll(0)
+            assert producer.flush(WAIT_S) == 0
+            started = time.perf_counter()
+            broker.process.send_signal(signal.SIGTERM)
+            broker.process.wait(WAIT_S)
+            stop_s = time.perf_counter() - started
+        finally:
+            broker_cm.__exit__(None, None, None)
+        with peers.run_pybroker(Path(data_dir)) as broker:
+            time.sleep(1)
+            broker.process.send_signal(signal.SIGKILL)
+            broker.process.wait(30)
+        started = time.perf_counter()
+        with peers.run_pybroker(Path(data_dir)) as broker:
+            serving_s = time.perf_counter() - started
+            with Prober(broker.bootstrap, 50) as prober:
+                time.sleep(0.2)
+    print(
+        f"{args.shutdown_partitions} partitions: SIGTERM to exit {stop_s:.2f} s; start after kill -9 to listening {serving_s:.2f} s "
+        f"(first {prober.summary()})",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(PHASES), help=f"comma-separated phases of {', '.join(PHASES)}")
+    parser.add_argument("--partitions", type=int, default=20_000)
+    parser.add_argument("--segments", type=int, default=1_000)
+    parser.add_argument("--rate", type=int, default=5_000)
+    parser.add_argument("--durable-partitions", type=int, default=100)
+    parser.add_argument("--durable-messages", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shutdown-partitions", type=int, default=100_000)
+    parser.add_argument("--probe-interval-ms", type=float, default=5.0)
+    parser.add_argument("--dir", default=None, help="where the brokers' data goes (default: the system's temp dir)")
+    args = parser.parse_args()
+    selected = [p for p in args.only.split(",") if p]
+    unknown = set(selected) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
+    for phase in selected:
+        if phase == "shutdown":
+            phase_shutdown(args)
+            continue
+        with tempfile.TemporaryDirectory(dir=args.dir) as data_dir:
+            with peers.run_pybroker(Path(data_dir), {"log.retention.check.interval.ms": "500"}) as broker:
+                {"create": phase_create, "retention": phase_retention, "durable": phase_durable}[phase](broker.bootstrap, args)
+
+
+if __name__ == "__main__":
+    main()

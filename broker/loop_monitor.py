@@ -1,0 +1,102 @@
+"""How late the event loop runs: a lag histogram, and a warning on a stall.
+
+Everything a client waits for runs on the one event loop, so work that holds
+it (a big topic creation, fsyncs, a retention pass) delays every connection.
+A task asks to wake every ``interval_ms``; how much later than asked it wakes
+is the loop's lag, which is what any request arriving then also waited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import time
+
+log = logging.getLogger(__name__)
+
+# Upper bounds (ms) of the histogram's buckets; a last one holds the rest.
+LAG_BUCKET_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000)
+DEFAULT_INTERVAL_MS = 50
+# A lag this long is logged: a client may have timed out meanwhile.
+STALL_WARNING_MS = 1_000
+# At most one stall warning per this many seconds (the first always goes).
+STALL_WARNING_EVERY_S = 10.0
+
+
+class LagHistogram:
+    """Counts of observed lags per bucket (cumulative counts are a Prometheus
+    histogram's), their sum and the largest one."""
+
+    def __init__(self, bounds_ms: tuple[float, ...] = LAG_BUCKET_BOUNDS_MS):
+        self.bounds_ms = bounds_ms
+        self.counts = [0] * (len(bounds_ms) + 1)
+        self.sum_ms = 0.0
+        self.max_ms = 0.0
+
+    def observe(self, lag_ms: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds_ms, lag_ms)] += 1
+        self.sum_ms += lag_ms
+        self.max_ms = max(self.max_ms, lag_ms)
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def quantile_ms(self, fraction: float) -> float:
+        """The upper bound of the bucket holding that quantile (inf past the last bound)."""
+        total = self.count
+        if total == 0:
+            return 0.0
+        rank = fraction * total
+        seen = 0
+        for index, count in enumerate(self.counts):
+            seen += count
+            if seen >= rank and count:
+                return self.bounds_ms[index] if index < len(self.bounds_ms) else float("inf")
+        return float("inf")
+
+    def summary(self) -> str:
+        if not self.count:
+            return "no samples"
+        return (
+            f"{self.count} samples, p50 <= {self.quantile_ms(0.5):g} ms, p99 <= {self.quantile_ms(0.99):g} ms, "
+            f"max {self.max_ms:.1f} ms"
+        )
+
+
+class LoopMonitor:
+    def __init__(self, interval_ms: float = DEFAULT_INTERVAL_MS, stall_warning_ms: float = STALL_WARNING_MS):
+        self.interval_ms = interval_ms
+        self.stall_warning_ms = stall_warning_ms
+        self.histogram = LagHistogram()
+        self._task: asyncio.Task | None = None
+        self._last_warning_s = float("-inf")
+        self._unreported_stalls = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="event loop lag")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def record(self, lag_ms: float, now_s: float) -> None:
+        self.histogram.observe(lag_ms)
+        if lag_ms < self.stall_warning_ms:
+            return
+        if now_s - self._last_warning_s < STALL_WARNING_EVERY_S:
+            self._unreported_stalls += 1
+            return
+        more = f" ({self._unreported_stalls} more stalls since the last warning)" if self._unreported_stalls else ""
+        log.warning("the event loop was blocked for %.0f ms: every request waited meanwhile%s", lag_ms, more)
+        self._last_warning_s = now_s
+        self._unreported_stalls = 0
+
+    async def _run(self) -> None:
+        interval_s = self.interval_ms / 1000
+        while True:
+            asked_s = time.monotonic()
+            await asyncio.sleep(interval_s)
+            woke_s = time.monotonic()
+            self.record(max(0.0, (woke_s - asked_s - interval_s) * 1000), woke_s)

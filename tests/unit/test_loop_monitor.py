@@ -1,0 +1,49 @@
+"""broker.loop_monitor: the lag histogram and the rate-limited stall warning."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from broker.loop_monitor import STALL_WARNING_EVERY_S, LagHistogram, LoopMonitor
+
+
+def test_histogram_quantiles_are_bucket_bounds():
+    histogram = LagHistogram((1, 10, 100))
+    for lag_ms in [0.5] * 98 + [5, 500]:
+        histogram.observe(lag_ms)
+    assert histogram.count == 100
+    assert histogram.quantile_ms(0.5) == 1
+    assert histogram.quantile_ms(0.99) == 10
+    assert histogram.quantile_ms(1.0) == float("inf")  # past the last bound
+    assert histogram.max_ms == 500
+    assert histogram.counts == [98, 1, 0, 1]
+    assert "100 samples" in histogram.summary()
+
+
+def test_a_stall_is_warned_about_at_most_once_per_period(caplog):
+    monitor = LoopMonitor(stall_warning_ms=100)
+    with caplog.at_level(logging.WARNING, logger="broker.loop_monitor"):
+        monitor.record(5, now_s=1000.0)  # not a stall
+        monitor.record(300, now_s=1000.0)
+        monitor.record(400, now_s=1001.0)  # within the period: counted, not logged
+        monitor.record(200, now_s=1000.0 + STALL_WARNING_EVERY_S + 1)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2
+    assert "300 ms" in warnings[0]
+    assert "1 more stalls" in warnings[1]
+
+
+def test_the_monitor_sees_a_blocked_loop():
+    async def scenario() -> LoopMonitor:
+        monitor = LoopMonitor(interval_ms=10, stall_warning_ms=10_000)
+        monitor.start()
+        await asyncio.sleep(0.05)
+        time.sleep(0.2)  # holds the loop
+        await asyncio.sleep(0.05)
+        monitor.stop()
+        return monitor
+
+    monitor = asyncio.run(scenario())
+    assert monitor.histogram.max_ms >= 150
