@@ -397,7 +397,7 @@ class Broker:
     def _start_housekeeping(self) -> None:
         """Kafka's log manager schedule: flush by time, checkpoints, retention."""
         jobs = [
-            ("log flusher", self.config["log.flush.scheduler.interval.ms"], lambda: self.logs.flush_by_time(self._now_ms())),
+            ("log flusher", self.config["log.flush.scheduler.interval.ms"], self._flush_by_time),
             ("checkpoint writer", self.config["log.flush.offset.checkpoint.interval.ms"], self.logs.checkpoint),
             # The high watermarks, which a restarted replica starts from, more often,
             # written on a worker thread so that their fsyncs never stall requests.
@@ -434,6 +434,13 @@ class Broker:
                     await result
             except Exception:  # keep serving; the next round may succeed
                 log.exception("%s failed", name)
+
+    async def _flush_by_time(self) -> int:
+        """flush.ms: the logs due are synced by the group flusher, off the event loop."""
+        due = self.logs.due_for_flush_by_time(self._now_ms())
+        if due:
+            await asyncio.gather(*(self.flusher.flush(plog) for plog in due))
+        return len(due)
 
     async def _apply_retention(self) -> int:
         """A retention pass in slices of the event loop's time, then the deleted

@@ -904,9 +904,11 @@ class PartitionLog:
             if segment.take_unflushed():
                 log_fds.append(os.dup(segment.file_descriptor()))
                 index_paths += [segment.index.path, segment.time_index.path]
-        if not log_fds:
-            return None
         self._unflushed_messages = 0
+        if not log_fds:
+            # Nothing unsynced (a roll synced it): not asked again until the next append.
+            self._last_flush_ms = self._clock_ms()
+            return None
         return PendingFlush(log_fds, index_paths, self.log_end_offset)
 
     def end_flush(self, pending: PendingFlush) -> None:
@@ -914,6 +916,10 @@ class PartitionLog:
         moves there (never past the log end: a truncation may have come between)."""
         self.recovery_point = min(max(self.recovery_point, pending.end_offset), self.log_end_offset)
         self._last_flush_ms = self._clock_ms()
+
+    def flush_due_by_time(self, now_ms: int) -> bool:
+        """flush.ms: whether the oldest unflushed message is that old."""
+        return bool(self._unflushed_messages) and now_ms - self._last_flush_ms >= self.config.flush_ms
 
     def maybe_flush_by_time(self, now_ms: int) -> bool:
         """flush.ms: fsync when the oldest unflushed message is that old."""

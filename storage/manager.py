@@ -290,6 +290,10 @@ class LogManager:
     def flush_by_time(self, now_ms: int) -> int:
         return sum(1 for _, plog in self.opened_logs() if plog.maybe_flush_by_time(now_ms))
 
+    def due_for_flush_by_time(self, now_ms: int) -> list[PartitionLog]:
+        """The open logs whose flush.ms has passed, for an owner that syncs them elsewhere."""
+        return [plog for _, plog in self.opened_logs() if plog.flush_due_by_time(now_ms)]
+
     def apply_retention(self, now_ms: int) -> int:
         return sum(self.apply_retention_steps(now_ms))
 
