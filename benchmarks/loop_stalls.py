@@ -131,12 +131,21 @@ def create_topic(bootstrap: str, name: str, partitions: int, configs: dict | Non
     return time.perf_counter() - started
 
 
-def phase_create(bootstrap: str, args) -> None:
+def phase_create(bootstrap: str, args, data_dir: Path) -> None:
     with Prober(bootstrap, args.probe_interval_ms) as prober:
         time.sleep(0.5)
+        started = time.perf_counter()
         elapsed_s = create_topic(bootstrap, "big", args.partitions)
+        # The partitions' directories are made in the background: probe until they all exist.
+        deadline = time.monotonic() + WAIT_S
+        while len(list(data_dir.glob("big-*"))) < args.partitions and time.monotonic() < deadline:
+            time.sleep(0.1)
+        directories_s = time.perf_counter() - started
         time.sleep(0.5)
-    print(f"create {args.partitions} partitions: {elapsed_s:.2f} s; {prober.summary()}", flush=True)
+    print(
+        f"create {args.partitions} partitions: {elapsed_s:.2f} s, their directories {directories_s:.1f} s; {prober.summary()}",
+        flush=True,
+    )
 
 
 def produce_at_rate(bootstrap: str, topic: str, rate_per_s: int, seconds: float, size_bytes: int) -> list[float]:
@@ -239,6 +248,9 @@ def phase_durable(bootstrap: str, args) -> None:
 def phase_shutdown(args) -> None:
     from confluent_kafka import Producer
 
+    # Recovering 100,000 logs after a kill takes longer than peers' usual start-up bound.
+    peers.STARTUP_TIMEOUT_S = WAIT_S
+
     with tempfile.TemporaryDirectory(dir=args.dir) as data_dir:
         broker_cm = peers.run_pybroker(Path(data_dir))
         broker = broker_cm.__enter__()
@@ -256,6 +268,7 @@ def phase_shutdown(args) -> None:
             broker.process.send_signal(signal.SIGTERM)
             broker.process.wait(WAIT_S)
             stop_s = time.perf_counter() - started
+            print(f"{args.shutdown_partitions} partitions: SIGTERM to exit {stop_s:.2f} s", flush=True)
         finally:
             broker_cm.__exit__(None, None, None)
         with peers.run_pybroker(Path(data_dir)) as broker:
@@ -268,8 +281,7 @@ def phase_shutdown(args) -> None:
             with Prober(broker.bootstrap, 50) as prober:
                 time.sleep(0.2)
     print(
-        f"{args.shutdown_partitions} partitions: SIGTERM to exit {stop_s:.2f} s; start after kill -9 to listening {serving_s:.2f} s "
-        f"(first {prober.summary()})",
+        f"{args.shutdown_partitions} partitions: start after kill -9 to listening {serving_s:.2f} s (first {prober.summary()})",
         flush=True,
     )
 
@@ -297,7 +309,10 @@ def main() -> None:
             continue
         with tempfile.TemporaryDirectory(dir=args.dir) as data_dir:
             with peers.run_pybroker(Path(data_dir), {"log.retention.check.interval.ms": "500"}) as broker:
-                {"create": phase_create, "retention": phase_retention, "durable": phase_durable}[phase](broker.bootstrap, args)
+                if phase == "create":
+                    phase_create(broker.bootstrap, args, Path(data_dir))
+                else:
+                    {"retention": phase_retention, "durable": phase_durable}[phase](broker.bootstrap, args)
 
 
 if __name__ == "__main__":

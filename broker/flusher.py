@@ -4,7 +4,8 @@ With ``flush.messages`` reached (``log.flush.interval.messages=1`` makes every
 batch durable before it is acknowledged) a produce used to fsync on the event
 loop, one partition at a time, and every other request waited behind it. Here
 an append that reached the threshold asks for a flush and its response waits
-for it; one worker thread syncs every log asked for since its last pass, so
+for it; a pass of eight worker threads syncs every log asked for since the last
+pass, so
 requests to many partitions share a pass (a group commit) and the loop keeps
 serving meanwhile. Asks arriving during a pass go into the next one.
 """
@@ -13,10 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
+
+# Worker threads of a pass: one fsync waits for the device, several overlap there.
+SYNC_THREADS = 8
 
 
 class GroupFlusher:
@@ -28,6 +33,7 @@ class GroupFlusher:
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
+        self._executor = ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="group flush")
         self.passes = 0
         self.logs_synced = 0
 
@@ -43,6 +49,7 @@ class GroupFlusher:
         self._stopping = True
         self._wakeup.set()
         await self._task
+        self._executor.shutdown(wait=False)
 
     def flush(self, plog: PartitionLog) -> asyncio.Future:
         """A future done once everything appended to ``plog`` so far is durable."""
@@ -76,7 +83,13 @@ class GroupFlusher:
         syncing = [(plog, flush) for plog, flush, _ in pending if flush is not None]
         failures: dict[int, OSError] = {}
         if syncing:
-            failures = await asyncio.to_thread(_sync_all, syncing)
+            # Split over the workers: fsyncs of different files overlap in the device.
+            loop = asyncio.get_running_loop()
+            shares = [syncing[i :: SYNC_THREADS] for i in range(min(SYNC_THREADS, len(syncing)))]
+            for share_failures in await asyncio.gather(
+                *(loop.run_in_executor(self._executor, _sync_all, share) for share in shares)
+            ):
+                failures.update(share_failures)
         self.passes += 1
         self.logs_synced += len(syncing)
         for plog, flush, futures in pending:
