@@ -66,6 +66,8 @@ def test_a_topic_created_after_the_controller_is_killed_avoids_the_dead_broker(c
     created_s = time.monotonic() - killed_at
     # The scenario held: the dead broker was still unfenced when the topic was placed.
     assert leader in alive_brokers(witness), f"the killed broker was fenced already ({created_s:.1f} s after the kill)"
+    # The witness learns of the topic from the metadata log: maybe a moment after the answer.
+    assert wait_until_true(lambda: any(t.name == "after-kill" for t in metadata(witness).topics), 10)
     topic = next(t for t in metadata(witness).topics if t.name == "after-kill")
     assert len(topic.partitions) == 6
     for partition in topic.partitions:
