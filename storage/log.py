@@ -921,13 +921,6 @@ class PartitionLog:
         """flush.ms: whether the oldest unflushed message is that old."""
         return bool(self._unflushed_messages) and now_ms - self._last_flush_ms >= self.config.flush_ms
 
-    def maybe_flush_by_time(self, now_ms: int) -> bool:
-        """flush.ms: fsync when the oldest unflushed message is that old."""
-        if self._unflushed_messages and now_ms - self._last_flush_ms >= self.config.flush_ms:
-            self.flush(fsync=True)
-            return True
-        return False
-
     def truncate_to(self, offset: int) -> int:
         """Remove everything at or after ``offset`` (a follower cutting a divergent
         tail). A batch holding ``offset`` goes whole, as in Kafka, so the new log

@@ -54,8 +54,6 @@ class _Registered:
     log_dir: Path  # the entry of log.dirs holding it
     dir_name: str  # its directory's name in there
     config: LogConfig
-    # False for a new partition until its log is first opened: it has no files yet.
-    created: bool = True
 
     @property
     def path(self) -> Path:
@@ -89,7 +87,8 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         # Files of deleted segments, unlinked by delete_pending_files (a worker's job).
         self.file_deleter = DeferredFileDeleter()
-        # New partitions whose files are not made yet (see create_pending_steps), in order.
+        # New partitions whose files are not made yet (see create_pending_steps), in
+        # order: registered, never opened.
         self._to_create: dict[TopicPartition, None] = {}
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
@@ -144,7 +143,7 @@ class LogManager:
             # metadata change, and creating their files there would hold the
             # caller (the event loop) for a long time.
             log_dir = self._choose_dir()
-            self._registered[key] = _Registered(log_dir, partition_dir_name(topic, partition), config, created=False)
+            self._registered[key] = _Registered(log_dir, partition_dir_name(topic, partition), config)
             self._count(log_dir, +1)
             self._to_create[key] = None
         else:
@@ -178,7 +177,6 @@ class LogManager:
             clean_shutdown=registered.log_dir in self._clean_dirs,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
-        registered.created = True
         self._to_create.pop(key, None)
         plog.file_deleter = self.file_deleter
         self.logs[key] = plog
@@ -251,8 +249,8 @@ class LogManager:
     def all_logs(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
         """Every registered log that has files, opening those not opened yet
         (a new partition never used has nothing to retain, clean or flush)."""
-        for key, registered in list(self._registered.items()):
-            if not registered.created and key not in self.logs:
+        for key in list(self._registered):
+            if key in self._to_create:  # no files yet
                 continue
             plog = self.get(*key)
             if plog is not None:
@@ -286,9 +284,6 @@ class LogManager:
         return sum(
             plog.remove_expired_producers(now_ms, self.producer_id_expiration_ms) for _, plog in self.opened_logs()
         )
-
-    def flush_by_time(self, now_ms: int) -> int:
-        return sum(1 for _, plog in self.opened_logs() if plog.maybe_flush_by_time(now_ms))
 
     def due_for_flush_by_time(self, now_ms: int) -> list[PartitionLog]:
         """The open logs whose flush.ms has passed, for an owner that syncs them elsewhere."""
