@@ -379,7 +379,13 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "controller.quorum.election.backoff.max.ms": ("INT", "The cap of the random backoff after a lost election."),
     "controller.quorum.request.timeout.ms": ("INT", "How long a quorum request may go unanswered before it is sent again."),
     "controller.quorum.retry.backoff.ms": ("INT", "How often unanswered vote requests are resent during an election."),
-    "broker.session.timeout.ms": ("INT", "How long the active controller waits for a broker's heartbeat before it fences the broker."),
+    "broker.session.timeout.ms": (
+        "INT",
+        (
+            "How long the active controller waits for a broker's heartbeat before it fences the broker. A broker uses it too:"
+            " after this long without an answered heartbeat it stops answering as a group coordinator (give every node the same value)."
+        ),
+    ),
     "broker.heartbeat.interval.ms": ("INT", "How often a broker heartbeats to the active controller."),
     "metadata.log.dir": ("STRING", "Where __cluster_metadata-0 lives; the first log dir when unset."),
     "metadata.log.max.record.bytes.between.snapshots": ("LONG", "How many bytes of records the metadata log takes between two snapshots."),

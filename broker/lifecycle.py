@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 
 from broker.controller_listener import broker_heartbeat_response, broker_registration_response
@@ -44,6 +45,35 @@ CONTROLLED_SHUTDOWN_UNREACHABLE_MS = 1000
 PLAINTEXT_SECURITY_PROTOCOL = 0
 
 
+class HeartbeatLease:
+    """How long the controller cannot yet have fenced this broker.
+
+    The active controller fences a broker ``broker.session.timeout.ms`` after
+    the last heartbeat it *received*; a heartbeat is received after it was
+    sent. So until the send time of the last heartbeat answered "not fenced"
+    plus that timeout, no new leader can have been elected for this broker's
+    partitions because of silence, and what this broker's metadata says it
+    leads, it still leads (other moves reach a broker that is in contact).
+    Past it, a broker cut off from the controllers may already be replaced
+    without knowing: it must not answer as the leader of anything whose reads
+    would then be stale. Pure: the clock is passed in."""
+
+    __slots__ = ("_valid_until_s", "session_timeout_s")
+
+    def __init__(self, session_timeout_ms: int):
+        self.session_timeout_s = session_timeout_ms / 1000
+        self._valid_until_s: float | None = None
+
+    def answered(self, sent_at_s: float, fenced: bool) -> None:
+        if fenced:
+            self._valid_until_s = None
+        else:
+            self._valid_until_s = max(self._valid_until_s or sent_at_s, sent_at_s + self.session_timeout_s)
+
+    def held(self, now_s: float) -> bool:
+        return self._valid_until_s is not None and now_s < self._valid_until_s
+
+
 class BrokerLifecycleManager:
     def __init__(self, broker):
         self.broker = broker
@@ -52,11 +82,20 @@ class BrokerLifecycleManager:
         self.broker_epoch = -1
         self.fenced = True
         self._unfenced = asyncio.Event()
+        self.lease = HeartbeatLease(self.config["broker.session.timeout.ms"])
         self._task: asyncio.Task | None = None
         self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="broker lifecycle")
+
+    def may_serve_as_leader(self) -> bool:
+        """False while the controller may have fenced this broker without its
+        knowing (see ``HeartbeatLease``). The active controller's own node
+        heartbeats in-process and is never cut off from itself."""
+        if self.broker.raft.is_leader:
+            return True
+        return self.lease.held(time.monotonic())
 
     async def wait_unfenced(self, timeout_ms: int) -> bool:
         try:
@@ -116,6 +155,7 @@ class BrokerLifecycleManager:
                         log.warning("lifecycle: registration refused: %s", ErrorCode(response.error_code).name)
                     await asyncio.sleep(retry_s)
                     continue
+                sent_at_s = time.monotonic()
                 response = await self._call(HEARTBEAT, HEARTBEAT_VERSION, self._heartbeat(), broker_heartbeat_response)
                 if response is not None:
                     error = ErrorCode(response.error_code)
@@ -124,6 +164,7 @@ class BrokerLifecycleManager:
                         self.broker_epoch = -1
                         continue
                     if error == ErrorCode.NONE:
+                        self.lease.answered(sent_at_s, response.is_fenced)
                         self._set_fenced(response.is_fenced)
                 await asyncio.sleep(retry_s if self.fenced else interval_s)
             except asyncio.CancelledError:

@@ -145,6 +145,11 @@ class GroupService:
             return error
         if leader != self._broker.node_id:
             return ErrorCode.NOT_COORDINATOR
+        if not self._broker.lifecycle.may_serve_as_leader():
+            # Cut off from the controllers for a session: the group may have a
+            # new coordinator already, and answering from here would serve
+            # committed offsets older than ones it has acknowledged.
+            return ErrorCode.NOT_COORDINATOR
         if self.coordinator.partition_for(group_id) not in self.loaded:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None

@@ -100,6 +100,10 @@ class ProducerClient(Client):
             "retry.backoff.ms": 100,
             "topic.metadata.refresh.interval.ms": 5000,
             "error_cb": self._on_error,
+            # The idempotent producers log their sequence and epoch decisions
+            # (a few lines per leader change) to the workload's stderr, so that
+            # a duplicate can be traced to what the client was told.
+            **({"debug": "eos"} if self.idempotent else {}),
         }
 
     def _on_error(self, error: KafkaError) -> None:
