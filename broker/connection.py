@@ -4,7 +4,13 @@ Kafka answers the requests of one connection strictly in the order they
 arrived (clients match responses by correlation id but rely on the order), so
 each connection has at most one worker task, running while frames wait, that
 takes them from a bounded queue and writes each response before starting the
-next request. Reading is
+next request. One exception, for throughput: a Produce that has appended and
+only waits (for fsyncs with ``flush.messages``, or for followers with
+acks=all) lets the next Produce of the connection append meanwhile, up to
+PIPELINED_PRODUCES_MAX; the appends still happen in request order and the
+answers still go out in request order, and any other request waits until the
+Produces before it are answered. Their fsyncs then share the flusher's passes
+instead of taking one pass each. Reading is
 paused while the queue is full: a client that pipelines faster than we answer
 is slowed down by TCP instead of by our memory. With queued.max.request.bytes
 set, reading also pauses while the request bytes received and not yet answered
@@ -39,6 +45,11 @@ log = logging.getLogger(__name__)
 # reading from its socket (Kafka's queued.max.requests is broker-wide; this is
 # the per-connection share of that bound).
 PENDING_REQUESTS_MAX = 64
+# How many Produce requests of one connection may have appended and wait for
+# their answers (fsyncs, followers) at once; librdkafka and the Java client
+# send up to five at a time by default.
+PIPELINED_PRODUCES_MAX = 8
+PRODUCE_API_KEY = 0
 
 # Queued after the last request of a connection: end of stream, or shutdown.
 # Not an empty frame, which is a (malformed) request of its own.
@@ -172,6 +183,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_dispatcher",
         "_drain_waiter",
         "_eof_after_held",
+        "_frame_waiter",
         "_pending",
         "_pending_head",
         "_queue_full",
@@ -212,6 +224,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queue_full = False
         self._eof_after_held = False
         self._closing = False
+        # Set while the worker waits for a pipelined answer: a new request wakes it.
+        self._frame_waiter: asyncio.Future | None = None
         # Answers the queued frames in order; runs only while there are some.
         self._worker: asyncio.Task | None = None
         self._connections = connections
@@ -303,6 +317,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._pending = frames  # the receiver's fresh list: adopted, not copied
             if self._worker is None and not self._closing:
                 self._worker = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self.peer}")
+            elif self._frame_waiter is not None and not self._frame_waiter.done():
+                self._frame_waiter.set_result(None)
             if len(self._pending) - self._pending_head >= PENDING_REQUESTS_MAX:
                 self._queue_full = True
         self._update_reading()
@@ -363,7 +379,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def idle_s(self, now_s: float) -> float:
         """How long nothing has been received or answered (0 while answering)."""
-        if self._answering or self._pending or self._receiver.blocked:
+        if self._answering or self._pending or self._worker is not None or self._receiver.blocked:
             return 0.0
         return now_s - self.last_active_s
 
@@ -396,49 +412,135 @@ class KafkaConnection(asyncio.BufferedProtocol):
         finally:
             frame.close_externals()
 
+    async def _answer(self, response, frame_bytes: int) -> None:
+        if response is not None:
+            if getattr(response, "externals", None):
+                await self._write_with_externals(response)
+            else:
+                self._transport.write(response)
+        if self._budget is not None:
+            self._release(frame_bytes)
+        if self._drain_waiter is not None:
+            await self._drain_waiter
+
+    async def _write_finished(self, later: deque) -> None:
+        """Write the answers at the head of ``later`` that are ready, in order."""
+        while later:
+            answer, frame_bytes = later[0]
+            if type(answer) is asyncio.Task:
+                if not answer.done():
+                    return
+                answer = answer.result()  # a failure is a bug of ours: it ends the connection
+                if answer is self._dispatcher.CLOSE:
+                    self.abort()
+                    return
+            later.popleft()
+            await self._answer(answer, frame_bytes)
+
+    def _may_overlap(self, waiting: int) -> bool:
+        """Whether the next queued request may start while ``waiting`` answers
+        wait: only a Produce behind Produces (its appends land after theirs, in
+        request order, and its answer goes out after theirs), up to
+        PIPELINED_PRODUCES_MAX. Anything else waits until they are answered,
+        as every request does in Kafka."""
+        if waiting >= PIPELINED_PRODUCES_MAX:
+            return False
+        frame = self._pending[self._pending_head]
+        return frame is not _END_OF_REQUESTS and len(frame) >= 2 and frame[0] == 0 and frame[1] == PRODUCE_API_KEY
+
+    async def _wait_head_or_frame(self, later: deque) -> None:
+        """Until the oldest waiting answer is ready or another request arrives."""
+        head = later[0][0]
+        if type(head) is not asyncio.Task or head.done():
+            return
+        waiter = self._frame_waiter = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait((head, waiter), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._frame_waiter = None
+            if not waiter.done():
+                waiter.cancel()
+
     async def _serve(self) -> None:
         # Ends when the queue is empty: an idle connection has no task (and its
         # coroutine, futures and context) waiting for the next request.
         dispatcher = self._dispatcher
+        # Produce answers still waiting for fsyncs or followers, oldest first:
+        # (task or finished answer, request bytes). While any wait, later
+        # answers queue behind them; a deque only then.
+        later: deque | None = None
         try:
-            while self._pending and not self._closing:
-                frame = self._next_frame()
-                if self._queue_full and len(self._pending) - self._pending_head < PENDING_REQUESTS_MAX // 2:
-                    self._queue_full = False
-                    self._update_reading()
-                if frame is _END_OF_REQUESTS:
-                    break
-                self._answering = True
-                try:
-                    response = await dispatcher.handle_frame(frame, self)
-                finally:
-                    self._answering = False
-                    self.last_active_s = time.monotonic()
-                if response is dispatcher.CLOSE:
-                    self.abort()
+            while not self._closing:
+                if later:
+                    await self._write_finished(later)
+                    if not later:
+                        later = None
+                        continue
+                if self._pending:
+                    if later is not None and not self._may_overlap(len(later)):
+                        await self._wait_head_or_frame(later)
+                        continue
+                    frame = self._next_frame()
+                    if self._queue_full and len(self._pending) - self._pending_head < PENDING_REQUESTS_MAX // 2:
+                        self._queue_full = False
+                        self._update_reading()
+                    if frame is _END_OF_REQUESTS:
+                        break
+                    self._answering = True
+                    try:
+                        response = await dispatcher.handle_frame(frame, self, pipelined=True)
+                    finally:
+                        self._answering = False
+                        self.last_active_s = time.monotonic()
+                    if response is dispatcher.CLOSE:
+                        if later:
+                            _cancel_waiting(later)
+                        self.abort()
+                        return
+                    frame_bytes = len(frame)
+                    frame = None
+                    if later is not None or type(response) is asyncio.Task:
+                        if later is None:
+                            later = deque()
+                        later.append((response, frame_bytes))
+                        response = None
+                        continue
+                    await self._answer(response, frame_bytes)
+                    # Answered: neither the request nor its response may stay
+                    # referenced from here while the next one waits or is handled.
+                    response = None
+                elif later:
+                    await self._wait_head_or_frame(later)
+                else:
+                    self._worker = None
                     return
-                if response is not None:
-                    if getattr(response, "externals", None):
-                        await self._write_with_externals(response)
-                    else:
-                        self._transport.write(response)
-                # Answered: neither the request nor its response may stay
-                # referenced from here while the next one waits or is handled.
-                frame_bytes = len(frame)
-                frame = response = None
-                if self._budget is not None:
-                    self._release(frame_bytes)
-                if self._drain_waiter is not None:
-                    await self._drain_waiter
             else:
+                if later:
+                    _cancel_waiting(later)
                 self._worker = None
                 return
+            # The end of the requests: what was appended is still answered.
+            while later and not self._closing:
+                await self._write_finished(later)
+                if later:
+                    await self._wait_head_or_frame(later)
         except asyncio.CancelledError:
+            if later:
+                _cancel_waiting(later)
             return
         except Exception:  # a bug of ours: drop this connection, keep the broker
             log.exception("connection %s failed", self.peer)
+            if later:
+                _cancel_waiting(later)
             self.abort()
             return
         # The end of the requests (or a CLOSE answer): no further worker.
         if not self._transport.is_closing():
             self._transport.close()
+
+
+def _cancel_waiting(later: deque) -> None:
+    """The connection is gone: nobody will read these answers."""
+    for answer, _ in later:
+        if type(answer) is asyncio.Task and not answer.done():
+            answer.cancel()

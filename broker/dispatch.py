@@ -7,6 +7,7 @@ is registered, over exactly the versions that handler declares.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from dataclasses import dataclass
@@ -38,6 +39,18 @@ class RequestContext:
 Handler = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]
 
 
+class AnswerLater:
+    """What a synchronous handler returns when it has done its part (a Produce
+    has appended its batches) and only waits for its answer (fsyncs, followers).
+    A connection that pipelines may go on to its next request meanwhile; the
+    answers still go out in request order."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: Awaitable[Any]):
+        self.answer = answer
+
+
 @dataclass(frozen=True)
 class HandlerSpec:
     api: Api
@@ -66,9 +79,11 @@ class Dispatcher:
     def supported_versions(self) -> list[tuple[int, int, int]]:
         return sorted((key, spec.min_version, spec.max_version) for key, spec in self.handlers.items())
 
-    async def handle_frame(self, frame: bytes, connection) -> Any:
+    async def handle_frame(self, frame: bytes, connection, *, pipelined: bool = False) -> Any:
         """Decode, handle and encode one request. Returns the response frame,
-        ``None`` when no response is due (acks=0), or :attr:`CLOSE`."""
+        ``None`` when no response is due (acks=0), or :attr:`CLOSE`; with
+        ``pipelined``, an :class:`asyncio.Task` giving one of those when the
+        handler answered :class:`AnswerLater`."""
         try:
             api_key, api_version, correlation_id = peek_request_header(frame)
         except ProtocolError as exc:
@@ -95,9 +110,20 @@ class Dispatcher:
         response = spec.handle(ctx, body)
         if spec.is_async:
             response = await response
+        elif type(response) is AnswerLater:
+            if pipelined:
+                return asyncio.get_running_loop().create_task(
+                    self._encode_later(spec.api, api_version, correlation_id, response.answer)
+                )
+            response = await response.answer
         if response is None:
             return None
         return encode_response(spec.api, api_version, correlation_id, response)
+
+    @staticmethod
+    async def _encode_later(api: Api, api_version: int, correlation_id: int, answer: Awaitable[Any]):
+        response = await answer
+        return None if response is None else encode_response(api, api_version, correlation_id, response)
 
     def _unsupported_api_versions(self, spec: HandlerSpec, api_version: int, correlation_id: int):
         # A client newer than us asks with a version we do not know: answer in

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.dispatch import AnswerLater
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from protocol.primitives import INT32
@@ -55,7 +56,10 @@ def register(dispatcher, broker) -> None:
     replicas = broker.replicas
     flush = broker.flusher.flush
 
-    async def handle(ctx, request):
+    def handle(ctx, request):
+        # The appends happen here, in request order; what is left is waiting
+        # (fsyncs, followers), which a pipelining connection overlaps with its
+        # next Produce requests (see broker/connection.py).
         acks = request.acks
         responses = []
         waits = []
@@ -127,6 +131,11 @@ def register(dispatcher, broker) -> None:
             responses.append(R.TopicProduceResponse(name=name, partition_responses=partition_responses))
         if acks == 0:
             return None
+        if durable or waits:
+            return AnswerLater(_answer(ctx, responses, durable, waits, leaders_named))
+        return _response(ctx, responses, leaders_named)
+
+    async def _answer(ctx, responses, durable, waits, leaders_named):
         if durable:
             # Acknowledged only once durable. A failed fsync halts the broker
             # (see Broker.log_dir_failed), so nothing here answers it.
@@ -144,6 +153,9 @@ def register(dispatcher, broker) -> None:
                         topic = broker.image.topics.get(responses[topic_index].name)
                         if topic is not None:
                             _name_leader(pr, topic.partitions.get(pr.index), leaders_named)
+        return _response(ctx, responses, leaders_named)
+
+    def _response(ctx, responses, leaders_named):
         response = R.ProduceResponse(responses=responses, throttle_time_ms=0)
         if leaders_named and ctx.api_version >= 10:
             response.node_endpoints = [

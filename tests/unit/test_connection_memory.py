@@ -39,7 +39,7 @@ class DelayedEcho:
         self.used_while_handling: list[int] = []
         self.responses: list[weakref.ref] = []
 
-    async def handle_frame(self, frame, connection):
+    async def handle_frame(self, frame, connection, pipelined=False):
         if self.budget is not None:
             self.used_while_handling.append(self.budget.used_bytes)
         await asyncio.sleep(self.delay_s)
