@@ -35,9 +35,12 @@ class CheckpointError(ValueError):
     pass
 
 
-def write_atomically(path: Path, data: bytes, *, fsync_directory: bool = True) -> None:
+def write_atomically(path: Path, data: bytes, *, fsync_directory: bool = True, fsync_file: bool = True) -> None:
     """Write to ``<path>.tmp``, fsync, rename over ``path``, then (unless told not
-    to) fsync the directory so the rename itself survives a power loss."""
+    to) fsync the directory so the rename itself survives a power loss. Without
+    ``fsync_file`` the caller makes the file durable later (a whole-file-system
+    sync): until then a crash may leave it empty or torn, so only files whose
+    readers check them (a CRC) and can do without them are written so."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -45,7 +48,8 @@ def write_atomically(path: Path, data: bytes, *, fsync_directory: bool = True) -
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if fsync_file:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)

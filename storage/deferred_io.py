@@ -8,6 +8,8 @@ segments) and an fsync milliseconds.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import threading
 from pathlib import Path
@@ -44,6 +46,53 @@ class PendingFlush:
     def close(self) -> None:
         fds, self.log_fds = self.log_fds, []
         for fd in fds:
+            os.close(fd)
+
+
+def _load_syncfs():
+    """libc's syncfs where it reports write-back errors (Linux 5.8 and later;
+    before, a failed write-back went unreported), else None."""
+    try:
+        release = os.uname().release
+        major, minor = (int(part) for part in release.split(".")[:2])
+    except (AttributeError, ValueError):
+        return None
+    if os.uname().sysname != "Linux" or (major, minor) < (5, 8):
+        return None
+    try:
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    syncfs.argtypes, syncfs.restype = [ctypes.c_int], ctypes.c_int
+    return syncfs
+
+
+_syncfs = _load_syncfs()
+
+
+def file_system_sync_available() -> bool:
+    return _syncfs is not None
+
+
+def sync_file_systems(directories: list[Path]) -> None:
+    """Make everything written to the file systems holding ``directories``
+    durable: one syncfs per file system instead of an fsync per file (a clean
+    shutdown of 100,000 logs would otherwise make some 400,000 fsyncs). Raises
+    OSError when the kernel reports a failed write-back."""
+    if _syncfs is None:
+        raise OSError(errno.ENOSYS, "syncfs with write-back error reports is not available")
+    seen: set[int] = set()
+    for directory in directories:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            device = os.fstat(fd).st_dev
+            if device in seen:
+                continue
+            seen.add(device)
+            if _syncfs(fd) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, f"syncfs of {directory}: {os.strerror(code)}")
+        finally:
             os.close(fd)
 
 

@@ -1094,11 +1094,13 @@ class PartitionLog:
         sync()
         finish()
 
-    def close_in_parts(self) -> tuple[Callable[[], None], Callable[[], None]]:
+    def close_in_parts(self, *, fsync: bool = True) -> tuple[Callable[[], None], Callable[[], None]]:
         """Closing as two calls, so an owner of many logs can run the slow first
         one (the fsyncs and the snapshot write) for many logs at once on worker
         threads: ``sync`` touches only files and data taken here, never this
-        object; ``finish`` (on the owner's thread, after ``sync``) closes it."""
+        object; ``finish`` (on the owner's thread, after ``sync``) closes it.
+        Without ``fsync``, ``sync`` only writes: the owner makes the whole file
+        system durable (``sync_file_systems``) before calling ``finish``."""
         pending = self.begin_flush()
         end = self.log_end_offset
         # The next open after this clean shutdown loads this snapshot and reads no batch.
@@ -1110,9 +1112,12 @@ class PartitionLog:
 
         def sync() -> None:
             if pending is not None:
-                pending.sync()
+                if fsync:
+                    pending.sync()
+                else:
+                    pending.close()
             if snapshot_offset_due is not None:
-                write_snapshot(directory, snapshot_offset_due, producers)
+                write_snapshot(directory, snapshot_offset_due, producers, fsync=fsync)
 
         def finish() -> None:
             # Everything is durable now: older segments were synced when they rolled.

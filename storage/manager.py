@@ -35,7 +35,7 @@ from storage.checkpoint import (
     write_offsets,
 )
 from storage.cleaner import CleanerError, clean_log
-from storage.deferred_io import DeferredFileDeleter
+from storage.deferred_io import DeferredFileDeleter, file_system_sync_available, sync_file_systems
 from storage.handle_pool import DEFAULT_MAX_OPEN_FILES, FileHandlePool
 from storage.log import LogConfig, PartitionLog, partition_dir_name
 
@@ -45,6 +45,10 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration
 # Closing many logs: fsyncs of different files overlap well on one device.
 CLOSE_THREADS = 8
 CLOSE_CHUNK_LOGS = 512
+# From this many open logs a clean shutdown syncs whole file systems rather
+# than each log's files (fewer logs: their fsyncs are quick, and a syncfs
+# would also wait for unrelated writes of other programs).
+FILE_SYSTEM_SYNC_MIN_LOGS = 1000
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 TopicPartition = tuple[str, int]
 
@@ -380,16 +384,32 @@ class LogManager:
         The fsyncs and snapshot writes of the open logs run on CLOSE_THREADS
         worker threads, CLOSE_CHUNK_LOGS logs at a time: one after the other,
         100,000 partitions took minutes to stop, and a chunk bounds the
-        descriptors the workers hold."""
+        descriptors the workers hold. With FILE_SYSTEM_SYNC_MIN_LOGS logs or
+        more, and a kernel whose syncfs reports write-back errors, the workers
+        only write and one syncfs per file system replaces the fsyncs. A failed
+        sync raises before any directory is marked clean: the next start then
+        recovers the logs."""
         self.file_deleter.run()
         opened = [plog for _, plog in self.opened_logs()]
+        # Where the kernel can sync a whole file system and report a failed
+        # write-back, the logs only write (no fsync each) and one syncfs per
+        # file system makes it all durable before any log counts as flushed.
+        whole_file_system = file_system_sync_available() and len(opened) >= FILE_SYSTEM_SYNC_MIN_LOGS
+        finishes = []
         with ThreadPoolExecutor(max_workers=CLOSE_THREADS, thread_name_prefix="log close") as workers:
             for start in range(0, len(opened), CLOSE_CHUNK_LOGS):
-                parts = [plog.close_in_parts() for plog in opened[start : start + CLOSE_CHUNK_LOGS]]
+                parts = [plog.close_in_parts(fsync=not whole_file_system) for plog in opened[start : start + CLOSE_CHUNK_LOGS]]
                 for done in workers.map(lambda part: part[0](), parts):
                     pass  # map re-raises a worker's error here
-                for _, finish in parts:
-                    finish()
+                if whole_file_system:
+                    finishes.extend(finish for _, finish in parts)
+                else:
+                    for _, finish in parts:
+                        finish()
+        if whole_file_system:
+            sync_file_systems(self.log_dirs)
+            for finish in finishes:
+                finish()
         self.checkpoint()
         self.logs.clear()
         self.pool.close_all()

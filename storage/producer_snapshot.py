@@ -134,13 +134,15 @@ def read_snapshot(path: Path) -> list[ProducerEntry]:
     return decode_snapshot(data)
 
 
-def write_snapshot(directory: Path, offset: int, producers: dict[int, ProducerEntry]) -> Path:
+def write_snapshot(directory: Path, offset: int, producers: dict[int, ProducerEntry], *, fsync: bool = True) -> Path:
     """Write the snapshot at ``offset`` atomically: ``.tmp``, fsync, rename.
 
     The directory is not fsynced: if a power loss undoes the rename, the
     log finds an older snapshot and replays more batches, which gives the
     same state (a snapshot is only written once the batches below its
-    offset are durable)."""
+    offset are durable). Without ``fsync`` (a clean shutdown syncs the whole
+    file system afterwards) a crash before that sync may leave the file
+    empty or torn: its CRC then fails, and the log ignores it and replays."""
     path = Path(directory) / snapshot_file_name(offset)
-    write_atomically(path, encode_snapshot(producers), fsync_directory=False)
+    write_atomically(path, encode_snapshot(producers), fsync_directory=False, fsync_file=fsync)
     return path
