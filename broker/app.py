@@ -411,8 +411,10 @@ class Broker:
             ("offsets expiry", self.config["offsets.retention.check.interval.ms"], self.groups.expire_offsets),
         ]
         if self.config["log.cleaner.enable"]:
-            # Runs on the event loop: a long compaction delays requests meanwhile.
-            jobs.append(("log cleaner", self.config["log.cleaner.backoff.ms"], lambda: self.logs.clean_compacted(self._now_ms())))
+            # In slices of the loop's time: a compaction may read gigabytes.
+            jobs.append(
+                ("log cleaner", self.config["log.cleaner.backoff.ms"], lambda: run_in_slices(self.logs.clean_compacted_steps(self._now_ms())))
+            )
         for name, interval_ms, job in jobs:
             if 0 < interval_ms < 2**62:
                 self._tasks.append(asyncio.get_running_loop().create_task(self._every(interval_ms, job, name), name=name))

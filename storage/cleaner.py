@@ -2,7 +2,9 @@
 
 Pure and synchronous: :func:`clean_log` reads the partition's non-active
 segments, writes cleaned copies next to them and swaps them in with
-:meth:`PartitionLog.replace_segments`. The caller decides when to run it
+:meth:`PartitionLog.replace_segments`; :func:`clean_log_steps` does the same
+in steps (a generator), for a caller that serves requests between them and
+so may change the log meanwhile. The caller decides when to run it
 (Kafka's ``LogCleanerManager``), stores the returned ``first_dirty_offset``
 (Kafka's ``cleaner-offset-checkpoint``) and passes it back next time.
 
@@ -152,6 +154,7 @@ class CleanResult:
     empty_batches_kept: int = 0  # batches kept as a bare header (RETAIN_EMPTY)
     map_entries: int = 0
     map_full: bool = False  # only a prefix of the dirty range was cleaned
+    first_dirty_offset_before: int = -1  # the checkpoint this cleaning started from
 
     @property
     def cleaned(self) -> bool:
@@ -240,8 +243,9 @@ def _map_key(key: bytes) -> bytes:
     return hashlib.blake2b(key, digest_size=_HASHED_KEY_BYTES).digest()
 
 
-def _build_offset_map(plog: PartitionLog, start: int, end: int, max_entries: int) -> tuple[dict[bytes, int], int, bool]:
-    """``key -> latest offset`` over the dirty range ``[start, end)``.
+def _build_offset_map(plog: PartitionLog, start: int, end: int, max_entries: int):
+    """``key -> latest offset`` over the dirty range ``[start, end)``; a generator
+    that yields after each batch (see :func:`clean_log_steps`).
 
     Returns ``(map, latest_offset, full)``: ``latest_offset`` is the last offset the
     map accounts for (``end - 1`` unless the map filled up first, ``full``)."""
@@ -267,6 +271,7 @@ def _build_offset_map(plog: PartitionLog, start: int, end: int, max_entries: int
                     offsets[key] = record.offset
                     latest = max(latest, record.offset)
             latest = max(latest, min(last_offset, end - 1))
+            yield
         # Offsets missing at the end of a segment (removed earlier) are covered too.
         latest = max(latest, segment_end - 1)
     return offsets, latest, False
@@ -427,7 +432,9 @@ class _GroupCleaner:
         result.batches_removed += 1
         return None
 
-    def clean_group(self, plog: PartitionLog, group: list[LogSegment]) -> None:
+    def clean_group(self, plog: PartitionLog, group: list[LogSegment]):
+        """Write the group's cleaned copy and swap it in; a generator that yields
+        after each batch (see :func:`clean_log_steps`)."""
         base = group[0].base_offset
         path = plog.directory / f"{segment_file_stem(base)}.log{CLEANED_SUFFIX}"
         changed = len(group) > 1
@@ -442,6 +449,7 @@ class _GroupCleaner:
                         if kept is not None:
                             out.write(kept)
                             written += len(kept)
+                        yield
                 out.flush()
                 os.fsync(out.fileno())
         except BaseException:
@@ -450,6 +458,11 @@ class _GroupCleaner:
         if not changed:
             path.unlink()  # one segment, every batch copied as it was: nothing to swap
             return
+        if not plog.holds_consecutive(group):
+            # Only a cleaning in slices gets here: retention or DeleteRecords
+            # removed some of these segments while it was paused.
+            path.unlink()
+            raise _LogChanged("segments being cleaned were deleted meanwhile")
         before = sum(s.size_bytes for s in group)
         log.info(
             "%s: swapping in cleaned segment %s for %d segment(s) (%d -> %d bytes)",
@@ -480,10 +493,65 @@ def clean_log(
     Returns what was done; its ``first_dirty_offset`` is the checkpoint to store.
     Raises :class:`CleanerError` (with the log unchanged) on an unreadable segment.
     """
+    steps = _clean(plog, now_ms, first_dirty_offset, min_cleanable_ratio, force, max_map_entries)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def clean_log_steps(
+    plog: PartitionLog,
+    now_ms: int,
+    *,
+    first_dirty_offset: int | None = None,
+    min_cleanable_ratio: float = DEFAULT_MIN_CLEANABLE_RATIO,
+    force: bool = False,
+    max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+):
+    """:func:`clean_log` cut into steps, for an owner that must keep serving
+    meanwhile (the broker's event loop): a generator that yields after each
+    batch read and returns the :class:`CleanResult`. Between steps the log may
+    take appends (the cleaner never reads the active segment); if it is
+    truncated, closed or deleted, or retention removes segments being cleaned,
+    the cleaning stops with nothing swapped in that was not already, and the
+    result says so in ``skipped`` (the checkpoint unchanged)."""
+    truncations = plog.truncations
+    result_box: list[CleanResult] = []
+    steps = _clean(plog, now_ms, first_dirty_offset, min_cleanable_ratio, force, max_map_entries, result_box)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        except _LogChanged as exc:
+            return _abandoned(result_box[0], str(exc))
+        yield
+        if plog.closed or plog.truncations != truncations:
+            steps.close()  # a cleaned copy being written is removed
+            return _abandoned(result_box[0], "the log was truncated, closed or deleted meanwhile")
+
+
+class _LogChanged(Exception):
+    """A cleaning in slices found its segments changed while it was paused."""
+
+
+def _abandoned(result: CleanResult, why: str) -> CleanResult:
+    log.info("log cleaner: stopped cleaning a log: %s", why)
+    result.skipped = why
+    result.first_dirty_offset = result.first_dirty_offset_before
+    return result
+
+
+def _clean(plog, now_ms, first_dirty_offset, min_cleanable_ratio, force, max_map_entries, result_box=None):
     if max_map_entries < 1:
         raise ValueError("max_map_entries must be at least 1")
     cleanable = cleanable_range(plog, now_ms, first_dirty_offset)
     result = CleanResult(cleanable.first_dirty_offset, cleanable.first_uncleanable_offset, cleanable.dirty_ratio)
+    result.first_dirty_offset_before = cleanable.first_dirty_offset
+    if result_box is not None:
+        result_box.append(result)
     if not plog.config.compacts:
         result.skipped = f"cleanup.policy={plog.config.cleanup_policy} does not compact"
         return result
@@ -494,7 +562,7 @@ def clean_log(
         result.skipped = f"dirty ratio {cleanable.dirty_ratio:.3f} is below {min_cleanable_ratio}"
         return result
 
-    offsets, latest_offset, full = _build_offset_map(
+    offsets, latest_offset, full = yield from _build_offset_map(
         plog, cleanable.first_dirty_offset, cleanable.first_uncleanable_offset, max_map_entries
     )
     result.map_entries = len(offsets)
@@ -506,7 +574,7 @@ def clean_log(
     )
     cleaner = _GroupCleaner(plog, offsets, latest_offset, cleanable.first_uncleanable_offset, now_ms, result)
     for group in groups:
-        cleaner.clean_group(plog, group)
+        yield from cleaner.clean_group(plog, group)
     result.first_dirty_offset = end_offset
     log.info(
         "%s: cleaned [%d, %d): %d segments into %d, %d -> %d bytes, %d of %d records removed (%d tombstones)",
@@ -524,5 +592,6 @@ __all__ = [
     "CleanableRange",
     "CleanerError",
     "clean_log",
+    "clean_log_steps",
     "cleanable_range",
 ]

@@ -203,6 +203,10 @@ class PartitionLog:
         # Set by an owner that unlinks the files of deleted segments on a worker
         # thread (a retention pass may delete thousands); None: unlinked at once.
         self.file_deleter: DeferredFileDeleter | None = None
+        # For work on this log cut into slices (the log cleaner): whether the
+        # log was truncated, closed or deleted while that work paused.
+        self.truncations = 0
+        self.closed = False
         self._open_segments(recovery_point, clean_shutdown)
         self._remove_stray_snapshots()
         first_base = self.segments[0].base_offset
@@ -927,6 +931,7 @@ class PartitionLog:
         end may be below ``offset``. Returns the new log end offset."""
         if offset >= self.log_end_offset:
             return self.log_end_offset
+        self.truncations += 1
         offset = max(offset, self.log_start_offset)
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
@@ -964,6 +969,7 @@ class PartitionLog:
         crashes part-way must redo the call after reopening (the Raft log does,
         as its newest snapshot is still ahead of the log).
         """
+        self.truncations += 1
         self.leader_epochs = []
         write_leader_epochs(self.directory / LEADER_EPOCH_CHECKPOINT, [])
         for segment in reversed(self.segments):
@@ -1049,6 +1055,13 @@ class PartitionLog:
             self._on_log_start_moved()
         return deleted
 
+    def holds_consecutive(self, segments: list[LogSegment]) -> bool:
+        """Whether ``segments`` are still consecutive non-active segments of this log."""
+        if not segments or segments[-1] is self.active_segment or self.closed:
+            return False
+        first = bisect_right(self._segment_bases, segments[0].base_offset) - 1
+        return first >= 0 and self.segments[first : first + len(segments)] == segments
+
     def replace_segments(self, old: list[LogSegment], cleaned_base: int) -> LogSegment:
         """Swap ``old`` (consecutive, not the active one) for the segment whose files
         were written as ``<cleaned_base>.{log,index,timeindex}.cleaned``.
@@ -1057,7 +1070,7 @@ class PartitionLog:
         old segments deleted, .swap -> final names. Opening a log completes or
         drops an interrupted swap (see _complete_interrupted_operations).
         """
-        if not old or old[-1] is self.active_segment:
+        if not self.holds_consecutive(old):
             raise ValueError("replace_segments needs consecutive non-active segments")
         first = self.segments.index(old[0])
         if self.segments[first : first + len(old)] != old:
@@ -1120,6 +1133,7 @@ class PartitionLog:
                 write_snapshot(directory, snapshot_offset_due, producers, fsync=fsync)
 
         def finish() -> None:
+            self.closed = True
             # Everything is durable now: older segments were synced when they rolled.
             self.recovery_point = self.log_end_offset
             self._unflushed_messages = 0
@@ -1132,6 +1146,7 @@ class PartitionLog:
         return sync, finish
 
     def delete(self) -> None:
+        self.closed = True
         for segment in self.segments:
             segment.delete()
         for leftover in self.directory.iterdir():

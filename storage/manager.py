@@ -34,7 +34,7 @@ from storage.checkpoint import (
     write_atomically,
     write_offsets,
 )
-from storage.cleaner import CleanerError, clean_log
+from storage.cleaner import CleanerError, clean_log_steps
 from storage.deferred_io import DeferredFileDeleter, file_system_sync_available, sync_file_systems
 from storage.handle_pool import DEFAULT_MAX_OPEN_FILES, FileHandlePool
 from storage.log import LogConfig, PartitionLog, partition_dir_name
@@ -313,12 +313,28 @@ class LogManager:
 
         A log whose segments fail their checks is skipped (and logged): the
         cleaner never rewrites what it cannot read."""
+        steps = self.clean_compacted_steps(now_ms)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def clean_compacted_steps(self, now_ms: int):
+        """``clean_compacted`` as a generator that yields after every batch the
+        cleaner reads (see ``clean_log_steps``), so that an event loop can serve
+        requests between steps; returns the logs cleaned."""
         cleaned = 0
-        for key, plog in self.all_logs():
-            if not plog.config.compacts:
+        # From the registry: a log that does not compact is not opened for this.
+        compacted = [key for key, registered in self._registered.items() if registered.config.compacts]
+        for key in compacted:
+            if key in self._to_create:  # no files yet
+                continue
+            plog = self.get(*key)
+            if plog is None or plog.closed:
                 continue
             try:
-                result = clean_log(
+                result = yield from clean_log_steps(
                     plog,
                     now_ms,
                     first_dirty_offset=self._cleaner_offsets.get(key),
@@ -327,13 +343,15 @@ class LogManager:
             except CleanerError as exc:
                 log.error("log cleaner skipped %s-%d: %s", key[0], key[1], exc)
                 continue
-            self._cleaner_offsets[key] = result.first_dirty_offset
+            if self.logs.get(key) is plog:  # not deleted (or recreated) meanwhile
+                self._cleaner_offsets[key] = result.first_dirty_offset
             if result.cleaned:
                 cleaned += 1
                 log.info(
                     "cleaned %s-%d: %d -> %d bytes, %d records removed",
                     key[0], key[1], result.bytes_before, result.bytes_after, result.records_removed,
                 )
+            yield
         return cleaned
 
     def checkpoint(self) -> None:
