@@ -111,6 +111,11 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 
 # Suffixes of files left by an interrupted segment replacement or deletion.
+# An empty producer state over fewer bytes of batches than this past the
+# newest snapshot is replayed when the log is opened rather than snapshotted
+# at a clean shutdown or after such a replay: reading 64 KiB of batch headers
+# costs about what creating a snapshot file does.
+SNAPSHOT_TAIL_MIN_BYTES = 64 << 10
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
@@ -393,14 +398,43 @@ class PartitionLog:
     def _load_producer_state(self) -> None:
         """Producer state at the log end: the newest valid snapshot at or below it,
         then the batches after it (from the log start when there is none). A
-        replay is followed by a snapshot at the log end, so the next open is fast."""
+        replay of SNAPSHOT_TAIL_MIN_BYTES or more is followed by a snapshot at
+        the log end, so the next open is fast."""
         end = self.log_end_offset
         self._delete_snapshots_above(end)
         loaded = self._load_snapshot(end)
         start = loaded if loaded is not None else self.segments[0].base_offset
         if start < end:
             self._replay_producers(start, end)
-            self._write_snapshot(end)
+            if not self._cheap_to_replay(start):
+                self._write_snapshot(end)
+
+    def _cheap_to_replay(self, start: int) -> bool:
+        """Whether a snapshot at the log end may be left out: no producer state
+        to keep, and fewer than SNAPSHOT_TAIL_MIN_BYTES of segments from the one
+        holding ``start`` (the newest snapshot, or the log start) to the end,
+        which the next open replays faster than a snapshot file is written."""
+        if self.producer_state.producers:
+            return False
+        tail_bytes = 0
+        for segment in self.segments[self._segment_for(start) :]:
+            tail_bytes += segment.size_bytes
+            if tail_bytes >= SNAPSHOT_TAIL_MIN_BYTES:
+                return False
+        return True
+
+    def _snapshot_offset_for_close(self) -> int | None:
+        """Where a clean shutdown writes a snapshot: the log end, as Kafka does,
+        unless one is there already or the log is ``_cheap_to_replay`` from its
+        newest snapshot (100,000 partitions of a few plain records each spent
+        most of their shutdown creating empty snapshot files)."""
+        end = self.log_end_offset
+        if end <= 0 or end in self._snapshots:
+            return None
+        older = [o for o in self._snapshots if o <= end]
+        if self._cheap_to_replay(older[-1] if older else self.segments[0].base_offset):
+            return None
+        return end
 
     def _load_snapshot(self, upper: int) -> int | None:
         """Load the newest valid snapshot at or below ``upper`` into the (empty)
@@ -1104,20 +1138,28 @@ class PartitionLog:
 
     def close(self) -> None:
         sync, finish = self.close_in_parts()
-        sync()
+        if sync is not None:
+            sync()
         finish()
 
-    def close_in_parts(self, *, fsync: bool = True) -> tuple[Callable[[], None], Callable[[], None]]:
+    def close_in_parts(self, *, fsync: bool = True) -> tuple[Callable[[], None] | None, Callable[[], None]]:
         """Closing as two calls, so an owner of many logs can run the slow first
         one (the fsyncs and the snapshot write) for many logs at once on worker
         threads: ``sync`` touches only files and data taken here, never this
         object; ``finish`` (on the owner's thread, after ``sync``) closes it.
         Without ``fsync``, ``sync`` only writes: the owner makes the whole file
-        system durable (``sync_file_systems``) before calling ``finish``."""
-        pending = self.begin_flush()
+        system durable (``sync_file_systems``) before calling ``finish``.
+        ``sync`` is None when there is nothing for it to do."""
+        # Without fsync the whole file system is synced afterwards: nothing to
+        # hand out, and the segments close now, so that the sync covers their
+        # index writes and trims too.
+        pending = self.begin_flush() if fsync else None
+        if not fsync:
+            for segment in self.segments:
+                segment.close()
         end = self.log_end_offset
         # The next open after this clean shutdown loads this snapshot and reads no batch.
-        snapshot_offset_due = end if end > 0 and end not in self._snapshots else None
+        snapshot_offset_due = self._snapshot_offset_for_close()
         if snapshot_offset_due is not None and self.file_deleter is not None:
             self.file_deleter.reclaim(self.directory, segment_file_stem(end))
         producers = dict(self.producer_state.producers) if snapshot_offset_due is not None else None
@@ -1125,10 +1167,7 @@ class PartitionLog:
 
         def sync() -> None:
             if pending is not None:
-                if fsync:
-                    pending.sync()
-                else:
-                    pending.close()
+                pending.sync()
             if snapshot_offset_due is not None:
                 write_snapshot(directory, snapshot_offset_due, producers, fsync=fsync)
 
@@ -1140,10 +1179,11 @@ class PartitionLog:
             if snapshot_offset_due is not None:
                 insort(self._snapshots, snapshot_offset_due)
                 self._remove_stray_snapshots()
-            for segment in self.segments:
-                segment.close()
+            if fsync:
+                for segment in self.segments:
+                    segment.close()
 
-        return sync, finish
+        return (sync if pending is not None or snapshot_offset_due is not None else None), finish
 
     def delete(self) -> None:
         self.closed = True

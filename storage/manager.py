@@ -417,7 +417,7 @@ class LogManager:
         with ThreadPoolExecutor(max_workers=CLOSE_THREADS, thread_name_prefix="log close") as workers:
             for start in range(0, len(opened), CLOSE_CHUNK_LOGS):
                 parts = [plog.close_in_parts(fsync=not whole_file_system) for plog in opened[start : start + CLOSE_CHUNK_LOGS]]
-                for done in workers.map(lambda part: part[0](), parts):
+                for done in workers.map(lambda sync: sync(), [sync for sync, _ in parts if sync is not None]):
                     pass  # map re-raises a worker's error here
                 if whole_file_system:
                     finishes.extend(finish for _, finish in parts)

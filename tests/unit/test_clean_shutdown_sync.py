@@ -134,3 +134,40 @@ def test_few_logs_are_fsynced_one_by_one(tmp_path, monkeypatch):
     log_dir = tmp_path / "logs"
     filled_manager(log_dir).close()
     assert (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+def plain_batch(size: int = 10):
+    return build_batch([(b"k", b"p" * size, [], int(time.time() * 1000))])
+
+
+def test_no_snapshot_for_a_small_log_without_producers(tmp_path):
+    # Empty producer state over a few plain batches: the next open replays them
+    # (cheaper than creating a file per partition at every shutdown).
+    from storage.log import PartitionLog
+
+    log_dir = tmp_path / "plain-0"
+    plog = PartitionLog(log_dir, LogConfig())
+    for _ in range(5):
+        plog.append(plain_batch())
+    plog.close()
+    assert list(log_dir.glob(f"*{SNAPSHOT_SUFFIX}")) == []
+    reopened = PartitionLog(log_dir, LogConfig(), recovery_point=5, clean_shutdown=True)
+    assert reopened.log_end_offset == 5 and len(reopened.producer_state) == 0
+    reopened.append(build_batch([(b"k", b"v", [], int(time.time() * 1000))], producer_id=7, producer_epoch=0, base_sequence=0))
+    reopened.close()  # now there is producer state to keep
+    assert [p.name for p in log_dir.glob(f"*{SNAPSHOT_SUFFIX}")] == [f"{6:020d}{SNAPSHOT_SUFFIX}"]
+    last = PartitionLog(log_dir, LogConfig(), recovery_point=6, clean_shutdown=True)
+    assert list(last.producer_state.producers) == [7]
+    last.close()
+
+
+def test_a_snapshot_for_a_long_tail_even_without_producers(tmp_path):
+    from storage.log import SNAPSHOT_TAIL_MIN_BYTES, PartitionLog
+
+    log_dir = tmp_path / "plain-0"
+    plog = PartitionLog(log_dir, LogConfig())
+    count = SNAPSHOT_TAIL_MIN_BYTES // 1000 + 1
+    for _ in range(count):
+        plog.append(plain_batch(1000))
+    plog.close()
+    assert [p.name for p in log_dir.glob(f"*{SNAPSHOT_SUFFIX}")] == [f"{count:020d}{SNAPSHOT_SUFFIX}"]
