@@ -11,6 +11,9 @@ its own connection and times each round trip, while the broker does one of:
               ``--durable-partitions`` partitions (1,000) from one producer, and the
               same into a page-cache topic, alternating: messages/s of each and
               their ratio;
+- compaction: the log cleaner compacts one partition of ``--compaction-mb`` MB
+              (about 1.2 million 100-byte records over 1,000 keys): how long
+              until it is cleaned, and ApiVersions meanwhile;
 - shutdown:   SIGTERM of a broker holding ``--shutdown-partitions`` partitions
               (with a record each): seconds from the signal to the exit, and from
               a kill -9 restart to serving.
@@ -44,7 +47,7 @@ from protocol.framing import decode_response, encode_request
 from protocol.registry import APIS_BY_NAME
 
 API_VERSIONS = APIS_BY_NAME["ApiVersions"]
-PHASES = ("create", "retention", "durable", "shutdown")
+PHASES = ("create", "retention", "durable", "compaction", "shutdown")
 WAIT_S = 600.0
 
 
@@ -207,6 +210,52 @@ def phase_retention(bootstrap: str, args) -> None:
     )
 
 
+def phase_compaction(bootstrap: str, args, data_dir: Path) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import ConfigResource
+
+    # A huge min.compaction.lag.ms keeps every segment uncleanable while the
+    # topic is written; setting it to 0 starts the cleaning, timed from there.
+    create_topic(
+        bootstrap, "keyed", 1,
+        {"cleanup.policy": "compact", "segment.bytes": str(8 << 20), "min.compaction.lag.ms": str(10**12)},
+    )
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 65536})
+    value = b"c" * 100
+    records = args.compaction_mb * (1 << 20) // 110
+    for i in range(records):
+        while True:
+            try:
+                producer.produce("keyed", value, key=b"key-%04d" % (i % 1000))
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(WAIT_S) == 0
+    directory = data_dir / "keyed-0"
+
+    def log_bytes() -> int:
+        return sum(p.stat().st_size for p in directory.glob("*.log"))
+
+    before = log_bytes()
+    resource = ConfigResource("topic", "keyed", set_config={
+        "cleanup.policy": "compact", "segment.bytes": str(8 << 20), "min.compaction.lag.ms": "0",
+    })
+    with Prober(bootstrap, args.probe_interval_ms) as prober:
+        started = time.perf_counter()
+        client = admin(bootstrap)  # kept referenced: the future fails when it is destroyed
+        client.alter_configs([resource])[resource].result(30)
+        while log_bytes() > before // 10 and time.perf_counter() - started < WAIT_S:
+            time.sleep(0.1)
+        cleaned_s = time.perf_counter() - started
+    print(
+        f"compaction of {before / 1e6:.0f} MB ({records:,} records, 1,000 keys) to {log_bytes() / 1e6:.1f} MB: "
+        f"{cleaned_s:.1f} s after the config change; {prober.summary()}",
+        flush=True,
+    )
+
+
 def produce_spread(bootstrap: str, topic: str, partitions: int, messages: int) -> float:
     """acks=all messages/s, spread over every partition, one producer."""
     from confluent_kafka import Producer
@@ -296,6 +345,7 @@ def main() -> None:
     parser.add_argument("--durable-messages", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shutdown-partitions", type=int, default=100_000)
+    parser.add_argument("--compaction-mb", type=int, default=128)
     parser.add_argument("--probe-interval-ms", type=float, default=5.0)
     parser.add_argument("--dir", default=None, help="where the brokers' data goes (default: the system's temp dir)")
     args = parser.parse_args()
@@ -308,9 +358,12 @@ def main() -> None:
             phase_shutdown(args)
             continue
         with tempfile.TemporaryDirectory(dir=args.dir) as data_dir:
-            with peers.run_pybroker(Path(data_dir), {"log.retention.check.interval.ms": "500"}) as broker:
+            overrides = {"log.retention.check.interval.ms": "500", "log.cleaner.backoff.ms": "500"}
+            with peers.run_pybroker(Path(data_dir), overrides) as broker:
                 if phase == "create":
                     phase_create(broker.bootstrap, args, Path(data_dir))
+                elif phase == "compaction":
+                    phase_compaction(broker.bootstrap, args, Path(data_dir))
                 else:
                     {"retention": phase_retention, "durable": phase_durable}[phase](broker.bootstrap, args)
 
