@@ -243,12 +243,21 @@ def format_config_value(type_name: str, value: Any) -> str | None:
     return str(value)
 
 
+# Topic configs Kafka 4.0 removed: refused as unknown there too (INVALID_CONFIG),
+# with the reason in our message since clients written for Kafka 3 still send them.
+REMOVED_TOPIC_CONFIGS = {
+    "message.format.version": "removed in Kafka 4.0 with message formats v0 and v1 (KIP-724); every batch is v2",
+}
+
+
 def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
     """Check names and values; returns the normalised string values. Raises TopicConfigError."""
     result = {}
     for name, raw in configs.items():
         key = TOPIC_CONFIG_KEYS.get(name)
         if key is None:
+            if name in REMOVED_TOPIC_CONFIGS:
+                raise TopicConfigError(f"unknown topic config {name}: {REMOVED_TOPIC_CONFIGS[name]}")
             raise TopicConfigError(f"unknown topic config {name}")
         if raw is None:
             raise TopicConfigError(f"{name}: null value")

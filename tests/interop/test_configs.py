@@ -552,3 +552,23 @@ def test_configs_survive_a_restart(broker_factory, tmp_path):
         "cleanup.policy": ("compact", DYNAMIC_TOPIC_CONFIG),
     }
     assert produce_raw(second.bootstrap, topic, batch_of(3000)).error_code == MESSAGE_TOO_LARGE
+
+
+def test_message_format_version_is_refused_as_kafka_4_does(cfg_broker, cadmin):
+    # Kafka 4.0 removed the key (KIP-724): AlterConfigs and CreateTopics give
+    # INVALID_CONFIG, and the message says why (librdkafka's test 0092 still sets it).
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
+
+    topic = unique_topic("cfg-mfv")
+    create_topic(cfg_broker.bootstrap, topic)
+    resource = ConfigResource(ResourceType.TOPIC, topic, set_config={"message.format.version": "0.10.0"})
+    with pytest.raises(KafkaException) as refused:
+        cadmin.alter_configs([resource], request_timeout=30)[resource].result(30)
+    assert refused.value.args[0].code() == INVALID_CONFIG
+    assert "KIP-724" in refused.value.args[0].str()
+    assert c_incremental(cadmin, topic, [("message.format.version", "SET", "3.0")]) == INVALID_CONFIG
+    new = unique_topic("cfg-mfv-new")
+    futures = cadmin.create_topics([NewTopic(new, 1, 1, config={"message.format.version": "3.0"})], request_timeout=30)
+    assert c_error(futures[new]) == INVALID_CONFIG
+    assert overrides(cadmin, topic) == {}
