@@ -22,6 +22,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
@@ -54,12 +55,26 @@ _INT32 = struct.Struct(">i")
 _LEGACY_MESSAGE_MIN_BYTES = 14  # crc + magic + attributes + key and value lengths (magic 0)
 
 
-class AppendError(Exception):
-    """A produce request's records were refused; carries Kafka's error code."""
+class RecordError(NamedTuple):
+    """One record that made its batch be refused (KIP-467)."""
 
-    def __init__(self, error_code: ErrorCode, message: str):
+    batch_index: int  # the record's position among the appended records, 0-based
+    message: str
+
+
+class AppendError(Exception):
+    """A produce request's records were refused; carries Kafka's error code.
+
+    ``record_errors`` names the records at fault, ascending by index, when the
+    refusal comes from checks of single records (keys, timestamps): Produce
+    v8+ returns them so that a client fails those records with the error and
+    the rest of the batch as collateral. Empty for batch-level refusals.
+    """
+
+    def __init__(self, error_code: ErrorCode, message: str, record_errors: tuple[RecordError, ...] = ()):
         super().__init__(message)
         self.error_code = error_code
+        self.record_errors = record_errors
 
 
 @dataclass(frozen=True)
@@ -595,12 +610,9 @@ class PartitionLog:
             if duplicate is not None:
                 return duplicate
 
-        if self.config.compacts:
-            self._check_keys(data, batches)
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         now_ms = self._clock_ms()
-        if not log_append_time:
-            self._check_timestamps(data, batches, now_ms)
+        self._check_records(data, batches, now_ms, check_timestamps=not log_append_time)
         next_offset = self.log_end_offset
         base_offset = next_offset
         if not self.leader_epochs or self.leader_epochs[-1][0] < leader_epoch:
@@ -749,36 +761,84 @@ class PartitionLog:
             log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset,
         )
 
-    def _check_keys(self, data, batches) -> None:
-        """Compaction keeps the latest record per key, so a compacted topic refuses
-        records without a key (as Kafka does); the one check that needs the records."""
-        for position, _, header in batches:
-            if header.is_control:
-                continue
-            _, records = decode_batch_records(data, position)
-            if any(record.key is None for record in records):
-                raise AppendError(ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key.")
+    def _check_records(self, data, batches, now_ms: int, *, check_timestamps: bool) -> None:
+        """The checks of single records, all or nothing: a compacted topic refuses
+        records without a key (compaction keeps the latest record per key), and
+        CreateTime timestamps must lie within message.timestamp.before.max.ms /
+        after.max.ms of the broker's clock. Every bad record is reported in
+        AppendError.record_errors, once (a record without a key for its key);
+        the error is INVALID_TIMESTAMP when any timestamp is bad, else
+        INVALID_RECORD, as Kafka answers. Indexes count the records of all
+        ``batches`` (Produce v3+ sends one batch: its record positions).
 
-    def _check_timestamps(self, data, batches, now_ms: int) -> None:
-        """message.timestamp.after.max.ms / before.max.ms, as INVALID_TIMESTAMP."""
+        Records are decoded only where a check needs them: for compacted topics,
+        when a batch header's max timestamp is too new, and when before.max.ms
+        is set (the oldest record may be anywhere in a batch). Other topics stay
+        on the batch-level path."""
+        compacted = self.config.compacts
         after_max = self.config.timestamp_after_max_ms
         before_max = self.config.timestamp_before_max_ms
-        for position, size, header in batches:
-            if header.max_timestamp_ms - now_ms > after_max:
-                raise AppendError(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    f"timestamp {header.max_timestamp_ms} is more than {after_max} ms after the broker's time {now_ms}",
-                )
-            if before_max < 2**63 - 1:
-                # The oldest record may be anywhere in the batch: only this
-                # opt-in limit needs the records themselves.
-                _, records = decode_batch_records(data, position)
-                for record in records:
-                    if now_ms - record.timestamp_ms > before_max:
-                        raise AppendError(
-                            ErrorCode.INVALID_TIMESTAMP,
-                            f"timestamp {record.timestamp_ms} is more than {before_max} ms before the broker's time {now_ms}",
-                        )
+        before_limited = check_timestamps and before_max < 2**63 - 1
+        record_errors: list[RecordError] = []
+        any_bad_timestamp = False
+        first_index = 0  # of the batch's first record among all appended records
+        for position, _, header in batches:
+            check_keys = compacted and not header.is_control
+            too_new = check_timestamps and header.max_timestamp_ms - now_ms > after_max
+            if check_keys or too_new or before_limited:
+                try:
+                    # validate_batch checked the CRC already.
+                    _, records = decode_batch_records(data, position, verify_crc=False)
+                except ProtocolError as exc:
+                    raise AppendError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+                too_new_record_seen = False
+                for index, record in enumerate(records, first_index):
+                    timestamp_problem = None
+                    if check_timestamps:
+                        if record.timestamp_ms - now_ms > after_max:
+                            too_new_record_seen = True
+                            timestamp_problem = (
+                                f"timestamp {record.timestamp_ms} is more than {after_max} ms"
+                                f" after the broker's time {now_ms}"
+                            )
+                        elif now_ms - record.timestamp_ms > before_max:
+                            timestamp_problem = (
+                                f"timestamp {record.timestamp_ms} is more than {before_max} ms"
+                                f" before the broker's time {now_ms}"
+                            )
+                    # One error per record; a missing key is named first, as Kafka does.
+                    if check_keys and record.key is None:
+                        # The directory is named <topic>-<partition>, as Kafka names a partition.
+                        record_errors.append(RecordError(
+                            index,
+                            "Compacted topic cannot accept message without key"
+                            f" in topic partition {self.directory.name}.",
+                        ))
+                    elif timestamp_problem is not None:
+                        any_bad_timestamp = True
+                        record_errors.append(RecordError(index, timestamp_problem))
+                if too_new and not too_new_record_seen:
+                    # The header's max timestamp is what the log and its time
+                    # index keep, so a header newer than all of its records is
+                    # refused too, for the batch as a whole.
+                    raise AppendError(
+                        ErrorCode.INVALID_TIMESTAMP,
+                        f"timestamp {header.max_timestamp_ms} is more than {after_max} ms"
+                        f" after the broker's time {now_ms}",
+                    )
+            first_index += header.records_count
+        if not record_errors:
+            return
+        error_code = ErrorCode.INVALID_TIMESTAMP if any_bad_timestamp else ErrorCode.INVALID_RECORD
+        first = record_errors[0]
+        if len(record_errors) == 1:
+            summary = first.message
+        else:
+            summary = (
+                f"{len(record_errors)} records were refused,"
+                f" the first at batch index {first.batch_index}: {first.message}"
+            )
+        raise AppendError(error_code, summary, tuple(record_errors))
 
     def _check_producers(self, headers) -> AppendResult | None:
         """Sequence checks for idempotent batches; a retried batch returns its first result."""

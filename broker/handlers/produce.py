@@ -12,14 +12,19 @@ KIP-951). Batches are checked
 and appended at the batch level (see storage.log). Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD (not exactly one v2 batch),
 CORRUPT_MESSAGE (CRC or framing), MESSAGE_TOO_LARGE, INVALID_TIMESTAMP
-(message.timestamp.after/before.max.ms), INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION
+(message.timestamp.after/before.max.ms), INVALID_RECORD (a record without a
+key on a compacted topic), INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION
 for the internal topics (``__consumer_offsets``); for idempotent producers
 OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH, while a retried
 batch is answered with the offset it was first written at (see
 storage.producer_state). Transactional batches: INVALID_TXN_STATE, as
-transactions are not implemented yet. When an append reaches the topic's
-``flush.messages``, the response (acks 1 or all) also waits for the fsync,
-which broker.flusher runs off the event loop, grouped with other partitions'.
+transactions are not implemented yet. Records refused one by one (a missing
+key, a timestamp out of range) refuse their whole batch; v8+ lists them in
+``record_errors`` (KIP-467: index in the batch, reason), which clients use
+to fail the other records of the batch as collateral. When an append
+reaches the topic's ``flush.messages``, the response (acks 1 or all) also
+waits for the fsync, which broker.flusher runs off the event loop, grouped
+with other partitions'.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ def register(dispatcher, broker) -> None:
                 plog = broker.partition_log(name, index) if topic is not None and index in topic.partitions else None
                 error = ErrorCode.NONE
                 message = None
+                record_errors = []
                 base_offset = -1
                 append_time = -1
                 log_start = -1
@@ -98,6 +104,13 @@ def register(dispatcher, broker) -> None:
                         result = plog.append(pdata.records, leader_epoch=leader.leader_epoch, defer_flush=True)
                     except AppendError as exc:
                         error, message = exc.error_code, str(exc)
+                        # KIP-467 (v8+; older versions leave the field out): the
+                        # records at fault, so that a client fails the others of
+                        # the batch as collateral rather than as invalid.
+                        record_errors = [
+                            R.BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
+                            for e in exc.record_errors
+                        ]
                     except OSError as exc:
                         broker.log_dir_failed(plog, exc)
                         raise
@@ -123,6 +136,7 @@ def register(dispatcher, broker) -> None:
                     base_offset=base_offset,
                     log_append_time_ms=append_time,
                     log_start_offset=log_start,
+                    record_errors=record_errors,
                     error_message=message,
                 )
                 if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and ctx.api_version >= 10 and topic is not None:

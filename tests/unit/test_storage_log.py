@@ -921,3 +921,90 @@ def test_compacted_topic_refuses_records_without_a_key(new_log):
     assert plog.log_end_offset == 0
     plog.append(build_batch([(b"k", b"v", [], T0)]))
     assert plog.log_end_offset == 1
+
+
+# --------------------------------------------------------------------------- record errors (KIP-467)
+
+KEYLESS = "Compacted topic cannot accept message without key in topic partition topic-0."
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4], ids=["none", "lz4"])
+def test_compacted_topic_names_every_record_without_a_key(new_log, codec):
+    """librdkafka's 0011_produce_batch: 100 records, every tenth without a key.
+    The whole batch is refused and each keyless record is named by its index
+    in the batch, so the client fails the other 90 as collateral."""
+    plog = new_log(LogConfig(cleanup_policy="compact"), clock_ms=FakeClock(T0))
+    records = [(None if i % 10 == 0 else f"k{i}".encode(), f"v{i}".encode(), [], T0) for i in range(100)]
+    with pytest.raises(AppendError) as exc:
+        plog.append(build_batch(records, codec=codec))
+    assert exc.value.error_code == ErrorCode.INVALID_RECORD
+    assert [e.batch_index for e in exc.value.record_errors] == list(range(0, 100, 10))
+    assert {e.message for e in exc.value.record_errors} == {KEYLESS}
+    assert str(exc.value).startswith("10 records were refused, the first at batch index 0: Compacted topic")
+    assert plog.log_end_offset == 0, "nothing of the batch is appended"
+
+
+def test_one_record_without_a_key_is_the_error_message(new_log):
+    plog = new_log(LogConfig(cleanup_policy="compact"))
+    with pytest.raises(AppendError) as exc:
+        plog.append(build_batch([(b"k", b"v", [], T0), (None, b"v", [], T0), (b"k", b"v", [], T0)]))
+    assert [tuple(e) for e in exc.value.record_errors] == [(1, KEYLESS)]
+    assert str(exc.value) == KEYLESS
+
+
+def test_record_indexes_run_across_the_batches_of_one_append(new_log):
+    # Produce sends one batch per partition; the log's own callers may send more.
+    plog = new_log(LogConfig(cleanup_policy="compact"))
+    first = build_batch([(b"a", b"v", [], T0), (b"b", b"v", [], T0)])
+    second = build_batch([(b"c", b"v", [], T0), (None, b"v", [], T0)])
+    with pytest.raises(AppendError) as exc:
+        plog.append(first + second)
+    assert [e.batch_index for e in exc.value.record_errors] == [3]
+
+
+def test_batch_level_refusals_name_no_record(new_log):
+    plog = new_log(LogConfig(max_message_bytes=100))
+    with pytest.raises(AppendError) as exc:
+        plog.append(make_batch(20))
+    assert exc.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert exc.value.record_errors == ()
+
+
+def test_timestamps_out_of_range_are_named_per_record(new_log):
+    hour_ms = 3_600_000
+    plog = new_log(LogConfig(timestamp_before_max_ms=hour_ms, timestamp_after_max_ms=hour_ms), clock_ms=FakeClock(T0))
+    timestamps = [T0, T0 - 2 * hour_ms, T0 + 1000, T0 + 2 * hour_ms, T0 - hour_ms]
+    with pytest.raises(AppendError) as exc:
+        plog.append(build_batch([(b"k", b"v", [], ts) for ts in timestamps]))
+    assert exc.value.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert [e.batch_index for e in exc.value.record_errors] == [1, 3]
+    assert "before the broker's time" in exc.value.record_errors[0].message
+    assert "after the broker's time" in exc.value.record_errors[1].message
+    assert plog.log_end_offset == 0
+
+
+def test_a_too_new_record_is_found_with_the_default_limits(new_log):
+    # Only after.max.ms is set by default: the batch header's max timestamp
+    # says whether the records need a look.
+    plog = new_log(LogConfig(), clock_ms=FakeClock(T0))
+    with pytest.raises(AppendError) as exc:
+        plog.append(build_batch([(b"k", b"v", [], T0), (b"k", b"v", [], T0 + 2 * 3_600_000), (b"k", b"v", [], T0)]))
+    assert exc.value.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert [e.batch_index for e in exc.value.record_errors] == [1]
+
+
+def test_any_bad_timestamp_makes_the_error_invalid_timestamp(new_log):
+    # As Kafka answers: both kinds listed, one error per record (the missing key first).
+    plog = new_log(LogConfig(cleanup_policy="compact"), clock_ms=FakeClock(T0))
+    far = T0 + 2 * 3_600_000
+    with pytest.raises(AppendError) as exc:
+        plog.append(build_batch([(None, b"v", [], T0), (b"k", b"v", [], far), (None, b"v", [], far)]))
+    assert exc.value.error_code == ErrorCode.INVALID_TIMESTAMP
+    listed = [(e.batch_index, e.message == KEYLESS) for e in exc.value.record_errors]
+    assert listed == [(0, True), (1, False), (2, True)]
+
+
+def test_log_append_time_topics_do_not_check_timestamps(new_log):
+    plog = new_log(LogConfig(message_timestamp_type="LogAppendTime", cleanup_policy="compact"), clock_ms=FakeClock(T0))
+    plog.append(build_batch([(b"k", b"v", [], T0 + 10 * 3_600_000)]))
+    assert plog.log_end_offset == 1
