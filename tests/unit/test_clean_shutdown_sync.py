@@ -63,6 +63,16 @@ def whole_file_system(monkeypatch):
     return calls
 
 
+def fail_the_next_sync(monkeypatch):
+    real = manager_module.sync_file_systems
+
+    def failing(directories):
+        monkeypatch.setattr(manager_module, "sync_file_systems", real)  # this time only
+        raise OSError(5, "syncfs: Input/output error")
+
+    monkeypatch.setattr(manager_module, "sync_file_systems", failing)
+
+
 def test_one_sync_after_the_writes_and_before_the_clean_mark(tmp_path, whole_file_system):
     log_dir = tmp_path / "logs"
     manager = filled_manager(log_dir)
@@ -83,13 +93,7 @@ def test_a_failed_sync_marks_nothing_clean_and_the_next_start_recovers(tmp_path,
     log_dir = tmp_path / "logs"
     manager = filled_manager(log_dir)
 
-    real = manager_module.sync_file_systems
-
-    def failing(directories):
-        monkeypatch.setattr(manager_module, "sync_file_systems", real)  # this time only
-        raise OSError(5, "syncfs: Input/output error")
-
-    monkeypatch.setattr(manager_module, "sync_file_systems", failing)
+    fail_the_next_sync(monkeypatch)
     with pytest.raises(OSError):
         manager.close()
     assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
@@ -107,13 +111,7 @@ def test_a_torn_snapshot_from_an_unsynced_shutdown_is_ignored(tmp_path, whole_fi
     # file empty: the log ignores it and replays its batches.
     log_dir = tmp_path / "logs"
     manager = filled_manager(log_dir)
-    real = manager_module.sync_file_systems
-
-    def failing(directories):
-        monkeypatch.setattr(manager_module, "sync_file_systems", real)  # this time only
-        raise OSError(5, "syncfs: Input/output error")
-
-    monkeypatch.setattr(manager_module, "sync_file_systems", failing)
+    fail_the_next_sync(monkeypatch)
     with pytest.raises(OSError):
         manager.close()
     for snapshot in log_dir.glob(f"*/*{SNAPSHOT_SUFFIX}"):

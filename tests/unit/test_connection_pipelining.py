@@ -6,6 +6,7 @@ before it. Real TCP, in-process server, a dispatcher that plays the handlers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 
 from broker.connection import PIPELINED_PRODUCES_MAX, KafkaConnection
@@ -46,25 +47,35 @@ def frame(api_key: int, request_id: int, wait_ms: int) -> bytes:
     return struct.pack(">ihii", 10, api_key, request_id, wait_ms)
 
 
-async def exchange(requests: list[bytes]) -> tuple[list[int], Handlers, set]:
+@contextlib.asynccontextmanager
+async def served():
+    """A server of KafkaConnections playing Handlers, and one client connected to it."""
     handlers = Handlers()
     connections: set = set()
     server = await asyncio.get_running_loop().create_server(
         lambda: KafkaConnection(handlers, 1 << 20, connections, "test"), "127.0.0.1", 0
     )
-    port = server.sockets[0].getsockname()[1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
     try:
-        writer.write(b"".join(requests))
-        answered = []
-        for _ in requests:
-            size = struct.unpack(">i", await reader.readexactly(4))[0]
-            answered.append(struct.unpack(">i", await reader.readexactly(size))[0])
-        return answered, handlers, connections
+        yield reader, writer, handlers, connections
     finally:
         writer.close()
         server.close()
         await server.wait_closed()
+
+
+async def read_answers(reader, count: int) -> list[int]:
+    answered = []
+    for _ in range(count):
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        answered.append(struct.unpack(">i", await reader.readexactly(size))[0])
+    return answered
+
+
+async def exchange(requests: list[bytes]) -> tuple[list[int], Handlers, set]:
+    async with served() as (reader, writer, handlers, connections):
+        writer.write(b"".join(requests))
+        return await read_answers(reader, len(requests)), handlers, connections
 
 
 def run(requests):
@@ -100,53 +111,26 @@ def test_at_most_so_many_produces_wait_at_once():
 
 def test_a_produce_arriving_while_others_wait_starts_at_once():
     async def scenario():
-        handlers = Handlers()
-        connections: set = set()
-        server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(handlers, 1 << 20, connections, "test"), "127.0.0.1", 0
-        )
-        port = server.sockets[0].getsockname()[1]
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
+        async with served() as (reader, writer, handlers, connections):
             writer.write(frame(PRODUCE, 1, 400))
             await asyncio.sleep(0.1)  # the first waits; the worker waits for it or a new request
             writer.write(frame(PRODUCE, 2, 0))
-            answered = []
-            for _ in range(2):
-                size = struct.unpack(">i", await reader.readexactly(4))[0]
-                answered.append(struct.unpack(">i", await reader.readexactly(size))[0])
-            assert answered == [1, 2]
+            assert await read_answers(reader, 2) == [1, 2]
             assert handlers.events.index(("handled", 2)) < handlers.events.index(("ready", 1))
             await asyncio.sleep(0.05)
             [connection] = connections
             assert connection._worker is None  # nothing left: no task
             assert connection.idle_s(connection.last_active_s) == 0.0
-        finally:
-            writer.close()
-            server.close()
-            await server.wait_closed()
 
     asyncio.run(asyncio.wait_for(scenario(), TIMEOUT_S))
 
 
 def test_requests_before_the_end_of_the_stream_are_all_answered():
     async def scenario():
-        handlers = Handlers()
-        connections: set = set()
-        server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(handlers, 1 << 20, connections, "test"), "127.0.0.1", 0
-        )
-        port = server.sockets[0].getsockname()[1]
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
+        async with served() as (reader, writer, _, _):
             writer.write(frame(PRODUCE, 1, 200) + frame(PRODUCE, 2, 50))
             writer.write_eof()
             data = await reader.read()  # until the broker closes
-            ids = [struct.unpack(">ii", data[i : i + 8])[1] for i in range(0, len(data), 8)]
-            assert ids == [1, 2]
-        finally:
-            writer.close()
-            server.close()
-            await server.wait_closed()
+            assert [struct.unpack(">ii", data[i : i + 8])[1] for i in range(0, len(data), 8)] == [1, 2]
 
     asyncio.run(asyncio.wait_for(scenario(), TIMEOUT_S))
