@@ -72,10 +72,13 @@ def register(dispatcher, broker) -> None:
             to_create = []
             for wanted in requested:
                 name = wanted.name
-                if name is None:
-                    topic = image.topic_by_id(wanted.topic_id)
+                topic_id = getattr(wanted, "topic_id", ZERO_UUID)
+                if name is None or (topic_id is not None and topic_id != ZERO_UUID):
+                    # By id (v10+) whenever one is given, as Kafka decides: the
+                    # Java client sends an empty name beside the id, not null.
+                    topic = image.topic_by_id(topic_id)
                     if topic is None:
-                        topics.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id))
+                        topics.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id))
                     else:
                         topics.append(topic_response(broker, topic, ctx.api_version, topic_operations))
                     continue
