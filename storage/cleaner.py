@@ -493,7 +493,11 @@ def clean_log(
     Returns what was done; its ``first_dirty_offset`` is the checkpoint to store.
     Raises :class:`CleanerError` (with the log unchanged) on an unreadable segment.
     """
-    steps = _clean(plog, now_ms, first_dirty_offset, min_cleanable_ratio, force, max_map_entries)
+    return run_steps(_clean(plog, now_ms, first_dirty_offset, min_cleanable_ratio, force, max_map_entries))
+
+
+def run_steps(steps):
+    """Run a generator of steps to its end in one piece; what it returns."""
     while True:
         try:
             next(steps)
@@ -593,5 +597,6 @@ __all__ = [
     "CleanerError",
     "clean_log",
     "clean_log_steps",
+    "run_steps",
     "cleanable_range",
 ]

@@ -1167,8 +1167,6 @@ class PartitionLog:
         if not self.holds_consecutive(old):
             raise ValueError("replace_segments needs consecutive non-active segments")
         first = self.segments.index(old[0])
-        if self.segments[first : first + len(old)] != old:
-            raise ValueError("segments to replace are not consecutive")
         next_base = self.segments[first + len(old)].base_offset
         stem = f"{cleaned_base:020d}"
         for suffix in _SEGMENT_SUFFIXES:

@@ -34,7 +34,7 @@ from storage.checkpoint import (
     write_atomically,
     write_offsets,
 )
-from storage.cleaner import CleanerError, clean_log_steps
+from storage.cleaner import CleanerError, clean_log_steps, run_steps
 from storage.deferred_io import DeferredFileDeleter, file_system_sync_available, sync_file_systems
 from storage.handle_pool import DEFAULT_MAX_OPEN_FILES, FileHandlePool
 from storage.log import LogConfig, PartitionLog, partition_dir_name
@@ -313,12 +313,7 @@ class LogManager:
 
         A log whose segments fail their checks is skipped (and logged): the
         cleaner never rewrites what it cannot read."""
-        steps = self.clean_compacted_steps(now_ms)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
+        return run_steps(self.clean_compacted_steps(now_ms))
 
     def clean_compacted_steps(self, now_ms: int):
         """``clean_compacted`` as a generator that yields after every batch the
