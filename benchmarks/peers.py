@@ -116,6 +116,8 @@ def run_pybroker(
         "-o", "advertised.listeners=",
         "-o", f"log.dirs={data_dir}",
         "-o", "offsets.topic.replication.factor=1",
+        "-o", "transaction.state.log.replication.factor=1",
+        "-o", "transaction.state.log.min.isr=1",
         *override_args,
         *([] if uvloop else ["--no-uvloop"]),
     ]  # fmt: skip

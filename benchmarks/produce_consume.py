@@ -29,7 +29,8 @@ def start_broker(data_dir: Path, no_uvloop: bool = False, overrides: dict[str, s
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker", "--log-level", "WARNING", "start",
          "-o", "listeners=PLAINTEXT://127.0.0.1:0", "-o", "advertised.listeners=", "-o", f"log.dirs={data_dir}",
-         "-o", "offsets.topic.replication.factor=1"]
+         "-o", "offsets.topic.replication.factor=1", "-o", "transaction.state.log.replication.factor=1",
+         "-o", "transaction.state.log.min.isr=1"]
         + extra
         + (["--no-uvloop"] if no_uvloop else []),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,

@@ -27,14 +27,15 @@ from broker.partition_watch import PartitionWatch
 from broker.quorum_controller import QuorumController
 from broker.raft_driver import RaftDriver
 from broker.replica_manager import ReplicaManager
+from broker.transactions.service import TransactionService
 from controller.metadata.image import MetadataImage, TopicImage
 from controller.raft.disk_log import DiskRaftLog
 from controller.raft.quorum_state_store import QuorumStateStore
 from controller.topic_commands import METADATA_TOPIC, ClusterDefaults
 from replication.fetch_session import FetchSessionCache
+from storage.dir_lock import lock_dirs
 from storage.log import PartitionLog
 from storage.manager import LogManager
-from storage.dir_lock import lock_dirs
 from storage.meta_properties import ensure_meta_properties, require_formatted
 from storage.topic_config import effective_topic_config, log_config_from
 
@@ -171,6 +172,7 @@ class Broker:
         self._new_logs_registered = asyncio.Event()
         self.topic_defaults = self._topic_defaults()
         self.groups = GroupService(self)
+        self.transactions = TransactionService(self)
         self.replicas = ReplicaManager(self)
         # The fsyncs produce requests wait for (flush.messages), off the event loop.
         self.flusher = GroupFlusher(self.log_dir_failed)
@@ -244,6 +246,7 @@ class Broker:
         self.replicas.apply_image(MetadataImage(), self.image)
         self.controller.subscribe(self._on_metadata_change)
         self.groups.follow_leadership()
+        self.transactions.follow_leadership()
         self._tasks.append(asyncio.get_running_loop().create_task(self._create_new_logs(), name="new partition logs"))
 
     def _topic_defaults(self) -> dict[str, str]:
@@ -360,6 +363,7 @@ class Broker:
                     removed.append((name, partition.partition_id))
         self.replicas.apply_image(old, new)
         self.groups.follow_leadership()
+        self.transactions.follow_leadership()
         for name, partition_id in removed:
             # Reassigned away: this broker's replica stopped above; its data goes.
             log.info("deleting the log of %s-%d: this broker is no longer one of its replicas", name, partition_id)
@@ -373,6 +377,7 @@ class Broker:
         """The replica manager learned, ahead of the metadata, that this broker no
         longer leads ``key``: coordinators on it stop too."""
         self.groups.follow_leadership()
+        self.transactions.follow_leadership()
         self.partition_watch.notify(key)
 
     def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> None:
@@ -409,6 +414,16 @@ class Broker:
                 lambda: self.logs.remove_expired_producers(self._now_ms()),
             ),
             ("offsets expiry", self.config["offsets.retention.check.interval.ms"], self.groups.expire_offsets),
+            (
+                "transaction timeouts",
+                self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                self.transactions.abort_timed_out_transactions,
+            ),
+            (
+                "transactional id expiration",
+                self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                self.transactions.expire_transactional_ids,
+            ),
         ]
         if self.config["log.cleaner.enable"]:
             # In slices of the loop's time: a compaction may read gigabytes.
@@ -483,6 +498,7 @@ class Broker:
         self.flusher.start()
         self.replicas.start()
         self.groups.start()
+        self.transactions.start()
         for listener, server in broker_servers:
             await self._serve(listener, server)
         # Registered (with the ports just bound) and unfenced before we count as started.
@@ -552,6 +568,7 @@ class Broker:
         for server in self._servers:
             server.close()
         self.groups.stop()  # requests waiting for a rebalance are answered NOT_COORDINATOR
+        self.transactions.stop()  # and those waiting for a transaction state change too
         for connection in list(self._connections):
             connection.close_when_idle()
         self.partition_watch.wake_all()  # long-polling fetches answer now

@@ -13,6 +13,10 @@ readable form (like Kafka's kafka-dump-log.sh); see storage/FORMAT.md, "Tools".
 consumer groups and shows one's members, assignments, committed offsets and
 lag per partition (like kafka-consumer-groups.sh); see broker/group_tool.py.
 
+``pybroker transactions --bootstrap-server HOST:PORT list|describe|describe-producers|abort``
+lists and describes transactions and aborts one left hanging on a partition
+(like kafka-transactions.sh); see broker/transactions_tool.py.
+
 ``pybroker storage format|info|random-uuid`` prepares log directories for a
 multi-node cluster (like kafka-storage.sh); see storage/meta_properties.py.
 
@@ -37,6 +41,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from broker.config import ConfigError, load_config, load_config_file
@@ -174,6 +179,57 @@ def cmd_groups(args) -> int:
     except ToolError as exc:
         print(f"pybroker groups: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if tool is not None:
+            tool.close()
+
+
+def cmd_transactions(args) -> int:
+    from broker.group_tool import ToolError
+    from broker.transactions_tool import TransactionsTool, table
+
+    tool = None
+    try:
+        tool = TransactionsTool(args.bootstrap_server, timeout_s=args.timeout)
+        command = args.transactions_command
+        if command == "list":
+            listed = tool.list_transactions(args.state, args.duration_filter)
+            rows = [[t.transactional_id, t.coordinator_id, t.producer_id, t.state] for t in listed]
+            lines = table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows)
+        elif command == "describe":
+            d = tool.describe_transaction(args.transactional_id)
+            start = d.start_time_ms if d.start_time_ms >= 0 else "None"
+            duration = int(time.time() * 1000) - d.start_time_ms if d.start_time_ms >= 0 else "None"
+            partitions = ",".join(f"{t}-{p}" for t, p in d.partitions)
+            lines = table(
+                ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
+                 "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"],
+                [[d.coordinator_id, d.transactional_id, d.producer_id, d.producer_epoch, d.state, d.timeout_ms,
+                  start, duration, partitions]],
+            )
+        elif command == "describe-producers":
+            producers = tool.describe_producers(args.topic, args.partition)
+            lines = table(
+                ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                 "CurrentTransactionStartOffset"],
+                [[p.producer_id, p.producer_epoch, p.coordinator_epoch, p.last_sequence, p.last_timestamp_ms,
+                  p.current_txn_start_offset if p.current_txn_start_offset >= 0 else "None"] for p in producers],
+            )
+        else:
+            producer_id, producer_epoch, coordinator_epoch = tool.abort(
+                args.topic, args.partition, start_offset=args.start_offset, producer_id=args.producer_id,
+                producer_epoch=args.producer_epoch, coordinator_epoch=args.coordinator_epoch,
+            )
+            lines = [
+                f"Aborted the transaction of producer {producer_id} (epoch {producer_epoch}, coordinator epoch "
+                f"{coordinator_epoch}) on {args.topic}-{args.partition}."
+            ]
+        for line in lines:
+            print(line)
+        return 0
+    except ToolError as exc:
+        print(f"pybroker transactions: {exc}", file=sys.stderr)
+        return 1
     finally:
         if tool is not None:
             tool.close()
@@ -394,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     start.set_defaults(func=cmd_start)
     dump = commands.add_parser(
         "dump-log",
-        help="print .log, .index, .timeindex, .snapshot and checkpoint files (like kafka-dump-log.sh)",
+        help="print .log, .index, .timeindex, .txnindex, .snapshot and checkpoint files (like kafka-dump-log.sh)",
         description="Print log segments, their indexes and checkpoint files in a readable form. "
         "Exit code: 0, 1 when a Mismatch or Corrupt line was printed, 2 when a file could not be dumped.",
     )
@@ -442,6 +498,37 @@ def main(argv: list[str] | None = None) -> int:
     group_describe = group_commands.add_parser("describe", help="describe one group")
     group_describe.add_argument("group", metavar="GROUP")
     groups.set_defaults(func=cmd_groups)
+    txns = commands.add_parser(
+        "transactions",
+        help="list and describe transactions, abort a hanging one (like kafka-transactions.sh)",
+        description="Talks to running brokers. Exit code: 0, or 1 on errors.",
+    )
+    txns.add_argument(
+        "--bootstrap-server", default="localhost:9092", metavar="HOST:PORT", help="a broker to ask (default localhost:9092)"
+    )
+    txns.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS", help="socket timeout (default 15)")
+    txn_commands = txns.add_subparsers(dest="transactions_command", required=True)
+    txn_list = txn_commands.add_parser("list", help="the transactional ids every coordinator knows")
+    txn_list.add_argument("--state", nargs="+", metavar="STATE", help="only these states (Ongoing, PrepareCommit, ...)")
+    txn_list.add_argument(
+        "--duration-filter", type=int, metavar="MS", help="only transactions running longer than this many milliseconds"
+    )
+    txn_describe = txn_commands.add_parser("describe", help="one transactional id's state at its coordinator")
+    txn_describe.add_argument("--transactional-id", required=True, metavar="ID")
+    txn_producers = txn_commands.add_parser(
+        "describe-producers", help="the producers a partition's leader knows, with their open transactions"
+    )
+    txn_abort = txn_commands.add_parser(
+        "abort", help="write an ABORT marker for a transaction left open on one partition"
+    )
+    for sub in (txn_producers, txn_abort):
+        sub.add_argument("--topic", required=True)
+        sub.add_argument("--partition", type=int, required=True)
+    txn_abort.add_argument("--start-offset", type=int, metavar="OFFSET", help="the first offset of the open transaction")
+    txn_abort.add_argument("--producer-id", type=int)
+    txn_abort.add_argument("--producer-epoch", type=int)
+    txn_abort.add_argument("--coordinator-epoch", type=int)
+    txns.set_defaults(func=cmd_transactions)
     quorum = commands.add_parser(
         "metadata-quorum",
         help="describe the metadata quorum (like kafka-metadata-quorum.sh)",

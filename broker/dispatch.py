@@ -43,12 +43,18 @@ class AnswerLater:
     """What a synchronous handler returns when it has done its part (a Produce
     has appended its batches) and only waits for its answer (fsyncs, followers).
     A connection that pipelines may go on to its next request meanwhile; the
-    answers still go out in request order."""
+    answers still go out in request order.
 
-    __slots__ = ("answer",)
+    ``overlappable=False``: the handler has NOT done its part yet (a Produce
+    of a transaction must first hear from the transaction coordinator before
+    it appends), so the connection takes no further request until the answer
+    is ready, or a later Produce could append before it."""
 
-    def __init__(self, answer: Awaitable[Any]):
+    __slots__ = ("answer", "overlappable")
+
+    def __init__(self, answer: Awaitable[Any], *, overlappable: bool = True):
         self.answer = answer
+        self.overlappable = overlappable
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ class Dispatcher:
         if spec.is_async:
             response = await response
         elif type(response) is AnswerLater:
-            if pipelined:
+            if pipelined and response.overlappable:
                 return asyncio.get_running_loop().create_task(
                     self._encode_later(spec.api, api_version, correlation_id, response.answer)
                 )

@@ -114,7 +114,10 @@ class GroupDescription:
     members: list[MemberRow]
 
 
-class GroupTool:
+class ToolClient:
+    """A command-line tool's connections: the bootstrap broker and whichever
+    brokers it is sent on to, one connection each, closed together."""
+
     def __init__(self, bootstrap: str, timeout_s: float = 15.0):
         self._timeout_s = timeout_s
         self._bootstrap = parse_bootstrap(bootstrap)
@@ -129,6 +132,9 @@ class GroupTool:
         if address not in self._connections:
             self._connections[address] = KafkaConnection(*address, self._timeout_s)
         return self._connections[address]
+
+
+class GroupTool(ToolClient):
 
     def _coordinator(self, group_id: str) -> tuple[str, int]:
         response = self._connection(self._bootstrap).call("FindCoordinator", 3, key=group_id, key_type=0)

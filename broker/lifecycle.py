@@ -184,6 +184,7 @@ class BrokerLifecycleManager:
             # Unfenced means caught up with our own registration: leading is safe now.
             self.broker.replicas.registration_caught_up()
             self.broker.groups.follow_leadership()
+            self.broker.transactions.follow_leadership()
 
     async def controlled_shutdown(self, timeout_ms: int) -> bool:
         """Ask to shut down until the controller has moved our leaderships away.

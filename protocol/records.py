@@ -114,6 +114,7 @@ __all__ = [
     "build_batch",
     "build_control_batch",
     "parse_control_record",
+    "first_control_record",
     "decode_batch_records",
     "decode_record_headers",
     "read_varint",
@@ -707,6 +708,46 @@ def parse_control_record(key: bytes | None, value: bytes | None) -> ControlRecor
     if marker_version < 0:
         raise ProtocolError(f"transaction marker has negative version {marker_version}")
     return ControlRecord(key_version, control_type, marker_version, coordinator_epoch)
+
+
+def first_control_record(buf: BytesLike, pos: int = 0) -> ControlRecord | None:
+    """The first record of the control batch at ``pos``, parsed (a transaction
+    marker's type and coordinator epoch); None when the batch holds no record
+    (the log cleaner leaves such headers). An uncompressed batch (markers always
+    are) is read in place without decoding the rest; a compressed one is
+    decoded. The CRC is not checked: callers have checked it or trust the log."""
+    header = parse_batch_header(buf, pos)
+    if not header.is_control:
+        raise ProtocolError(f"batch at offset {header.base_offset} is not a control batch")
+    if header.records_count == 0:
+        return None
+    end = pos + header.batch_length + LOG_OVERHEAD_BYTES
+    if len(buf) < end:
+        raise ProtocolError(f"control batch at offset {header.base_offset} is truncated")
+    if header.codec != CompressionType.NONE:
+        _, records = decode_batch_records(buf, pos, verify_crc=False)
+        return records[0].control if records else None
+    try:
+        at = pos + BATCH_HEADER_BYTES
+        _, at = read_varint(buf, at)  # record length
+        at += 1  # attributes
+        _, at = read_varint(buf, at)  # timestamp delta
+        _, at = read_varint(buf, at)  # offset delta
+        key_length, at = read_varint(buf, at)
+        key = None
+        if key_length >= 0:
+            key = bytes(buf[at : at + key_length])
+            at += key_length
+        value_length, at = read_varint(buf, at)
+        value = None
+        if value_length >= 0:
+            value = bytes(buf[at : at + value_length])
+            at += value_length
+    except IndexError:
+        raise ProtocolError(f"control batch at offset {header.base_offset} ends inside its first record") from None
+    if at > end:
+        raise ProtocolError(f"the first record of control batch at offset {header.base_offset} runs past the batch")
+    return parse_control_record(key, value)
 
 
 # --------------------------------------------------------------------------- v2 decoding

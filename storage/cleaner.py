@@ -1,5 +1,9 @@
 """Log compaction (``cleanup.policy=compact``): Kafka's log cleaner, one partition at a time.
 
+A little over ~700 lines: the transaction rules (aborted data removed, marker
+delete horizons, the first unstable offset as a bound) decide batch by batch
+in the same pass as key compaction, over the same offset map.
+
 Pure and synchronous: :func:`clean_log` reads the partition's non-active
 segments, writes cleaned copies next to them and swaps them in with
 :meth:`PartitionLog.replace_segments`; :func:`clean_log_steps` does the same
@@ -12,15 +16,17 @@ What one cleaning does, as Kafka's ``Cleaner.doClean`` does it:
 
 1. The cleanable range is ``[first_dirty_offset, first_uncleanable_offset)``:
    it starts at the checkpoint (the log start offset when there is none or it
-   is out of range) and stops at the smallest of the high watermark, the
+   is out of range) and stops at the smallest of the last stable offset (the
+   high watermark, or the first offset of a transaction still open or not
+   replicated to its marker), the
    active segment's base offset and, when ``min.compaction.lag.ms > 0``, the
    base offset of the first segment at or after the checkpoint whose largest
    timestamp is newer than ``now - min.compaction.lag.ms``.
    Nothing happens when the range is empty or, unless ``force``, when its
    share of the log (the dirty ratio) is below ``min_cleanable_ratio``.
 2. An offset map ``key -> latest offset`` is built over the dirty range only
-   (control batches skipped). It holds at most ``max_map_entries`` keys; when
-   it is full, the cleaning covers only the prefix of the dirty range that
+   (control batches and batches of aborted transactions skipped). It holds
+   at most ``max_map_entries`` keys; when it is full, the cleaning covers only the prefix of the dirty range that
    was mapped, and the returned checkpoint says where the next one resumes.
    ``latest_offset`` is the last offset the map covers.
 3. Every segment from the start of the log whose base offset is at or below
@@ -46,21 +52,38 @@ What one cleaning does, as Kafka's ``Cleaner.doClean`` does it:
    codec, timestamp type, producer id/epoch/base sequence, transactional flag
    and partition leader epoch (``MemoryRecords.buildRetainedRecordsInto``);
    kept records keep their offsets and timestamps, so offset deltas may have
-   gaps. Control batches are kept as they are (transactions are not
-   supported yet, so no marker is ever removable).
-7. A batch with nothing left disappears, except that (``RETAIN_EMPTY``) a
+   gaps.
+7. Transactions, as Kafka's cleaner treats them: the aborted transactions of
+   the recopied range come from the ``.txnindex`` files
+   (``PartitionLog.aborted_transaction_entries``), and every transactional
+   batch of such a transaction's producer between its first offset and its
+   ABORT marker is removed whole. A marker stays while this cleaning saw data
+   of its transaction (the cleaned segment's ``.txnindex`` keeps the abort's
+   entry then); a marker whose transaction has no data left (an ABORT whose
+   batches are gone, a COMMIT with no batch of its transaction since the log
+   start) is removable like a tombstone: the first cleaning sets its
+   batch's delete horizon, a cleaning at or after the horizon empties it.
+   Markers at or past the high watermark, and the batches of the
+   transactions they end, are left alone (a leader change may lose them).
+8. A batch with nothing left disappears, except that (``RETAIN_EMPTY``) a
    header with recordsCount 0 is kept, with the same offsets and producer
    fields, for the last batch of each producer id the partition knows
-   (so idempotent producer state survives a reopen) and for the batch that
+   (so idempotent producer state survives a reopen; for a producer that
+   only has markers, its marker of the current epoch) and for the batch that
    ends at the first uncleanable offset (so the last offset is not lost).
-8. Each output segment is written as ``<base>.log.cleaned``, fsynced and
-   swapped in; its indexes are rebuilt from it by ``replace_segments``. A
-   crash leaves either a ``.cleaned`` file (dropped on reopen: old content)
+9. Each output segment is written as ``<base>.log.cleaned`` (with
+   ``<base>.txnindex.cleaned`` when it keeps aborted transactions), fsynced
+   and swapped in; its indexes are rebuilt from it by ``replace_segments``. A
+   crash leaves either ``.cleaned`` files (dropped on reopen: old content)
    or ``.swap`` files (completed on reopen: new content).
 
 Memory: the map holds keys shorter than 16 bytes as they are and longer ones
 as a 16-byte BLAKE2b digest (Kafka keeps an MD5 of every key), so an entry
 costs about 120 bytes of Python objects whatever the key size.
+
+The module is past 700 lines because the steps above share one set of
+decisions (which batch, record and marker a cleaning keeps) that only make
+sense read together.
 """
 
 from __future__ import annotations
@@ -70,8 +93,10 @@ import logging
 import os
 import struct
 from bisect import bisect_right
+from collections import deque
 from dataclasses import dataclass
 
+from protocol.exceptions import ProtocolError
 from protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_BYTES,
@@ -85,9 +110,11 @@ from protocol.records import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
+    ControlType,
     Record,
     build_batch,
     decode_batch_records,
+    first_control_record,
     iter_batches,
     parse_batch_header,
     update_crc,
@@ -95,6 +122,7 @@ from protocol.records import (
 from storage.index import OFFSET_ENTRY, TIME_ENTRY
 from storage.log import CLEANED_SUFFIX, PartitionLog
 from storage.segment import LogSegment, segment_file_stem
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, encode_entry
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +180,8 @@ class CleanResult:
     keyless_removed: int = 0  # of which: records without a key
     delete_horizons_set: int = 0  # batches stamped with a delete horizon
     empty_batches_kept: int = 0  # batches kept as a bare header (RETAIN_EMPTY)
+    aborted_batches_removed: int = 0  # batches of aborted transactions removed (also in batches_removed when gone)
+    markers_removed: int = 0  # transaction markers emptied past their delete horizon
     map_entries: int = 0
     map_full: bool = False  # only a prefix of the dirty range was cleaned
     first_dirty_offset_before: int = -1  # the checkpoint this cleaning started from
@@ -186,7 +216,7 @@ def cleanable_range(plog: PartitionLog, now_ms: int, first_dirty_offset: int | N
     else:
         first_dirty = first_dirty_offset
     segments = plog.segments
-    uncleanable = min(plog.high_watermark, plog.active_segment.base_offset)
+    uncleanable = min(plog.last_stable_offset, plog.active_segment.base_offset)
     lag_ms = max(plog.config.min_compaction_lag_ms, 0)
     if lag_ms > 0:
         for segment in segments[_floor_index(segments, first_dirty) : -1]:
@@ -243,6 +273,73 @@ def _map_key(key: bytes) -> bytes:
     return hashlib.blake2b(key, digest_size=_HASHED_KEY_BYTES).digest()
 
 
+class _TransactionTracker:
+    """Which batches of a cleaned range belong to aborted transactions, and which
+    markers may go (Kafka's ``CleanedTransactionMetadata``): fed every batch of
+    the range in order, with the aborted transactions that overlap it."""
+
+    def __init__(self, aborted: list[AbortedTxn], high_watermark: int):
+        # Markers at or past the high watermark may still be lost with a leader
+        # change: their transactions' batches and the markers themselves are
+        # left alone (a cleaned segment may reach past the last stable offset).
+        self._replicated_end = high_watermark
+        aborted = [txn for txn in aborted if txn.last_offset < high_watermark]
+        self._pending = deque(sorted(aborted, key=lambda txn: txn.first_offset))
+        # producer id -> [its aborted transaction under way, whether a batch of it was seen]
+        self._aborted: dict[int, list] = {}
+        self._committing: set[int] = set()  # producers with transactional batches seen, not aborted
+
+    def _reach(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[0].first_offset <= offset:
+            txn = pending.popleft()
+            self._aborted.setdefault(txn.producer_id, [txn, False])
+
+    def data_batch(self, header: BatchHeader) -> bool:
+        """Whether the batch belongs to an aborted transaction (and goes)."""
+        self._reach(header.base_offset + header.last_offset_delta)
+        if not header.is_transactional:
+            return False
+        aborted = self._aborted.get(header.producer_id)
+        if aborted is not None:
+            aborted[1] = True
+            return True
+        self._committing.add(header.producer_id)
+        return False
+
+    def marker(self, header: BatchHeader, data: bytes) -> tuple[bool, AbortedTxn | None]:
+        """(whether the marker may be removed, the aborted transaction whose entry
+        the cleaned segment's ``.txnindex`` keeps because the marker stays for it)."""
+        if header.base_offset >= self._replicated_end:
+            return False, None
+        self._reach(header.base_offset + header.last_offset_delta)
+        try:
+            control = first_control_record(data)
+        except ProtocolError:  # not a marker this cleaner understands: kept
+            return False, None
+        producer_id = header.producer_id
+        if control is None:  # emptied by an earlier cleaning
+            aborted = self._aborted.get(producer_id)
+            if aborted is not None and aborted[0].last_offset == header.base_offset:
+                del self._aborted[producer_id]
+            return True, None
+        if control.control_type == ControlType.ABORT:
+            aborted = self._aborted.pop(producer_id, None)
+            if aborted is not None and aborted[1]:
+                return False, aborted[0]  # its batches go now: the marker stays until they are gone for good
+            if producer_id in self._committing:
+                # Batches the index did not name as aborted: the marker stays with them.
+                self._committing.discard(producer_id)
+                return False, None
+            return True, None
+        if control.control_type == ControlType.COMMIT:
+            if producer_id in self._committing:
+                self._committing.discard(producer_id)
+                return False, None
+            return True, None
+        return False, None
+
+
 def _build_offset_map(plog: PartitionLog, start: int, end: int, max_entries: int):
     """``key -> latest offset`` over the dirty range ``[start, end)``; a generator
     that yields after each batch (see :func:`clean_log_steps`).
@@ -252,6 +349,7 @@ def _build_offset_map(plog: PartitionLog, start: int, end: int, max_entries: int
     offsets: dict[bytes, int] = {}
     latest = start - 1
     segments = _segments_overlapping(plog.segments, start, end)
+    transactions = _TransactionTracker(plog.aborted_transaction_entries(start, end), plog.high_watermark)
     for i, segment in enumerate(segments):
         segment_end = min(segments[i + 1].base_offset if i + 1 < len(segments) else end, end)
         position = segment.index.lookup(start) if segment.base_offset < start else 0
@@ -261,7 +359,9 @@ def _build_offset_map(plog: PartitionLog, start: int, end: int, max_entries: int
             last_offset = header.base_offset + header.last_offset_delta
             if last_offset < start:
                 continue
-            if not header.attributes & CONTROL_MASK:
+            if header.attributes & CONTROL_MASK:
+                transactions.marker(header, data)
+            elif not transactions.data_batch(header):
                 for record in _decode(segment, header, data):
                     if record.key is None or not start <= record.offset < end:
                         continue
@@ -316,7 +416,8 @@ def _group_segments(segments: list[LogSegment], max_bytes: int, max_index_bytes:
 
 def _rebuilt_batch(header: BatchHeader, kept: list, delete_horizon_ms: int | None) -> bytes:
     """The kept records of ``header``'s batch as a new batch with the same offsets
-    range, producer fields, codec and timestamp type (``buildRetainedRecordsInto``)."""
+    range, producer fields, codec, timestamp type and control flag
+    (``buildRetainedRecordsInto``)."""
     base_timestamp = delete_horizon_ms if delete_horizon_ms is not None else kept[0].timestamp_ms
     base_offset = header.base_offset
     records = [
@@ -333,6 +434,7 @@ def _rebuilt_batch(header: BatchHeader, kept: list, delete_horizon_ms: int | Non
             producer_epoch=header.producer_epoch,
             base_sequence=header.base_sequence,
             is_transactional=header.is_transactional,
+            is_control=header.is_control,
             partition_leader_epoch=header.partition_leader_epoch,
             base_timestamp_ms=base_timestamp,
         )
@@ -373,19 +475,71 @@ def _empty_batch(header: BatchHeader) -> bytes:
 
 
 class _GroupCleaner:
-    """Filters the batches of one cleaning; shared by its segment groups."""
+    """Filters the batches of one cleaning; shared by its segment groups (so that a
+    transaction's batches in one group count for its marker in a later one)."""
 
-    def __init__(self, plog: PartitionLog, offsets: dict[bytes, int], latest_offset: int, upper_bound: int, now_ms: int, result: CleanResult):
+    def __init__(
+        self,
+        plog: PartitionLog,
+        offsets: dict[bytes, int],
+        latest_offset: int,
+        upper_bound: int,
+        now_ms: int,
+        result: CleanResult,
+        transactions: _TransactionTracker,
+    ):
         self.offsets = offsets
         self.latest_offset = latest_offset
         self.upper_bound = upper_bound
         self.now_ms = now_ms
         self.new_horizon_ms = min(now_ms + max(plog.config.delete_retention_ms, 0), INT64_MAX)
         self.result = result
-        # Last offset of the last batch of each producer the partition knows.
-        self.producer_last_offsets = {
-            pid: entry.batches[-1].last_offset for pid, entry in plog.producer_state.producers.items() if entry.batches
+        self.transactions = transactions
+        # Per producer the partition knows: (last offset of its last data batch or
+        # None, its epoch), for RETAIN_EMPTY (Kafka's lastRecordsOfActiveProducers).
+        self.producer_last_records = {
+            pid: (entry.batches[-1].last_offset if entry.batches else None, entry.epoch)
+            for pid, entry in plog.producer_state.producers.items()
         }
+        self.txn_entries: list[AbortedTxn] = []  # of the group being written
+
+    def _last_of_producer(self, header: BatchHeader) -> bool:
+        last = self.producer_last_records.get(header.producer_id) if header.producer_id >= 0 else None
+        if last is None:
+            return False
+        last_data_offset, epoch = last
+        if last_data_offset is None:
+            return header.is_control and header.producer_epoch == epoch
+        return header.base_offset + header.last_offset_delta == last_data_offset
+
+    def _emptied(self, header: BatchHeader, data: bytes) -> bytes | None:
+        """A batch none of whose records stays: gone, or kept as a bare header
+        (RETAIN_EMPTY) for a producer's last batch or the end of the cleanable range."""
+        last_offset = header.base_offset + header.last_offset_delta
+        if self._last_of_producer(header) or last_offset + 1 == self.upper_bound:
+            self.result.empty_batches_kept += 1
+            return data if header.records_count == 0 else _empty_batch(header)
+        self.result.batches_removed += 1
+        return None
+
+    def _filter_marker(self, segment: LogSegment, header: BatchHeader, data: bytes) -> bytes | None:
+        removable, kept_txn = self.transactions.marker(header, data)
+        if kept_txn is not None:
+            self.txn_entries.append(kept_txn)
+        if not removable:
+            return data
+        if header.records_count == 0:
+            return self._emptied(header, data)
+        horizon = header.base_timestamp_ms if header.has_delete_horizon else None
+        if horizon is None:
+            # Kept until delete.retention.ms from now, as a tombstone would be.
+            self.result.delete_horizons_set += 1
+            return _rebuilt_batch(header, _decode(segment, header, data), self.new_horizon_ms)
+        if self.now_ms < horizon:
+            return data
+        self.result.markers_removed += 1
+        self.result.records_removed += header.records_count
+        return self._emptied(header, data)
 
     def filter_batch(self, segment: LogSegment, header: BatchHeader, data: bytes) -> bytes | None:
         """The batch to write for this source batch (``data`` itself when unchanged), or None."""
@@ -393,7 +547,13 @@ class _GroupCleaner:
         result.batches_read += 1
         result.records_read += header.records_count
         if header.is_control:
-            return data
+            if header.producer_id < 0:
+                return data  # not a transaction marker
+            return self._filter_marker(segment, header, data)
+        if self.transactions.data_batch(header):
+            result.aborted_batches_removed += 1
+            result.records_removed += header.records_count
+            return self._emptied(header, data)
         horizon = header.base_timestamp_ms if header.has_delete_horizon else None
         records = _decode(segment, header, data)
         kept = []
@@ -424,21 +584,18 @@ class _GroupCleaner:
                 result.delete_horizons_set += 1
                 horizon = self.new_horizon_ms
             return _rebuilt_batch(header, kept, horizon)
-        last_offset = header.base_offset + header.last_offset_delta
-        last_of_producer = header.producer_id >= 0 and self.producer_last_offsets.get(header.producer_id) == last_offset
-        if last_of_producer or last_offset + 1 == self.upper_bound:
-            result.empty_batches_kept += 1
-            return data if header.records_count == 0 else _empty_batch(header)
-        result.batches_removed += 1
-        return None
+        return self._emptied(header, data)
 
     def clean_group(self, plog: PartitionLog, group: list[LogSegment]):
         """Write the group's cleaned copy and swap it in; a generator that yields
         after each batch (see :func:`clean_log_steps`)."""
         base = group[0].base_offset
-        path = plog.directory / f"{segment_file_stem(base)}.log{CLEANED_SUFFIX}"
+        stem = segment_file_stem(base)
+        path = plog.directory / f"{stem}.log{CLEANED_SUFFIX}"
+        txn_path = plog.directory / f"{stem}{TXN_INDEX_SUFFIX}{CLEANED_SUFFIX}"
         changed = len(group) > 1
         written = 0
+        self.txn_entries = []
         try:
             with open(path, "wb", buffering=_READ_CHUNK_BYTES) as out:
                 for segment in group:
@@ -452,8 +609,15 @@ class _GroupCleaner:
                         yield
                 out.flush()
                 os.fsync(out.fileno())
+            if changed and self.txn_entries:
+                # The aborted transactions whose markers the cleaned segment keeps.
+                with open(txn_path, "wb") as out:
+                    out.write(b"".join(encode_entry(txn) for txn in self.txn_entries))
+                    out.flush()
+                    os.fsync(out.fileno())
         except BaseException:
             path.unlink(missing_ok=True)
+            txn_path.unlink(missing_ok=True)
             raise
         if not changed:
             path.unlink()  # one segment, every batch copied as it was: nothing to swap
@@ -462,6 +626,7 @@ class _GroupCleaner:
             # Only a cleaning in slices gets here: retention or DeleteRecords
             # removed some of these segments while it was paused.
             path.unlink()
+            txn_path.unlink(missing_ok=True)
             raise _LogChanged("segments being cleaned were deleted meanwhile")
         before = sum(s.size_bytes for s in group)
         log.info(
@@ -576,7 +741,13 @@ def _clean(plog, now_ms, first_dirty_offset, min_cleanable_ratio, force, max_map
     groups = _group_segments(
         to_clean, plog.config.segment_bytes, plog.config.segment_index_bytes, cleanable.first_uncleanable_offset
     )
-    cleaner = _GroupCleaner(plog, offsets, latest_offset, cleanable.first_uncleanable_offset, now_ms, result)
+    transactions = _TransactionTracker(
+        plog.aborted_transaction_entries(to_clean[0].base_offset, plog.segments[len(to_clean)].base_offset) if to_clean else [],
+        plog.high_watermark,
+    )
+    cleaner = _GroupCleaner(
+        plog, offsets, latest_offset, cleanable.first_uncleanable_offset, now_ms, result, transactions
+    )
     for group in groups:
         yield from cleaner.clean_group(plog, group)
     result.first_dirty_offset = end_offset

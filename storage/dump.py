@@ -5,7 +5,8 @@ storage/FORMAT.md: ``.log`` segments (one line per batch, optionally one per
 record), ``.index`` and ``.timeindex`` files, and the text checkpoint files
 (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
 ``replication-offset-checkpoint``, ``cleaner-offset-checkpoint`` and a
-partition's ``leader-epoch-checkpoint``), and producer state ``.snapshot`` files.
+partition's ``leader-epoch-checkpoint``), producer state ``.snapshot`` files
+and aborted-transaction ``.txnindex`` files.
 
 Every function here is a plain generator of output lines (no printing, no
 asyncio), so tests and other tools can call them directly. Problems are
@@ -17,6 +18,9 @@ This module must not know about the metadata log's record types (storage may
 not import controller): a caller that does passes ``format_value``.
 ``__consumer_offsets`` records are decoded here with ``offsets_decoder``
 (Kafka's ``--offsets-decoder``), their codec being in protocol.
+
+Past 700 lines: one dumper (and verifier) per kind of file, each short, kept
+together so that the tool's output stays uniform.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from protocol.records import (
 )
 from storage.index import OFFSET_ENTRY, TIME_ENTRY
 from storage.producer_snapshot import SNAPSHOT_SUFFIX, CorruptSnapshotError, decode_snapshot
+from storage.txn_index import TXN_INDEX_SUFFIX, CorruptTxnIndexError, decode_entries
 
 __all__ = [
     "LEADER_EPOCH_CHECKPOINT_NAME",
@@ -66,6 +71,7 @@ __all__ = [
     "dump_offset_index",
     "dump_producer_snapshot",
     "dump_time_index",
+    "dump_txn_index",
     "file_kind",
     "parse_checkpoint",
 ]
@@ -136,14 +142,15 @@ class DumpStats:
 
 
 def file_kind(path: Path) -> str | None:
-    """'log', 'index', 'timeindex', 'snapshot', 'offset-checkpoint', 'leader-epoch-checkpoint' or None."""
+    """'log', 'index', 'timeindex', 'txnindex', 'snapshot', 'offset-checkpoint',
+    'leader-epoch-checkpoint' or None."""
     name = Path(path).name
     if name in OFFSET_CHECKPOINT_NAMES:
         return "offset-checkpoint"
     if name == LEADER_EPOCH_CHECKPOINT_NAME:
         return "leader-epoch-checkpoint"
     suffix = Path(path).suffix
-    if suffix in (".log", ".index", ".timeindex", SNAPSHOT_SUFFIX):
+    if suffix in (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX):
         return suffix[1:]
     return None
 
@@ -179,7 +186,7 @@ def dump_file(path: str | Path, options: DumpOptions = DumpOptions(), stats: Dum
     if kind is None:
         stats.errors += 1
         yield (
-            f"Error: {path} is not a .log, .index or .timeindex file, a producer .snapshot or a checkpoint "
+            f"Error: {path} is not a .log, .index or .timeindex file, a .txnindex, a producer .snapshot or a checkpoint "
             f"({', '.join(sorted(OFFSET_CHECKPOINT_NAMES | {LEADER_EPOCH_CHECKPOINT_NAME}))})"
         )
         return
@@ -191,6 +198,7 @@ def dump_file(path: str | Path, options: DumpOptions = DumpOptions(), stats: Dum
         "log": dump_log_segment,
         "index": dump_offset_index,
         "timeindex": dump_time_index,
+        "txnindex": dump_txn_index,
         "snapshot": dump_producer_snapshot,
         "offset-checkpoint": dump_checkpoint,
         "leader-epoch-checkpoint": dump_checkpoint,
@@ -597,8 +605,9 @@ def dump_producer_snapshot(path: Path, options: DumpOptions = DumpOptions(), sta
     if options.print_entries:
         for entry in entries:
             line = (
-                f"producerId: {entry.producer_id} producerEpoch: {entry.epoch} coordinatorEpoch: -1 "
-                f"currentTxnFirstOffset: -1 lastTimestamp: {entry.last_timestamp_ms}"
+                f"producerId: {entry.producer_id} producerEpoch: {entry.epoch} "
+                f"coordinatorEpoch: {entry.coordinator_epoch} "
+                f"currentTxnFirstOffset: {entry.current_txn_first_offset} lastTimestamp: {entry.last_timestamp_ms}"
             )
             if entry.batches:
                 batch = entry.batches[-1]
@@ -610,6 +619,50 @@ def dump_producer_snapshot(path: Path, options: DumpOptions = DumpOptions(), sta
             yield line
     if options.verify:
         yield _verified_line(path, len(entries), "producers", stats.problems - problems_before)
+
+
+# --------------------------------------------------------------------------- .txnindex
+
+
+def dump_txn_index(path: Path, options: DumpOptions = DumpOptions(), stats: DumpStats | None = None) -> Iterator[str]:
+    """One line per aborted transaction, as kafka-dump-log.sh prints a
+    ``.txnindex``. A size that is not a whole number of entries or an entry of
+    another version is a ``Corrupt`` line; ``--verify`` also checks that each
+    entry follows the one before it and lies in the segment (its offsets at or
+    above the file's base offset, first offset <= last < last stable offset)."""
+    stats = DumpStats() if stats is None else stats
+    path = Path(path)
+    problems_before = stats.problems
+    try:
+        entries = decode_entries(path.read_bytes())
+    except CorruptTxnIndexError as exc:
+        stats.problems += 1
+        entries = []
+        yield f"Corrupt {path}: {exc}"
+    base = _base_offset(path)
+    previous_last = None
+    for txn in entries:
+        if options.print_entries:
+            yield (
+                f"version: 0 producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+                f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}"
+            )
+        if options.verify:
+            problem = None
+            if previous_last is not None and txn.last_offset <= previous_last:
+                problem = f"lastOffset {txn.last_offset} does not follow the previous entry's {previous_last}"
+            elif txn.first_offset > txn.last_offset:
+                problem = f"firstOffset {txn.first_offset} is after lastOffset {txn.last_offset}"
+            elif txn.last_stable_offset > txn.last_offset + 1:
+                problem = f"lastStableOffset {txn.last_stable_offset} is past lastOffset {txn.last_offset} + 1"
+            elif base is not None and txn.last_offset < base:
+                problem = f"lastOffset {txn.last_offset} is below the segment's base offset {base}"
+            if problem is not None:
+                stats.problems += 1
+                yield f"Corrupt {path}: producerId {txn.producer_id}: {problem}"
+        previous_last = txn.last_offset
+    if options.verify:
+        yield _verified_line(path, len(entries), "aborted transactions", stats.problems - problems_before)
 
 
 # --------------------------------------------------------------------------- checkpoints

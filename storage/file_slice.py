@@ -13,14 +13,17 @@ import os
 
 
 class FileSlice:
-    __slots__ = ("fd", "position", "length")
+    __slots__ = ("fd", "position", "length", "next_offset")
 
     is_external_bytes = True
 
-    def __init__(self, fd: int, position: int, length: int):
+    def __init__(self, fd: int, position: int, length: int, next_offset: int = -1):
         self.fd = fd
         self.position = position
         self.length = length
+        # The offset after the slice's last batch (-1: not known): a
+        # read_committed fetch lists the aborted transactions below it.
+        self.next_offset = next_offset
 
     def __len__(self) -> int:
         return self.length

@@ -7,9 +7,23 @@ re-encoded. Reads return whole batches starting with the one that holds the
 requested offset. A follower replica appends its leader's batches unchanged
 (:meth:`PartitionLog.append_as_follower`), offsets and epochs included.
 
-This file is longer than most: appending, reading, truncation, retention and
-crash recovery all act on the same segment list and producer state, and
-splitting them would spread one set of invariants over several modules.
+Transactions, as Kafka's log keeps them: transactional batches open a
+transaction of their producer on the partition, and the COMMIT or ABORT
+marker that the transaction coordinator has the leader write
+(:meth:`PartitionLog.append_marker`; followers copy it like any batch)
+closes it. The last stable offset (LSO) is the high watermark, or the first
+offset of the oldest transaction still open or whose marker is not yet below
+the high watermark when that is lower: read_committed consumers read up to
+it. Each abort adds an entry to the ``.txnindex`` of the segment the marker
+lands in (storage.txn_index), from which
+:meth:`PartitionLog.aborted_transactions` answers read_committed fetches.
+The index files are truncated, deleted and swapped with their segments, and
+rebuilt from the markers when a segment is recovered after a crash.
+
+This file is longer than most: appending, reading, transactions, truncation,
+retention and crash recovery all act on the same segment list, producer state
+and index files, and splitting them would spread one set of invariants over
+several modules.
 """
 
 from __future__ import annotations
@@ -28,8 +42,12 @@ from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import (
     MAGIC_OFFSET,
+    ControlType,
+    build_control_batch,
     decode_batch_records,
+    first_control_record,
     iter_batches,
+    parse_batch_header,
     patch_base_offset,
     patch_log_append_time,
     patch_partition_leader_epoch,
@@ -46,8 +64,15 @@ from storage.producer_snapshot import (
     snapshot_offset,
     write_snapshot,
 )
-from storage.producer_state import ProducerStateError, ProducerStateManager, last_sequence_of, next_sequence
+from storage.producer_state import (
+    ProducerStateError,
+    ProducerStateManager,
+    VerificationGuard,
+    last_sequence_of,
+    next_sequence,
+)
 from storage.segment import LogSegment, segment_file_stem
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, CorruptTxnIndexError
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +159,7 @@ SNAPSHOT_TAIL_MIN_BYTES = 64 << 10
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
-_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
+_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
 
 
 EPOCH_UNDEFINED = (-1, -1)
@@ -238,7 +263,7 @@ class PartitionLog:
         self.high_watermark = self.log_end_offset
         self.replicated = False
 
-    def _new_segment(self, base: int, size_bytes: int | None = None) -> LogSegment:
+    def _new_segment(self, base: int, size_bytes: int | None = None, txn_index_exists: bool | None = None) -> LogSegment:
         if self.file_deleter is not None:
             # A truncation can bring back a base offset whose old files still wait to be unlinked.
             self.file_deleter.reclaim(self.directory, segment_file_stem(base))
@@ -250,12 +275,13 @@ class PartitionLog:
             pool=self._pool,
             index_bytes=self.config.segment_index_bytes,
             size_bytes=size_bytes,
+            txn_index_exists=txn_index_exists,
         )
 
     def _new_empty_segment(self, base: int) -> LogSegment:
         """A new active segment: its indexes are known empty (never read back
         from their preallocated files, ten megabytes of zeros by default)."""
-        segment = self._new_segment(base, 0)
+        segment = self._new_segment(base, 0, txn_index_exists=False)
         segment.next_offset = base
         for index in (segment.index, segment.time_index):
             index.start_empty()
@@ -300,11 +326,14 @@ class PartitionLog:
     def _open_segments(self, recovery_point: int | None, clean_shutdown: bool) -> None:
         self._complete_interrupted_operations()
         sizes = {}
+        txn_indexes = set()  # base offsets of the segments with a .txnindex
         with os.scandir(self.directory) as entries:
             for entry in entries:
                 name = entry.name
                 if name.endswith(".log") and name[:-4].isdigit():
                     sizes[int(name[:-4])] = entry.stat().st_size
+                elif name.endswith(TXN_INDEX_SUFFIX) and name[: -len(TXN_INDEX_SUFFIX)].isdigit():
+                    txn_indexes.add(int(name[: -len(TXN_INDEX_SUFFIX)]))
                 else:
                     offset = snapshot_offset(name)
                     if offset is not None:
@@ -322,11 +351,18 @@ class PartitionLog:
             return
         if not sizes:
             sizes = {0: None}
+        for orphan in txn_indexes.difference(sizes):  # its segment is gone: nothing to index
+            (self.directory / f"{segment_file_stem(orphan)}{TXN_INDEX_SUFFIX}").unlink(missing_ok=True)
         for base in sorted(sizes):
-            self.segments.append(self._new_segment(base, sizes[base]))
+            self.segments.append(self._new_segment(base, sizes[base], base in txn_indexes))
         self._segment_bases = [s.base_offset for s in self.segments]
         for older, newer in zip(self.segments, self.segments[1:]):
             older.next_offset = newer.base_offset
+        damaged = self._first_damaged_txn_index(txn_indexes)
+        if damaged is not None:
+            # Rebuilt from the markers by recovering from that segment on.
+            clean_shutdown = False
+            recovery_point = damaged if recovery_point is None else min(recovery_point, damaged)
         active = self.segments[-1]
         if clean_shutdown and recovery_point is not None and recovery_point >= active.base_offset:
             for older in self.segments[:-1]:
@@ -341,6 +377,19 @@ class PartitionLog:
             return
         self._recover(recovery_point)
 
+    def _first_damaged_txn_index(self, bases: set[int]) -> int | None:
+        """Base offset of the first segment whose ``.txnindex`` cannot be read (its
+        size or an entry's version is wrong), or None. The files are read now: only
+        segments where a transaction aborted have one, and they are small."""
+        for segment in self.segments:
+            if segment.base_offset in bases:
+                try:
+                    segment.txn_index.load()
+                except CorruptTxnIndexError as exc:
+                    log.warning("%s: rebuilding %s: %s", self.directory.name, segment.txn_index.path.name, exc)
+                    return segment.base_offset
+        return None
+
     def _recover(self, recovery_point: int | None) -> None:
         """Re-read every segment that may hold unflushed data, cut at the first bad batch."""
         if recovery_point is None:
@@ -350,22 +399,25 @@ class PartitionLog:
         for older in self.segments[:first]:
             if older.indexes_missing:
                 older.recover(verify_crc=False)
-        # Producer state: the newest valid snapshot at or below the recovery point
-        # (everything below it is durable), then the batches after it; the
-        # segments re-read below feed it as they are checked.
-        loaded = self._load_snapshot(recovery_point if recovery_point is not None else self.segments[0].base_offset)
-        replay_from = loaded if loaded is not None else self.segments[0].base_offset
+        # Producer state: the newest valid snapshot at or below the first segment
+        # re-read (everything below it is durable), then the batches after it; the
+        # segments re-read below feed it as they are checked, and their aborted
+        # transaction indexes are rebuilt from it, so it must describe exactly the
+        # batches below each of them (as Kafka's recoverSegment rebuilds it).
         recovered_from = self.segments[first].base_offset
+        loaded = self._load_snapshot(recovered_from)
+        replay_from = loaded if loaded is not None else self.segments[0].base_offset
         if replay_from < recovered_from:
             # Batches below the recovery point are trusted: headers only, no CRC.
             self._replay_producers(replay_from, recovered_from)
             self._write_snapshot(recovered_from)
             replay_from = recovered_from
         floor = self._first_offset()
+        segment = self.segments[first]  # rebound by the loop below: on_batch indexes into the one being read
 
-        def on_batch(header) -> None:
+        def on_batch(header, data, position) -> None:
             if header.base_offset >= replay_from and header.base_offset + header.last_offset_delta >= floor:
-                self._track_producer(header)
+                self._track_batch(header, data, position, segment)
 
         total_bytes = sum(s.size_bytes for s in self.segments[first:])
         done_bytes = 0
@@ -373,6 +425,7 @@ class PartitionLog:
         index = first
         while index < len(self.segments):
             segment = self.segments[index]
+            segment.txn_index.reset()  # rebuilt from the segment's markers
             truncated = segment.recover(on_batch=on_batch)
             done_bytes += segment.size_bytes + truncated
             if total_bytes > 64 << 20:
@@ -399,7 +452,7 @@ class PartitionLog:
         if loaded is not None and loaded > self.log_end_offset:
             # Recovery cut batches the loaded snapshot had seen (fsynced data
             # was damaged): rebuild from a snapshot at or below the new end.
-            self.producer_state.producers.clear()
+            self.producer_state.clear()
             self._load_producer_state()
         else:
             self._delete_snapshots_above(self.log_end_offset)
@@ -466,11 +519,15 @@ class PartitionLog:
             expiration_ms = self.producer_id_expiration_ms
             floor = self._first_offset()
             for entry in entries:
-                if expiration_ms is not None and now_ms - entry.last_timestamp_ms >= expiration_ms:
+                if (
+                    expiration_ms is not None
+                    and not entry.in_transaction
+                    and now_ms - entry.last_timestamp_ms >= expiration_ms
+                ):
                     continue
                 if entry.batches and entry.batches[-1].last_offset < floor:
                     continue
-                self.producer_state.producers[entry.producer_id] = entry
+                self.producer_state.load_entry(entry)
             return offset
         return None
 
@@ -486,11 +543,15 @@ class PartitionLog:
             found = segment.find_batch_position(max(start, segment.base_offset))
             if found is None:
                 continue
-            for _, _, header in segment.headers_from(found[0]):
+            for position, size, header in segment.headers_from(found[0]):
                 if header.base_offset >= end:
                     return
                 if header.base_offset >= start and header.base_offset + header.last_offset_delta >= floor:
-                    self._track_producer(header)
+                    if header.is_control and header.producer_id >= 0:
+                        # A marker: its type is in its record. The index files are trusted.
+                        self._track_batch(header, segment.read(position, size), 0, None)
+                    else:
+                        self._track_batch(header)
 
     def _write_snapshot(self, offset: int) -> None:
         """Snapshot the producer state, which must describe exactly the batches below ``offset``."""
@@ -548,15 +609,44 @@ class PartitionLog:
         """producer.id.expiration.ms: drop producers idle that long; returns how many."""
         return len(self.producer_state.remove_expired(now_ms, expiration_ms))
 
-    def _track_producer(self, header) -> None:
-        if header.producer_id >= 0 and not header.is_control:
+    def _track_batch(self, header, data=None, position: int = 0, index_into: LogSegment | None = None) -> None:
+        """Feed a batch that is in the log to the producer state. A marker's record
+        is read from ``data`` at ``position``; when it closes an aborted transaction,
+        the entry goes to ``index_into``'s ``.txnindex`` (None: the index already
+        has it, as when replaying batches of trusted segments)."""
+        producer_id = header.producer_id
+        if producer_id < 0:
+            return
+        if not header.is_control:
             self.producer_state.update(
-                header.producer_id,
+                producer_id,
                 header.producer_epoch,
                 header.base_sequence,
                 header.last_offset_delta,
                 header.base_offset,
                 header.max_timestamp_ms,
+                transactional=header.is_transactional,
+            )
+            return
+        try:
+            control = first_control_record(data, position)
+        except ProtocolError as exc:  # not a marker this broker can read: it changes no producer state
+            log.warning("%s: unreadable control batch at offset %d: %s", self.directory.name, header.base_offset, exc)
+            return
+        # No record: the cleaner emptied it once its transaction's data was gone.
+        if control is None or control.control_type not in (ControlType.ABORT, ControlType.COMMIT):
+            return
+        completed = self.producer_state.apply_marker(
+            producer_id,
+            header.producer_epoch,
+            control.coordinator_epoch,
+            header.base_offset,
+            header.max_timestamp_ms,
+            commit=control.is_commit,
+        )
+        if completed is not None and completed.aborted and index_into is not None:
+            index_into.txn_index.append(
+                AbortedTxn(producer_id, completed.first_offset, completed.last_offset, completed.last_stable_offset)
             )
 
     # ----------------------------------------------------------------- state
@@ -575,8 +665,26 @@ class PartitionLog:
 
     # ----------------------------------------------------------------- append
 
-    def append(self, records, *, leader_epoch: int = 0, defer_flush: bool = False) -> AppendResult:
-        """Validate and append the batches in ``records`` (bytes from a Produce request)."""
+    def append(
+        self,
+        records,
+        *,
+        leader_epoch: int = 0,
+        defer_flush: bool = False,
+        from_coordinator: bool = False,
+        verification_guard: object | None = None,
+    ) -> AppendResult:
+        """Validate and append the batches in ``records`` (bytes from a Produce request).
+
+        Transactional batches need a producer id (else INVALID_RECORD); markers
+        come only through :meth:`append_marker` (INVALID_RECORD here). A producer
+        inside a transaction may write only transactional batches
+        (INVALID_TXN_STATE). ``verification_guard`` (KIP-890): when given, a
+        transactional batch that would open a transaction is appended only if it
+        is still the producer's guard (see :meth:`verification_guard_for`), else
+        INVALID_TXN_STATE. ``from_coordinator``: the batches are a coordinator's
+        (the group coordinator's transactional offset commits, without sequence
+        numbers): only their producer epoch is checked, not their sequences."""
         if not records:
             raise AppendError(ErrorCode.CORRUPT_MESSAGE, "empty records")
         # Offsets and epochs are patched into the batches in place: a writable view
@@ -589,8 +697,10 @@ class PartitionLog:
         consumed = 0
         try:
             for position, size, header in iter_batches(data):
-                if header.is_transactional:
-                    raise AppendError(ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet")
+                if header.is_control and (header.is_transactional or header.producer_id >= 0):
+                    raise AppendError(ErrorCode.INVALID_RECORD, "transaction markers are written by the broker only")
+                if header.is_transactional and header.producer_id < 0:
+                    raise AppendError(ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id")
                 if size > self.config.max_message_bytes:
                     raise AppendError(
                         ErrorCode.MESSAGE_TOO_LARGE,
@@ -606,9 +716,14 @@ class PartitionLog:
 
         idempotent = [h for _, _, h in batches if h.producer_id >= 0]
         if idempotent:
-            duplicate = self._check_producers(idempotent)
-            if duplicate is not None:
-                return duplicate
+            if from_coordinator:
+                for h in idempotent:
+                    self._producer_check(self.producer_state.check_epoch, h.producer_id, h.producer_epoch)
+            else:
+                duplicate = self._check_producers(idempotent)
+                if duplicate is not None:
+                    return duplicate
+            self._check_transactions(idempotent, verification_guard)
 
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         now_ms = self._clock_ms()
@@ -631,7 +746,7 @@ class PartitionLog:
             if header.producer_id >= 0:
                 producer_updates.append(
                     (header.producer_id, header.producer_epoch, header.base_sequence,
-                     header.last_offset_delta, next_offset, max_timestamp)
+                     header.last_offset_delta, next_offset, max_timestamp, header.is_transactional)
                 )
             next_offset = last_offset + 1
 
@@ -639,8 +754,8 @@ class PartitionLog:
         # request's batches enter the state only once they are written.
         self._maybe_roll(len(data), max(p[2] for p in positions))
         self.active_segment.append(data, next_offset - 1, positions)
-        for update in producer_updates:
-            self.producer_state.update(*update)
+        for *update, transactional in producer_updates:
+            self.producer_state.update(*update, transactional=transactional)
         if not self.replicated:
             self.high_watermark = self.log_end_offset
         self._unflushed_messages += next_offset - base_offset
@@ -648,6 +763,56 @@ class PartitionLog:
         if flush_due and not defer_flush:
             self.flush(fsync=True)
         return AppendResult(base_offset, next_offset - 1, now_ms if log_append_time else -1, flush_due=flush_due and defer_flush)
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        *,
+        leader_epoch: int,
+        defer_flush: bool = False,
+    ) -> AppendResult:
+        """Write a COMMIT or ABORT marker for ``producer_id`` at the log end (what a
+        WriteTxnMarkers request asks of a partition leader), stamped with
+        ``leader_epoch``. It closes the producer's transaction here, if one is open
+        (an abort is added to the ``.txnindex``); a marker for a producer without
+        one is written all the same, as Kafka does. AppendError, with nothing
+        written: TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than
+        the producer's last marker's, INVALID_PRODUCER_EPOCH for a producer epoch
+        older than the producer's (a newer one is the coordinator's bump, and
+        becomes the producer's epoch). ``defer_flush`` as for :meth:`append`."""
+        self._producer_check(self.producer_state.check_marker, producer_id, producer_epoch, coordinator_epoch)
+        now_ms = self._clock_ms()
+        data = bytearray(
+            build_control_batch(
+                ControlType.COMMIT if commit else ControlType.ABORT,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                timestamp_ms=now_ms,
+            )
+        )
+        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        if log_append_time:
+            patch_log_append_time(data, 0, now_ms)
+        self._maybe_roll(len(data), now_ms)
+        offset = self.log_end_offset
+        if not self.leader_epochs or self.leader_epochs[-1][0] < leader_epoch:
+            self._assign_leader_epoch(leader_epoch, offset)
+        patch_base_offset(data, 0, offset)
+        patch_partition_leader_epoch(data, 0, leader_epoch)
+        segment = self.active_segment
+        segment.append(data, offset, [(0, offset, now_ms)])
+        self._track_batch(parse_batch_header(data), data, 0, segment)
+        if not self.replicated:
+            self.high_watermark = self.log_end_offset
+        self._unflushed_messages += 1
+        flush_due = self._unflushed_messages >= self.config.flush_messages
+        if flush_due and not defer_flush:
+            self.flush(fsync=True)
+        return AppendResult(offset, offset, now_ms if log_append_time else -1, flush_due=flush_due and defer_flush)
 
     def append_as_follower(self, records) -> int:
         """Append batches fetched from the partition's leader exactly as they are:
@@ -731,8 +896,9 @@ class PartitionLog:
         self.active_segment.append(
             run, positions[-1][1], [(position - first, last, ts) for (position, _, _), (_, last, ts) in zip(batches, positions)]
         )
-        for _, _, header in batches:
-            self._track_producer(header)
+        segment = self.active_segment
+        for position, _, header in batches:
+            self._track_batch(header, data, position, segment)
 
     def _rebase_empty_active_segment(self, offset: int) -> None:
         """The empty active segment is renamed for ``offset`` when the leader's next
@@ -867,6 +1033,31 @@ class PartitionLog:
             seen[h.producer_id] = (h.producer_epoch, next_sequence(last_sequence_of(h.base_sequence, h.last_offset_delta)))
         return None
 
+    @staticmethod
+    def _producer_check(check, *args) -> None:
+        """Run a producer state check, its refusal as an AppendError."""
+        try:
+            check(*args)
+        except ProducerStateError as exc:
+            raise AppendError(exc.error_code, str(exc)) from None
+
+    def _check_transactions(self, headers, verification_guard: object | None) -> None:
+        """The transaction rules of the producers' batches (see :meth:`append`); a
+        request's later batches of a producer count the transaction its earlier
+        ones open."""
+        open_after: dict[int, bool] = {}  # producer id -> in a transaction after its batches so far
+        for h in headers:
+            producer_id = h.producer_id
+            if producer_id in open_after:
+                if open_after[producer_id] and not h.is_transactional:
+                    raise AppendError(ErrorCode.INVALID_TXN_STATE, f"producer {producer_id} mixed batches inside a transaction")
+                open_after[producer_id] = open_after[producer_id] or h.is_transactional
+                continue
+            self._producer_check(
+                self.producer_state.check_transaction, producer_id, h.producer_epoch, h.is_transactional, verification_guard
+            )
+            open_after[producer_id] = h.is_transactional or self.producer_state.has_ongoing_transaction(producer_id)
+
     def _maybe_roll(self, incoming_bytes: int, incoming_timestamp_ms: int) -> None:
         active = self.active_segment
         if active.size_bytes == 0:
@@ -893,6 +1084,57 @@ class PartitionLog:
         # recovering the new segment starts from a snapshot, not the log start.
         self._write_snapshot(new.base_offset)
         return new
+
+    # ----------------------------------------------------------------- transactions
+
+    def verification_guard_for(self, producer_id: int) -> VerificationGuard:
+        """The producer's verification guard (made now if it has none), for a
+        transactional append that must be verified with the transaction
+        coordinator first: pass it to :meth:`append` as ``verification_guard``.
+        A marker for the producer, a newer producer epoch or the producer's
+        removal replaces it, and an append with the old one is refused."""
+        return self.producer_state.verification_guard_for(producer_id, self._clock_ms())
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        return self.producer_state.has_ongoing_transaction(producer_id)
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction (DescribeProducers'
+        current_txn_start_offset)."""
+        return self.producer_state.ongoing_transactions()
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest transaction still open or whose marker is at or
+        above the high watermark (never below the log start); None when there is none."""
+        first = self.producer_state.first_unstable_offset(self.high_watermark)
+        return None if first is None else max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the high watermark, or the first
+        unstable offset when that is lower."""
+        first = self.first_unstable_offset
+        high_watermark = self.high_watermark
+        return high_watermark if first is None or first >= high_watermark else first
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions that overlap
+        ``[fetch_offset, upper_offset)`` (what a read_committed fetch answers)."""
+        return [(txn.producer_id, txn.first_offset) for txn in self.aborted_transaction_entries(fetch_offset, upper_offset)]
+
+    def aborted_transaction_entries(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The ``.txnindex`` entries of the aborted transactions that overlap
+        ``[fetch_offset, upper_offset)``: from the segment holding ``fetch_offset``
+        on, up to the first segment whose entries say that no later one can
+        matter (storage.txn_index), as Kafka's collectAbortedTransactions."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_for(fetch_offset) :]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_offset)
+            found += entries
+            if complete:
+                break
+        return found
 
     # ----------------------------------------------------------------- read
 
@@ -930,13 +1172,15 @@ class PartitionLog:
             if found is not None:
                 start = found[0]
                 length = 0
+                next_offset = -1
                 for _, size, header in segment.headers_from(start):
                     if header.base_offset >= upper:
                         break
                     if length + size > max_bytes and (length or not oversized_first_batch):
                         break
                     length += size
-                return FileSlice(segment.dup_fd(), start, length) if length else None
+                    next_offset = header.base_offset + header.last_offset_delta + 1
+                return FileSlice(segment.dup_fd(), start, length, next_offset) if length else None
             index += 1
             if index < len(self.segments):
                 offset = self.segments[index].base_offset
@@ -1002,6 +1246,9 @@ class PartitionLog:
             if segment.take_unflushed():
                 log_fds.append(os.dup(segment.file_descriptor()))
                 index_paths += [segment.index.path, segment.time_index.path]
+                # A .txnindex entry comes with the marker appended to the .log.
+                if segment.txn_index.take_unsynced():
+                    index_paths.append(segment.txn_index.path)
         self._unflushed_messages = 0
         if not log_fds:
             # Nothing unsynced (a roll synced it): not asked again until the next append.
@@ -1044,8 +1291,11 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.flush(fsync=True)
-        # As Kafka's truncateAndReload: from the newest snapshot at or below the new end.
-        self.producer_state.producers.clear()
+        # As Kafka's truncateAndReload: from the newest snapshot at or below the new
+        # end, so transactions that started past the cut are gone and those whose
+        # marker was cut are open again. The cut segment's .txnindex lost its
+        # entries past the cut with it (LogSegment.truncate_to_position).
+        self.producer_state.clear()
         self._load_producer_state()
         self._remove_stray_snapshots()
         return self.log_end_offset
@@ -1071,7 +1321,7 @@ class PartitionLog:
             fsync_dir(self.directory)
         for offset_of_snapshot in list(self._snapshots):
             self._delete_snapshot(offset_of_snapshot)  # producer state of batches that are gone
-        self.producer_state.producers.clear()
+        self.producer_state.clear()
         new = self._new_empty_segment(offset)
         self.segments = [new]
         self._segment_bases = [offset]

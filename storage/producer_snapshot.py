@@ -15,14 +15,17 @@ snapshot, version 1 (all integers big-endian)::
       last offset      int64   of the producer's last batch (-1: no batch)
       offset delta     int32   last offset - first offset of that batch
       timestamp        int64   max timestamp of that batch
-      coordinator epoch int32  -1 (no transactions yet)
-      txn first offset int64   -1 (no ongoing transaction)
+      coordinator epoch int32  of the last marker written for the producer (-1: none)
+      txn first offset int64   first offset of its open transaction (-1: none)
 
 Like Kafka, a snapshot keeps only each producer's *last* batch, not the
 five-batch window: after a restart a retry of that batch is recognised as a
 duplicate, while a retry of an older in-flight batch of the same producer
 gets OUT_OF_ORDER_SEQUENCE_NUMBER (clients retry only their newest batches,
 and the batches replayed from the log after the snapshot refill the window).
+A producer's open transaction is restored from its entry; transactions that
+were complete but not yet replicated are not kept (as in Kafka): after a
+reload they count as stable.
 
 Files are written to ``<name>.tmp``, fsynced and renamed into place, so a
 crash leaves no torn snapshot under a final name; a snapshot whose size or
@@ -39,12 +42,18 @@ from pathlib import Path
 from crc32c import crc32c
 
 from storage.checkpoint import write_atomically
-from storage.producer_state import BATCHES_REMEMBERED, BatchMetadata, ProducerEntry, first_sequence_of
+from storage.producer_state import (
+    BATCHES_REMEMBERED,
+    NO_SEQUENCE,
+    NO_TXN,
+    BatchMetadata,
+    ProducerEntry,
+    first_sequence_of,
+)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
-NO_COORDINATOR_EPOCH = -1
-NO_TXN_FIRST_OFFSET = -1
+NO_TXN_FIRST_OFFSET = NO_TXN
 
 _VERSION_AND_CRC = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
@@ -88,8 +97,8 @@ def encode_snapshot(producers: dict[int, ProducerEntry]) -> bytes:
             last_offset,
             offset_delta,
             entry.last_timestamp_ms,
-            NO_COORDINATOR_EPOCH,
-            NO_TXN_FIRST_OFFSET,
+            entry.coordinator_epoch,
+            entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else NO_TXN_FIRST_OFFSET,
         )
     return _VERSION_AND_CRC.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
 
@@ -110,19 +119,29 @@ def decode_snapshot(data: bytes) -> list[ProducerEntry]:
         raise CorruptSnapshotError(f"CRC mismatch: stored {crc}, computed {computed}")
     entries = []
     for position in range(HEADER_BYTES, len(data), ENTRY_BYTES):
-        producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp_ms, _, _ = _ENTRY.unpack_from(data, position)
+        (producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp_ms, coordinator_epoch,
+         txn_first_offset) = _ENTRY.unpack_from(data, position)
         batches: deque = deque(maxlen=BATCHES_REMEMBERED)
         if last_offset >= 0:
             batches.append(
                 BatchMetadata(
-                    first_sequence_of(last_sequence, offset_delta),
+                    NO_SEQUENCE if last_sequence == NO_SEQUENCE else first_sequence_of(last_sequence, offset_delta),
                     last_sequence,
                     last_offset - offset_delta,
                     last_offset,
                     timestamp_ms,
                 )
             )
-        entries.append(ProducerEntry(producer_id, epoch, batches, timestamp_ms))
+        entries.append(
+            ProducerEntry(
+                producer_id,
+                epoch,
+                batches,
+                timestamp_ms,
+                coordinator_epoch,
+                txn_first_offset if txn_first_offset >= 0 else NO_TXN,
+            )
+        )
     return entries
 
 

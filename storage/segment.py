@@ -1,4 +1,5 @@
-"""One log segment: ``<base_offset:020d>.log`` with its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base_offset:020d>.log`` with its ``.index``, ``.timeindex``
+and, once a transaction aborted in it, ``.txnindex`` (storage.txn_index).
 
 The ``.log`` file is a plain concatenation of v2 record batches exactly as
 Kafka writes them; this module never decodes records, it walks batch headers.
@@ -15,6 +16,7 @@ from protocol.exceptions import ProtocolError
 from protocol.records import BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES, iter_batches, parse_batch_header, validate_batch
 from storage.handle_pool import DEFAULT_POOL, FileHandlePool
 from storage.index import OffsetIndex, TimeIndex
+from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 _RECOVERY_CHUNK_BYTES = 1 << 20
 DEFAULT_INDEX_BYTES = 10 * 1024 * 1024
@@ -32,6 +34,7 @@ class LogSegment:
         "size_bytes",
         "index",
         "time_index",
+        "txn_index",
         "index_interval_bytes",
         "created_ms",
         "rolling_base_timestamp_ms",
@@ -52,6 +55,7 @@ class LogSegment:
         pool: FileHandlePool | None = None,
         index_bytes: int = DEFAULT_INDEX_BYTES,
         size_bytes: int | None = None,
+        txn_index_exists: bool | None = None,
     ):
         self.directory = Path(directory)
         self.base_offset = base_offset
@@ -61,6 +65,11 @@ class LogSegment:
         self.log_path = self.directory / f"{stem}.log"
         self.index = OffsetIndex(self.directory / f"{stem}.index", base_offset, index_bytes)
         self.time_index = TimeIndex(self.directory / f"{stem}.timeindex", base_offset, index_bytes)
+        txn_path = self.directory / f"{stem}{TXN_INDEX_SUFFIX}"
+        if txn_index_exists is False:
+            self.txn_index = TransactionIndex.empty(txn_path)
+        else:
+            self.txn_index = TransactionIndex(txn_path, file_exists=txn_index_exists)
         if size_bytes is None:
             size_bytes = os.fstat(self._fd()).st_size
         elif size_bytes == 0:
@@ -95,7 +104,10 @@ class LogSegment:
         cuts the log at the first batch that is torn, is not a v2 batch or
         (with ``verify_crc``) fails its CRC, since nothing after such a batch
         can be trusted. Returns the number of bytes cut off.
-        ``on_batch(header)`` is called for every batch kept.
+        ``on_batch(header, data, position)`` is called for every batch kept, the
+        batch being at ``position`` in ``data`` (for the few callers that need
+        more than its header: a control batch's type). The ``.txnindex`` is
+        left alone: its entries need producer state, which the log holds.
         """
         if start_position == 0:
             self.index.reset()
@@ -131,7 +143,7 @@ class LogSegment:
                     next_offset = last_offset + 1
                     consumed = batch_pos + batch_size
                     if on_batch is not None:
-                        on_batch(header)
+                        on_batch(header, data, batch_pos)
             except ProtocolError:
                 pass
             if consumed == 0:
@@ -230,6 +242,7 @@ class LogSegment:
         self.next_offset = next_offset
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(next_offset)
+        self.txn_index.truncate_to(next_offset)
         self._max_timestamp_ms = self.time_index.max_timestamp
         self._bytes_since_index = 0
         if position == 0:
@@ -250,6 +263,7 @@ class LogSegment:
         self._unflushed_bytes = 0
         self.index.flush(fsync)
         self.time_index.flush(fsync)
+        self.txn_index.flush(fsync)
 
     @property
     def index_full(self) -> bool:
@@ -296,7 +310,10 @@ class LogSegment:
 
     def file_names(self) -> list[str]:
         stem = segment_file_stem(self.base_offset)
-        return [f"{stem}.log", f"{stem}.index", f"{stem}.timeindex"]
+        names = [f"{stem}.log", f"{stem}.index", f"{stem}.timeindex"]
+        if self.txn_index.file_exists:
+            names.append(f"{stem}{TXN_INDEX_SUFFIX}")
+        return names
 
     def delete(self) -> None:
         self._pool.close(self.log_path)
@@ -305,3 +322,4 @@ class LogSegment:
                 path.unlink()
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()

@@ -36,6 +36,9 @@ class BrokerProcess:
             "group.initial.rebalance.delay.ms": "0",
             # One broker can hold one replica (Kafka's default of 3 needs a cluster).
             "offsets.topic.replication.factor": "1",
+            # The same for __transaction_state, whose min.isr default (2) one replica cannot meet.
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
             **(overrides or {}),
         }
         self.config_file = config_file

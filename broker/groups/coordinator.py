@@ -1,8 +1,10 @@
 """The classic group coordinator: membership, rebalances and committed offsets.
 
 Longer than ~700 lines on purpose: the join, sync, heartbeat, leave and
-offset paths share one set of generation and timer invariants, which a split
-by request would spread over modules that all mutate the same group.
+offset paths (transactional ones included) share one set of generation and
+timer invariants, which a split by request would spread over modules that all
+mutate the same group. The pending transactional offsets themselves are kept
+by :mod:`broker.groups.pending_offsets`.
 
 Pure and single-threaded: every operation takes ``now_ms``, timers are
 deadlines kept in the groups and fired by :meth:`GroupCoordinator.tick`, and
@@ -33,14 +35,27 @@ Kafka's rules followed here, in brief:
   while it has no members; otherwise the member id and generation must match.
   Offsets of an empty group expire ``offsets.retention.minutes`` after it
   became empty; an empty group with no offsets left is removed.
+- Transactional offsets (TxnOffsetCommit) are written with the producer's id
+  and epoch through ``txn_store`` and stay pending until the transaction's
+  marker lands in the group's partition (:meth:`GroupCoordinator.complete_transaction`):
+  COMMIT makes them the committed offsets unless a plain commit of the same
+  partition was written after them, ABORT drops them. A commit without
+  membership (generation -1, no member id: clients before KIP-447) is accepted
+  whatever the group's state; one with membership must match it, but a group
+  in CompletingRebalance does not refuse it. A tombstone of a partition (offset
+  deletion, group deletion, a deleted topic) drops its pending offsets too; a
+  partition with pending offsets does not expire, and a group with any is not
+  removed by expiry.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from broker.groups.group import ClassicGroup, GroupState, Member
+from broker.groups.pending_offsets import PendingOffset, PendingTxnOffsets
 from protocol.consumer_offsets import (
     GROUP_VALUE_CLASS,
     GroupKey,
@@ -59,6 +74,8 @@ from protocol.consumer_offsets import (
 from protocol.errors import ErrorCode
 
 Store = Callable[[int, list[tuple[bytes, bytes | None]]], None]
+# (partition, producer id, producer epoch, records): one transactional batch of the producer.
+TxnStore = Callable[[int, int, int, list[tuple[bytes, bytes | None]]], None]
 Reply = Callable[[object], None]
 
 
@@ -153,13 +170,29 @@ def _take_join_fields(member: Member, request: JoinRequest) -> None:
     member.client_host = request.client_host
 
 
+def _no_txn_store(partition: int, producer_id: int, producer_epoch: int, records) -> None:
+    raise StoreError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactional offset commits are not wired")
+
+
 class GroupCoordinator:
-    def __init__(self, config: GroupConfig, store: Store, new_member_id: Callable[[str], str]):
+    def __init__(
+        self,
+        config: GroupConfig,
+        store: Store,
+        new_member_id: Callable[[str], str],
+        txn_store: TxnStore = _no_txn_store,
+    ):
         self.config = config
         self._store = store
+        self._txn_store = txn_store
         self._new_member_id = new_member_id
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        self.pending = PendingTxnOffsets()
+        # The write position (see broker.groups.pending_offsets) of each committed
+        # offset's record: a transaction's commit keeps a newer plain commit.
+        self._committed_positions: dict[str, dict[tuple[str, int], int]] = {}
+        self._write_positions = itertools.count()
         self._loaded_group_values: dict[str, object] = {}
 
     # ----------------------------------------------------------------- persistence
@@ -192,15 +225,19 @@ class GroupCoordinator:
     def _store_group(self, group: ClassicGroup) -> None:
         self._store(self.partition_for(group.group_id), [(group_key_bytes(group.group_id), group_value_bytes(self._group_value(group)))])
 
-    def load_record(self, key: bytes, value: bytes | None) -> None:
-        """Replay one ``__consumer_offsets`` record (in log order) while loading a partition."""
+    def load_record(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
+        """Replay one ``__consumer_offsets`` record (in log order) while loading a
+        partition; ``producer_id`` is that of a transactional batch (-1: not one).
+        The partition's transaction markers are replayed with :meth:`complete_transaction`."""
         decoded = decode_key(key)
         if isinstance(decoded, OffsetKey):
-            offsets = self.offsets.setdefault(decoded.group, {})
+            tp = (decoded.topic, decoded.partition)
             if value is None:
-                offsets.pop((decoded.topic, decoded.partition), None)
+                self._forget_offset(decoded.group, tp)
+            elif producer_id >= 0:
+                self.pending.add(producer_id, decoded.group, tp, PendingOffset(decode_offset_value(value), next(self._write_positions)))
             else:
-                offsets[(decoded.topic, decoded.partition)] = decode_offset_value(value)
+                self._set_committed(decoded.group, tp, decode_offset_value(value), next(self._write_positions))
         elif isinstance(decoded, GroupKey):
             self._loaded_group_values[decoded.group] = None if value is None else decode_group_value(value)
 
@@ -234,7 +271,10 @@ class GroupCoordinator:
         self._loaded_group_values.clear()
         for group_id in [g for g, offsets in self.offsets.items() if not offsets]:
             del self.offsets[group_id]
-        for group_id in self.offsets:
+            self._committed_positions.pop(group_id, None)
+        # A group known only by its offsets (or by offsets of a transaction still
+        # open) is a simple group, as Kafka makes one on replay.
+        for group_id in [*self.offsets, *self.pending.group_ids()]:
             if group_id not in self.groups:
                 group = ClassicGroup(group_id)
                 group.transition(GroupState.EMPTY, now_ms)
@@ -708,11 +748,40 @@ class GroupCoordinator:
             self._answer_waiting(self.groups.pop(group_id), ErrorCode.NOT_COORDINATOR)
         for group_id in [g for g in self.offsets if self.partition_for(g) == partition]:
             del self.offsets[group_id]
+            self._committed_positions.pop(group_id, None)
+        # Pending transactional offsets come back from the log at the next load.
+        self.pending.discard_groups([g for g in self.pending.group_ids() if self.partition_for(g) == partition])
         for group_id in [g for g in self._loaded_group_values if self.partition_for(g) == partition]:
             del self._loaded_group_values[group_id]
         return len(dropped)
 
     # ----------------------------------------------------------------- offsets
+
+    def _set_committed(self, group_id: str, tp: tuple[str, int], offset: OffsetAndMetadata, position: int) -> None:
+        self.offsets.setdefault(group_id, {})[tp] = offset
+        self._committed_positions.setdefault(group_id, {})[tp] = position
+
+    def _forget_offset(self, group_id: str, tp: tuple[str, int]) -> None:
+        """What a tombstone of the partition does: its committed offset and every
+        pending transactional one go."""
+        committed = self.offsets.get(group_id)
+        if committed is not None:
+            committed.pop(tp, None)
+        positions = self._committed_positions.get(group_id)
+        if positions is not None:
+            positions.pop(tp, None)
+        self.pending.discard(group_id, tp)
+
+    def _accept_metadata(self, offsets: dict[tuple[str, int], OffsetAndMetadata]):
+        """(errors of partitions whose metadata is too long, the other offsets)."""
+        results: dict[tuple[str, int], ErrorCode] = {}
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, offset in offsets.items():
+            if offset.metadata is not None and len(offset.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = offset
+        return results, accepted
 
     def commit_offsets(
         self,
@@ -744,13 +813,7 @@ class GroupCoordinator:
                 member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         if error is not None:
             return {tp: error for tp in offsets}
-        results: dict[tuple[str, int], ErrorCode] = {}
-        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for tp, offset in offsets.items():
-            if offset.metadata is not None and len(offset.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = offset
+        results, accepted = self._accept_metadata(offsets)
         if accepted:
             records = [(offset_key_bytes(OffsetKey(group_id, t, p)), offset_value_bytes(o)) for (t, p), o in accepted.items()]
             try:
@@ -761,9 +824,93 @@ class GroupCoordinator:
                 group = ClassicGroup(group_id)
                 group.transition(GroupState.EMPTY, now_ms)
                 self.groups[group_id] = group
-            self.offsets.setdefault(group_id, {}).update(accepted)
+            for tp, offset in accepted.items():
+                self._set_committed(group_id, tp, offset, next(self._write_positions))
             results.update({tp: ErrorCode.NONE for tp in accepted})
         return results
+
+    def commit_transactional_offsets(
+        self,
+        now_ms: int,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: store ``offsets`` as one transactional batch of the
+        producer; they stay pending until :meth:`complete_transaction`. Errors per
+        partition; a refused request changes nothing."""
+        group = self.groups.get(group_id)
+        if not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif producer_id < 0:
+            # No transaction can have this producer id (Kafka's transaction
+            # verification answers so for an id its transactional id does not have).
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif producer_epoch < 0:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        else:
+            error = self._txn_commit_error(group, generation_id, member_id, group_instance_id)
+        if error is not None:
+            return {tp: error for tp in offsets}
+        results, accepted = self._accept_metadata(offsets)
+        if accepted:
+            records = [(offset_key_bytes(OffsetKey(group_id, t, p)), offset_value_bytes(o)) for (t, p), o in accepted.items()]
+            try:
+                self._txn_store(self.partition_for(group_id), producer_id, producer_epoch, records)
+            except StoreError as exc:
+                return {tp: results.get(tp, exc.error_code) for tp in offsets}
+            if group is None:
+                # As Kafka: a commit without membership to an unknown group makes a simple group.
+                group = ClassicGroup(group_id)
+                group.transition(GroupState.EMPTY, now_ms)
+                self.groups[group_id] = group
+            for tp, offset in accepted.items():
+                self.pending.add(producer_id, group_id, tp, PendingOffset(offset, next(self._write_positions)))
+            results.update({tp: ErrorCode.NONE for tp in accepted})
+        return results
+
+    def _txn_commit_error(self, group: ClassicGroup | None, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        if group is None:
+            return None if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return None
+        if generation_id >= 0 or member_id or instance_id is not None:
+            error = self._member_error(group, member_id, instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            return error
+        # TxnOffsetCommit v0-2 carries no membership: accepted in any state, as in Kafka.
+        return None
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` landed in ``offsets_partition``
+        (or was replayed from it): its pending offsets of that partition's groups
+        become committed (COMMIT; a plain commit written after one keeps its place)
+        or are dropped (ABORT). A marker with nothing pending changes nothing, so a
+        repeated marker is harmless."""
+        taken = self.pending.take(producer_id, lambda group_id: self.partition_for(group_id) == offsets_partition)
+        if not commit:
+            return
+        for group_id, offsets in taken.items():
+            committed = self.offsets.get(group_id, {})
+            positions = self._committed_positions.get(group_id, {})
+            for tp, pending in offsets.items():
+                if tp not in committed or positions.get(tp, -1) < pending.write_position:
+                    self._set_committed(group_id, tp, pending.offset, pending.write_position)
+            if group_id not in self.groups:
+                # Kept while its commit was pending, so only while loading (where
+                # finish_loading puts the stored group in its place) is it missing.
+                self.groups[group_id] = ClassicGroup(group_id)
+
+    def has_pending_offsets(self, group_id: str, tp: tuple[str, int]) -> bool:
+        """A transactional commit of the partition waits for its transaction to end."""
+        return self.pending.has(group_id, tp)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> list[tuple[str, int, OffsetAndMetadata | None]]:
         """Committed offsets of the group (None: not committed); ``partitions`` None means all."""
@@ -790,7 +937,9 @@ class GroupCoordinator:
                 results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 results[tp] = ErrorCode.NONE
-                if tp in committed:
+                # A pending transactional offset is deleted too (Kafka writes the
+                # tombstone for either).
+                if tp in committed or self.pending.has(group_id, tp):
                     deletable.append(tp)
         if deletable:
             try:
@@ -798,11 +947,12 @@ class GroupCoordinator:
             except StoreError as exc:
                 return exc.error_code, {}
             for tp in deletable:
-                del committed[tp]
+                self._forget_offset(group_id, tp)
         return ErrorCode.NONE, results
 
     def expire_offsets(self, now_ms: int) -> int:
-        """Kafka's offset retention; returns how many offsets expired."""
+        """Kafka's offset retention; returns how many offsets expired. An offset
+        whose partition has a pending transactional commit does not expire yet."""
         retention_ms = self.config.offsets_retention_ms
         expired_total = 0
         for group_id, group in list(self.groups.items()):
@@ -812,39 +962,41 @@ class GroupCoordinator:
                 since_empty = group.state_timestamp_ms if group.protocol_type is not None and group.state_timestamp_ms >= 0 else None
                 for tp, o in committed.items():
                     deadline = o.expire_timestamp_ms if o.expire_timestamp_ms >= 0 else (since_empty if since_empty is not None else o.commit_timestamp_ms) + retention_ms
-                    if deadline <= now_ms:
+                    if deadline <= now_ms and not self.pending.has(group_id, tp):
                         expired.append(tp)
             elif group.is_(GroupState.STABLE) and group.protocol_type == "consumer":
                 subscribed = group.subscribed_topics()
                 if subscribed is not None:
                     for tp, o in committed.items():
                         deadline = o.expire_timestamp_ms if o.expire_timestamp_ms >= 0 else o.commit_timestamp_ms + retention_ms
-                        if tp[0] not in subscribed and deadline <= now_ms:
+                        if tp[0] not in subscribed and deadline <= now_ms and not self.pending.has(group_id, tp):
                             expired.append(tp)
             if expired or (group.is_(GroupState.EMPTY) and not committed):
                 expired_total += self._drop_offsets(now_ms, group_id, expired)
         return expired_total
 
     def remove_offsets_of_topics(self, now_ms: int, topics: set[str]) -> int:
-        """A deleted topic's committed offsets go with it (Kafka's onPartitionsDeleted);
-        an empty group left without offsets is removed. Returns how many offsets went."""
+        """A deleted topic's committed and pending offsets go with it (Kafka's
+        onTopicsDeleted); an empty group left without offsets is removed. Returns
+        how many offsets went."""
         removed = 0
-        for group_id, committed in list(self.offsets.items()):
-            gone = [tp for tp in committed if tp[0] in topics]
+        for group_id in list(dict.fromkeys([*self.offsets, *self.pending.group_ids()])):
+            partitions = set(self.offsets.get(group_id, {})) | self.pending.partitions_of(group_id)
+            gone = sorted(tp for tp in partitions if tp[0] in topics)
             if not gone:
                 continue
             removed += self._drop_offsets(now_ms, group_id, gone)
         return removed
 
     def _drop_offsets(self, now_ms: int, group_id: str, gone: list[tuple[str, int]]) -> int:
-        """Tombstone ``gone`` offsets of a group; an empty group left without offsets is
-        removed with them. Returns how many offsets went (0 if the store failed)."""
+        """Tombstone ``gone`` offsets of a group (committed or pending); an empty group
+        left without offsets is removed with them. Returns how many offsets went (0 if
+        the store failed)."""
         group = self.groups.get(group_id)
         committed = self.offsets.get(group_id, {})
         records: list[tuple[bytes, bytes | None]] = [(offset_key_bytes(OffsetKey(group_id, t, p)), None) for t, p in gone]
-        remove_group = (
-            group is not None and group.is_(GroupState.EMPTY) and len(gone) == len(committed) and not group.pending_members
-        )
+        left = (set(committed) | self.pending.partitions_of(group_id)) - set(gone)
+        remove_group = group is not None and group.is_(GroupState.EMPTY) and not left and not group.pending_members
         if remove_group:
             records.append((group_key_bytes(group_id), None))
         if not records:
@@ -854,11 +1006,12 @@ class GroupCoordinator:
         except StoreError:
             return 0
         for tp in gone:
-            committed.pop(tp, None)
+            self._forget_offset(group_id, tp)
         if remove_group:
             group.transition(GroupState.DEAD, now_ms)
             del self.groups[group_id]
             self.offsets.pop(group_id, None)
+            self._committed_positions.pop(group_id, None)
         return len(gone)
 
     # ----------------------------------------------------------------- group admin
@@ -904,8 +1057,11 @@ class GroupCoordinator:
             elif not group.is_(GroupState.EMPTY) or group.pending_members:
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
+                # Pending transactional offsets do not keep an empty group alive: they
+                # are tombstoned with it (once per partition), as Kafka does.
                 committed = self.offsets.get(group_id, {})
-                records: list[tuple[bytes, bytes | None]] = [(offset_key_bytes(OffsetKey(group_id, t, p)), None) for t, p in committed]
+                partitions = [*committed, *sorted(self.pending.partitions_of(group_id) - set(committed))]
+                records: list[tuple[bytes, bytes | None]] = [(offset_key_bytes(OffsetKey(group_id, t, p)), None) for t, p in partitions]
                 records.append((group_key_bytes(group_id), None))
                 try:
                     self._store(self.partition_for(group_id), records)
@@ -915,5 +1071,7 @@ class GroupCoordinator:
                 group.transition(GroupState.DEAD, now_ms)
                 del self.groups[group_id]
                 self.offsets.pop(group_id, None)
+                self._committed_positions.pop(group_id, None)
+                self.pending.discard_groups([group_id])
                 results[group_id] = ErrorCode.NONE
         return results

@@ -15,6 +15,16 @@ those groups, and requests waiting on them are answered NOT_COORDINATOR. Writes
 go to the partition as the leader's appends and are answered only once every
 in-sync replica has them (acks=all, ``offsets.commit.timeout.ms``), so a
 committed offset or a completed rebalance survives the leader's loss.
+
+Transactional offset commits (TxnOffsetCommit) are appended as one
+transactional batch carrying the producer's id and epoch, as the coordinator's
+own write (the log checks the epoch, not sequences, and tracks the open
+transaction); they stay pending until the transaction's marker lands in the
+partition, when :meth:`GroupService.complete_transaction` is called. Loading a
+partition replays them the same way: records of transactional batches are
+pending for their producer, and each COMMIT/ABORT marker completes them;
+whatever is still pending at the log end belongs to a transaction whose marker
+is still to come.
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ from broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from controller.topic_commands import CreateTopicSpec
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
-from protocol.records import build_batch, decode_batch_records, iter_batches
+from protocol.records import NO_SEQUENCE, build_batch, decode_batch_records, iter_batches
 from storage.log import AppendError
 
 # What an offsets-partition append or its replication failed with, as the group
@@ -43,6 +53,17 @@ _STORE_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
+# What the log refuses a transactional write with because of the producer or its
+# transaction: told to the producer as it is (Kafka passes these through too).
+_PRODUCER_ERRORS = frozenset({
+    ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.PRODUCER_FENCED,
+    ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    ErrorCode.UNKNOWN_PRODUCER_ID,
+    ErrorCode.TRANSACTION_ABORTABLE,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+})
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +85,7 @@ class GroupService:
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         )
-        self.coordinator = GroupCoordinator(self.config, self._store, self._new_member_id)
+        self.coordinator = GroupCoordinator(self.config, self._store, self._new_member_id, self._store_transactional)
         self.replication_factor = config["offsets.topic.replication.factor"]
         self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
         self._timer: asyncio.TimerHandle | None = None
@@ -163,6 +184,20 @@ class GroupService:
     # ----------------------------------------------------------------- writes
 
     def _store(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        batch = build_batch([(key, value, [], self.now_ms()) for key, value in records])
+        self._append(partition, batch, transactional=False)
+
+    def _store_transactional(self, partition: int, producer_id: int, producer_epoch: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        batch = build_batch(
+            [(key, value, [], self.now_ms()) for key, value in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=NO_SEQUENCE,
+            is_transactional=True,
+        )
+        self._append(partition, batch, transactional=True)
+
+    def _append(self, partition: int, batch: bytes, *, transactional: bool) -> None:
         if partition not in self.loaded:
             raise StoreError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} is not led here")
         replicas = self._broker.replicas
@@ -174,11 +209,16 @@ class GroupService:
         if enough != ErrorCode.NONE:
             # Checked before the append, as for an acks=all produce: nothing is written.
             raise StoreError(_STORE_ERRORS[enough], f"{OFFSETS_TOPIC}-{partition}: in-sync replicas {list(leader.isr)}")
-        batch = build_batch([(key, value, [], self.now_ms()) for key, value in records])
         key = (OFFSETS_TOPIC, partition)
         try:
-            plog.append(batch, leader_epoch=leader.leader_epoch)
+            if transactional:
+                # The coordinator's own write: no sequence checks, the open transaction tracked.
+                plog.append(batch, leader_epoch=leader.leader_epoch, from_coordinator=True)
+            else:
+                plog.append(batch, leader_epoch=leader.leader_epoch)
         except AppendError as exc:
+            if transactional and exc.error_code in _PRODUCER_ERRORS:
+                raise StoreError(exc.error_code, str(exc)) from None
             # Kafka tells the client to retry elsewhere or later, never the storage detail.
             log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
             raise StoreError(_STORE_ERRORS.get(exc.error_code, ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
@@ -214,6 +254,23 @@ class GroupService:
             return ErrorCode.NONE
         return _STORE_ERRORS.get(outcome, ErrorCode.UNKNOWN_SERVER_ERROR)
 
+    async def answer_after_replication(self, group_id: str, results: dict) -> dict:
+        """Per-partition commit results, once every in-sync replica holds what the
+        commit wrote; the partitions that were written get the replication error
+        if that failed."""
+        if any(error == ErrorCode.NONE for error in results.values()):
+            replicated = await self.replicated(group_id)
+            if replicated != ErrorCode.NONE:
+                return {tp: replicated if error == ErrorCode.NONE else error for tp, error in results.items()}
+        return results
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` is in ``offsets_partition`` (and
+        replicated): its pending offsets there take effect or go. A partition not
+        loaded here replays the marker when it is loaded."""
+        if offsets_partition in self.loaded:
+            self.coordinator.complete_transaction(offsets_partition, producer_id, commit)
+
     # ----------------------------------------------------------------- leadership
 
     def follow_leadership(self) -> None:
@@ -245,7 +302,7 @@ class GroupService:
         if plog is None:
             return
         groups_before = len(self.coordinator.groups)
-        records = self._replay_partition(plog)
+        records = self._replay_partition(plog, partition)
         self.coordinator.finish_loading(self.now_ms())
         self.loaded[partition] = epoch
         if records:
@@ -255,7 +312,7 @@ class GroupService:
             )
         self.after_operation()
 
-    def _replay_partition(self, plog) -> int:
+    def _replay_partition(self, plog, partition: int) -> int:
         count = 0
         offset = plog.log_start_offset
         while offset < plog.log_end_offset:
@@ -264,21 +321,37 @@ class GroupService:
             data = plog.read(offset, 1 << 20, upper_offset=plog.log_end_offset)
             if not data:
                 break
+            start = offset
             for position, size, header in iter_batches(data):
                 last = header.base_offset + header.last_offset_delta
-                if last < offset or header.is_control:
-                    offset = max(offset, last + 1)
+                if last < offset:
                     continue
-                _, batch_records = decode_batch_records(data[position : position + size])
+                try:
+                    _, batch_records = decode_batch_records(data[position : position + size])
+                except ProtocolError as exc:  # one bad batch must not stop the broker from starting
+                    log.warning("skipping unreadable %s-%d batch at offset %d: %s", OFFSETS_TOPIC, partition, header.base_offset, exc)
+                    offset = last + 1
+                    continue
+                if header.is_control:
+                    # A transaction marker completes the producer's pending offsets
+                    # (other control records say nothing to the groups).
+                    for record in batch_records:
+                        if record.offset >= offset and record.control is not None and (record.control.is_commit or record.control.is_abort):
+                            self.coordinator.complete_transaction(partition, header.producer_id, record.control.is_commit)
+                    offset = last + 1
+                    continue
+                producer_id = header.producer_id if header.is_transactional else -1
                 for record in batch_records:
                     if record.offset < offset or record.key is None:
                         continue
                     try:
-                        self.coordinator.load_record(record.key, record.value)
+                        self.coordinator.load_record(record.key, record.value, producer_id)
                     except ProtocolError as exc:  # one bad record must not stop the broker from starting
                         log.warning("skipping unreadable %s record at offset %d: %s", OFFSETS_TOPIC, record.offset, exc)
                     count += 1
                 offset = last + 1
+            if offset == start:
+                break  # a read that yields nothing past the position: do not spin
         return count
 
     # ----------------------------------------------------------------- timers

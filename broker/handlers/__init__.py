@@ -13,6 +13,8 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
     """Register every API's handler; ``broker`` is the running broker.app.Broker
     (not imported: the application imports the handlers, never the reverse)."""
     from broker.handlers import (
+        add_offsets_to_txn,
+        add_partitions_to_txn,
         alter_configs,
         alter_partition_reassignments,
         api_versions,
@@ -28,7 +30,9 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         describe_producers,
         describe_quorum,
         describe_topic_partitions,
+        describe_transactions,
         elect_leaders,
+        end_txn,
         fetch,
         find_coordinator,
         heartbeat,
@@ -39,6 +43,7 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         list_groups,
         list_offsets,
         list_partition_reassignments,
+        list_transactions,
         metadata,
         offset_commit,
         offset_delete,
@@ -46,6 +51,8 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         offset_for_leader_epoch,
         produce,
         sync_group,
+        txn_offset_commit,
+        write_txn_markers,
     )
 
     for module in (
@@ -82,5 +89,12 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         list_groups,
         describe_groups,
         delete_groups,
+        add_partitions_to_txn,
+        add_offsets_to_txn,
+        end_txn,
+        txn_offset_commit,
+        write_txn_markers,
+        describe_transactions,
+        list_transactions,
     ):
         module.register(dispatcher, broker)

@@ -4,9 +4,11 @@ For each requested partition, the idempotent producers the partition's log
 remembers (its producer state: the latest snapshot plus the batches after
 it, see storage/producer_snapshot.py): producer id, epoch, the last sequence
 it wrote and the largest timestamp of its last batch; producers idle for
-``producer.id.expiration.ms`` are gone. ``coordinator_epoch`` and ``current_txn_start_offset`` are -1, as
-Kafka reports producers with no transaction (transactions are not supported
-yet). Every producer the state holds is listed. Errors per partition:
+``producer.id.expiration.ms`` are gone (a producer inside a transaction does
+not expire). ``coordinator_epoch`` is the epoch of the transaction
+coordinator that last wrote a marker for the producer here (-1: none), and
+``current_txn_start_offset`` the first offset of its open transaction on
+the partition (-1: none), which shows a transaction left hanging. Every producer the state holds is listed. Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition,
 NOT_LEADER_OR_FOLLOWER for a partition this broker does not host.
 """
@@ -44,8 +46,8 @@ def register(dispatcher, broker) -> None:
                         producer_epoch=entry.epoch,
                         last_sequence=entry.last_sequence,
                         last_timestamp=entry.last_timestamp_ms,
-                        coordinator_epoch=-1,
-                        current_txn_start_offset=-1,
+                        coordinator_epoch=entry.coordinator_epoch,
+                        current_txn_start_offset=entry.current_txn_first_offset,
                     )
                     for producer_id, entry in sorted(plog.producer_state.producers.items())
                 ]

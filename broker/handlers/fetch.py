@@ -23,6 +23,13 @@ a full fetch with ``session_epoch`` 0 gets a session (when the broker's
 fetches name only changed and forgotten partitions and are answered with only
 the partitions that have news; the rules are in replication.fetch_session.
 Topic ids are used from v13, with UNKNOWN_TOPIC_ID for unknown ones.
+Transactions: every answer carries the partition's last stable offset (the
+high watermark, or the first offset of the oldest transaction still open or
+not yet replicated to its end); a ``read_committed`` consumer reads up to it
+only, and gets the aborted transactions (producer id, first offset) that
+overlap what it was sent, from the segments' ``.txnindex`` files, so that it
+can drop their batches; markers (control batches) are sent to every reader,
+as Kafka does, and clients skip them.
 Replication throttles: a follower whose replica the topic lists in
 ``leader.replication.throttled.replicas`` gets no records while this broker's
 ``leader.replication.throttled.rate`` is exceeded (see replication.throttle).
@@ -96,6 +103,7 @@ def register(dispatcher, broker) -> None:
         replica_id = replica_id_of(request, api_version)
         replica_epoch = request.replica_state.replica_epoch if api_version >= 15 and request.replica_state is not None else -1
         from_follower = replica_id >= 0
+        read_committed = request.isolation_level == READ_COMMITTED
         remaining_bytes = request.max_bytes
         total_bytes = 0
         has_error = False
@@ -145,12 +153,12 @@ def register(dispatcher, broker) -> None:
                 )
                 if diverging is not None:
                     pd.diverging_epoch = R.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
-                    pd.high_watermark = pd.last_stable_offset = plog.high_watermark
+                    pd.high_watermark, pd.last_stable_offset = plog.high_watermark, plog.last_stable_offset
                     has_error = True  # answer at once: the follower must truncate first
                     continue
             if offset < plog.log_start_offset or offset > plog.log_end_offset:
                 pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                pd.high_watermark = pd.last_stable_offset = plog.high_watermark
+                pd.high_watermark, pd.last_stable_offset = plog.high_watermark, plog.last_stable_offset
                 has_error = True
                 continue
             throttled = False
@@ -163,19 +171,29 @@ def register(dispatcher, broker) -> None:
                 if preferred != leader.local_id:
                     # Kafka answers at once, without records, naming the replica to read from.
                     pd.preferred_read_replica = preferred
-                    pd.high_watermark = pd.last_stable_offset = plog.high_watermark
+                    pd.high_watermark, pd.last_stable_offset = plog.high_watermark, plog.last_stable_offset
                     has_error = True
                     continue
             pd.high_watermark = plog.high_watermark
-            pd.last_stable_offset = plog.high_watermark
+            pd.last_stable_offset = plog.last_stable_offset
             limit = min(fp.partition_max_bytes, remaining_bytes)
             if limit <= 0 and total_bytes:
                 continue
             if throttled and replicas.leader_quota.exceeded(replicas.throttle_rate(LEADER_THROTTLED_RATE), now_ms):
                 continue  # over leader.replication.throttled.rate: this replica waits
-            upper = plog.log_end_offset if from_follower else plog.high_watermark
+            if from_follower:
+                upper = plog.log_end_offset
+            elif read_committed:
+                upper = pd.last_stable_offset
+            else:
+                upper = pd.high_watermark
             file_slice = plog.read_slice(offset, max(limit, 0), upper_offset=upper, oversized_first_batch=total_bytes == 0)
             if file_slice is not None:
+                if read_committed and not from_follower:
+                    pd.aborted_transactions = [
+                        R.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+                        for producer_id, first_offset in plog.aborted_transactions(offset, file_slice.next_offset)
+                    ]
                 # Sent from the file by the connection (sendfile when it can).
                 pd.records = file_slice
                 slices.append(file_slice)

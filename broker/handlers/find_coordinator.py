@@ -2,13 +2,15 @@
 
 A consumer group (key_type 0) is coordinated by the leader of its
 ``__consumer_offsets`` partition (Kafka's hash of the group id modulo
-``offsets.topic.num.partitions``), answered with that broker's endpoint on
-the client listener; COORDINATOR_NOT_AVAILABLE while the partition has no
-serving leader. The first lookup creates ``__consumer_offsets``, as in Kafka.
-Transactional ids (key_type 1) and share groups (key_type 2)
-answer COORDINATOR_NOT_AVAILABLE: there is no transaction or share
-coordinator yet. Other key types answer INVALID_REQUEST. From v4 a request may
-ask for several keys at once.
+``offsets.topic.num.partitions``), a transactional id (key_type 1) by the
+leader of its ``__transaction_state`` partition (the same hash modulo
+``transaction.state.log.num.partitions``); either is answered with that
+broker's endpoint on the client listener, COORDINATOR_NOT_AVAILABLE while the
+partition has no serving leader. The first lookup creates the internal topic
+(``__consumer_offsets`` or ``__transaction_state``), as in Kafka. Share groups
+(key_type 2) answer COORDINATOR_NOT_AVAILABLE: there is no share coordinator
+yet. Other key types answer INVALID_REQUEST. From v4 a request may ask for
+several keys at once.
 """
 
 from __future__ import annotations
@@ -30,18 +32,20 @@ def register(dispatcher, broker) -> None:
 
     async def lookup(key_type: int, key: str, listener: str | None):
         """(error_code, message, node_id, host, port)."""
-        if key_type == KEY_TYPE_GROUP:
-            # As Kafka, the first lookup of a group coordinator creates __consumer_offsets.
-            if await broker.groups.ensure_offsets_topic() != ErrorCode.NONE:
+        if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+            service = broker.groups if key_type == KEY_TYPE_GROUP else broker.transactions
+            # As Kafka, the first lookup of a coordinator creates its internal topic.
+            ensure = service.ensure_offsets_topic if key_type == KEY_TYPE_GROUP else service.ensure_topic
+            if await ensure() != ErrorCode.NONE:
                 return unavailable
-            error, leader = broker.groups.coordinator_of(key)
+            error, leader = service.coordinator_of(key)
             if error != ErrorCode.NONE:
                 return unavailable
             endpoint = next(((h, p) for i, h, p, _ in broker.alive_brokers(listener) if i == leader), None)
             if endpoint is None:  # fenced, or not on the client listener
                 return unavailable
             return ErrorCode.NONE, None, leader, endpoint[0], endpoint[1]
-        if key_type in (KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE):
+        if key_type == KEY_TYPE_SHARE:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}", -1, "", -1
 

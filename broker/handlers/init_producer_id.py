@@ -4,8 +4,20 @@ Idempotent producers (no transactional id) get a fresh producer id at epoch 0
 on every call, as Kafka does for them (a producer that asks again with its old
 id and epoch, v3+, also gets a new id: without a transactional id there is no
 state to bump). Ids come from blocks reserved durably in the metadata log, so
-none is ever reused. Transactional ids need a transaction coordinator, which
-is not implemented yet: they are answered COORDINATOR_NOT_AVAILABLE.
+none is ever reused.
+
+A transactional id goes to the transaction coordinator (broker/transactions):
+the first call creates ``__transaction_state`` if needed; a broker that does
+not coordinate the id answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS
+while it loads the id's partition). The coordinator bumps the epoch (a new id
+starts at 0; an exhausted epoch moves to a new producer id), fences an
+ongoing transaction (CONCURRENT_TRANSACTIONS: the producer retries),
+answers CONCURRENT_TRANSACTIONS while a transaction completes, and
+INVALID_TRANSACTION_TIMEOUT for a timeout <= 0 or above
+``transaction.max.timeout.ms``. From v3 the producer may send the id and
+epoch it has (KIP-360): both -1, or both set (INVALID_REQUEST otherwise);
+a stale pair is PRODUCER_FENCED, which versions before 4 (that do not know
+it) get as INVALID_PRODUCER_EPOCH, as Kafka maps it.
 """
 
 from __future__ import annotations
@@ -40,17 +52,33 @@ class ProducerIdAllocator:
             return next(self._block)
 
 
+def _error(error: ErrorCode):
+    return R.InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
+
+
 def register(dispatcher, broker) -> None:
-    allocator = ProducerIdAllocator(broker.controller, broker.node_id)
+    # One allocator per broker, shared with the transaction coordinator.
+    allocator = broker.transactions.producer_ids
 
     async def handle(ctx, request):
         if request.transactional_id is not None:
-            return R.InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
+            return await transactional(ctx, request)
         try:
             producer_id = await allocator.next_id()
         except NotControllerError:
             # Kafka answers a failed block allocation with this retriable error.
-            return R.InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, producer_id=-1, producer_epoch=-1)
+            return _error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         return R.InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+
+    async def transactional(ctx, request):
+        producer_id, producer_epoch = request.producer_id, request.producer_epoch
+        if (producer_id == -1) != (producer_epoch == -1):
+            return _error(ErrorCode.INVALID_REQUEST)
+        expected = None if producer_id == -1 else (producer_id, producer_epoch)
+        result = await broker.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms, expected)
+        error = result.error
+        if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        return R.InitProducerIdResponse(error_code=error, producer_id=result.producer_id, producer_epoch=result.producer_epoch)
 
     dispatcher.register(API.key, 0, 5, handle)

@@ -1,7 +1,7 @@
 """ListOffsets (key 2), versions 1-10 (Kafka 4 dropped v0's offset lists).
 
 Timestamps: -2 earliest (log start offset), -1 latest (high watermark; the
-last stable offset for read_committed, the same until transactions exist),
+last stable offset for ``isolation_level`` read_committed, v2+),
 -3 (v7+) the record with the largest timestamp, -4 (v8+) earliest local (the
 log start: there is no tiered storage), -5 (v9+) earliest pending upload
 (offset -1: nothing is tiered). Any other value finds the first *record*
@@ -10,7 +10,7 @@ whose timestamp is >= it, or offset -1 when there is none.
 
 from __future__ import annotations
 
-from broker.handlers.fetch import leader_epoch_error
+from broker.handlers.fetch import READ_COMMITTED, leader_epoch_error
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -52,7 +52,8 @@ def register(dispatcher, broker) -> None:
                     continue
                 leader_epoch = partition.leader_epoch
                 if ts == LATEST:
-                    resp.offset, resp.timestamp = plog.high_watermark, -1
+                    latest = plog.last_stable_offset if request.isolation_level == READ_COMMITTED else plog.high_watermark
+                    resp.offset, resp.timestamp = latest, -1
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     resp.offset, resp.timestamp = plog.log_start_offset, -1
                 elif ts == EARLIEST_PENDING_UPLOAD:

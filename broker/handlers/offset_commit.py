@@ -70,12 +70,7 @@ def register(dispatcher, broker) -> None:
                 request.group_instance_id if version >= 7 else None,
                 offsets,
             )
-            if any(error == ErrorCode.NONE for error in results.values()):
-                # Answered once every in-sync replica holds the commit.
-                replicated = await groups.replicated(request.group_id)
-                if replicated != ErrorCode.NONE:
-                    results = {tp: replicated if error == ErrorCode.NONE else error for tp, error in results.items()}
-            errors.update(results)
+            errors.update(await groups.answer_after_replication(request.group_id, results))
         return R.OffsetCommitResponse(
             throttle_time_ms=0,
             topics=[

@@ -3,9 +3,14 @@
 Committed offsets of a group (v0-7) or of several groups (v8+). A null topic
 list (v2+) asks for every committed offset of the group. A partition without
 a committed offset answers offset -1, leader epoch -1 and empty metadata, with
-no error, as does an unknown group. There are no transactional offsets yet,
-so ``require_stable`` (v7+) never finds unstable ones. v0 reads the offsets
-Kafka stores in ``__consumer_offsets``, like v1 (its ZooKeeper store is gone).
+no error, as does an unknown group. Offsets of a transaction that has not
+ended (TxnOffsetCommit) are never shown: the last committed offset is. With
+``require_stable`` (v7+, KIP-447; what read_committed consumers send) a
+partition with such pending offsets answers UNSTABLE_OFFSET_COMMIT and offset
+-1 instead, and the client retries; as in Kafka that is a partition error only
+(the group's or top-level error stays NONE), and asking for every offset lists
+only partitions that have a committed one. v0 reads the offsets Kafka stores in
+``__consumer_offsets``, like v1 (its ZooKeeper store is gone).
 """
 
 from __future__ import annotations
@@ -18,15 +23,20 @@ API = APIS_BY_KEY[9]
 R = struct_classes(API.response)
 
 
-def _fetch(coordinator, group_id: str, topics):
-    """[(topic, [(partition, offset or None)])] in request order (or sorted, for all)."""
+def _fetch(coordinator, group_id: str, topics, require_stable: bool = False):
+    """[(topic, [(partition, offset or None, error)])] in request order (or sorted,
+    for all); ``require_stable``: a partition with a pending transactional commit
+    answers UNSTABLE_OFFSET_COMMIT without an offset."""
     if topics is None:
         found = coordinator.fetch_offsets(group_id, None)
     else:
         found = coordinator.fetch_offsets(group_id, [(t.name, p) for t in topics for p in t.partition_indexes])
     by_topic: dict[str, list] = {}
     for topic, partition, offset in found:
-        by_topic.setdefault(topic, []).append((partition, offset))
+        if require_stable and coordinator.has_pending_offsets(group_id, (topic, partition)):
+            by_topic.setdefault(topic, []).append((partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
+        else:
+            by_topic.setdefault(topic, []).append((partition, offset, ErrorCode.NONE))
     return list(by_topic.items())
 
 
@@ -36,12 +46,12 @@ def _fields(offset):
     return {"committed_offset": offset.offset, "committed_leader_epoch": offset.leader_epoch, "metadata": offset.metadata}
 
 
-def _topics(topic_cls, partition_cls, fetched, error: ErrorCode = ErrorCode.NONE) -> list:
+def _topics(topic_cls, partition_cls, fetched) -> list:
     """The response's topics (v0-7 and v8+ name their classes differently)."""
     return [
         topic_cls(
             name=topic,
-            partitions=[partition_cls(partition_index=p, error_code=error, **_fields(o)) for p, o in partitions],
+            partitions=[partition_cls(partition_index=p, error_code=e, **_fields(o)) for p, o, e in partitions],
         )
         for topic, partitions in fetched
     ]
@@ -56,7 +66,7 @@ def register(dispatcher, broker) -> None:
                 wrong = broker.groups.not_coordinator(group.group_id)
                 if wrong is not None:
                     return R.OffsetFetchResponseGroup(group_id=group.group_id, error_code=wrong, topics=[])
-                fetched = _fetch(coordinator, group.group_id, group.topics)
+                fetched = _fetch(coordinator, group.group_id, group.topics, request.require_stable)
                 return R.OffsetFetchResponseGroup(
                     group_id=group.group_id,
                     error_code=ErrorCode.NONE,
@@ -70,11 +80,11 @@ def register(dispatcher, broker) -> None:
             if ctx.api_version >= 2:
                 return R.OffsetFetchResponse(throttle_time_ms=0, error_code=wrong, topics=[])
             # v0-1 have no top-level error: every partition asked for carries it.
-            asked = [(t.name, [(p, None) for p in t.partition_indexes]) for t in topics]
+            asked = [(t.name, [(p, None, wrong) for p in t.partition_indexes]) for t in topics]
             return R.OffsetFetchResponse(
-                throttle_time_ms=0, topics=_topics(R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition, asked, wrong)
+                throttle_time_ms=0, topics=_topics(R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition, asked)
             )
-        fetched = _fetch(coordinator, request.group_id, topics)
+        fetched = _fetch(coordinator, request.group_id, topics, ctx.api_version >= 7 and request.require_stable)
         return R.OffsetFetchResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,

@@ -17,8 +17,17 @@ key on a compacted topic), INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION
 for the internal topics (``__consumer_offsets``); for idempotent producers
 OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH, while a retried
 batch is answered with the offset it was first written at (see
-storage.producer_state). Transactional batches: INVALID_TXN_STATE, as
-transactions are not implemented yet. Records refused one by one (a missing
+storage.producer_state). Transactional batches need the request's
+``transactional_id`` (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka
+answers a request it cannot tie to a transaction); the first batch of a
+transaction on a partition is verified with the transaction coordinator
+first (KIP-890 part 1: AddPartitionsToTxn with ``verify_only``): a partition
+the transaction never added is refused with INVALID_TXN_STATE, a fenced
+producer with INVALID_PRODUCER_EPOCH, and a coordinator that cannot answer
+now with NOT_ENOUGH_REPLICAS, which every client retries. Such a request
+holds its connection until it has appended, so later requests cannot
+overtake it. A non-transactional batch from a producer inside a
+transaction: INVALID_TXN_STATE. Records refused one by one (a missing
 key, a timestamp out of range) refuse their whole batch; v8+ lists them in
 ``record_errors`` (KIP-467: index in the batch, reason), which clients use
 to fail the other records of the batch as collateral. When an append
@@ -34,8 +43,9 @@ import asyncio
 from broker.dispatch import AnswerLater
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
+from protocol.exceptions import ProtocolError
 from protocol.primitives import INT32
-from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD_BYTES
+from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD_BYTES, parse_batch_header
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 from storage.log import AppendError
@@ -43,6 +53,31 @@ from storage.log import AppendError
 API = APIS_BY_KEY[0]
 R = struct_classes(API.response)
 _VALID_ACKS = (-1, 0, 1)
+# What a failed verification answers a Produce with (Kafka's mapping): the
+# coordinator's transient errors become NOT_ENOUGH_REPLICAS, which clients of
+# every version retry; a fenced producer is told its epoch is stale.
+_VERIFICATION_ERRORS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.NOT_ENOUGH_REPLICAS,
+}
+
+
+def transactional_header(records):
+    """The batch header when ``records`` starts with a transactional data batch, else None."""
+    if not records or len(records) < LOG_OVERHEAD_BYTES:
+        return None
+    try:
+        header = parse_batch_header(records, 0)
+    except ProtocolError:
+        return None  # the append reports it
+    if header.magic != 2 or not header.is_transactional or header.is_control:
+        return None
+    return header
 
 
 def single_batch_problem(records) -> str | None:
@@ -62,6 +97,61 @@ def register(dispatcher, broker) -> None:
     flush = broker.flusher.flush
 
     def handle(ctx, request):
+        transactional_id = request.transactional_id
+        verify = []  # (key, plog, header) of first batches of a transaction here
+        for topic_data in request.topic_data:
+            for pdata in topic_data.partition_data:
+                header = transactional_header(pdata.records)
+                if header is None:
+                    continue
+                if transactional_id is None:
+                    return _refuse_all(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                plog = broker.partition_log(topic_data.name, pdata.index)
+                if (
+                    plog is not None
+                    and replicas.leader_for(topic_data.name, pdata.index) is not None
+                    and not plog.has_ongoing_transaction(header.producer_id)
+                ):
+                    verify.append(((topic_data.name, pdata.index), plog, header))
+        if verify:
+            return AnswerLater(_verify_then_append(ctx, request, verify), overlappable=False)
+        return _append_all(ctx, request, {}, {})
+
+    async def _verify_then_append(ctx, request, verify):
+        # Guards first: a marker or an epoch bump arriving while the coordinator
+        # answers voids them, and the append is then refused (INVALID_TXN_STATE).
+        guards = {key: plog.verification_guard_for(header.producer_id) for key, plog, header in verify}
+        by_producer: dict[tuple[int, int], list] = {}
+        for key, _, header in verify:
+            by_producer.setdefault((header.producer_id, header.producer_epoch), []).append(key)
+        refused = {}
+        for (producer_id, producer_epoch), keys in by_producer.items():
+            outcome = await broker.transactions.verify_partitions(request.transactional_id, producer_id, producer_epoch, keys)
+            for key in keys:
+                error = outcome.get(key, ErrorCode.UNKNOWN_SERVER_ERROR)
+                if error != ErrorCode.NONE:
+                    refused[key] = _VERIFICATION_ERRORS.get(error, error)
+        answer = _append_all(ctx, request, guards, refused)
+        if type(answer) is AnswerLater:
+            return await answer.answer
+        return answer
+
+    def _refuse_all(ctx, request, error):
+        if request.acks == 0:
+            return None
+        responses = [
+            R.TopicProduceResponse(
+                name=topic_data.name,
+                partition_responses=[
+                    R.PartitionProduceResponse(index=p.index, error_code=error, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1, record_errors=[])
+                    for p in topic_data.partition_data
+                ],
+            )
+            for topic_data in request.topic_data
+        ]
+        return _response(ctx, responses, set())
+
+    def _append_all(ctx, request, guards, refused):
         # The appends happen here, in request order; what is left is waiting
         # (fsyncs, followers), which a pipelining connection overlaps with its
         # next Produce requests (see broker/connection.py).
@@ -92,6 +182,9 @@ def register(dispatcher, broker) -> None:
                     error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}"
                 elif (problem := single_batch_problem(pdata.records)) is not None:
                     error, message = ErrorCode.INVALID_RECORD, problem
+                elif (name, index) in refused:
+                    error = refused[(name, index)]
+                    message = "the transaction coordinator did not verify this partition for the transaction"
                 elif (leader := replicas.leader_for(name, index)) is None:
                     error = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 elif acks == -1 and (error := leader.check_enough_replicas()) != ErrorCode.NONE:
@@ -101,7 +194,12 @@ def register(dispatcher, broker) -> None:
                     )
                 else:
                     try:
-                        result = plog.append(pdata.records, leader_epoch=leader.leader_epoch, defer_flush=True)
+                        result = plog.append(
+                            pdata.records,
+                            leader_epoch=leader.leader_epoch,
+                            defer_flush=True,
+                            verification_guard=guards.get((name, index)),
+                        )
                     except AppendError as exc:
                         error, message = exc.error_code, str(exc)
                         # KIP-467 (v8+; older versions leave the field out): the

@@ -14,6 +14,7 @@ import pytest
 
 from protocol.registry import APIS_BY_KEY, DATA_MESSAGES
 from protocol.schema import Array, Primitive, Struct, Versions
+from protocol.transaction_state import MESSAGES as TRANSACTION_STATE_MESSAGES
 
 REFERENCE_DIR = Path(
     os.environ.get("PYBROKER_KAFKA_SCHEMAS", Path(__file__).resolve().parents[3] / "shared" / "reference" / "kafka-schemas")
@@ -38,13 +39,20 @@ def snake_case(name: str) -> str:
 
 # The records of __consumer_offsets that the group coordinator writes and reads.
 GROUP_COORDINATOR_RECORDS = ("OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue")
+# The records of __transaction_state (declared in protocol/transaction_state.py).
+TRANSACTION_COORDINATOR_RECORDS = ("TransactionLogKey", "TransactionLogValue")
 
 
 def reference_files() -> list[Path]:
     if not CLIENTS_DIR.is_dir():
         return []
     group_dir = REFERENCE_DIR / "group-coordinator"
-    return sorted(CLIENTS_DIR.glob("*.json")) + [group_dir / f"{name}.json" for name in GROUP_COORDINATOR_RECORDS]
+    txn_dir = REFERENCE_DIR / "transaction-coordinator"
+    return (
+        sorted(CLIENTS_DIR.glob("*.json"))
+        + [group_dir / f"{name}.json" for name in GROUP_COORDINATOR_RECORDS]
+        + [txn_dir / f"{name}.json" for name in TRANSACTION_COORDINATOR_RECORDS]
+    )
 
 
 def parse_default(type_name: str, raw):
@@ -93,7 +101,9 @@ def compare_fields(ref_fields: list[dict], struct: Struct, common: dict, path: s
             problems.append(f"{where}: {problem}")
             continue
         for key, attr in (("versions", "versions"), ("nullableVersions", "nullable"), ("taggedVersions", "tagged")):
-            want = Versions.parse(ref.get(key, "none"))
+            # Kafka's generator: a tagged field without "versions" exists in its tagged versions.
+            default = ref.get("taggedVersions", "none") if key == "versions" else "none"
+            want = Versions.parse(ref.get(key, default))
             have = getattr(field, attr)
             if want != have:
                 problems.append(f"{where}: {key} {want} != ours {have}")
@@ -144,7 +154,7 @@ def our_declaration(ref: dict):
         if api is None:
             return None, None, None
         return api.versions, api.flexible, api.request if kind == "request" else api.response
-    message = DATA_MESSAGES.get(ref["name"])
+    message = DATA_MESSAGES.get(ref["name"]) or TRANSACTION_STATE_MESSAGES.get(ref["name"])
     if message is None:
         return None, None, None
     return message.versions, message.flexible, message.struct

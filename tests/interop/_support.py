@@ -440,12 +440,12 @@ def api_versions_ok(bootstrap: str) -> bool:
         return response.error_code == 0 and any(k.api_key == 18 for k in response.api_keys)
 
 
-def list_offset(bootstrap: str, topic: str, partition: int, timestamp: int, version: int = 7):
+def list_offset(bootstrap: str, topic: str, partition: int, timestamp: int, version: int = 7, isolation_level: int = 0):
     """One ListOffsets lookup; returns the partition response."""
     R = REQ[2]
     body = R.ListOffsetsRequest(
         replica_id=-1,
-        isolation_level=0,
+        isolation_level=isolation_level,
         topics=[R.ListOffsetsTopic(name=topic, partitions=[R.ListOffsetsPartition(partition_index=partition, timestamp=timestamp)])],
     )
     with RawConnection(bootstrap) as conn:

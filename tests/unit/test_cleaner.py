@@ -457,11 +457,11 @@ def test_producer_fields_are_kept_and_the_last_batch_of_a_producer_stays_as_a_he
     assert result.duplicate and (result.base_offset, result.last_offset) == (2, 3)
 
 
-def test_control_batches_are_kept_as_they_are(logs):
+def test_a_marker_of_an_empty_transaction_gets_a_delete_horizon(logs):
     plog = logs.open()
     append(plog, [("a", "1", T0)])
-    # PartitionLog refuses transactional batches for now: put a commit marker at
-    # offset 1 straight into the segment.
+    # A commit marker at offset 1 with no transaction data before it, put
+    # straight into the segment.
     marker = bytearray(build_control_batch(ControlType.COMMIT, producer_id=9, producer_epoch=0, coordinator_epoch=1, timestamp_ms=T0))
     struct.pack_into(">q", marker, 0, 1)
     plog.active_segment.append(bytes(marker), 1, [(0, 1, T0)])
@@ -474,8 +474,10 @@ def test_control_batches_are_kept_as_they_are(logs):
     data = plog.segments[0].log_path.read_bytes()
     batches = list(iter_batches(data))
     assert len(batches) == 2
-    pos, size, header = batches[0]
-    assert header.is_control and data[pos : pos + size] == bytes(marker)
+    _, _, header = batches[0]
+    # Kafka's rule: a marker whose transaction holds no data left is kept
+    # until its delete horizon passes, and gets one on this cleaning.
+    assert header.is_control and header.has_delete_horizon
     assert file_records(plog)[-1] == (2, b"a", b"2", T0)
 
 

@@ -1,0 +1,91 @@
+"""TxnOffsetCommit (key 28), versions 0-4.
+
+A transactional producer's consumer offsets (``send_offsets_to_transaction``):
+stored in the group's ``__consumer_offsets`` partition as one transactional
+batch with the request's producer id and epoch, and answered once every
+in-sync replica holds it. The offsets stay pending, invisible to OffsetFetch
+(UNSTABLE_OFFSET_COMMIT when stable offsets are asked for), until the
+transaction's COMMIT marker lands in that partition; ABORT drops them.
+
+Errors, per partition as Kafka gives them: UNKNOWN_TOPIC_OR_PARTITION for a
+partition the cluster does not have; NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE as for OffsetCommit;
+INVALID_GROUP_ID for an empty group id; OFFSET_METADATA_TOO_LARGE above
+``offset.metadata.max.bytes``. v3+ (KIP-447) names the member: UNKNOWN_MEMBER_ID,
+FENCED_INSTANCE_ID, ILLEGAL_GENERATION (also for a generation given to a group
+the coordinator does not have); without membership (generation -1, no member
+id, as v0-2 always are) the commit is accepted in any group state, and an
+unknown group becomes a simple group. A negative producer id answers
+INVALID_PRODUCER_ID_MAPPING, a negative epoch INVALID_PRODUCER_EPOCH; the log's
+refusals of the producer (INVALID_PRODUCER_EPOCH for an epoch older than the
+partition knows, PRODUCER_FENCED, ...) are passed on. v4 (KIP-890)
+only allows TRANSACTION_ABORTABLE in answers; this broker does not verify the
+transaction's partitions with its coordinator here, so it never sends it.
+"""
+
+from __future__ import annotations
+
+from protocol.consumer_offsets import OffsetAndMetadata
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_KEY
+from protocol.schema import struct_classes
+
+API = APIS_BY_KEY[28]
+R = struct_classes(API.response)
+
+
+def register(dispatcher, broker) -> None:
+    async def handle(ctx, request):
+        version = ctx.api_version
+        groups = broker.groups
+        # The offsets go to __consumer_offsets: make sure it exists.
+        await groups.ensure_offsets_topic()
+        now_ms = groups.now_ms()
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for topic in request.topics:
+            image = broker.image.topics.get(topic.name)
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if image is None or p.partition_index not in image.partitions:
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                offsets[tp] = OffsetAndMetadata(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp_ms=now_ms,
+                )
+        if offsets:
+            wrong = groups.not_writable(request.group_id) if request.group_id else None
+            if wrong is not None:
+                errors.update({tp: wrong for tp in offsets})
+            else:
+                results = groups.coordinator.commit_transactional_offsets(
+                    now_ms,
+                    request.group_id,
+                    request.producer_id,
+                    request.producer_epoch,
+                    request.generation_id if version >= 3 else -1,
+                    request.member_id if version >= 3 else "",
+                    request.group_instance_id if version >= 3 else None,
+                    offsets,
+                )
+                errors.update(await groups.answer_after_replication(request.group_id, results))
+        return R.TxnOffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                R.TxnOffsetCommitResponseTopic(
+                    name=topic.name,
+                    partitions=[
+                        R.TxnOffsetCommitResponsePartition(
+                            partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)]
+                        )
+                        for p in topic.partitions
+                    ],
+                )
+                for topic in request.topics
+            ],
+        )
+
+    dispatcher.register(API.key, 0, 4, handle)
