@@ -70,8 +70,11 @@ query, ``latest`` starts at the latest offset (reads nothing).
 (default) or ``read_committed``, which leaves out the batches of aborted
 transactions and stops before the first offset of the earliest transaction
 still open (the last stable offset). Transaction markers are never returned.
-Transactions are found at planning time by walking the batch headers from the
-earliest offset to the committed end (only when ``read_committed`` is asked).
+Transactions are found at planning time (only when ``read_committed`` is
+asked), from the earliest offset to the committed end, as the broker keeps
+them: aborted ones from the segments' ``.txnindex`` files, open ones from the
+newest producer snapshot and the batch headers after it
+(:mod:`spark_jobs.txn_state`).
 
 Splitting: ``maxBytesPerPartition`` (pybroker's own, default 128 MiB like
 ``spark.sql.files.maxPartitionBytes``) cuts a piece spanning more bytes of its
@@ -110,7 +113,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs import kafka_offsets, segment_reader
+from spark_jobs import kafka_offsets, segment_reader, txn_state
 from spark_jobs import replicas as replica_choice
 from spark_jobs.replicas import ReplicaLog
 from spark_jobs.segment_reader import SegmentPiece
@@ -453,7 +456,7 @@ class PybrokerReader(DataSourceReader):
             if self.read_committed:
                 # From the earliest offset: a transaction begun before ``start`` and
                 # still open must stop the read too.
-                aborted, last_stable_offset = segment_reader.transaction_state(pdir, earliest, latest)
+                aborted, last_stable_offset = txn_state.transaction_state(pdir, earliest, latest)
                 if last_stable_offset is not None:
                     end = min(end, last_stable_offset)  # nothing at or past an open transaction
             if end > start:

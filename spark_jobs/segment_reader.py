@@ -2,7 +2,8 @@
 
 A little over ~700 lines: planning (offsets, timestamps, pieces) and reading
 share the segment and index conventions; which replica to read is already
-apart (:mod:`spark_jobs.replicas`), as is Arrow decoding.
+apart (:mod:`spark_jobs.replicas`), as are Arrow decoding and the transaction
+state of ``read_committed`` (:mod:`spark_jobs.txn_state`).
 
 Pure (no Spark, no sockets, no event loop): the PySpark data source in
 :mod:`spark_jobs.datasource` plans and reads with these functions, and any
@@ -18,7 +19,8 @@ What is read, and how:
   requested ``[start, end)`` offset range. Control batches (transaction
   markers) are never returned; batches of aborted transactions are skipped
   only when the piece carries aborted ranges (``read_committed``, found at
-  planning time by :func:`transaction_state`).
+  planning time by :func:`spark_jobs.txn_state.transaction_state` from the
+  ``.txnindex`` files and producer snapshots).
 * Which batches to read is decided from their headers alone
   (:func:`skip_batch`), before any record is decoded.
 * The broker may be appending while we read: an incomplete batch at the end
@@ -469,47 +471,6 @@ def offset_for_timestamp(pdir: PartitionDir, timestamp_ms: int, *, log_start_off
 # --------------------------------------------------------------------------- transactions
 
 
-def transaction_state(pdir: PartitionDir, start: int, log_end: int) -> tuple[tuple[AbortedRange, ...], int | None]:
-    """Aborted transactions from ``start`` on, and the last stable offset, for ``read_committed``.
-
-    A header-only walk of the batches in ``[start, log_end)``; only the
-    (one-record) transaction markers are decoded, for their ABORT/COMMIT type.
-    A producer's transactional batches belong to the transaction that its next
-    marker ends; an ABORT marker makes them an :class:`AbortedRange`. A
-    transaction with no marker yet is open: the last stable offset is the first
-    offset of the earliest open one (None when none is open), and a committed
-    read must stop there. Transactions are seen from ``start`` on only: the
-    part of one before ``start`` is not read anyway.
-    """
-    aborted: list[AbortedRange] = []
-    open_first_offsets: dict[int, int] = {}  # producer id -> first offset of its open transaction
-    if log_end > start:
-        segments = list_segments(pdir.path)
-        for i, (base, path) in enumerate(segments):
-            next_base = segments[i + 1][0] if i + 1 < len(segments) else None
-            if next_base is not None and next_base <= start:
-                continue
-            if base >= log_end:
-                break
-            for pos, header in _iter_file_headers(path, _start_position(path, base, start)):
-                if header.next_offset <= start:
-                    continue
-                if header.base_offset >= log_end:
-                    break
-                if header.is_control:
-                    first_offset = open_first_offsets.pop(header.producer_id, None)
-                    if first_offset is None:
-                        continue
-                    decoded = _decode_batch_at(path, pos, header.size_bytes)
-                    records = decoded[1] if decoded else []
-                    if records and records[0].control is not None and records[0].control.is_abort:
-                        aborted.append(AbortedRange(header.producer_id, first_offset, header.base_offset))
-                elif header.is_transactional:
-                    open_first_offsets.setdefault(header.producer_id, header.base_offset)
-    last_stable_offset = min(open_first_offsets.values()) if open_first_offsets else None
-    return tuple(aborted), last_stable_offset
-
-
 def with_aborted(pieces: list[SegmentPiece], aborted) -> list[SegmentPiece]:
     """The pieces, each carrying the aborted transactions that overlap it."""
     if not aborted:
@@ -749,8 +710,8 @@ __all__ = [
     "iter_piece",
     "iter_piece_batches",
     "latest_offset",
-    "log_end",
     "list_segments",
+    "log_end",
     "offset_for_timestamp",
     "pack_pieces",
     "read_piece",
@@ -759,6 +720,5 @@ __all__ = [
     "split_by_segment",
     "split_piece",
     "split_to_min_partitions",
-    "transaction_state",
     "with_aborted",
 ]

@@ -45,7 +45,16 @@ from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.primitives import INT32
-from protocol.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD_BYTES, parse_batch_header
+from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_BYTES,
+    BATCH_LENGTH_OFFSET,
+    CONTROL_MASK,
+    LOG_OVERHEAD_BYTES,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_MASK,
+    parse_batch_header,
+)
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 from storage.log import AppendError
@@ -69,7 +78,14 @@ _VERIFICATION_ERRORS = {
 
 def transactional_header(records):
     """The batch header when ``records`` starts with a transactional data batch, else None."""
-    if not records or len(records) < LOG_OVERHEAD_BYTES:
+    # Two byte reads decide for nearly every batch: attributes are big-endian,
+    # and the transactional and control bits are in their low byte.
+    if (
+        not records
+        or len(records) < BATCH_HEADER_BYTES
+        or records[MAGIC_OFFSET] != 2
+        or records[ATTRIBUTES_OFFSET + 1] & (TRANSACTIONAL_MASK | CONTROL_MASK) != TRANSACTIONAL_MASK
+    ):
         return None
     try:
         header = parse_batch_header(records, 0)

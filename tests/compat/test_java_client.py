@@ -3,7 +3,8 @@
 tests/compat/java is a small Maven project (kafka-clients 4.1.1 and slf4j-simple) whose main
 program runs named checks against one broker and prints ``PASS name``, ``FAIL name: reason``
 or ``SKIP name: reason`` for each: the admin client (topics, cluster, configs), idempotent
-acks=all producers with every codec and headers, a classic-protocol consumer group of two
+acks=all producers with every codec and headers, a transactional producer (commit, abort,
+offsets sent to the transaction, read_committed), a classic-protocol consumer group of two
 members that commits and resumes, offsetsForTimes / beginning and end offsets, and the admin
 client's group calls. Here it is built once per module and run once against one broker, and
 each check is one test below.

@@ -8,7 +8,12 @@ The last stable offset holds read_committed consumers and ListOffsets
 behind an open transaction and lets them go when it ends;
 ``send_offsets_to_transaction`` (confluent-kafka, kafka-python, aiokafka)
 commits a group's offsets atomically with the output; a second producer with
-the same transactional id fences the first. The raw-protocol checks of the
+the same transactional id fences the first; the coordinator aborts a
+transaction that outlives its timeout; a marker from a deposed coordinator
+(an older coordinator epoch) is refused and writes nothing; after a SIGKILL
+and restart, aborted transactions stay hidden (the ``.txnindex`` survives) and
+an open one still holds the last stable offset until its producer's
+successor aborts it. The raw-protocol checks of the
 coordinator's and the group's APIs are in test_txn_coordinator_api.py and
 test_txn_offset_commit.py.
 """
@@ -16,15 +21,21 @@ test_txn_offset_commit.py.
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 
 import pytest
 
-from tests.interop._support import CLIENTS, consume, create_topic, list_offset, unique_topic
+from protocol.registry import APIS_BY_NAME
+from protocol.schema import struct_classes
+from tests.conftest import wait_until
+from tests.interop._support import CLIENTS, RawConnection, consume, create_topic, list_offset, unique_topic
 
 TXN_OVERRIDES = {
     "transaction.state.log.num.partitions": "4",
     "offsets.topic.num.partitions": "4",
+    # Timed-out transactions are looked for every 200 ms (Kafka: 10 s).
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
 }
 TIMEOUT_S = 30
 READ_COMMITTED = {
@@ -350,3 +361,90 @@ def test_second_producer_fences_the_first(txn_broker):
     assert failure.value.args[0].fatal()
     got = consume("confluent", bootstrap, topic, 1, extra=READ_COMMITTED["confluent"], settle_s=0.5)
     assert values_of(got) == [b"winner"]
+
+
+def test_the_coordinator_aborts_a_timed_out_transaction(txn_broker):
+    from confluent_kafka import KafkaException
+
+    bootstrap = txn_broker.bootstrap
+    topic = unique_topic("txn-timeout")
+    create_topic(bootstrap, topic)
+    producer = ConfluentTxnProducer(bootstrap, f"txn-{topic}", {"transaction.timeout.ms": 1000})
+    producer.begin()
+    producer.send(topic, 0, b"too slow")
+    producer.flush()
+    assert latest(bootstrap, topic, 0, read_committed=True) == 0
+    # Aborted by the coordinator: an ABORT marker at offset 1 makes the partition stable.
+    assert wait_until(lambda: latest(bootstrap, topic, 0, read_committed=True) == 2, 15)
+    with pytest.raises(KafkaException):
+        producer.commit()
+    assert consume("confluent", bootstrap, topic, 1, extra=READ_COMMITTED["confluent"], timeout_s=1) == []
+
+
+def test_a_marker_from_a_deposed_coordinator_is_refused(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    topic = unique_topic("txn-fenced-marker")
+    create_topic(bootstrap, topic)
+    producer = ConfluentTxnProducer(bootstrap, f"txn-{topic}")
+    producer.begin()
+    producer.send(topic, 0, b"committed")
+    producer.flush()
+    producer.commit()
+    producer.close()
+    end = latest(bootstrap, topic, 0)
+    # The producer id as the partition's producers show it, with its real epoch.
+    R = struct_classes(APIS_BY_NAME["DescribeProducers"].request)
+    with RawConnection(bootstrap) as conn:
+        described = conn.request(APIS_BY_NAME["DescribeProducers"], 0, R.DescribeProducersRequest(
+            topics=[R.TopicRequest(name=topic, partition_indexes=[0])]))
+    (state,) = described.topics[0].partitions[0].active_producers
+    assert state.coordinator_epoch >= 0
+    W = struct_classes(APIS_BY_NAME["WriteTxnMarkers"].request)
+    marker = W.WritableTxnMarker(
+        producer_id=state.producer_id, producer_epoch=state.producer_epoch, transaction_result=False,
+        topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])], coordinator_epoch=state.coordinator_epoch - 1,
+    )
+    with RawConnection(bootstrap) as conn:
+        answer = conn.request(APIS_BY_NAME["WriteTxnMarkers"], 1, W.WriteTxnMarkersRequest(markers=[marker]))
+    assert answer.markers[0].topics[0].partitions[0].error_code == 52  # TRANSACTION_COORDINATOR_FENCED
+    assert latest(bootstrap, topic, 0) == end  # nothing written
+
+
+def test_transactions_after_a_sigkill_and_restart(broker_factory):
+    bootstrap_overrides = dict(TXN_OVERRIDES)
+    broker = broker_factory(bootstrap_overrides)
+    topic = unique_topic("txn-restart")
+    create_topic(broker.bootstrap, topic)
+    aborting = ConfluentTxnProducer(broker.bootstrap, f"txn-a-{topic}")
+    aborting.begin()
+    aborting.send(topic, 0, b"aborted")
+    aborting.flush()
+    aborting.abort()
+    aborting.close()
+    committing = ConfluentTxnProducer(broker.bootstrap, f"txn-c-{topic}")
+    committing.begin()
+    committing.send(topic, 0, b"committed")
+    committing.flush()
+    committing.commit()
+    hanging_id = f"txn-h-{topic}"
+    hanging = ConfluentTxnProducer(broker.bootstrap, hanging_id)
+    hanging.begin()
+    hanging.send(topic, 0, b"open at the crash")
+    hanging.flush()
+    open_at = latest(broker.bootstrap, topic, 0, read_committed=True)
+    assert open_at == 4  # aborted, ABORT, committed, COMMIT: the open transaction starts at 4
+
+    broker.stop(signal.SIGKILL)
+    broker = broker_factory(bootstrap_overrides, data_dir=broker.data_dir)
+    bootstrap = broker.bootstrap
+    assert latest(bootstrap, topic, 0, read_committed=True) == open_at
+    got = consume("confluent", bootstrap, topic, 1, extra=READ_COMMITTED["confluent"], settle_s=0.5)
+    assert values_of(got) == [b"committed"]
+    # The producer's successor aborts what its predecessor left open.
+    successor = ConfluentTxnProducer(bootstrap, hanging_id)
+    successor.close()
+    assert wait_until(lambda: latest(bootstrap, topic, 0, read_committed=True) == latest(bootstrap, topic, 0), 15)
+    got = consume("confluent", bootstrap, topic, 1, extra=READ_COMMITTED["confluent"], settle_s=0.5)
+    assert values_of(got) == [b"committed"]
+    got = consume("confluent", bootstrap, topic, 3, extra=READ_UNCOMMITTED["confluent"], settle_s=0.3)
+    assert values_of(got) == [b"aborted", b"committed", b"open at the crash"]

@@ -39,6 +39,7 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -133,9 +134,7 @@ final class Checks implements AutoCloseable {
         }
         checks.add(new Named("produce.pipelined", false, this::producePipelined));
         checks.add(new Named("produce.idempotentState", false, this::idempotentState));
-        checks.add(new Named("produce.transactional", false, () -> {
-            throw new Skip("transactional producers are not supported by pybroker yet (not attempted)");
-        }));
+        checks.add(new Named("produce.transactional", false, this::transactional));
         checks.add(new Named("consumer.group", false, this::consumerGroup));
         checks.add(new Named("consumer.resume", false, this::consumerResume));
         checks.add(new Named("consumer.offsetsForTimes", false, this::offsetsForTimes));
@@ -550,6 +549,78 @@ final class Checks implements AutoCloseable {
             check(got.equals(want), tp + ": last sequences of the active producers " + got + ", expected " + want + ": " + states);
         }
         return producers + " idempotent producers per partition, last sequences as sent";
+    }
+
+    // ------------------------------------------------------------------ transactions
+
+    /** A transactional producer commits (with a group's offsets), aborts and commits again;
+     *  read_committed sees only the committed records, read_uncommitted all of them. */
+    String transactional() throws Exception {
+        String topic = "jc-txn-" + run;
+        get(admin().createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all());
+        created.add(topic);
+        TopicPartition tp = new TopicPartition(topic, 0);
+        String txnGroup = "jc-txn-group-" + run;
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, "jc-txn-" + run);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "jc-txn-" + run);
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+        List<String> expected = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            for (int i = 0; i < 3; i++) {
+                get(producer.send(new ProducerRecord<>(topic, 0, bytes("k" + i), bytes("committed-" + i))));
+                expected.add("committed-" + i);
+            }
+            producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(3)), new ConsumerGroupMetadata(txnGroup));
+            producer.commitTransaction();
+            producer.beginTransaction();
+            for (int i = 0; i < 2; i++) {
+                get(producer.send(new ProducerRecord<>(topic, 0, bytes("a" + i), bytes("aborted-" + i))));
+            }
+            producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(5)), new ConsumerGroupMetadata(txnGroup));
+            producer.abortTransaction();
+            producer.beginTransaction();
+            get(producer.send(new ProducerRecord<>(topic, 0, bytes("k3"), bytes("committed-3"))));
+            expected.add("committed-3");
+            producer.commitTransaction();
+        }
+        List<String> committed = readValues(tp, "read_committed", 4);
+        check(committed.equals(expected), "read_committed read " + committed + ", expected " + expected);
+        List<String> all = readValues(tp, "read_uncommitted", 6);
+        check(all.size() == 6 && all.containsAll(List.of("aborted-0", "aborted-1")), "read_uncommitted read " + all);
+        Map<TopicPartition, OffsetAndMetadata> offsets =
+            get(admin().listConsumerGroupOffsets(txnGroup).partitionsToOffsetAndMetadata());
+        check(offsets.get(tp) != null && offsets.get(tp).offset() == 3, "group offsets " + offsets + ", expected 3 (the aborted 5 dropped)");
+        for (ProducerState s : get(admin().describeProducers(List.of(tp)).all()).get(tp).activeProducers()) {
+            check(s.currentTransactionStartOffset().isEmpty(), "an open transaction is left: " + s);
+        }
+        return "commit, abort, commit: read_committed " + committed.size() + " of " + all.size() + " records";
+    }
+
+    List<String> readValues(TopicPartition tp, String isolationLevel, int expected) {
+        Properties p = consumerProps("jc-txn-reader-" + isolationLevel + "-" + run, null);
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolationLevel);
+        List<String> values = new ArrayList<>();
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.assign(List.of(tp));
+            consumer.seekToBeginning(List.of(tp));
+            long deadline = System.currentTimeMillis() + OP_TIMEOUT_MS;
+            while (values.size() < expected && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    values.add(new String(r.value(), StandardCharsets.UTF_8));
+                }
+            }
+            // A little longer, for records that should not be there.
+            for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                values.add(new String(r.value(), StandardCharsets.UTF_8));
+            }
+        }
+        return values;
     }
 
     // ------------------------------------------------------------------ consumer group
