@@ -10,12 +10,15 @@ Starts a fresh pybroker and, with confluent-kafka, in one run:
   produce is the figure (goal >= 0.7);
 - read_committed against read_uncommitted: a topic of transactions of 1,000
   records, every tenth aborted, read to its end by one consumer of each
-  isolation level (records of the log per second: the consumer must scan the
-  aborted batches too, and drop them); goal: the read_committed rate >= 0.8 of
-  the read_uncommitted one.
+  isolation level (log offsets per second from the first record delivered: the
+  read_committed consumer is sent the aborted batches too, and drops them);
+  goal: the read_committed rate >= 0.8 of the read_uncommitted one.
 
-The two producer phases alternate over ``--rounds`` (the machine is noisy);
-each round prints its figures and the last lines summarise medians.
+The two producer phases run in turn, first one then the other, over
+``--rounds`` (the machine is noisy);
+each round prints its figures, with the broker's CPU use as a share of one
+core during each phase (well under 100 %: the client limited it), and the
+last line summarises medians.
 
     python benchmarks/transactions.py                       # 200,000 records, 3 rounds
     python benchmarks/transactions.py --records 500000 --rounds 5
@@ -24,6 +27,7 @@ each round prints its figures and the last lines summarise medians.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -65,7 +69,7 @@ def produce_all(producer, topic: str, count: int, value: bytes) -> None:
                 producer.produce(topic, value=value, partition=0)
                 break
             except BufferError:
-                producer.poll(0.05)
+                producer.poll(0.001)  # the queue is full: let the client send
 
 
 def idempotent_rate(bootstrap: str, topic: str, records: int) -> float:
@@ -93,6 +97,9 @@ def transactional_rate(bootstrap: str, topic: str, records: int, transactional_i
         produce_all(producer, topic, RECORDS_PER_TXN, value)
         began = time.perf_counter()
         if abort_every and number % abort_every == abort_every - 1:
+            # Sent first: abort_transaction drops what is still queued, and the
+            # readers must find the aborted records in the log.
+            assert producer.flush(TIMEOUT_S) == 0
             producer.abort_transaction(TIMEOUT_S)
         else:
             producer.commit_transaction(TIMEOUT_S)
@@ -102,24 +109,34 @@ def transactional_rate(bootstrap: str, topic: str, records: int, transactional_i
     return records / elapsed, latencies
 
 
-def read_to_end_rate(bootstrap: str, topic: str, isolation_level: str, log_records: int) -> tuple[float, int]:
-    """(log records per second to reach the end, records delivered)."""
+def read_to_end_rate(bootstrap: str, topic: str, isolation_level: str) -> tuple[float, int]:
+    """(log offsets per second from the first record delivered to the partition's
+    end, records delivered). Timed from the first record: a new consumer's start
+    (metadata, first fetch) is not the reading."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"bench-{isolation_level}", "enable.auto.commit": False,
         "isolation.level": isolation_level, "enable.partition.eof": True, "fetch.max.bytes": 52428800,
+        # Room for the whole topic: with librdkafka's default (100,000 messages)
+        # the fetcher backs off for a second whenever this loop falls behind,
+        # which the read_uncommitted side (more records) hits more often.
+        "queued.min.messages": 1_000_000,
     })
     delivered = 0
+    first_offset = None
+    start = end_offset = 0.0
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        start = time.perf_counter()
+        end_offset = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)[1]
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             messages = consumer.consume(10000, 1.0)
             end = False
             for message in messages:
                 if message.error() is None:
+                    if first_offset is None:
+                        first_offset, start = message.offset(), time.perf_counter()
                     delivered += 1
                 elif message.error().code() == -191:  # _PARTITION_EOF
                     end = True
@@ -128,7 +145,29 @@ def read_to_end_rate(bootstrap: str, topic: str, isolation_level: str, log_recor
         elapsed = time.perf_counter() - start
     finally:
         consumer.close()
-    return log_records / elapsed, delivered
+    return (end_offset - first_offset) / elapsed, delivered
+
+
+def cpu_s(pid: int) -> float:
+    """The process's user + system CPU seconds so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Phase:
+    """Wall time and broker CPU of one phase: the busy share tells who limited it."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def __enter__(self):
+        self.wall = time.perf_counter()
+        self.cpu = cpu_s(self.pid)
+        return self
+
+    def __exit__(self, *exc):
+        self.busy = (cpu_s(self.pid) - self.cpu) / (time.perf_counter() - self.wall)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -151,26 +190,36 @@ def main() -> int:
                 idem_topic, txn_topic = f"idem-{round_number}", f"txn-{round_number}"
                 create_topic(bootstrap, idem_topic)
                 create_topic(bootstrap, txn_topic)
-                idempotent = idempotent_rate(bootstrap, idem_topic, records)
-                transactional, latencies = transactional_rate(bootstrap, txn_topic, records, f"bench-{round_number}")
+                # Alternate which goes first, so neither always runs on a warmer broker.
+                idem_phase, txn_phase = Phase(proc.pid), Phase(proc.pid)
+                for phase in ((idem_phase, txn_phase) if round_number % 2 == 0 else (txn_phase, idem_phase)):
+                    with phase:
+                        if phase is idem_phase:
+                            idempotent = idempotent_rate(bootstrap, idem_topic, records)
+                        else:
+                            transactional, latencies = transactional_rate(bootstrap, txn_topic, records, f"bench-{round_number}")
                 ratios.append(transactional / idempotent)
                 p50s.append(percentile(latencies, 0.5) * 1000)
                 p99s.append(percentile(latencies, 0.99) * 1000)
                 print(
-                    f"round {round_number + 1}: idempotent {idempotent:,.0f} rec/s, transactional {transactional:,.0f} rec/s "
+                    f"round {round_number + 1}: idempotent {idempotent:,.0f} rec/s (broker busy {idem_phase.busy:.0%}), "
+                    f"transactional {transactional:,.0f} rec/s (broker busy {txn_phase.busy:.0%}) "
                     f"(ratio {ratios[-1]:.2f}), commit p50 {p50s[-1]:.1f} ms p99 {p99s[-1]:.1f} ms",
                     flush=True,
                 )
                 mixed_topic = f"mixed-{round_number}"
                 create_topic(bootstrap, mixed_topic)
                 transactional_rate(bootstrap, mixed_topic, records, f"bench-mixed-{round_number}", abort_every=ABORT_EVERY)
-                uncommitted, seen_all = read_to_end_rate(bootstrap, mixed_topic, "read_uncommitted", records)
-                committed, seen_committed = read_to_end_rate(bootstrap, mixed_topic, "read_committed", records)
+                with Phase(proc.pid) as uncommitted_phase:
+                    uncommitted, seen_all = read_to_end_rate(bootstrap, mixed_topic, "read_uncommitted")
+                with Phase(proc.pid) as committed_phase:
+                    committed, seen_committed = read_to_end_rate(bootstrap, mixed_topic, "read_committed")
                 expected_committed = records - records // RECORDS_PER_TXN // ABORT_EVERY * RECORDS_PER_TXN
                 assert seen_all == records and seen_committed == expected_committed, (seen_all, seen_committed)
                 read_ratios.append(committed / uncommitted)
                 print(
-                    f"round {round_number + 1}: read_uncommitted {uncommitted:,.0f} rec/s, read_committed {committed:,.0f} rec/s "
+                    f"round {round_number + 1}: read_uncommitted {uncommitted:,.0f} offsets/s (broker busy {uncommitted_phase.busy:.0%}), "
+                    f"read_committed {committed:,.0f} offsets/s (broker busy {committed_phase.busy:.0%}) "
                     f"(10 % aborted; ratio {read_ratios[-1]:.2f})",
                     flush=True,
                 )
