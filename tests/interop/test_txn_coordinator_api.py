@@ -3,7 +3,10 @@
 InitProducerId, AddPartitionsToTxn (client and broker forms), AddOffsetsToTxn,
 EndTxn, DescribeTransactions and ListTransactions, each over every version the
 broker advertises, their errors for out-of-order calls (each changing no
-state), and the state surviving a restart.
+state), and the state surviving a restart. Produce's side of KIP-890 part 1:
+a transaction's first batch on a partition is verified with the coordinator
+(refused when the partition was never added, the transaction was aborted
+meanwhile, or the producer was fenced).
 
 The markers that complete a transaction need the log side (control batches)
 and the WriteTxnMarkers path; the checks that depend on them wait for the
@@ -29,7 +32,7 @@ TIMEOUT_MS = 60_000
 COMPLETE_WITHIN_S = 20
 
 API = {name: APIS_BY_NAME[name] for name in (
-    "ApiVersions", "FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
+    "ApiVersions", "Produce", "FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
     "DescribeTransactions", "ListTransactions", "Metadata",
 )}
 REQ = {name: struct_classes(api.request) for name, api in API.items()}
@@ -386,3 +389,43 @@ def test_transactional_state_survives_a_restart(broker_factory, tmp_path):
         assert (response.error_code, response.producer_id, response.producer_epoch) == (0, other_id, other_epoch + 1)
     finally:
         c.close()
+
+
+# --------------------------------------------------------------------------- Produce and the coordinator (KIP-890 part 1)
+
+
+def produce_txn(client, txn_id, topic, producer_id, epoch, sequence=0, transactional=True, version=9):
+    from protocol.records import build_batch
+
+    batch = build_batch([(b"k", b"v", [], int(time.time() * 1000))], producer_id=producer_id, producer_epoch=epoch,
+                        base_sequence=sequence, is_transactional=transactional)
+    R = REQ["Produce"]
+    response = client.call("Produce", version, transactional_id=txn_id, acks=-1, timeout_ms=30000, topic_data=[
+        R.TopicProduceData(name=topic, partition_data=[R.PartitionProduceData(index=0, records=batch)])])
+    return response.responses[0].partition_responses[0].error_code
+
+
+def test_produce_verifies_a_transactions_first_batch_with_the_coordinator(client, topic):
+    txn_id = unique("verify-produce")
+    producer_id, epoch = ready(client, txn_id)
+    # Never added to the transaction: refused, nothing written.
+    assert produce_txn(client, txn_id, topic, producer_id, epoch) == ErrorCode.INVALID_TXN_STATE
+    # No transactional id on the request: refused whole.
+    assert produce_txn(client, None, topic, producer_id, epoch) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert client.add(txn_id, producer_id, epoch, {topic: [0]}) == {(topic, 0): ErrorCode.NONE}
+    assert produce_txn(client, txn_id, topic, producer_id, epoch, sequence=0) == ErrorCode.NONE
+    assert produce_txn(client, txn_id, topic, producer_id, epoch, sequence=1) == ErrorCode.NONE
+    # Inside its transaction the producer may not write outside it.
+    assert produce_txn(client, txn_id, topic, producer_id, epoch, sequence=2, transactional=False) == ErrorCode.INVALID_TXN_STATE
+    assert client.end(txn_id, producer_id, epoch, False) == ErrorCode.NONE
+    client.wait_completed(txn_id, "CompleteAbort")
+    # Aborted: a late batch of that transaction cannot start a new one here.
+    assert produce_txn(client, txn_id, topic, producer_id, epoch, sequence=2) == ErrorCode.INVALID_TXN_STATE
+
+
+def test_produce_of_a_fenced_producer_is_refused(client, topic):
+    txn_id = unique("fenced-produce")
+    producer_id, epoch = ready(client, txn_id)
+    newer_id, newer_epoch = ready(client, txn_id)
+    assert (newer_id, newer_epoch) == (producer_id, epoch + 1)
+    assert produce_txn(client, txn_id, topic, producer_id, epoch) == ErrorCode.INVALID_PRODUCER_EPOCH
