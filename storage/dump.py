@@ -1,5 +1,9 @@
 """Human-readable dumps of a log directory's files: the engine of ``pybroker dump-log``.
 
+A little over ~700 lines: one module per file kind would each repeat the
+same header, verification and counting conventions that keep the output
+lines comparable with Kafka's tool.
+
 What Apache Kafka's ``kafka-dump-log.sh`` does, for the files of
 storage/FORMAT.md: ``.log`` segments (one line per batch, optionally one per
 record), ``.index`` and ``.timeindex`` files, and the text checkpoint files
