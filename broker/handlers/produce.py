@@ -13,7 +13,7 @@ and appended at the batch level (see storage.log). Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD (not exactly one v2 batch),
 CORRUPT_MESSAGE (CRC or framing), MESSAGE_TOO_LARGE, INVALID_TIMESTAMP
 (message.timestamp.after/before.max.ms), INVALID_RECORD (a record without a
-key on a compacted topic), INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION
+key on a compacted topic; a control batch, which only the broker writes), INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION
 for the internal topics (``__consumer_offsets``); for idempotent producers
 OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH, while a retried
 batch is answered with the offset it was first written at (see
@@ -198,6 +198,9 @@ def register(dispatcher, broker) -> None:
                     error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}"
                 elif (problem := single_batch_problem(pdata.records)) is not None:
                     error, message = ErrorCode.INVALID_RECORD, problem
+                elif len(pdata.records) > ATTRIBUTES_OFFSET + 1 and pdata.records[ATTRIBUTES_OFFSET + 1] & CONTROL_MASK:
+                    # Markers are the coordinator's to write (WriteTxnMarkers), as in Kafka.
+                    error, message = ErrorCode.INVALID_RECORD, "clients may not write control batches"
                 elif (name, index) in refused:
                     error = refused[(name, index)]
                     message = "the transaction coordinator did not verify this partition for the transaction"

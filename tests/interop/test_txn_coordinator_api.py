@@ -429,3 +429,13 @@ def test_produce_of_a_fenced_producer_is_refused(client, topic):
     newer_id, newer_epoch = ready(client, txn_id)
     assert (newer_id, newer_epoch) == (producer_id, epoch + 1)
     assert produce_txn(client, txn_id, topic, producer_id, epoch) == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_clients_may_not_write_control_batches(client, topic):
+    from protocol.records import ControlType, build_control_batch
+
+    batch = build_control_batch(ControlType.COMMIT, producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp_ms=0)
+    R = REQ["Produce"]
+    response = client.call("Produce", 9, transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[
+        R.TopicProduceData(name=topic, partition_data=[R.PartitionProduceData(index=0, records=batch)])])
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
