@@ -24,6 +24,12 @@ Replay semantics follow Kafka's metadata image (``PartitionRegistration.merge``,
   legitimate case.
 - FeatureLevelRecord at level 0 removes the feature; ProducerIdsRecord never
   moves the next producer id backwards.
+- ClientQuotaRecord sets or removes one key of an entity (Kafka's
+  ClientQuotasDelta); an entity left without keys leaves the image.
+- AccessControlEntryRecord adds (or replaces) the ACL of its id,
+  UserScramCredentialRecord the credential of its (user, mechanism); their
+  Remove* records drop it, and one about an id or credential the image does not
+  have is ignored (Kafka's controller never writes one).
 - Records between BeginTransactionRecord and EndTransactionRecord apply all
   together at the end marker; an AbortTransactionRecord drops them.
 """
@@ -35,18 +41,23 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from controller.metadata.image import (
+    AclBinding,
     BrokerRegistration,
     ControllerRegistration,
     Endpoint,
     MetadataImage,
     PartitionImage,
+    ScramCredential,
     SupportedFeature,
     TopicImage,
+    quota_entity,
 )
 from controller.metadata.records import (
     ABORT_TRANSACTION_RECORD,
+    ACCESS_CONTROL_ENTRY_RECORD,
     BEGIN_TRANSACTION_RECORD,
     BROKER_REGISTRATION_CHANGE_RECORD,
+    CLIENT_QUOTA_RECORD,
     CONFIG_RECORD,
     CONTROLLED_SHUTDOWN_CHANGE_ENTER,
     END_TRANSACTION_RECORD,
@@ -62,11 +73,14 @@ from controller.metadata.records import (
     PRODUCER_IDS_RECORD,
     REGISTER_BROKER_RECORD,
     REGISTER_CONTROLLER_RECORD,
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
     REMOVE_TOPIC_RECORD,
+    REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
     RESOURCE_TOPIC,
     TOPIC_RECORD,
     UNFENCE_BROKER_RECORD,
     UNREGISTER_BROKER_RECORD,
+    USER_SCRAM_CREDENTIAL_RECORD,
     record_api_key,
 )
 
@@ -193,6 +207,9 @@ class MetadataDelta:
         self._topic_configs_of: dict[str, dict[str, str]] = {}
         self._resource_configs_of: dict[tuple[int, str], dict[str, str]] = {}
         self._next_producer_id = image.next_producer_id
+        self._quotas_of: dict[tuple, dict[str, float]] = {}  # working copies of touched entities
+        self._acls: dict | None = None
+        self._scram: dict | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -252,6 +269,14 @@ class MetadataDelta:
                     resource_configs[key] = MappingProxyType(configs)
                 else:
                     resource_configs.pop(key, None)
+        client_quotas = base.client_quotas
+        if self._quotas_of:
+            client_quotas = _copy(client_quotas)
+            for entity, quotas in self._quotas_of.items():
+                if quotas:
+                    client_quotas[entity] = MappingProxyType(quotas)
+                else:
+                    client_quotas.pop(entity, None)
         image = MetadataImage(
             topics=_frozen(topics, base.topics),
             topic_names_by_id=_frozen(self._names_view, base.topic_names_by_id),
@@ -261,6 +286,9 @@ class MetadataDelta:
             brokers=_frozen(self._brokers, base.brokers),
             controllers=_frozen(self._controllers, base.controllers),
             resource_configs=_frozen(resource_configs, base.resource_configs),
+            client_quotas=_frozen(client_quotas, base.client_quotas),
+            acls=_frozen(self._acls, base.acls),
+            scram_credentials=_frozen(self._scram, base.scram_credentials),
         )
         self._rebase(image)
         return image
@@ -366,6 +394,53 @@ class MetadataDelta:
     def _replay_producer_ids(self, record) -> None:
         self._next_producer_id = max(self._next_producer_id, record.next_producer_id)
 
+    # ------------------------------------------------------------------ client quotas, ACLs, SCRAM credentials
+
+    def _replay_client_quota(self, record) -> None:
+        entity = quota_entity((e.entity_type, e.entity_name) for e in record.entity)
+        quotas = self._quotas_of.get(entity)
+        if quotas is None:
+            quotas = self._quotas_of[entity] = _copy(self.image.client_quotas.get(entity, _NO_QUOTAS))
+        if record.remove:
+            quotas.pop(record.key, None)
+        else:
+            quotas[record.key] = record.value
+
+    def _replay_access_control_entry(self, record) -> None:
+        if self._acls is None:
+            self._acls = _copy(self.image.acls)
+        self._acls[record.id] = AclBinding(
+            record.resource_type,
+            record.resource_name,
+            record.pattern_type,
+            record.principal,
+            record.host,
+            record.operation,
+            record.permission_type,
+        )
+
+    def _replay_remove_access_control_entry(self, record) -> None:
+        current = self.image.acls if self._acls is None else self._acls
+        if record.id in current:
+            if self._acls is None:
+                self._acls = _copy(self.image.acls)
+            del self._acls[record.id]
+
+    def _replay_user_scram_credential(self, record) -> None:
+        if self._scram is None:
+            self._scram = _copy(self.image.scram_credentials)
+        self._scram[(record.name, record.mechanism)] = ScramCredential(
+            bytes(record.salt), bytes(record.stored_key), bytes(record.server_key), record.iterations
+        )
+
+    def _replay_remove_user_scram_credential(self, record) -> None:
+        key = (record.name, record.mechanism)
+        current = self.image.scram_credentials if self._scram is None else self._scram
+        if key in current:
+            if self._scram is None:
+                self._scram = _copy(self.image.scram_credentials)
+            del self._scram[key]
+
     # ------------------------------------------------------------------ brokers and controllers
 
     def _replay_register_broker(self, record) -> None:
@@ -452,6 +527,7 @@ class MetadataDelta:
 
 
 _NO_CONFIGS: dict[str, str] = {}
+_NO_QUOTAS: dict[str, float] = {}
 
 
 def _copy(mapping) -> dict:
@@ -489,6 +565,11 @@ _HANDLERS: dict[int, Callable[[MetadataDelta, object], None]] = {
     END_TRANSACTION_RECORD.api_key: MetadataDelta._replay_end_transaction,
     ABORT_TRANSACTION_RECORD.api_key: MetadataDelta._replay_abort_transaction,
     REGISTER_CONTROLLER_RECORD.api_key: MetadataDelta._replay_register_controller,
+    CLIENT_QUOTA_RECORD.api_key: MetadataDelta._replay_client_quota,
+    ACCESS_CONTROL_ENTRY_RECORD.api_key: MetadataDelta._replay_access_control_entry,
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD.api_key: MetadataDelta._replay_remove_access_control_entry,
+    USER_SCRAM_CREDENTIAL_RECORD.api_key: MetadataDelta._replay_user_scram_credential,
+    REMOVE_USER_SCRAM_CREDENTIAL_RECORD.api_key: MetadataDelta._replay_remove_user_scram_credential,
 }
 
 

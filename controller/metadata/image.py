@@ -5,8 +5,9 @@ Brokers read images; only a :class:`~controller.metadata.delta.MetadataDelta`
 records that were written to the metadata log first.
 
 An image holds what Kafka's MetadataImage holds for brokers, controllers,
-topics and their partitions, configs, finalized features and the producer-id
-block. Every mapping is read-only (``MappingProxyType``) and every value is a
+topics and their partitions, configs, finalized features, the producer-id
+block, client quotas, ACLs and SCRAM credentials (salted keys only: a
+password is never in the metadata). Every mapping is read-only (``MappingProxyType``) and every value is a
 frozen dataclass, so an image may be shared between tasks without copying; a
 new image shares every topic, partition and broker that did not change.
 """
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
 
-from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
+from controller.metadata.records import ACCESS_CONTROL_ENTRY_RECORD, RESOURCE_BROKER, RESOURCE_TOPIC
+from protocol.scram import ScramCredential  # the image keeps what a SCRAM server needs, as the server reads it
 
 _EMPTY: Mapping = MappingProxyType({})
 
@@ -121,6 +123,56 @@ class ControllerRegistration:
     features: Mapping[str, SupportedFeature] = field(default_factory=_empty)
 
 
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    """One ACL as an AccessControlEntryRecord stores it: a resource pattern and an entry.
+
+    The codes are Kafka's (``controller.authorizer`` names them): ``resource_type``
+    (TOPIC 2, GROUP 3, CLUSTER 4, ...), ``pattern_type`` (LITERAL 3, PREFIXED 4),
+    ``operation`` (READ 3, ...), ``permission_type`` (DENY 2, ALLOW 3);
+    ``principal`` is "Type:name" ("User:alice", "User:*"), ``host`` an address or "*".
+    Two bindings with the same fields are the same ACL, whatever their ids.
+    """
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+def acl_entry_record(acl_id: uuid.UUID, acl: AclBinding):
+    """The AccessControlEntryRecord that stores ``acl`` under ``acl_id``."""
+    return ACCESS_CONTROL_ENTRY_RECORD(
+        id=acl_id,
+        resource_type=acl.resource_type,
+        resource_name=acl.resource_name,
+        pattern_type=acl.pattern_type,
+        principal=acl.principal,
+        host=acl.host,
+        operation=acl.operation,
+        permission_type=acl.permission_type,
+    )
+
+
+# A client-quota entity: its (entity type, name) pairs sorted by type, a name of
+# None meaning that type's default entity; e.g. (("client-id", None), ("user", "alice")).
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+def quota_entity(pairs: Iterable[tuple[str, str | None]]) -> QuotaEntity:
+    """The canonical entity of (type, name) pairs (sorted by type; a type given twice keeps its last name,
+    as Kafka's ClientQuotaEntity map does)."""
+    return tuple(sorted(dict(pairs).items(), key=lambda pair: pair[0]))
+
+
+def quota_entity_sort_key(entity: QuotaEntity) -> tuple:
+    """A total order over entities (None names first within a type)."""
+    return tuple((kind, name is not None, name or "") for kind, name in entity)
+
+
 @dataclass(frozen=True)
 class MetadataImage:
     """The whole cluster metadata at ``offset`` (the last log offset it includes).
@@ -129,6 +181,9 @@ class MetadataImage:
     configs live in their :class:`TopicImage`), keyed by (resource type, name);
     ``broker_configs`` is the cluster-wide broker default (resource BROKER "").
     Features at level 0 are not finalized and so are absent, as in Kafka.
+    ``client_quotas`` maps an entity to its quota values (never an empty map),
+    ``acls`` an ACL's id to its binding, ``scram_credentials`` (user name,
+    mechanism) to the credential.
     """
 
     topics: Mapping[str, TopicImage] = field(default_factory=_empty)
@@ -139,6 +194,9 @@ class MetadataImage:
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=_empty)
     controllers: Mapping[int, ControllerRegistration] = field(default_factory=_empty)
     resource_configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=_empty)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=_empty)
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=_empty)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_names_by_id.get(topic_id)
@@ -165,5 +223,6 @@ class MetadataImage:
     @property
     def is_empty(self) -> bool:
         return not (
-            self.topics or self.brokers or self.controllers or self.features or self.resource_configs or self.next_producer_id
+            self.topics or self.brokers or self.controllers or self.features or self.resource_configs
+            or self.next_producer_id or self.client_quotas or self.acls or self.scram_credentials
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from protocol.codec import decode_struct, encode_struct
 from protocol.exceptions import ProtocolError
 from protocol.primitives import read_uvarint, write_uvarint
-from protocol.schema import BOOL, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, Array, F, Struct
+from protocol.schema import BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, Array, F, Struct
 
 FRAME_VERSION = 1
 
@@ -185,6 +185,57 @@ PRODUCER_IDS_RECORD = MetadataRecordType(15, 0, Struct("ProducerIdsRecord", [
     F("next_producer_id", INT64),
 ]))
 
+# ----------------------------------------------------------------------------- security: SCRAM, client quotas, ACLs
+
+# A user's SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512):
+# what the server needs to check a client's proof and prove itself, never the
+# password (RFC 5802: StoredKey = H(HMAC(SaltedPassword, "Client Key")),
+# ServerKey = HMAC(SaltedPassword, "Server Key")).
+USER_SCRAM_CREDENTIAL_RECORD = MetadataRecordType(11, 0, Struct("UserScramCredentialRecord", [
+    F("name", STRING),
+    F("mechanism", INT8),
+    F("salt", BYTES),
+    F("stored_key", BYTES),
+    F("server_key", BYTES),
+    F("iterations", INT32),
+]))
+
+REMOVE_USER_SCRAM_CREDENTIAL_RECORD = MetadataRecordType(22, 0, Struct("RemoveUserScramCredentialRecord", [
+    F("name", STRING),
+    F("mechanism", INT8),
+]))
+
+# One quota key of one entity (user, client-id, ip, or user + client-id; a null
+# name is that type's default entity). ``remove`` deletes the key and ignores ``value``.
+CLIENT_QUOTA_ENTITY = Struct("EntityData", [
+    F("entity_type", STRING),
+    F("entity_name", STRING, nullable="0+"),
+])
+
+CLIENT_QUOTA_RECORD = MetadataRecordType(14, 0, Struct("ClientQuotaRecord", [
+    F("entity", Array(CLIENT_QUOTA_ENTITY)),
+    F("key", STRING),
+    F("value", FLOAT64),
+    F("remove", BOOL),
+]))
+
+# One ACL binding under an id the controller picks; the codes are Kafka's
+# ResourceType, PatternType, AclOperation and AclPermissionType (controller/authorizer.py).
+ACCESS_CONTROL_ENTRY_RECORD = MetadataRecordType(18, 0, Struct("AccessControlEntryRecord", [
+    F("id", UUID),
+    F("resource_type", INT8),
+    F("resource_name", STRING),
+    F("pattern_type", INT8),
+    F("principal", STRING),
+    F("host", STRING),
+    F("operation", INT8),
+    F("permission_type", INT8),
+]))
+
+REMOVE_ACCESS_CONTROL_ENTRY_RECORD = MetadataRecordType(19, 0, Struct("RemoveAccessControlEntryRecord", [
+    F("id", UUID),
+]))
+
 # ----------------------------------------------------------------------------- log bookkeeping
 
 # Written when a new controller leader takes over (and periodically), so that the
@@ -223,6 +274,11 @@ RECORD_TYPES = {
         END_TRANSACTION_RECORD,
         ABORT_TRANSACTION_RECORD,
         REGISTER_CONTROLLER_RECORD,
+        USER_SCRAM_CREDENTIAL_RECORD,
+        REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
+        CLIENT_QUOTA_RECORD,
+        ACCESS_CONTROL_ENTRY_RECORD,
+        REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
     )
 }
 RECORD_TYPES_BY_NAME = {t.name: t for t in RECORD_TYPES.values()}
@@ -239,6 +295,22 @@ METADATA_VERSION_FEATURE = "metadata.version"
 
 def record_api_key(value) -> int:
     return _TYPE_BY_STRUCT[id(value.STRUCT)].api_key
+
+
+_REDACTED_FIELDS = {"UserScramCredentialRecord": ("salt", "stored_key", "server_key")}
+
+
+def loggable_record(value) -> str:
+    """``repr`` of a record value with its secrets replaced by "(redacted)" (a SCRAM
+    credential's salt and keys), for logs and dumps (Kafka's RecordRedactor)."""
+    hidden = _REDACTED_FIELDS.get(value.STRUCT.name)
+    if not hidden:
+        return repr(value)
+    inner = ", ".join(
+        f"{f.name}=(redacted)" if f.name in hidden else f"{f.name}={getattr(value, f.name)!r}"
+        for f in value.STRUCT.fields
+    )
+    return f"{value.STRUCT.name}({inner})"
 
 
 def encode_record(value, version: int | None = None) -> bytes:

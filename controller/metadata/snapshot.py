@@ -12,10 +12,14 @@ follows Kafka's image writer, because a reader relies on it:
    leader and partition epochs, so no PartitionChangeRecord is needed);
 4. ConfigRecords, topics' after every topic exists (replay ignores configs of
    unknown topics), then every other resource's;
-5. one ProducerIdsRecord carrying the next producer id.
+5. ClientQuotaRecords, one per entity and key;
+6. one ProducerIdsRecord carrying the next producer id;
+7. AccessControlEntryRecords (each under its id);
+8. UserScramCredentialRecords.
 
-Each group is sorted (brokers by id, topics by name, configs by key) so that
-one image always gives the same bytes. Records are written at their latest
+Each group is sorted (brokers by id, topics by name, configs by key, quota
+entities by type and name, ACLs by id, credentials by mechanism then user) so
+that one image always gives the same bytes. Records are written at their latest
 version; the snapshot file's framing (batches, header and footer control
 records) belongs to the Raft layer.
 """
@@ -25,10 +29,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from controller.metadata.delta import MetadataDelta, MetadataLogError
-from controller.metadata.image import MetadataImage, PartitionImage
+from controller.metadata.image import MetadataImage, PartitionImage, acl_entry_record, quota_entity_sort_key
 from controller.metadata.records import (
     BROKER_ENDPOINT,
     BROKER_FEATURE,
+    CLIENT_QUOTA_ENTITY,
+    CLIENT_QUOTA_RECORD,
     CONFIG_RECORD,
     CONTROLLER_ENDPOINT,
     CONTROLLER_FEATURE,
@@ -40,6 +46,7 @@ from controller.metadata.records import (
     REGISTER_CONTROLLER_RECORD,
     RESOURCE_TOPIC,
     TOPIC_RECORD,
+    USER_SCRAM_CREDENTIAL_RECORD,
     decode_record,
     encode_record,
 )
@@ -126,9 +133,33 @@ def iter_snapshot_records(image: MetadataImage) -> Iterator:
     for resource_type, resource_name in sorted(image.resource_configs):
         yield from _config_records(resource_type, resource_name, image.resource_configs[(resource_type, resource_name)])
 
+    for entity in sorted(image.client_quotas, key=quota_entity_sort_key):
+        quotas = image.client_quotas[entity]
+        for key in sorted(quotas):
+            yield CLIENT_QUOTA_RECORD(
+                entity=[CLIENT_QUOTA_ENTITY(entity_type=kind, entity_name=name) for kind, name in entity],
+                key=key,
+                value=quotas[key],
+                remove=False,
+            )
+
     if image.next_producer_id:
         # Kafka's snapshot names no broker: the block's owner no longer matters.
         yield PRODUCER_IDS_RECORD(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id)
+
+    for acl_id in sorted(image.acls):
+        yield acl_entry_record(acl_id, image.acls[acl_id])
+
+    for name, mechanism in sorted(image.scram_credentials, key=lambda key: (key[1], key[0])):
+        credential = image.scram_credentials[(name, mechanism)]
+        yield USER_SCRAM_CREDENTIAL_RECORD(
+            name=name,
+            mechanism=mechanism,
+            salt=credential.salt,
+            stored_key=credential.stored_key,
+            server_key=credential.server_key,
+            iterations=credential.iterations,
+        )
 
 
 def snapshot_records(image: MetadataImage) -> list:

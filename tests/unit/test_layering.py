@@ -83,6 +83,13 @@ PURE_BROKER_MODULES = (
     "broker/groups/pending_offsets.py",
     "broker/transactions/model.py",
     "broker/transactions/coordinator.py",
+    # SASL mechanisms and the per-connection session: sans-IO, the clock passed in.
+    "broker/security/mechanism.py",
+    "broker/security/jaas.py",
+    "broker/security/plain_server.py",
+    "broker/security/scram_server.py",
+    "broker/security/oauthbearer_server.py",
+    "broker/security/sasl.py",
 )
 
 

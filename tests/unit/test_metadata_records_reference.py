@@ -39,14 +39,9 @@ REFERENCE_DIR = Path(
 METADATA_DIR = REFERENCE_DIR / "metadata"
 needs_reference = pytest.mark.skipif(not METADATA_DIR.is_dir(), reason="reference kafka-schemas/metadata folder is absent")
 
-# Reference records the image does not model (yet): ACLs, quotas, SCRAM
-# credentials, delegation tokens and the finished ZooKeeper migration.
+# Reference records the image does not model (yet): delegation tokens and the
+# finished ZooKeeper migration.
 NOT_DECLARED = {
-    "AccessControlEntryRecord",
-    "RemoveAccessControlEntryRecord",
-    "ClientQuotaRecord",
-    "UserScramCredentialRecord",
-    "RemoveUserScramCredentialRecord",
     "DelegationTokenRecord",
     "RemoveDelegationTokenRecord",
     "ZkMigrationStateRecord",
