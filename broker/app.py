@@ -15,7 +15,7 @@ import resource
 import time
 
 from broker.config import BrokerConfig, ConfigError
-from broker.connection import KafkaConnection, RequestMemoryBudget
+from broker.connection import KafkaConnection, RequestMemoryBudget, TLSAcceptor
 from broker.controller_listener import build_controller_dispatcher
 from broker.dispatch import Dispatcher
 from broker.flusher import GroupFlusher
@@ -27,6 +27,7 @@ from broker.partition_watch import PartitionWatch
 from broker.quorum_controller import QuorumController
 from broker.raft_driver import RaftDriver
 from broker.replica_manager import ReplicaManager
+from broker.tls import PrincipalMapper, server_context, tls_settings
 from broker.transactions.service import TransactionService
 from controller.metadata.image import MetadataImage, TopicImage
 from controller.raft.disk_log import DiskRaftLog
@@ -108,10 +109,34 @@ class ListenerUnavailable(ConfigError):
     permission): reported, like a bad config value, as one line."""
 
 
+def _listener_tls(config: BrokerConfig) -> dict[str, tuple]:
+    """(server context, principal mapper) of each SSL listener. Node-to-node
+    connections speak PLAINTEXT only so far: a cluster whose inter-broker or
+    controller listener is SSL is refused rather than left unable to connect."""
+    if not config.single_node_quorum:
+        inter_broker = config.inter_broker_listener_name if "broker" in config.roles else None
+        for name, key in [(inter_broker, "inter.broker.listener.name")] + [
+            (n, "controller.listener.names") for n in config.controller_listener_names
+        ]:
+            if name is not None and config.security_protocol(name) != "PLAINTEXT":
+                raise ConfigError(
+                    f"{key}: listener {name} is {config.security_protocol(name)}, but connections between nodes "
+                    "speak PLAINTEXT only so far; give them a PLAINTEXT listener (clients may still use SSL ones)"
+                )
+    tls = {}
+    for listener in config.listeners:
+        if config.security_protocol(listener.name) == "SSL":
+            settings = tls_settings(config, listener.name)
+            tls[listener.name] = (server_context(settings), PrincipalMapper(settings.principal_rules))
+    return tls
+
+
 class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.node_id = config.node_id
+        # First: a bad certificate, key password or TLS key stops the node before it touches its data.
+        self.listener_tls = _listener_tls(config)
         formatted_dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
         # Before anything is read: a second process on the same data is refused.
         self._dir_locks = lock_dirs(formatted_dirs)
@@ -513,9 +538,16 @@ class Broker:
         if self.config["queued.max.request.bytes"] > 0 and dispatcher not in self.request_budgets:
             self.request_budgets[dispatcher] = RequestMemoryBudget(self.config["queued.max.request.bytes"])
         budget = self.request_budgets.get(dispatcher)
+        tls = self.listener_tls.get(listener.name)
         try:
             server = await asyncio.get_running_loop().create_server(
-                lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget),
+                (
+                    (lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget))
+                    if tls is None
+                    else lambda: TLSAcceptor(
+                        KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget, tls[1]), tls[0]
+                    )
+                ),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,

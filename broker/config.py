@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# DescribeConfigs' type names and descriptions of the keys, re-exported from here.
+from broker.config_info import BROKER_CONFIG_INFO  # noqa: F401
 from controller.raft.node import RaftConfig
 from controller.raft.quorum_config import (
     TIMING_KEYS,
@@ -178,6 +180,24 @@ def parse_listeners(key: str, raw: str) -> list[Listener]:
 INT32_MAX = 2**31 - 1
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's default: a listener named after a protocol speaks it.
+DEFAULT_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+# Kafka's TLS keys, read by broker/tls.py. They are kept apart from the other
+# keys (BrokerConfig.ssl), so that DescribeConfigs never sees key material.
+SSL_KEYS = frozenset(
+    {
+        "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.certificate.chain",
+        "ssl.keystore.key", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
+        "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+        "ssl.protocol", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
+        "ssl.provider", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.secure.random.implementation",
+        "ssl.engine.factory.class",
+    }
+)
+_LISTENER_SSL_KEY = re.compile(r"listener\.name\.([^.]+)\.(ssl\..+)")
+
+
 @dataclass(frozen=True)
 class ConfigKey:
     name: str
@@ -193,7 +213,7 @@ _KEYS = [
     ConfigKey("process.roles", _list, ["broker", "controller"]),
     ConfigKey("listeners", parse_listeners, "PLAINTEXT://127.0.0.1:9092"),
     ConfigKey("advertised.listeners", parse_listeners, None),
-    ConfigKey("listener.security.protocol.map", _string, "PLAINTEXT:PLAINTEXT"),
+    ConfigKey("listener.security.protocol.map", _string, DEFAULT_SECURITY_PROTOCOL_MAP),
     ConfigKey("log.dirs", _list, None, synonyms=("log.dir",)),
     ConfigKey("num.partitions", _int_parser(1), 1),
     ConfigKey("default.replication.factor", _int_parser(1, 32767), 1),
@@ -319,113 +339,6 @@ NOT_YET_SUPPORTED = frozenset(
 )
 
 
-# DescribeConfigs metadata for the broker keys: Kafka's ConfigDef type name and a
-# short description in pybroker's words. None of them can be changed at run
-# time (pybroker has no dynamic broker configs), so all are reported read-only.
-BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
-    "node.id": ("INT", "The id of this node in the cluster."),
-    "process.roles": ("LIST", "The roles this node plays: broker, controller, or both (combined)."),
-    "listeners": ("STRING", "The NAME://host:port addresses the broker accepts connections on."),
-    "advertised.listeners": ("STRING", "The addresses clients are told to connect to; unset means the listeners themselves."),
-    "listener.security.protocol.map": ("STRING", "Listener name to security protocol; pybroker speaks PLAINTEXT only."),
-    "log.dirs": ("LIST", "Directories that hold the partition logs and the metadata log."),
-    "num.partitions": ("INT", "Partition count of topics created without an explicit one (and of auto-created topics)."),
-    "default.replication.factor": ("INT", "Replication factor of topics created without an explicit one."),
-    "auto.create.topics.enable": ("BOOLEAN", "Whether Metadata requests for unknown topics create them."),
-    "delete.topic.enable": ("BOOLEAN", "Whether DeleteTopics may delete topics."),
-    "log.segment.bytes": ("INT", "Default segment.bytes of topics: the size at which a segment is rolled."),
-    "log.index.interval.bytes": ("INT", "Default index.interval.bytes of topics: bytes between two index entries."),
-    "log.roll.hours": ("INT", "Default segment.ms of topics, in hours; log.roll.ms wins when set."),
-    "log.roll.ms": ("LONG", "Default segment.ms of topics, in milliseconds."),
-    "message.max.bytes": ("INT", "Default max.message.bytes of topics: the largest record batch accepted."),
-    "socket.request.max.bytes": ("INT", "Largest request frame the broker reads; bigger frames close the connection."),
-    "connections.max.idle.ms": ("LONG", "Connections with nothing received or answered for this long are closed."),
-    "log.message.timestamp.type": ("STRING", "Default message.timestamp.type of topics: CreateTime or LogAppendTime."),
-    "replica.fetch.max.bytes": ("INT", "Bytes a follower asks for per partition when it fetches from a leader (a larger first batch still comes whole)."),
-    "fetch.max.bytes": ("INT", "Broker-wide cap on the bytes of one Fetch response (not applied by pybroker yet)."),
-    "queued.max.requests": ("INT", "Requests queued before the network threads stop reading (pybroker bounds each connection instead)."),
-    "queued.max.request.bytes": ("LONG", "Request bytes received and not yet answered before connections stop reading; -1 means no limit."),
-    "log.index.size.max.bytes": ("INT", "Default segment.index.bytes of topics: the largest size of a segment's index files."),
-    "log.flush.interval.messages": ("LONG", "Default flush.messages of topics: fsync after this many messages."),
-    "log.flush.interval.ms": ("LONG", "Default flush.ms of topics; log.flush.scheduler.interval.ms applies when unset."),
-    "log.flush.scheduler.interval.ms": ("LONG", "How often the broker checks whether a log is due for a time-based flush."),
-    "log.flush.offset.checkpoint.interval.ms": ("INT", "How often the recovery-point checkpoint files are written."),
-    "log.retention.hours": ("INT", "Default retention.ms of topics, in hours; log.retention.minutes and log.retention.ms win."),
-    "log.retention.minutes": ("INT", "Default retention.ms of topics, in minutes; log.retention.ms wins."),
-    "log.retention.ms": ("LONG", "Default retention.ms of topics, in milliseconds; -1 keeps data forever."),
-    "log.retention.bytes": ("LONG", "Default retention.bytes of topics: the size a partition may grow to; -1 means no limit."),
-    "log.retention.check.interval.ms": ("LONG", "How often the broker looks for segments that retention allows deleting."),
-    "log.cleanup.policy": ("LIST", "Default cleanup.policy of topics: delete, compact or both."),
-    "log.cleaner.delete.retention.ms": ("LONG", "Default delete.retention.ms of topics: how long tombstones stay readable."),
-    "log.cleaner.enable": ("BOOLEAN", "Whether the log cleaner compacts topics with cleanup.policy=compact."),
-    "log.cleaner.backoff.ms": ("LONG", "Pause between log cleaner passes over the compacted logs."),
-    "log.cleaner.min.cleanable.ratio": ("DOUBLE", "Default min.cleanable.dirty.ratio: the share of a log that must be uncleaned before it is compacted."),
-    "log.cleaner.min.compaction.lag.ms": ("LONG", "Default min.compaction.lag.ms: how long a record stays uncompacted at least."),
-    "producer.id.expiration.ms": ("INT", "How long a partition keeps an idle producer id's state (measured from the max timestamp of its last batch); a producer whose state expired may continue at any sequence."),
-    "producer.id.expiration.check.interval.ms": ("INT", "How often expired producer ids are removed."),
-    "log.open.files.max": ("INT", "pybroker's own: how many segment files may be open at once."),
-    "offsets.topic.num.partitions": ("INT", "Partitions of __consumer_offsets, fixed when it is created; a group's partition is chosen by a hash of its id."),
-    "offsets.topic.replication.factor": ("SHORT", "Replicas of __consumer_offsets; it is not created (groups wait) until this many brokers are registered."),
-    "offsets.commit.timeout.ms": ("INT", "How long an offset commit or group write waits for every in-sync replica of its __consumer_offsets partition."),
-    "offsets.topic.segment.bytes": ("INT", "segment.bytes of __consumer_offsets: small segments let compaction keep it short."),
-    "offsets.retention.minutes": ("INT", "How long committed offsets outlive their group becoming empty (or, without a group, their commit)."),
-    "offsets.retention.check.interval.ms": ("LONG", "How often expired committed offsets are looked for."),
-    "offset.metadata.max.bytes": ("INT", "Largest metadata string an offset commit may carry."),
-    "transaction.state.log.num.partitions": ("INT", "Partitions of __transaction_state, fixed when it is created; a transactional id's partition is chosen by a hash of the id."),
-    "transaction.state.log.replication.factor": ("SHORT", "Replicas of __transaction_state; it is not created (transactional producers wait) until this many brokers are registered."),
-    "transaction.state.log.min.isr": ("INT", "min.insync.replicas of __transaction_state: in-sync replicas a transaction state change needs."),
-    "transaction.state.log.segment.bytes": ("INT", "segment.bytes of __transaction_state: small segments let compaction keep it short."),
-    "transaction.max.timeout.ms": ("INT", "The largest transaction timeout a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it)."),
-    "transactional.id.expiration.ms": ("INT", "How long a transactional id with no transaction open is kept after its last update."),
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("INT", "How often transactions older than their timeout are looked for and aborted."),
-    "transaction.remove.expired.transaction.cleanup.interval.ms": ("INT", "How often expired transactional ids are looked for and removed."),
-    "group.initial.rebalance.delay.ms": ("INT", "How long the first rebalance of an empty group waits for more members to join."),
-    "group.min.session.timeout.ms": ("INT", "Smallest session timeout a group member may ask for."),
-    "group.max.session.timeout.ms": ("INT", "Largest session timeout a group member may ask for."),
-    "group.max.size": ("INT", "Most members a group may have."),
-    "cluster.id": ("STRING", "The cluster id written to meta.properties; generated when unset."),
-    "broker.rack": ("STRING", "The rack of this broker, reported in Metadata."),
-    "max.request.partition.size.limit": ("INT", "The most partitions one DescribeTopicPartitions response answers."),
-    "controller.quorum.voters": ("LIST", "The voters of the metadata quorum as id@host:port; empty on a single combined node, which is a quorum of one."),
-    "controller.quorum.bootstrap.servers": ("LIST", "host:port of controllers a broker-only node may ask for the quorum's leader; pybroker's controllers need controller.quorum.voters (no dynamic quorums)."),
-    "controller.listener.names": ("LIST", "The listeners that serve the controller APIs (Raft, registration, DescribeQuorum); a broker connects to the controllers on the first."),
-    "controller.quorum.election.timeout.ms": ("INT", "How long a voter waits without a leader before it stands for election (plus up to as much again at random)."),
-    "controller.quorum.fetch.timeout.ms": ("INT", "How long a follower goes without a successful fetch before it stands for election."),
-    "controller.quorum.election.backoff.max.ms": ("INT", "The cap of the random backoff after a lost election."),
-    "controller.quorum.request.timeout.ms": ("INT", "How long a quorum request may go unanswered before it is sent again."),
-    "controller.quorum.retry.backoff.ms": ("INT", "How often unanswered vote requests are resent during an election."),
-    "broker.session.timeout.ms": (
-        "INT",
-        (
-            "How long the active controller waits for a broker's heartbeat before it fences the broker. A broker uses it too:"
-            " after this long without an answered heartbeat it stops answering as a group coordinator (give every node the same value)."
-        ),
-    ),
-    "broker.heartbeat.interval.ms": ("INT", "How often a broker heartbeats to the active controller."),
-    "metadata.log.dir": ("STRING", "Where __cluster_metadata-0 lives; the first log dir when unset."),
-    "metadata.log.max.record.bytes.between.snapshots": ("LONG", "How many bytes of records the metadata log takes between two snapshots."),
-    "metadata.log.max.snapshot.interval.ms": ("LONG", "The longest time between two metadata snapshots while new records arrive; 0 turns time-based snapshots off."),
-    "metadata.log.segment.bytes": ("INT", "The size at which a segment of the metadata log is rolled."),
-    "initial.broker.registration.timeout.ms": ("INT", "How long a starting broker tries to register with the controller quorum before it gives up."),
-    "inter.broker.listener.name": ("STRING", "The listener followers fetch from leaders on; the first broker listener when unset."),
-    "min.insync.replicas": ("INT", "Default min.insync.replicas of topics: in-sync replicas an acks=all produce needs."),
-    "replica.lag.time.max.ms": ("LONG", "How long a follower may go without catching up to the leader's log end before it leaves the ISR."),
-    "replica.fetch.min.bytes": ("INT", "Bytes a follower's fetch waits for before the leader answers."),
-    "replica.fetch.wait.max.ms": ("INT", "How long a follower's fetch may wait at the leader for data."),
-    "replica.fetch.response.max.bytes": ("INT", "Bytes a follower asks for in one fetch over all its partitions."),
-    "replica.fetch.backoff.ms": ("INT", "How long a follower waits after a failed fetch before it tries again."),
-    "replica.socket.timeout.ms": ("INT", "How long a follower waits for its leader to answer a fetch (beyond the fetch's own wait)."),
-    "max.incremental.fetch.session.cache.slots": ("INT", "How many incremental fetch sessions (KIP-227) the broker keeps; 0 turns them off."),
-    "num.replica.fetchers": ("INT", "Fetcher tasks per source broker; partitions are spread over them."),
-    "replica.high.watermark.checkpoint.interval.ms": ("LONG", "How often the high watermarks are written to replication-offset-checkpoint."),
-    "auto.leader.rebalance.enable": ("BOOLEAN", "Whether the active controller moves leaderships back to preferred replicas on its own."),
-    "unclean.leader.election.enable": ("BOOLEAN", "Whether a replica outside the ISR may become leader when no in-sync one is left, losing what it lacks (topics may override it)."),
-    "leader.imbalance.check.interval.seconds": ("LONG", "How often the active controller checks the leader imbalance."),
-    "leader.imbalance.per.broker.percentage": ("INT", "The share of a broker's preferred partitions it may not lead before a rebalance moves them back."),
-    "replica.selector.class": ("STRING", "Which replica a consumer that names its rack should read from (KIP-392); only Kafka's RackAwareReplicaSelector is known."),
-}
-
-
 def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -446,6 +359,21 @@ def format_broker_value(value: Any) -> str | None:
 class BrokerConfig:
     values: dict[str, Any]
     explicit: dict[str, str] = field(default_factory=dict)
+    # The ssl.* and listener.name.<name>.ssl.* keys as given (broker/tls.py reads them).
+    ssl: dict[str, str] = field(default_factory=dict)
+    # Listener name -> security protocol (listener.security.protocol.map with Kafka's defaults).
+    security_protocols: dict[str, str] = field(default_factory=dict)
+
+    def ssl_settings(self, listener_name: str) -> dict[str, str]:
+        """A listener's ssl.* keys: the global ones, each overridden by its
+        listener.name.<lowercase name>.ssl.* form, as Kafka does."""
+        merged = {k: v for k, v in self.ssl.items() if k.startswith("ssl.")}
+        prefix = f"listener.name.{listener_name.lower()}."
+        merged.update({k[len(prefix):]: v for k, v in self.ssl.items() if k.startswith(prefix)})
+        return merged
+
+    def security_protocol(self, listener_name: str) -> str:
+        return self.security_protocols.get(listener_name, "PLAINTEXT")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[KEYS[key].name]
@@ -561,7 +489,12 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
     warn = warn or log.warning
     values: dict[str, Any] = {}
     explicit: dict[str, str] = {}
+    ssl_values: dict[str, str] = {}
     for raw_key, raw_value in overrides.items():
+        listener_key = _LISTENER_SSL_KEY.fullmatch(raw_key)
+        if raw_key in SSL_KEYS or (listener_key and listener_key.group(2) in SSL_KEYS):
+            ssl_values[raw_key] = raw_value
+            continue
         key = KEYS.get(raw_key)
         if key is None:
             if raw_key in NOT_YET_SUPPORTED:
@@ -587,6 +520,11 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
     if isinstance(values["listeners"], str):
         values["listeners"] = parse_listeners("listeners", values["listeners"])
     _check_roles(values)
+    security_protocols = _security_protocols(values, "listener.security.protocol.map" in explicit)
+    for raw_key in ssl_values:
+        listener_key = _LISTENER_SSL_KEY.fullmatch(raw_key)
+        if listener_key and listener_key.group(1).upper() not in security_protocols:
+            warn(f"config key {raw_key} names no listener (the name is the listener's, lower-cased); ignored")
     advertised = values["advertised.listeners"]
     if advertised:
         names = {l.name for l in values["listeners"]}
@@ -598,7 +536,37 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
         raise ConfigError("queued.max.request.bytes must be -1 (no limit) or at least socket.request.max.bytes")
     if values["message.max.bytes"] > values["socket.request.max.bytes"]:
         warn("message.max.bytes is larger than socket.request.max.bytes; requests that large are refused")
-    return BrokerConfig(values, explicit)
+    return BrokerConfig(values, explicit, ssl_values, security_protocols)
+
+
+def _security_protocols(values: dict[str, Any], explicit: bool) -> dict[str, str]:
+    """listener.security.protocol.map checked against the listeners, by Kafka's
+    rules: with the default map a listener named after a protocol speaks it and,
+    in KRaft, controller listeners speak PLAINTEXT unless some listener is SSL or
+    SASL; a listener the map does not name is an error."""
+    key = "listener.security.protocol.map"
+    mapping: dict[str, str] = {}
+    for entry in _list(key, values[key]):
+        name, _, protocol = entry.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not name or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"{key}: {entry!r} is not NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+        mapping[name] = protocol
+    names = list(dict.fromkeys([l.name for l in values["listeners"]] + (values["controller.listener.names"] or [])))
+    if not explicit and not any(n in ("SSL", "SASL_SSL", "SASL_PLAINTEXT") for n in names):
+        for name in values["controller.listener.names"] or []:
+            mapping.setdefault(name, "PLAINTEXT")
+    result = {}
+    for name in names:
+        protocol = mapping.get(name)
+        if protocol is None:
+            raise ConfigError(f"{key}: listener {name} has no security protocol; add {name}:PLAINTEXT or {name}:SSL")
+        if protocol.startswith("SASL_"):
+            raise ConfigError(
+                f"{key}: listener {name} is {protocol}, but SASL listeners are not supported yet; use PLAINTEXT or SSL"
+            )
+        result[name] = protocol
+    return result
 
 
 def _check_roles(values: dict[str, Any]) -> None:

@@ -21,6 +21,15 @@ A connection's memory follows what it does: received bytes go into a scratch
 buffer shared by every connection of the event loop (protocol.framing), a
 request and its response are dropped once the response is written, and an
 idle connection has no task.
+
+On a TLS listener a :class:`TLSAcceptor` puts the event loop's TLS layer
+between the socket and the connection before a byte is read; the handshake
+has HANDSHAKE_TIMEOUT_S, and a failed one (a plaintext client, garbage, an
+untrusted certificate, silence) closes the socket with one log line naming
+the peer. The connection itself starts only after a handshake. The peer certificate's
+principal (``User:ANONYMOUS`` without one) is kept in ``principal`` for the
+authorizer. File slices of Fetch responses are read into the TLS stream:
+sendfile cannot go through encryption.
 """
 
 from __future__ import annotations
@@ -33,11 +42,15 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from broker.tls import ANONYMOUS, HANDSHAKE_TIMEOUT_S, peer_principal
 from protocol.exceptions import ProtocolError
 from protocol.framing import SIZE_PREFIX_BYTES, FrameReceiver, FrameTooLarge
 
 if TYPE_CHECKING:
+    import ssl
+
     from broker.dispatch import Dispatcher
+    from broker.tls import PrincipalMapper
 
 log = logging.getLogger(__name__)
 
@@ -189,12 +202,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_queue_full",
         "_reading_paused",
         "_receiver",
+        "_tls",
         "_transport",
         "_worker",
         "_zero_copy",
         "last_active_s",
         "listener_name",
         "peer",
+        "principal",
     )
 
     # Whether loop.sendfile worked so far; uvloop answers NotImplementedError.
@@ -207,8 +222,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         connections: set,
         listener_name: str | None = None,
         request_budget: RequestMemoryBudget | None = None,
+        tls: PrincipalMapper | None = None,
     ):
         self._dispatcher = dispatcher
+        # The principal mapper on a TLS listener (whose TLSAcceptor made this connection).
+        self._tls = tls
+        self.principal = ANONYMOUS
         self.listener_name = listener_name
         self._budget = request_budget
         # What this connection holds of the budget: admitted frames not yet answered.
@@ -230,7 +249,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._worker: asyncio.Task | None = None
         self._connections = connections
         self.peer = "?"
-        self._zero_copy = KafkaConnection._zero_copy_supported
+        # sendfile would bypass the encryption: a TLS connection reads file slices.
+        self._zero_copy = KafkaConnection._zero_copy_supported and tls is None
         # For connections.max.idle.ms: the last byte received or response
         # written, and whether a request is being answered (a long-polling
         # fetch is not idle however long it waits).
@@ -244,6 +264,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._connections.add(self)
+        if self._tls is not None:
+            # Made by the TLS layer after the handshake: who the peer is.
+            try:
+                self.principal = peer_principal(transport.get_extra_info("ssl_object"), self._tls)
+            except (ValueError, ProtocolError) as exc:
+                log.warning("closing %s on TLS listener %s: no principal for its certificate: %s", self.peer, self.listener_name, exc)
+                self.abort()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         # The receiver decides: the shared scratch space, or the rest of a large frame.
@@ -537,6 +564,67 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # The end of the requests (or a CLOSE answer): no further worker.
         if not self._transport.is_closing():
             self._transport.close()
+
+
+def _handshake_failure(exc: BaseException | None) -> str:
+    reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    if isinstance(exc, ConnectionAbortedError) and "longer than" in str(exc):
+        return f"no TLS handshake within {HANDSHAKE_TIMEOUT_S:g} s"
+    if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"):
+        return f"TLS handshake failed ({reason}): a client not speaking TLS?"
+    return f"TLS handshake failed ({reason})"
+
+
+class TLSAcceptor(asyncio.Protocol):
+    """The first protocol of a connection on a TLS listener: it puts the event
+    loop's own TLS layer (asyncio's or uvloop's SSLProtocol, as
+    ``loop.start_tls`` would) between the socket and a KafkaConnection before
+    any byte is read, and logs a failed handshake once, with the peer."""
+
+    __slots__ = ("_connection", "_context", "_peer", "_waiter")
+
+    def __init__(self, connection: KafkaConnection, context: ssl.SSLContext):
+        self._connection = connection
+        self._context = context
+        self._peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        waiter = loop.create_future()
+        waiter.add_done_callback(self._handshake_done)
+        tls = _ssl_protocol_class(loop)(
+            loop, self._connection, self._context, waiter, server_side=True, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
+        )
+        # Synchronously, before the loop reads the socket: every byte goes through TLS.
+        transport.set_protocol(tls)
+        tls.connection_made(transport)
+
+    def _handshake_done(self, waiter: asyncio.Future) -> None:
+        exc = None if waiter.cancelled() else waiter.exception()
+        if exc is not None:
+            # The reason is OpenSSL's; nothing of a certificate is logged.
+            log.warning("closing %s on TLS listener %s: %s", self._peer, self._connection.listener_name, _handshake_failure(exc))
+        self._connection = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        pass  # only before connection_made; afterwards the TLS layer owns the socket
+
+    def data_received(self, data: bytes) -> None:
+        pass  # never: the TLS layer takes the socket in connection_made
+
+
+def _ssl_protocol_class(loop):
+    """The loop's own TLS protocol: uvloop's is part of its loop, asyncio's of its module."""
+    module = type(loop).__module__
+    if module.startswith("uvloop"):
+        import uvloop.loop
+
+        return uvloop.loop.SSLProtocol
+    import asyncio.sslproto
+
+    return asyncio.sslproto.SSLProtocol
 
 
 def _cancel_waiting(later: deque) -> None:

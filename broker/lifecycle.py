@@ -42,7 +42,8 @@ FENCED_HEARTBEAT_MS = 50
 # grace period would only delay the stop. Its partitions then move as after a
 # crash, when its session runs out, but its logs are closed cleanly.
 CONTROLLED_SHUTDOWN_UNREACHABLE_MS = 1000
-PLAINTEXT_SECURITY_PROTOCOL = 0
+# Kafka's SecurityProtocol ids, as registrations carry them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class HeartbeatLease:
@@ -115,9 +116,8 @@ class BrokerLifecycleManager:
         listeners = []
         for listener in self.config.advertised_listeners:
             port = listener.port or self.broker.bound_ports.get(listener.name, listener.port)
-            listeners.append(
-                _REG.Listener(name=listener.name, host=listener.host, port=port, security_protocol=PLAINTEXT_SECURITY_PROTOCOL)
-            )
+            protocol = SECURITY_PROTOCOL_IDS[self.config.security_protocol(listener.name)]
+            listeners.append(_REG.Listener(name=listener.name, host=listener.host, port=port, security_protocol=protocol))
         return _REG.BrokerRegistrationRequest(
             broker_id=self.broker.node_id,
             cluster_id=self.broker.cluster_id,

@@ -329,7 +329,13 @@ def test_advertised_listener_must_name_a_listener():
 
 
 def test_listeners_parse():
-    config, _ = load({"listeners": "PLAINTEXT://0.0.0.0:9092, internal://[::1]:9093,EXT://:0"})
+    config, _ = load(
+        {
+            "listeners": "PLAINTEXT://0.0.0.0:9092, internal://[::1]:9093,EXT://:0",
+            # Kafka's rule: a listener not named after a protocol must be mapped.
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,EXT:PLAINTEXT",
+        }
+    )
     assert config.listeners == [
         Listener("PLAINTEXT", "0.0.0.0", 9092),
         Listener("INTERNAL", "::1", 9093),
