@@ -15,7 +15,7 @@ import resource
 import time
 
 from broker.config import BrokerConfig, ConfigError
-from broker.connection import KafkaConnection, RequestMemoryBudget, TLSAcceptor
+from broker.connection import KafkaConnection, RequestMemoryBudget
 from broker.controller_listener import build_controller_dispatcher
 from broker.dispatch import Dispatcher
 from broker.flusher import GroupFlusher
@@ -27,7 +27,8 @@ from broker.partition_watch import PartitionWatch
 from broker.quorum_controller import QuorumController
 from broker.raft_driver import RaftDriver
 from broker.replica_manager import ReplicaManager
-from broker.tls import PrincipalMapper, server_context, tls_settings
+from broker.sasl_listener import sasl_listeners
+from broker.tls import PrincipalMapper, TLSAcceptor, server_context, tls_settings
 from broker.transactions.service import TransactionService
 from controller.metadata.image import MetadataImage, TopicImage
 from controller.raft.disk_log import DiskRaftLog
@@ -110,9 +111,9 @@ class ListenerUnavailable(ConfigError):
 
 
 def _listener_tls(config: BrokerConfig) -> dict[str, tuple]:
-    """(server context, principal mapper) of each SSL listener. Node-to-node
+    """(server context, principal mapper) of each SSL and SASL_SSL listener. Node-to-node
     connections speak PLAINTEXT only so far: a cluster whose inter-broker or
-    controller listener is SSL is refused rather than left unable to connect."""
+    controller listener is SSL or SASL is refused rather than left unable to connect."""
     if not config.single_node_quorum:
         inter_broker = config.inter_broker_listener_name if "broker" in config.roles else None
         for name, key in [(inter_broker, "inter.broker.listener.name")] + [
@@ -121,11 +122,11 @@ def _listener_tls(config: BrokerConfig) -> dict[str, tuple]:
             if name is not None and config.security_protocol(name) != "PLAINTEXT":
                 raise ConfigError(
                     f"{key}: listener {name} is {config.security_protocol(name)}, but connections between nodes "
-                    "speak PLAINTEXT only so far; give them a PLAINTEXT listener (clients may still use SSL ones)"
+                    "speak PLAINTEXT only so far; give them a PLAINTEXT listener (clients may still use SSL and SASL ones)"
                 )
     tls = {}
     for listener in config.listeners:
-        if config.security_protocol(listener.name) == "SSL":
+        if config.security_protocol(listener.name) in ("SSL", "SASL_SSL"):
             settings = tls_settings(config, listener.name)
             tls[listener.name] = (server_context(settings), PrincipalMapper(settings.principal_rules))
     return tls
@@ -137,6 +138,8 @@ class Broker:
         self.node_id = config.node_id
         # First: a bad certificate, key password or TLS key stops the node before it touches its data.
         self.listener_tls = _listener_tls(config)
+        # SCRAM users are read from the current metadata image at each authentication.
+        self.listener_sasl = sasl_listeners(config, lambda: self.image.scram_credentials)
         formatted_dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
         # Before anything is read: a second process on the same data is refused.
         self._dir_locks = lock_dirs(formatted_dirs)
@@ -539,13 +542,17 @@ class Broker:
             self.request_budgets[dispatcher] = RequestMemoryBudget(self.config["queued.max.request.bytes"])
         budget = self.request_budgets.get(dispatcher)
         tls = self.listener_tls.get(listener.name)
+        sasl = self.listener_sasl.get(listener.name)
         try:
             server = await asyncio.get_running_loop().create_server(
                 (
-                    (lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget))
+                    (lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget, sasl=sasl))
                     if tls is None
                     else lambda: TLSAcceptor(
-                        KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget, tls[1]), tls[0]
+                        KafkaConnection(
+                            dispatcher, max_frame_bytes, self._connections, listener.name, budget, tls[1], sasl
+                        ),
+                        tls[0],
                     )
                 ),
                 host=listener.host or None,

@@ -196,6 +196,12 @@ SSL_KEYS = frozenset(
     }
 )
 _LISTENER_SSL_KEY = re.compile(r"listener\.name\.([^.]+)\.(ssl\..+)")
+# A SASL listener's own keys, read by broker/sasl_listener.py: its mechanisms,
+# and per mechanism its JAAS entry (PLAIN passwords: kept out of
+# DescribeConfigs with the TLS keys) and session lifetime.
+_LISTENER_SASL_KEY = re.compile(
+    r"listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|[^.]+\.sasl\.jaas\.config|[^.]+\.connections\.max\.reauth\.ms)"
+)
 
 
 @dataclass(frozen=True)
@@ -317,6 +323,12 @@ _KEYS = [
     # KIP-392: unset means consumers read from leaders; Kafka's rack-aware
     # selector is the one implementation pybroker has.
     ConfigKey("replica.selector.class", _choice_parser(RACK_AWARE_REPLICA_SELECTOR), None),
+    # SASL listeners (broker/sasl_listener.py), Kafka's names and defaults.
+    # GSSAPI, Kafka's default mechanism, is not served: a SASL listener must name its mechanisms.
+    ConfigKey("sasl.enabled.mechanisms", _list, ["GSSAPI"]),
+    ConfigKey("connections.max.reauth.ms", _int_parser(0), 0),
+    ConfigKey("sasl.server.max.receive.size", _int_parser(1, INT32_MAX), 524288),
+    ConfigKey("connection.failed.authentication.delay.ms", _int_parser(0, INT32_MAX), 100),
 ]
 
 KEYS: dict[str, ConfigKey] = {}
@@ -363,6 +375,9 @@ class BrokerConfig:
     ssl: dict[str, str] = field(default_factory=dict)
     # Listener name -> security protocol (listener.security.protocol.map with Kafka's defaults).
     security_protocols: dict[str, str] = field(default_factory=dict)
+    # The listener.name.<name>.sasl.enabled.mechanisms and .<mechanism>.sasl.jaas.config
+    # / .connections.max.reauth.ms keys as given (broker/sasl_listener.py reads them).
+    sasl: dict[str, str] = field(default_factory=dict)
 
     def ssl_settings(self, listener_name: str) -> dict[str, str]:
         """A listener's ssl.* keys: the global ones, each overridden by its
@@ -490,10 +505,20 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
     values: dict[str, Any] = {}
     explicit: dict[str, str] = {}
     ssl_values: dict[str, str] = {}
+    sasl_values: dict[str, str] = {}
     for raw_key, raw_value in overrides.items():
         listener_key = _LISTENER_SSL_KEY.fullmatch(raw_key)
         if raw_key in SSL_KEYS or (listener_key and listener_key.group(2) in SSL_KEYS):
             ssl_values[raw_key] = raw_value
+            continue
+        if _LISTENER_SASL_KEY.fullmatch(raw_key):
+            sasl_values[raw_key] = raw_value
+            continue
+        if raw_key == "sasl.jaas.config":
+            warn(
+                "config key sasl.jaas.config: a broker reads JAAS entries per listener and mechanism, "
+                "as listener.name.<listener>.<mechanism>.sasl.jaas.config; ignored"
+            )
             continue
         key = KEYS.get(raw_key)
         if key is None:
@@ -521,8 +546,8 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
         values["listeners"] = parse_listeners("listeners", values["listeners"])
     _check_roles(values)
     security_protocols = _security_protocols(values, "listener.security.protocol.map" in explicit)
-    for raw_key in ssl_values:
-        listener_key = _LISTENER_SSL_KEY.fullmatch(raw_key)
+    for raw_key in [*ssl_values, *sasl_values]:
+        listener_key = _LISTENER_SSL_KEY.fullmatch(raw_key) or _LISTENER_SASL_KEY.fullmatch(raw_key)
         if listener_key and listener_key.group(1).upper() not in security_protocols:
             warn(f"config key {raw_key} names no listener (the name is the listener's, lower-cased); ignored")
     advertised = values["advertised.listeners"]
@@ -536,7 +561,7 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
         raise ConfigError("queued.max.request.bytes must be -1 (no limit) or at least socket.request.max.bytes")
     if values["message.max.bytes"] > values["socket.request.max.bytes"]:
         warn("message.max.bytes is larger than socket.request.max.bytes; requests that large are refused")
-    return BrokerConfig(values, explicit, ssl_values, security_protocols)
+    return BrokerConfig(values, explicit, ssl_values, security_protocols, sasl_values)
 
 
 def _security_protocols(values: dict[str, Any], explicit: bool) -> dict[str, str]:
@@ -561,10 +586,6 @@ def _security_protocols(values: dict[str, Any], explicit: bool) -> dict[str, str
         protocol = mapping.get(name)
         if protocol is None:
             raise ConfigError(f"{key}: listener {name} has no security protocol; add {name}:PLAINTEXT or {name}:SSL")
-        if protocol.startswith("SASL_"):
-            raise ConfigError(
-                f"{key}: listener {name} is {protocol}, but SASL listeners are not supported yet; use PLAINTEXT or SSL"
-            )
         result[name] = protocol
     return result
 

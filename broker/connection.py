@@ -22,7 +22,7 @@ buffer shared by every connection of the event loop (protocol.framing), a
 request and its response are dropped once the response is written, and an
 idle connection has no task.
 
-On a TLS listener a :class:`TLSAcceptor` puts the event loop's TLS layer
+On a TLS listener a :class:`broker.tls.TLSAcceptor` puts the event loop's TLS layer
 between the socket and the connection before a byte is read; the handshake
 has HANDSHAKE_TIMEOUT_S, and a failed one (a plaintext client, garbage, an
 untrusted certificate, silence) closes the socket with one log line naming
@@ -30,6 +30,14 @@ the peer. The connection itself starts only after a handshake. The peer certific
 principal (``User:ANONYMOUS`` without one) is kept in ``principal`` for the
 authorizer. File slices of Fetch responses are read into the TLS stream:
 sendfile cannot go through encryption.
+
+On a SASL listener (SASL_SSL: after the TLS handshake) a connection has a
+SaslSession, and every frame goes first to broker.sasl_listener.sasl_step,
+which says what Kafka does with it; frames are bounded by
+``sasl.server.max.receive.size`` until authenticated, a failed authentication
+is logged once with the peer and closed after
+``connection.failed.authentication.delay.ms``, and the SASL principal replaces
+the certificate's. Other connections pay one attribute test per request.
 """
 
 from __future__ import annotations
@@ -42,14 +50,15 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from broker.tls import ANONYMOUS, HANDSHAKE_TIMEOUT_S, peer_principal
+from broker.sasl_listener import sasl_step
+from broker.tls import ANONYMOUS, peer_principal
 from protocol.exceptions import ProtocolError
 from protocol.framing import SIZE_PREFIX_BYTES, FrameReceiver, FrameTooLarge
 
 if TYPE_CHECKING:
-    import ssl
 
     from broker.dispatch import Dispatcher
+    from broker.sasl_listener import SaslListener, SaslStep
     from broker.tls import PrincipalMapper
 
 log = logging.getLogger(__name__)
@@ -202,6 +211,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_queue_full",
         "_reading_paused",
         "_receiver",
+        "_sasl",
+        "_sasl_listener",
         "_tls",
         "_transport",
         "_worker",
@@ -223,6 +234,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         listener_name: str | None = None,
         request_budget: RequestMemoryBudget | None = None,
         tls: PrincipalMapper | None = None,
+        sasl: SaslListener | None = None,
     ):
         self._dispatcher = dispatcher
         # The principal mapper on a TLS listener (whose TLSAcceptor made this connection).
@@ -233,6 +245,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # What this connection holds of the budget: admitted frames not yet answered.
         self._admitted_bytes = 0
         self._receiver = FrameReceiver(max_frame_bytes, admit=self._admit if request_budget is not None else None)
+        # On a SASL listener: the session every frame goes through, and the
+        # frame limit to restore once it is authenticated.
+        self._sasl_listener = sasl
+        self._sasl = None
+        if sasl is not None:
+            self._sasl = sasl.new_session()
+            self._receiver.max_frame_bytes = min(max_frame_bytes, sasl.server_config.max_receive_bytes)
         # Frames to answer, from _pending_head on (the slots before it are
         # emptied); no list while there are none.
         self._pending: list | tuple = ()
@@ -327,6 +346,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             frames = split(*args)
         except FrameTooLarge as exc:
+            session = self._sasl
+            if session is not None and session.receive_limit_bytes is not None:
+                admission = session.frame_too_large(exc.size)
+                self._sasl_failed(admission.reason)
+                self._close_after_failed_authentication()
+                return
             log.warning("closing %s: %s (socket.request.max.bytes)", self.peer, exc)
             self.abort()
             return
@@ -396,6 +421,43 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self._eof_after_held and not self._receiver.blocked:
                 self._eof_after_held = False
                 self._queue([_END_OF_REQUESTS])
+
+    # ----------------------------------------------------------------- SASL
+
+    def _sasl_failed(self, reason: str | None) -> None:
+        log.info("Failed authentication with %s on listener %s (%s)", self.peer, self.listener_name, reason)
+
+    def _close_after_failed_authentication(self) -> None:
+        """Kafka's connection.failed.authentication.delay.ms: stop reading, close a little later."""
+        self._closing = True
+        transport = self._transport
+        if not transport.is_closing():
+            transport.pause_reading()
+            delay_s = self._sasl_listener.failed_authentication_delay_ms / 1000
+            asyncio.get_running_loop().call_later(delay_s, transport.close)
+
+    def _sasl_answer(self, step: SaslStep):
+        """The response to write, or CLOSE; a response before a close is flushed first."""
+        session = self._sasl
+        if step.authenticated:
+            self.principal = session.principal
+            self._receiver.max_frame_bytes = self._sasl_listener.max_frame_bytes
+        if not step.close:
+            return step.response
+        if step.failed_authentication:
+            self._sasl_failed(step.reason)
+        else:
+            log.info("closing %s on listener %s: %s", self.peer, self.listener_name, step.reason)
+        if step.response is not None:
+            self._transport.write(step.response)
+        if step.failed_authentication:
+            self._close_after_failed_authentication()
+            return None
+        if step.response is not None:
+            self._closing = True
+            self._transport.close()  # flushes the answer first
+            return None
+        return self._dispatcher.CLOSE
 
     # ----------------------------------------------------------------- worker
 
@@ -515,7 +577,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         break
                     self._answering = True
                     try:
-                        response = await dispatcher.handle_frame(frame, self, pipelined=True)
+                        if self._sasl is not None and not (step := sasl_step(self._sasl, frame, _now_ms())).dispatch:
+                            response = self._sasl_answer(step)
+                        else:
+                            response = await dispatcher.handle_frame(frame, self, pipelined=True)
                     finally:
                         self._answering = False
                         self.last_active_s = time.monotonic()
@@ -566,65 +631,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.close()
 
 
-def _handshake_failure(exc: BaseException | None) -> str:
-    reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-    if isinstance(exc, ConnectionAbortedError) and "longer than" in str(exc):
-        return f"no TLS handshake within {HANDSHAKE_TIMEOUT_S:g} s"
-    if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"):
-        return f"TLS handshake failed ({reason}): a client not speaking TLS?"
-    return f"TLS handshake failed ({reason})"
-
-
-class TLSAcceptor(asyncio.Protocol):
-    """The first protocol of a connection on a TLS listener: it puts the event
-    loop's own TLS layer (asyncio's or uvloop's SSLProtocol, as
-    ``loop.start_tls`` would) between the socket and a KafkaConnection before
-    any byte is read, and logs a failed handshake once, with the peer."""
-
-    __slots__ = ("_connection", "_context", "_peer", "_waiter")
-
-    def __init__(self, connection: KafkaConnection, context: ssl.SSLContext):
-        self._connection = connection
-        self._context = context
-        self._peer = "?"
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        loop = asyncio.get_running_loop()
-        peer = transport.get_extra_info("peername")
-        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        waiter = loop.create_future()
-        waiter.add_done_callback(self._handshake_done)
-        tls = _ssl_protocol_class(loop)(
-            loop, self._connection, self._context, waiter, server_side=True, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
-        )
-        # Synchronously, before the loop reads the socket: every byte goes through TLS.
-        transport.set_protocol(tls)
-        tls.connection_made(transport)
-
-    def _handshake_done(self, waiter: asyncio.Future) -> None:
-        exc = None if waiter.cancelled() else waiter.exception()
-        if exc is not None:
-            # The reason is OpenSSL's; nothing of a certificate is logged.
-            log.warning("closing %s on TLS listener %s: %s", self._peer, self._connection.listener_name, _handshake_failure(exc))
-        self._connection = None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        pass  # only before connection_made; afterwards the TLS layer owns the socket
-
-    def data_received(self, data: bytes) -> None:
-        pass  # never: the TLS layer takes the socket in connection_made
-
-
-def _ssl_protocol_class(loop):
-    """The loop's own TLS protocol: uvloop's is part of its loop, asyncio's of its module."""
-    module = type(loop).__module__
-    if module.startswith("uvloop"):
-        import uvloop.loop
-
-        return uvloop.loop.SSLProtocol
-    import asyncio.sslproto
-
-    return asyncio.sslproto.SSLProtocol
+def _now_ms() -> int:
+    # Wall-clock time: OAuth tokens expire at wall-clock instants.
+    return int(time.time() * 1000)
 
 
 def _cancel_waiting(later: deque) -> None:

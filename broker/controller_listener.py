@@ -7,7 +7,8 @@ BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition
 (partition leaders' ISR changes; only this listener serves it), and the admin
 requests brokers forward (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
-AlterPartitionReassignments, ListPartitionReassignments). Fetch here is the Raft
+AlterPartitionReassignments, ListPartitionReassignments,
+AlterUserScramCredentials). Fetch here is the Raft
 fetch of the metadata log, not a client fetch, which is why this listener has
 a dispatcher of its own.
 """
@@ -25,6 +26,7 @@ from broker.handlers import (
     elect_leaders,
     incremental_alter_configs,
     list_partition_reassignments,
+    scram_credentials,
 )
 from broker.handlers.init_producer_id import PRODUCER_ID_BLOCK_SIZE
 from broker.quorum_controller import NotControllerError
@@ -77,6 +79,7 @@ def build_controller_dispatcher(broker) -> Dispatcher:
     create_topics.register(dispatcher, broker, allow_internal=True)
     alter_configs.register(dispatcher, broker, forwarded=True)
     incremental_alter_configs.register(dispatcher, broker, forwarded=True)
+    scram_credentials.register(dispatcher, broker, forwarded=True)
     for module in (
         delete_topics,
         create_partitions,

@@ -2,8 +2,8 @@
 
 A Kafka broker in KRaft mode is not the controller; it forwards the admin
 requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
-AlterConfigs, IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments)
-and ListPartitionReassignments to the active controller and relays the
+AlterConfigs, IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
+AlterUserScramCredentials) and ListPartitionReassignments to the active controller and relays the
 answer, and asks it for producer-id blocks and internal topics. pybroker does
 the same over the controller listener of the quorum's leader, with the
 request's own API and version (the controller serves the same handlers), so
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 # The admin APIs a broker forwards (Kafka's ForwardingManager list, as far as pybroker serves them).
 # ListPartitionReassignments (46) only reads, but the controller answers it in
 # Kafka too: its view of running reassignments is the authoritative one.
-FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46})
+FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 51})
 CREATE_TOPICS = APIS_BY_KEY[19]
 ALLOCATE_PRODUCER_IDS = APIS_BY_KEY[67]
 CREATE_TOPICS_VERSION = 7

@@ -45,6 +45,7 @@ from controller.metadata.records import RESOURCE_BROKER, decode_record, encode_r
 from controller.metadata.snapshot_file import decode_snapshot_file, encode_snapshot_file
 from controller.raft.log import Batch, RaftLog, SnapshotId
 from controller.reassignment import list_partition_reassignments, plan_alter_partition_reassignments
+from controller.scram_commands import plan_alter_user_scram_credentials
 from controller.topic_commands import (
     ClusterDefaults,
     CreatePartitionsResult,
@@ -53,8 +54,11 @@ from controller.topic_commands import (
     CreateTopicSpec,
 )
 from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_NAME
+from protocol.schema import struct_classes
 
 log = logging.getLogger(__name__)
+_SCRAM_ALTER = struct_classes(APIS_BY_NAME["AlterUserScramCredentials"].response)
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
 # How long a command waits for this node to be able to write (a fresh leader
@@ -364,6 +368,21 @@ class QuorumController:
             )
         except NotControllerError as exc:
             return [AlterConfigsResult(c.resource_type, c.resource_name, ErrorCode.NOT_CONTROLLER, str(exc)) for c in changes]
+
+    async def alter_user_scram_credentials(self, request):
+        """AlterUserScramCredentialsResponse for a decoded request, planned by
+        controller/scram_commands.py (every user NOT_CONTROLLER when this node cannot act)."""
+        try:
+            return await self._submit(lambda image: plan_alter_user_scram_credentials(image, request))
+        except NotControllerError as exc:
+            users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+            return _SCRAM_ALTER.AlterUserScramCredentialsResponse(
+                throttle_time_ms=0,
+                results=[
+                    _SCRAM_ALTER.AlterUserScramCredentialsResult(user=name, error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc))
+                    for name in users
+                ],
+            )
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int, block_size: int) -> range:
         """Raises NotControllerError when this node cannot allocate."""

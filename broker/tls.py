@@ -22,6 +22,8 @@ What it does:
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import re
 import ssl
@@ -30,6 +32,8 @@ from dataclasses import dataclass
 
 from broker.config import BrokerConfig, ConfigError
 from protocol.exceptions import ProtocolError
+
+log = logging.getLogger(__name__)
 
 ANONYMOUS = "User:ANONYMOUS"
 # How long a client has to finish its TLS handshake (Kafka has no key for it;
@@ -303,7 +307,7 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
     """The context a TLS listener accepts connections with."""
     if not settings.has_keystore:
         raise ConfigError(
-            f"listener {settings.listener} is SSL but has no certificate: set ssl.keystore.location "
+            f"listener {settings.listener} speaks TLS but has no certificate: set ssl.keystore.location "
             "(or ssl.keystore.certificate.chain and ssl.keystore.key)"
         )
     context = _base_context(ssl.PROTOCOL_TLS_SERVER, settings)
@@ -538,3 +542,67 @@ def peer_principal(ssl_object, mapper: PrincipalMapper) -> str:
     """The principal of a finished handshake's peer."""
     der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
     return mapper.principal(der)
+
+
+# ----------------------------------------------------------------- accepting TLS connections
+
+
+def _handshake_failure(exc: BaseException | None) -> str:
+    reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    if isinstance(exc, ConnectionAbortedError) and "longer than" in str(exc):
+        return f"no TLS handshake within {HANDSHAKE_TIMEOUT_S:g} s"
+    if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"):
+        return f"TLS handshake failed ({reason}): a client not speaking TLS?"
+    return f"TLS handshake failed ({reason})"
+
+
+class TLSAcceptor(asyncio.Protocol):
+    """The first protocol of a connection on a TLS listener: it puts the event
+    loop's own TLS layer (asyncio's or uvloop's SSLProtocol, as
+    ``loop.start_tls`` would) between the socket and a KafkaConnection before
+    any byte is read, and logs a failed handshake once, with the peer."""
+
+    __slots__ = ("_connection", "_context", "_peer", "_waiter")
+
+    def __init__(self, connection, context: ssl.SSLContext):
+        self._connection = connection
+        self._context = context
+        self._peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        waiter = loop.create_future()
+        waiter.add_done_callback(self._handshake_done)
+        tls = _ssl_protocol_class(loop)(
+            loop, self._connection, self._context, waiter, server_side=True, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
+        )
+        # Synchronously, before the loop reads the socket: every byte goes through TLS.
+        transport.set_protocol(tls)
+        tls.connection_made(transport)
+
+    def _handshake_done(self, waiter: asyncio.Future) -> None:
+        exc = None if waiter.cancelled() else waiter.exception()
+        if exc is not None:
+            # The reason is OpenSSL's; nothing of a certificate is logged.
+            log.warning("closing %s on TLS listener %s: %s", self._peer, self._connection.listener_name, _handshake_failure(exc))
+        self._connection = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        pass  # only before connection_made; afterwards the TLS layer owns the socket
+
+    def data_received(self, data: bytes) -> None:
+        pass  # never: the TLS layer takes the socket in connection_made
+
+
+def _ssl_protocol_class(loop):
+    """The loop's own TLS protocol: uvloop's is part of its loop, asyncio's of its module."""
+    module = type(loop).__module__
+    if module.startswith("uvloop"):
+        import uvloop.loop
+
+        return uvloop.loop.SSLProtocol
+    import asyncio.sslproto
+
+    return asyncio.sslproto.SSLProtocol

@@ -50,6 +50,8 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         offset_fetch,
         offset_for_leader_epoch,
         produce,
+        sasl,
+        scram_credentials,
         sync_group,
         txn_offset_commit,
         write_txn_markers,
@@ -96,5 +98,7 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         write_txn_markers,
         describe_transactions,
         list_transactions,
+        sasl,
+        scram_credentials,
     ):
         module.register(dispatcher, broker)

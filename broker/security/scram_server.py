@@ -13,8 +13,9 @@ without NUL; the GS2 header must be ``n`` (a client asking for channel binding,
 ``y`` or ``p=``, is refused, since no ``-PLUS`` mechanism is offered, and so is
 a mandatory extension ``m=``); user names escape ``,`` and ``=`` as ``=2C``
 and ``=3D`` and any other ``=`` fails; nonces are printable ASCII without
-commas; the final message must echo the GS2 header in ``c=`` and the whole
-nonce in ``r=``, so a final message replayed from another exchange fails.
+commas; the final message must echo the GS2 header in ``c=`` and end its ``r=`` with
+the whole nonce (Kafka's check: librdkafka before 2.2 repeats its own nonce in
+front), so a final message replayed from another exchange fails.
 An authorization id must equal the user name.
 
 Users come from a lookup callable (user -> ScramCredential or None). A user
@@ -370,7 +371,12 @@ class ScramServer:
         assert first is not None and credential is not None
         if final.channel_binding != first.gs2_header.encode("utf-8"):
             raise _Malformed("channel binding does not repeat the GS2 header")
-        if not hmac.compare_digest(final.nonce.encode("utf-8"), self._nonce.encode("utf-8")):
+        # Kafka only checks that the nonce ends with this exchange's: librdkafka
+        # before 2.2 sends its own nonce again in front of it, and the proof
+        # covers the final message as sent, so freshness is kept.
+        nonce = final.nonce.encode("utf-8")
+        expected = self._nonce.encode("utf-8")
+        if len(nonce) < len(expected) or not hmac.compare_digest(nonce[len(nonce) - len(expected) :], expected):
             raise SaslAuthenticationError(self.mechanism_name, "nonce of the final message is not this exchange's")
         key_length = self.mechanism.key_length_bytes
         if len(final.proof) != key_length:

@@ -229,4 +229,6 @@ def test_start_refuses_a_wrong_key_password_and_a_missing_file(tmp_path, certs):
     done = _start_fails(tmp_path, {"ssl.keystore.location": str(tmp_path / "absent.pem")})
     assert "ssl.keystore.location: no such file" in done.stderr
     done = _start_fails(tmp_path, {"listeners": "SASL_SSL://127.0.0.1:0"})
-    assert "SASL listeners are not supported yet" in done.stderr
+    assert "listener SASL_SSL speaks TLS but has no certificate" in done.stderr
+    done = _start_fails(tmp_path, {"listeners": "SASL_SSL://127.0.0.1:0", "ssl.keystore.location": str(certs.server_keystore)})
+    assert "sasl.enabled.mechanisms: GSSAPI (Kerberos, Kafka's default) is not supported" in done.stderr

@@ -328,6 +328,24 @@ def test_nonce_without_the_server_part_fails():
     final_fails(nonce="clientnonce123")
 
 
+def test_a_nonce_ending_with_the_exchanges_is_accepted_as_kafka_does():
+    # librdkafka before 2.2 (kcat 1.7's 2.0.2) puts its own nonce in front of the whole one again.
+    client = ScramClient(SHA256, "alice", "alice-secret")
+    server, server_first = exchange(SHA256, client)
+    whole = re.match(rb"r=([^,]+),", server_first).group(1).decode()
+    client.check_server_final(server.evaluate(client.final(server_first, nonce=client.nonce + whole), 0))
+    assert server.complete
+    # A nonce that only starts with it is not.
+    final_fails(nonce=None, mutate=lambda final: final.replace(b",p=", b"x,p=", 1))
+
+
+def test_a_nonce_with_a_changed_server_part_fails():
+    client = ScramClient(SHA256, "alice", "alice-secret")
+    server, server_first = exchange(SHA256, client)
+    whole = re.match(rb"r=([^,]+),", server_first).group(1).decode()
+    fails(server, client.final(server_first, nonce=whole[:-1] + ("a" if whole[-1] != "a" else "b")))
+
+
 def test_channel_binding_that_does_not_repeat_the_gs2_header_fails():
     final_fails(channel_binding=base64.b64encode(b"y,,").decode())
 

@@ -52,12 +52,16 @@ def test_default_map_names_protocols_and_ssl_is_accepted():
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
-def test_sasl_listeners_are_refused_in_one_line(protocol):
+def test_sasl_listeners_load_and_kafkas_default_gssapi_is_refused_in_one_line(protocol):
+    from broker.sasl_listener import sasl_listeners
+
+    config = load({"listeners": f"{protocol}://127.0.0.1:9092"})
+    assert config.security_protocols == {protocol: protocol}
     with pytest.raises(ConfigError) as error:
-        load({"listeners": f"{protocol}://127.0.0.1:9092"})
-    assert "SASL listeners are not supported yet" in str(error.value) and "\n" not in str(error.value)
-    with pytest.raises(ConfigError, match="SASL listeners are not supported yet"):
-        load({"listeners": "CLIENTS://127.0.0.1:9092", "listener.security.protocol.map": f"CLIENTS:{protocol}"})
+        sasl_listeners(config, dict)
+    assert "sasl.enabled.mechanisms: GSSAPI" in str(error.value) and "\n" not in str(error.value)
+    config = load({"listeners": "CLIENTS://127.0.0.1:9092", "listener.security.protocol.map": f"CLIENTS:{protocol}"})
+    assert config.security_protocol("CLIENTS") == protocol
 
 
 def test_a_listener_missing_from_the_map_is_an_error():
@@ -222,7 +226,7 @@ def test_context_errors_name_the_key_and_never_the_material(certs, tmp_path):
             {"ssl.keystore.location": str(certs.server_keystore), "ssl.client.auth": "required", "ssl.truststore.certificates": "garbage"},
             "ssl.truststore.certificates: no PEM certificates",
         ),
-        ({}, "listener SSL is SSL but has no certificate"),
+        ({}, "listener SSL speaks TLS but has no certificate"),
     ]
     for extra, message in cases:
         with pytest.raises(ConfigError) as error:
@@ -250,6 +254,25 @@ def test_start_refuses_node_to_node_tls_and_builds_the_listeners_contexts(certs)
     assert set(_listener_tls(config)) == {"SSL"}
     # One node: nothing connects node to node, so an SSL-only broker is fine.
     assert set(_listener_tls(load({"listeners": "SSL://127.0.0.1:9092", "ssl.keystore.location": str(certs.server_keystore)}))) == {"SSL"}
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_start_refuses_node_to_node_sasl_and_gives_sasl_ssl_a_tls_context(certs, protocol):
+    cluster = {
+        "process.roles": "broker",
+        "node.id": "4",
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,CLIENTS:{protocol},PLAINTEXT:PLAINTEXT",
+        "ssl.keystore.location": str(certs.server_keystore),
+        "listeners": "CLIENTS://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9094",
+    }
+    with pytest.raises(ConfigError, match=f"inter.broker.listener.name: listener CLIENTS is {protocol}, but connections"):
+        _listener_tls(load_config(cluster))
+    with pytest.raises(ConfigError, match=f"controller.listener.names: listener CONTROLLER is {protocol}"):
+        _listener_tls(load_config({**cluster, "listener.security.protocol.map": f"CONTROLLER:{protocol},CLIENTS:PLAINTEXT,PLAINTEXT:PLAINTEXT"}))
+    contexts = _listener_tls(load_config({**cluster, "inter.broker.listener.name": "PLAINTEXT"}))
+    assert set(contexts) == ({"CLIENTS"} if protocol == "SASL_SSL" else set())
 
 
 # --------------------------------------------------------------------------- principals

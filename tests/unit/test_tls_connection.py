@@ -15,10 +15,10 @@ import struct
 
 import pytest
 
-import broker.connection as connection_module
+import broker.tls as tls_module
 from broker.config import load_config
-from broker.connection import KafkaConnection, TLSAcceptor
-from broker.tls import PrincipalMapper, server_context, tls_settings
+from broker.connection import KafkaConnection
+from broker.tls import PrincipalMapper, TLSAcceptor, server_context, tls_settings
 from protocol.framing import ResponseFrame
 from storage.file_slice import FileSlice
 from tests.tls_certs import make_certs, openssl_or_skip
@@ -127,8 +127,8 @@ def test_handshake_principal_and_file_slices_over_tls(certs, tmp_path, run):
 
 
 def test_bad_clients_are_closed_with_one_line_and_others_carry_on(certs, tmp_path, run, caplog, monkeypatch):
-    monkeypatch.setattr(connection_module, "HANDSHAKE_TIMEOUT_S", 0.5)
-    caplog.set_level(logging.WARNING, logger="broker.connection")
+    monkeypatch.setattr(tls_module, "HANDSHAKE_TIMEOUT_S", 0.5)
+    caplog.set_level(logging.WARNING, logger="broker.tls")
 
     async def closed(port, send: bytes | None = None, context=None) -> None:
         reader, writer = await asyncio.open_connection(
