@@ -30,6 +30,7 @@ from broker.replica_manager import ReplicaManager
 from broker.sasl_listener import sasl_listeners
 from broker.tls import PrincipalMapper, TLSAcceptor, server_context, tls_settings
 from broker.transactions.service import TransactionService
+from controller.authorizer import StandardAuthorizer, parse_super_users
 from controller.metadata.image import MetadataImage, TopicImage
 from controller.raft.disk_log import DiskRaftLog
 from controller.raft.quorum_state_store import QuorumStateStore
@@ -140,6 +141,18 @@ class Broker:
         self.listener_tls = _listener_tls(config)
         # SCRAM users are read from the current metadata image at each authentication.
         self.listener_sasl = sasl_listeners(config, lambda: self.image.scram_credentials)
+        # The ACL authorizer, None without authorizer.class.name (everything allowed,
+        # the ACL APIs answer SECURITY_DISABLED). It follows the image: rebuilt from
+        # the caught-up image at start, then on each change (_on_metadata_change).
+        # broker/config.py refuses authorizer.class.name for now, so this is None.
+        self.authorizer = (
+            StandardAuthorizer(
+                super_users=parse_super_users(config["super.users"]),
+                allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"],
+            )
+            if config["authorizer.class.name"]
+            else None
+        )
         formatted_dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
         # Before anything is read: a second process on the same data is refused.
         self._dir_locks = lock_dirs(formatted_dirs)
@@ -272,6 +285,8 @@ class Broker:
             raise RuntimeError(f"the metadata quorum did not elect a leader within {timeout_ms} ms")
         await self._open_partition_logs()
         self.replicas.apply_image(MetadataImage(), self.image)
+        if self.authorizer is not None:
+            self.authorizer = self.authorizer.with_acls(self.image.acls)
         self.controller.subscribe(self._on_metadata_change)
         self.groups.follow_leadership()
         self.transactions.follow_leadership()
@@ -357,6 +372,8 @@ class Broker:
         }
 
     def _on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
+        if self.authorizer is not None:
+            self.authorizer = self.authorizer.with_acls(new.acls)
         deleted_topics = set()
         for name, topic in old.topics.items():
             current = new.topics.get(name)

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from broker.sasl_listener import sasl_step
 from broker.tls import ANONYMOUS, peer_principal
+from controller.authorizer import kafka_host_address
 from protocol.exceptions import ProtocolError
 from protocol.framing import SIZE_PREFIX_BYTES, FrameReceiver, FrameTooLarge
 
@@ -220,6 +221,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "last_active_s",
         "listener_name",
         "peer",
+        "peer_host",
         "principal",
     )
 
@@ -268,6 +270,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._worker: asyncio.Task | None = None
         self._connections = connections
         self.peer = "?"
+        # The peer's address as ACL hosts are written (Java's form), for the authorizer.
+        self.peer_host = ""
         # sendfile would bypass the encryption: a TLS connection reads file slices.
         self._zero_copy = KafkaConnection._zero_copy_supported and tls is None
         # For connections.max.idle.ms: the last byte received or response
@@ -282,6 +286,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.peer_host = kafka_host_address(str(peer[0])) if peer else ""
         self._connections.add(self)
         if self._tls is not None:
             # Made by the TLS layer after the handshake: who the peer is.

@@ -8,7 +8,8 @@ BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition
 requests brokers forward (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
 AlterPartitionReassignments, ListPartitionReassignments,
-AlterUserScramCredentials). Fetch here is the Raft
+AlterUserScramCredentials, and CreateAcls/DeleteAcls, which brokers check
+before sending them on: broker/handlers/acls.py). Fetch here is the Raft
 fetch of the metadata log, not a client fetch, which is why this listener has
 a dispatcher of its own.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from broker.dispatch import Dispatcher
 from broker.handlers import (
+    acls,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -80,6 +82,7 @@ def build_controller_dispatcher(broker) -> Dispatcher:
     alter_configs.register(dispatcher, broker, forwarded=True)
     incremental_alter_configs.register(dispatcher, broker, forwarded=True)
     scram_credentials.register(dispatcher, broker, forwarded=True)
+    acls.register(dispatcher, broker, forwarded=True)
     for module in (
         delete_topics,
         create_partitions,

@@ -20,6 +20,7 @@ from protocol.registry import APIS_BY_KEY
 from protocol.schema import Api
 
 log = logging.getLogger(__name__)
+ANONYMOUS = "User:ANONYMOUS"
 
 API_VERSIONS_KEY = 18
 
@@ -34,6 +35,10 @@ class RequestContext:
     # The listener the request came in on: Metadata and the endpoints other
     # answers name are given on that listener, as Kafka does.
     listener: str | None = None
+    # Who sent the request ("User:ANONYMOUS" without TLS client certificates or
+    # SASL) and from which address, as the authorizer reads them (Java's form).
+    principal: str = "User:ANONYMOUS"
+    host: str = ""
 
 
 Handler = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]
@@ -108,7 +113,16 @@ class Dispatcher:
         except ProtocolError as exc:
             log.warning("closing %s: malformed %s v%d request: %s", connection.peer, spec.api.name, api_version, exc)
             return self.CLOSE
-        ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, connection.peer, getattr(connection, "listener_name", None))
+        ctx = RequestContext(
+            api_key,
+            api_version,
+            correlation_id,
+            header.client_id,
+            connection.peer,
+            getattr(connection, "listener_name", None),
+            getattr(connection, "principal", ANONYMOUS),
+            getattr(connection, "peer_host", ""),
+        )
         if api_key in self.forwarded_keys:
             forwarded = await self.forwarder.forward(spec.api, api_version, body)
             if forwarded is not None:

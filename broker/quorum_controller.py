@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable
 
 from controller import metadata_commands as commands
+from controller.acl_commands import plan_create_acls, plan_delete_acls
 from controller.alter_partition import alter_partition_error, plan_alter_partition
 from controller.broker_lifecycle import (
     UNCLEAN_LEADER_ELECTION_CONFIG,
@@ -59,6 +60,8 @@ from protocol.schema import struct_classes
 
 log = logging.getLogger(__name__)
 _SCRAM_ALTER = struct_classes(APIS_BY_NAME["AlterUserScramCredentials"].response)
+_ACL_CREATE = struct_classes(APIS_BY_NAME["CreateAcls"].response)
+_ACL_DELETE = struct_classes(APIS_BY_NAME["DeleteAcls"].response)
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
 # How long a command waits for this node to be able to write (a fresh leader
@@ -381,6 +384,34 @@ class QuorumController:
                 results=[
                     _SCRAM_ALTER.AlterUserScramCredentialsResult(user=name, error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc))
                     for name in users
+                ],
+            )
+
+    async def create_acls(self, request):
+        """CreateAclsResponse for a decoded request, planned by controller/acl_commands.py
+        (every creation NOT_CONTROLLER when this node cannot act)."""
+        try:
+            return await self._submit(lambda image: plan_create_acls(image, request))
+        except NotControllerError as exc:
+            return _ACL_CREATE.CreateAclsResponse(
+                throttle_time_ms=0,
+                results=[
+                    _ACL_CREATE.AclCreationResult(error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc))
+                    for _ in request.creations
+                ],
+            )
+
+    async def delete_acls(self, request):
+        """DeleteAclsResponse for a decoded request, planned by controller/acl_commands.py
+        (every filter NOT_CONTROLLER when this node cannot act)."""
+        try:
+            return await self._submit(lambda image: plan_delete_acls(image, request))
+        except NotControllerError as exc:
+            return _ACL_DELETE.DeleteAclsResponse(
+                throttle_time_ms=0,
+                filter_results=[
+                    _ACL_DELETE.DeleteAclsFilterResult(error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc), matching_acls=[])
+                    for _ in request.filters
                 ],
             )
 

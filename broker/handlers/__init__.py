@@ -13,6 +13,7 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
     """Register every API's handler; ``broker`` is the running broker.app.Broker
     (not imported: the application imports the handlers, never the reverse)."""
     from broker.handlers import (
+        acls,
         add_offsets_to_txn,
         add_partitions_to_txn,
         alter_configs,
@@ -100,5 +101,6 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         list_transactions,
         sasl,
         scram_credentials,
+        acls,
     ):
         module.register(dispatcher, broker)

@@ -3,10 +3,14 @@
 Deletes empty groups with their committed offsets (tombstones in
 ``__consumer_offsets``). Per group: GROUP_ID_NOT_FOUND for a group the
 coordinator does not have, NON_EMPTY_GROUP while it has members.
+
+With an authorizer: a group the caller may not DELETE is answered GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, denied
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -19,7 +23,8 @@ def register(dispatcher, broker) -> None:
     async def handle(ctx, request):
         groups = broker.groups
         names = list(dict.fromkeys(request.groups_names))
-        wrong = {name: groups.not_coordinator(name) for name in names}
+        refused = denied(broker, ctx, AclOperation.DELETE, GROUP, names)
+        wrong = {name: ErrorCode.GROUP_AUTHORIZATION_FAILED if name in refused else groups.not_coordinator(name) for name in names}
         results = groups.coordinator.delete_groups(groups.now_ms(), [name for name in names if wrong[name] is None])
         results.update({name: error for name, error in wrong.items() if error is not None})
         for name in names:

@@ -6,11 +6,17 @@ group; a group the coordinator does not have is described as ``Dead`` with no
 error. Member hosts read ``/<address>``. ``authorized_operations`` (v3+) is
 INT32_MIN unless asked for; then every operation Kafka defines for a group
 (no authorizer: all are allowed).
+
+With an authorizer: a group the caller may not DESCRIBE is answered
+GROUP_AUTHORIZATION_FAILED; authorized operations are what it may do.
 """
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, allowed
+from broker.authorization import operations as _operations
 from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, DELETE, DESCRIBE, READ, bitfield
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -23,9 +29,20 @@ GROUP_OPERATIONS = bitfield((READ, DESCRIBE, DELETE))
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         coordinator = broker.groups.coordinator
-        operations = GROUP_OPERATIONS if ctx.api_version >= 3 and request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+        include_operations = ctx.api_version >= 3 and request.include_authorized_operations
         described = []
         for group_id in request.groups:
+            if not allowed(broker, ctx, AclOperation.DESCRIBE, GROUP, group_id):
+                described.append(
+                    R.DescribedGroup(
+                        error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="", protocol_type="",
+                        protocol_data="", members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                    )
+                )
+                continue
+            operations = (
+                _operations(broker, ctx, GROUP, group_id, GROUP_OPERATIONS) if include_operations else AUTHORIZED_OPERATIONS_OMITTED
+            )
             wrong = broker.groups.not_coordinator(group_id)
             if wrong is not None:
                 described.append(

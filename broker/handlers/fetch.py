@@ -33,12 +33,18 @@ as Kafka does, and clients skip them.
 Replication throttles: a follower whose replica the topic lists in
 ``leader.replication.throttled.replicas`` gets no records while this broker's
 ``leader.replication.throttled.rate`` is exceeded (see replication.throttle).
+Authorization (with an authorizer, as Kafka): a follower needs CLUSTER_ACTION
+on the cluster, a consumer READ on each topic; a partition refused is answered
+TOPIC_AUTHORIZATION_FAILED (by name whether or not the topic exists; an
+unknown topic id stays UNKNOWN_TOPIC_ID).
 """
 
 from __future__ import annotations
 
 import time
 
+from broker.authorization import TOPIC, allowed, cluster_allowed
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import ZERO_UUID, struct_classes
@@ -95,7 +101,7 @@ def register(dispatcher, broker) -> None:
             uses_topic_ids=by_id,
         )
 
-    def build(request, api_version, context: FetchContext):
+    def build(request, api_version, context: FetchContext, ctx):
         """Read the context's partitions: ((key, PartitionData) pairs, total bytes,
         whether to answer at once, partition keys to wait on, file slices)."""
         image = broker.image
@@ -112,12 +118,26 @@ def register(dispatcher, broker) -> None:
         results = []
         slices = []
         now_ms = int(time.time() * 1000)
+        # Topic name -> may read, asked once per build (None: no authorizer, all allowed).
+        readable: dict[str, bool] | None = None
+        if broker.authorizer is not None:
+            readable = {}
+            follower_allowed = from_follower and cluster_allowed(broker, ctx, AclOperation.CLUSTER_ACTION)
         for session_key, fp in context.partitions_to_read():
             topic = image.topic_by_id(session_key[0]) if by_id else image.topics.get(session_key[0])
             pd = R.PartitionData(
                 partition_index=fp.partition, error_code=ErrorCode.NONE, high_watermark=-1, records=b""
             )
             results.append((session_key, pd))
+            if readable is not None and (topic is not None or not by_id):
+                name = topic.name if topic is not None else session_key[0]
+                may = readable.get(name)
+                if may is None:
+                    may = readable[name] = follower_allowed if from_follower else allowed(broker, ctx, AclOperation.READ, TOPIC, name)
+                if not may:
+                    pd.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    has_error = True
+                    continue
             if topic is None:
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 has_error = True
@@ -234,14 +254,14 @@ def register(dispatcher, broker) -> None:
         context = new_context(request, version)
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         while True:
-            results, total_bytes, has_error, keys, slices, leaders_named = build(request, version, context)
+            results, total_bytes, has_error, keys, slices, leaders_named = build(request, version, context, ctx)
             remaining_s = deadline - time.monotonic()
             if total_bytes >= request.min_bytes or has_error or remaining_s <= 0 or not keys or broker.stopping:
                 return respond(request, version, context, results, slices, leaders_named, ctx.listener)
             for file_slice in slices:  # not enough yet: this answer is dropped
                 file_slice.close()
             if not await broker.partition_watch.wait_any(keys, remaining_s):
-                results, _, _, _, slices, leaders_named = build(request, version, context)
+                results, _, _, _, slices, leaders_named = build(request, version, context, ctx)
                 return respond(request, version, context, results, slices, leaders_named, ctx.listener)
 
     dispatcher.register(API.key, 4, 17, handle)

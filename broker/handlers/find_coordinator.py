@@ -11,10 +11,16 @@ partition has no serving leader. The first lookup creates the internal topic
 (key_type 2) answer COORDINATOR_NOT_AVAILABLE: there is no share coordinator
 yet. Other key types answer INVALID_REQUEST. From v4 a request may ask for
 several keys at once.
+
+With an authorizer (as Kafka): a group key needs DESCRIBE on the group (else
+GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on it (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, TRANSACTIONAL_ID, allowed
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -30,8 +36,12 @@ KEY_TYPE_SHARE = 2
 def register(dispatcher, broker) -> None:
     unavailable = (ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1)
 
-    async def lookup(key_type: int, key: str, listener: str | None):
+    async def lookup(ctx, key_type: int, key: str, listener: str | None):
         """(error_code, message, node_id, host, port)."""
+        if key_type == KEY_TYPE_GROUP and not allowed(broker, ctx, AclOperation.DESCRIBE, GROUP, key):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
+        if key_type == KEY_TYPE_TRANSACTION and not allowed(broker, ctx, AclOperation.DESCRIBE, TRANSACTIONAL_ID, key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
         if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             service = broker.groups if key_type == KEY_TYPE_GROUP else broker.transactions
             # As Kafka, the first lookup of a coordinator creates its internal topic.
@@ -51,13 +61,13 @@ def register(dispatcher, broker) -> None:
 
     async def handle(ctx, request):
         if ctx.api_version < 4:
-            error, message, node_id, host, port = await lookup(request.key_type, request.key, ctx.listener)
+            error, message, node_id, host, port = await lookup(ctx, request.key_type, request.key, ctx.listener)
             return R.FindCoordinatorResponse(
                 throttle_time_ms=0, error_code=error, error_message=message, node_id=node_id, host=host, port=port
             )
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, node_id, host, port = await lookup(request.key_type, key, ctx.listener)
+            error, message, node_id, host, port = await lookup(ctx, request.key_type, key, ctx.listener)
             coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message))
         return R.FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
 

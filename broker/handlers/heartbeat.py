@@ -8,6 +8,9 @@ a static member whose instance id another member id has taken over.
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, allowed
+from controller.authorizer import AclOperation
+from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
@@ -17,6 +20,8 @@ R = struct_classes(API.response)
 
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
+        if not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id):
+            return R.HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         groups = broker.groups
         error = groups.not_coordinator(request.group_id)
         if error is not None:

@@ -15,7 +15,9 @@ it does not run the assignor. The member's host is reported as Kafka does, ``/<a
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, allowed
 from broker.groups.coordinator import JoinRequest
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -32,6 +34,12 @@ def client_host(peer: str) -> str:
 def register(dispatcher, broker) -> None:
     async def handle(ctx, request):
         version = ctx.api_version
+        if not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id):
+            return R.JoinGroupResponse(
+                throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                protocol_type=None, protocol_name=None if version >= 7 else "", leader="", skip_assignment=False,
+                member_id="", members=[],
+            )
         join = JoinRequest(
             group_id=request.group_id,
             member_id=request.member_id,

@@ -9,6 +9,8 @@ answers FENCED_INSTANCE_ID.
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, allowed
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -19,6 +21,10 @@ R = struct_classes(API.response)
 
 def register(dispatcher, broker) -> None:
     async def handle(ctx, request):
+        if not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id):
+            if ctx.api_version < 3:
+                return R.LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            return R.LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
         groups = broker.groups
         wrong = groups.not_coordinator(request.group_id)
         if wrong is not None:

@@ -5,10 +5,15 @@ consumer groups, empty for offsets committed without a group), its state (v4+)
 and its type (v5+, always ``classic``: the KIP-848 consumer protocol is not
 served). ``states_filter`` (v4+) and ``types_filter`` (v5+) match
 case-insensitively; empty filters match everything.
+
+With an authorizer (as Kafka): DESCRIBE on the cluster lists every group,
+otherwise only the groups the caller may DESCRIBE.
 """
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, allowed, cluster_allowed
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -23,6 +28,8 @@ def register(dispatcher, broker) -> None:
         types = request.types_filter if ctx.api_version >= 5 else []
         # Each broker lists the groups it coordinates (admin clients ask them all).
         listings = [g for g in broker.groups.coordinator.list_groups(states, types) if broker.groups.not_coordinator(g.group_id) is None]
+        if not cluster_allowed(broker, ctx, AclOperation.DESCRIBE):
+            listings = [g for g in listings if allowed(broker, ctx, AclOperation.DESCRIBE, GROUP, g.group_id)]
         return R.ListGroupsResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,

@@ -6,11 +6,16 @@ last stable offset for ``isolation_level`` read_committed, v2+),
 log start: there is no tiered storage), -5 (v9+) earliest pending upload
 (offset -1: nothing is tiered). Any other value finds the first *record*
 whose timestamp is >= it, or offset -1 when there is none.
+
+With an authorizer, a topic the caller may not DESCRIBE has every partition
+answered TOPIC_AUTHORIZATION_FAILED (Kafka's check, before existence).
 """
 
 from __future__ import annotations
 
+from broker.authorization import TOPIC, denied
 from broker.handlers.fetch import READ_COMMITTED, leader_epoch_error
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -31,12 +36,16 @@ def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         image = broker.image
         topics = []
+        refused = denied(broker, ctx, AclOperation.DESCRIBE, TOPIC, (rt.name for rt in request.topics))
         for rt in request.topics:
             topic = image.topics.get(rt.name)
             partitions = []
             for rp in rt.partitions:
                 resp = R.ListOffsetsPartitionResponse(partition_index=rp.partition_index, error_code=ErrorCode.NONE)
                 partitions.append(resp)
+                if refused and rt.name in refused:
+                    resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 partition = topic.partitions.get(rp.partition_index) if topic else None
                 plog = broker.partition_log(rt.name, rp.partition_index) if partition else None
                 if plog is None:

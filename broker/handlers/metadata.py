@@ -6,13 +6,23 @@ created when both the request (v4+, always for older versions) and
 UNKNOWN_TOPIC_OR_PARTITION. Lookups by topic id (v10+) answer UNKNOWN_TOPIC_ID
 when unknown. Authorized operations (v8+) are INT32_MIN unless requested;
 then, as a Kafka broker without an authorizer answers, every operation of the
-resource type (see broker.authorized_operations).
+resource type (see broker.authorized_operations), or with an authorizer what
+the caller may do.
+
+With an authorizer (broker/authorization.py), as Kafka: a request for every
+topic lists only those the caller may DESCRIBE; a named topic it may not
+DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without saying whether it
+exists (by id: TOPIC_AUTHORIZATION_FAILED with the id and no name); a topic to
+auto-create needs CREATE on the cluster or on the topic, else
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from broker.authorization import CLUSTER, TOPIC, allowed, cluster_allowed, operations
 from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from broker.groups.service import OFFSETS_TOPIC
+from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS, CreateTopicSpec, topic_name_error
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -29,7 +39,7 @@ def offline_replicas(image, replicas) -> list[int]:
     return [r for r in replicas if r not in brokers or brokers[r].fenced]
 
 
-def topic_response(broker, topic, api_version: int, include_operations: bool = False):
+def topic_response(broker, topic, api_version: int, include_operations: bool = False, ctx=None):
     partitions = []
     image = broker.image
     for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id):
@@ -51,7 +61,9 @@ def topic_response(broker, topic, api_version: int, include_operations: bool = F
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
         partitions=partitions,
-        topic_authorized_operations=TOPIC_OPERATIONS if include_operations else AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=(
+            operations(broker, ctx, TOPIC, topic.name, TOPIC_OPERATIONS) if include_operations else AUTHORIZED_OPERATIONS_OMITTED
+        ),
     )
 
 
@@ -66,8 +78,13 @@ def register(dispatcher, broker) -> None:
             "auto.create.topics.enable"
         ]
         topics = []
+        describe, create = AclOperation.DESCRIBE, AclOperation.CREATE
         if requested is None:
-            topics = [topic_response(broker, t, ctx.api_version, topic_operations) for t in image.topics.values()]
+            topics = [
+                topic_response(broker, t, ctx.api_version, topic_operations, ctx)
+                for t in image.topics.values()
+                if allowed(broker, ctx, describe, TOPIC, t.name)
+            ]
         else:
             to_create = []
             for wanted in requested:
@@ -79,17 +96,27 @@ def register(dispatcher, broker) -> None:
                     topic = image.topic_by_id(topic_id)
                     if topic is None:
                         topics.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id))
+                    elif not allowed(broker, ctx, describe, TOPIC, topic.name):
+                        # Ids are not secret (Kafka's reasoning); the name is.
+                        topics.append(R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=topic_id))
                     else:
-                        topics.append(topic_response(broker, topic, ctx.api_version, topic_operations))
+                        topics.append(topic_response(broker, topic, ctx.api_version, topic_operations, ctx))
                     continue
-                if name == OFFSETS_TOPIC and name not in image.topics and allow_auto_create:
+                if not allowed(broker, ctx, describe, TOPIC, name):
+                    # Whether it exists is not the caller's to learn.
+                    topics.append(R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID))
+                    continue
+                may_create = allow_auto_create and name not in image.topics and (cluster_allowed(broker, ctx, create) or allowed(broker, ctx, create, TOPIC, name))
+                if name == OFFSETS_TOPIC and name not in image.topics and may_create:
                     await broker.groups.ensure_offsets_topic()  # created with its internal configs
                     image = broker.image
                 topic = image.topics.get(name)
                 if topic is not None:
-                    topics.append(topic_response(broker, topic, ctx.api_version, topic_operations))
+                    topics.append(topic_response(broker, topic, ctx.api_version, topic_operations, ctx))
                 elif topic_name_error(name):
                     topics.append(R.MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID))
+                elif allow_auto_create and not may_create:
+                    topics.append(R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID))
                 elif allow_auto_create:
                     to_create.append(name)
                     topics.append(name)  # placeholder, filled below
@@ -102,7 +129,7 @@ def register(dispatcher, broker) -> None:
                     if isinstance(entry, str):
                         topic = image.topics.get(entry)
                         if topic is not None:
-                            topics[i] = topic_response(broker, topic, ctx.api_version, topic_operations)
+                            topics[i] = topic_response(broker, topic, ctx.api_version, topic_operations, ctx)
                         else:
                             code = results[entry].error_code if entry in results else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                             topics[i] = R.MetadataResponseTopic(error_code=code, name=entry, topic_id=ZERO_UUID)
@@ -112,7 +139,7 @@ def register(dispatcher, broker) -> None:
             cluster_id=broker.cluster_id,
             controller_id=broker.controller_id,
             topics=topics,
-            cluster_authorized_operations=CLUSTER_OPERATIONS
+            cluster_authorized_operations=operations(broker, ctx, CLUSTER, "kafka-cluster", CLUSTER_OPERATIONS)
             if 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,
         )

@@ -12,10 +12,16 @@ for a partition the cluster does not have, OFFSET_METADATA_TOO_LARGE above
 ``offset.metadata.max.bytes``. A commit with a generation to a group the
 coordinator does not have answers ILLEGAL_GENERATION before v9 and
 GROUP_ID_NOT_FOUND from v9, as Kafka does.
+
+With an authorizer (as Kafka): every partition answers
+GROUP_AUTHORIZATION_FAILED when the caller may not READ the group, and
+TOPIC_AUTHORIZATION_FAILED for a topic it may not READ.
 """
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, TOPIC, allowed, denied
+from controller.authorizer import AclOperation
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -38,10 +44,18 @@ def register(dispatcher, broker) -> None:
             expire_ms = now_ms + request.retention_time_ms
         errors: dict[tuple[str, int], ErrorCode] = {}
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        group_refused = not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id)
+        unreadable = denied(broker, ctx, AclOperation.READ, TOPIC, (t.name for t in request.topics))
         for topic in request.topics:
             image = broker.image.topics.get(topic.name)
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
+                if group_refused:
+                    errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                    continue
+                if unreadable and topic.name in unreadable:
+                    errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 if image is None or p.partition_index not in image.partitions:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue

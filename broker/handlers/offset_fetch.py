@@ -11,16 +11,36 @@ partition with such pending offsets answers UNSTABLE_OFFSET_COMMIT and offset
 (the group's or top-level error stays NONE), and asking for every offset lists
 only partitions that have a committed one. v0 reads the offsets Kafka stores in
 ``__consumer_offsets``, like v1 (its ZooKeeper store is gone).
+
+With an authorizer (as Kafka): a group the caller may not DESCRIBE is answered
+GROUP_AUTHORIZATION_FAILED (the group's error, v0-1 every partition's); the
+partitions of a topic it may not DESCRIBE answer TOPIC_AUTHORIZATION_FAILED,
+and asking for every offset leaves such topics out.
 """
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, TOPIC, allowed, denied
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
 API = APIS_BY_KEY[9]
 R = struct_classes(API.response)
+
+
+def _hide(fetched, refused: set[str], every: bool):
+    """``fetched`` without what the caller may not see: every offset asked for
+    leaves out refused topics, named ones answer TOPIC_AUTHORIZATION_FAILED."""
+    if not refused:
+        return fetched
+    if every:
+        return [(topic, partitions) for topic, partitions in fetched if topic not in refused]
+    return [
+        (topic, [(p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p, _, _ in partitions] if topic in refused else partitions)
+        for topic, partitions in fetched
+    ]
 
 
 def _fetch(coordinator, group_id: str, topics, require_stable: bool = False):
@@ -58,15 +78,22 @@ def _topics(topic_cls, partition_cls, fetched) -> list:
 
 
 def register(dispatcher, broker) -> None:
+    def visible(ctx, fetched, every: bool):
+        if broker.authorizer is None:
+            return fetched
+        return _hide(fetched, denied(broker, ctx, AclOperation.DESCRIBE, TOPIC, [t for t, _ in fetched]), every)
+
     def handle(ctx, request):
         coordinator = broker.groups.coordinator
         if ctx.api_version >= 8:
 
             def answer(group):
+                if not allowed(broker, ctx, AclOperation.DESCRIBE, GROUP, group.group_id):
+                    return R.OffsetFetchResponseGroup(group_id=group.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[])
                 wrong = broker.groups.not_coordinator(group.group_id)
                 if wrong is not None:
                     return R.OffsetFetchResponseGroup(group_id=group.group_id, error_code=wrong, topics=[])
-                fetched = _fetch(coordinator, group.group_id, group.topics, request.require_stable)
+                fetched = visible(ctx, _fetch(coordinator, group.group_id, group.topics, request.require_stable), group.topics is None)
                 return R.OffsetFetchResponseGroup(
                     group_id=group.group_id,
                     error_code=ErrorCode.NONE,
@@ -76,6 +103,8 @@ def register(dispatcher, broker) -> None:
             return R.OffsetFetchResponse(throttle_time_ms=0, groups=[answer(group) for group in request.groups])
         topics = request.topics if request.topics is not None or ctx.api_version >= 2 else []
         wrong = broker.groups.not_coordinator(request.group_id)
+        if not allowed(broker, ctx, AclOperation.DESCRIBE, GROUP, request.group_id):
+            wrong = ErrorCode.GROUP_AUTHORIZATION_FAILED
         if wrong is not None:
             if ctx.api_version >= 2:
                 return R.OffsetFetchResponse(throttle_time_ms=0, error_code=wrong, topics=[])
@@ -84,7 +113,7 @@ def register(dispatcher, broker) -> None:
             return R.OffsetFetchResponse(
                 throttle_time_ms=0, topics=_topics(R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition, asked)
             )
-        fetched = _fetch(coordinator, request.group_id, topics, ctx.api_version >= 7 and request.require_stable)
+        fetched = visible(ctx, _fetch(coordinator, request.group_id, topics, ctx.api_version >= 7 and request.require_stable), topics is None)
         return R.OffsetFetchResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,

@@ -34,13 +34,22 @@ to fail the other records of the batch as collateral. When an append
 reaches the topic's ``flush.messages``, the response (acks 1 or all) also
 waits for the fsync, which broker.flusher runs off the event loop, grouped
 with other partitions'.
+
+Authorization (with an authorizer, as Kafka 3+): a request with
+transactional batches needs WRITE on its transactional id (else every
+partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs WRITE
+(else its partitions TOPIC_AUTHORIZATION_FAILED, whether or not it exists).
+Kafka no longer asks for IDEMPOTENT_WRITE here (KIP-679): an idempotent
+producer's InitProducerId is where that is checked.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from broker.authorization import TOPIC, TRANSACTIONAL_ID, allowed, denied
 from broker.dispatch import AnswerLater
+from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
@@ -115,12 +124,17 @@ def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         transactional_id = request.transactional_id
         verify = []  # (key, plog, header) of first batches of a transaction here
+        authorized_transactional = None  # asked at the first transactional batch
         for topic_data in request.topic_data:
             for pdata in topic_data.partition_data:
                 header = transactional_header(pdata.records)
                 if header is None:
                     continue
-                if transactional_id is None:
+                if authorized_transactional is None:
+                    authorized_transactional = transactional_id is not None and allowed(
+                        broker, ctx, AclOperation.WRITE, TRANSACTIONAL_ID, transactional_id
+                    )
+                if not authorized_transactional:
                     return _refuse_all(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                 plog = broker.partition_log(topic_data.name, pdata.index)
                 if (
@@ -174,6 +188,7 @@ def register(dispatcher, broker) -> None:
         acks = request.acks
         responses = []
         waits = []
+        unwritable = denied(broker, ctx, AclOperation.WRITE, TOPIC, (t.name for t in request.topic_data))
         durable = []  # flushes (flush.messages) the response waits for
         leaders_named: set[int] = set()
         for topic_data in request.topic_data:
@@ -191,6 +206,8 @@ def register(dispatcher, broker) -> None:
                 log_start = -1
                 if acks not in _VALID_ACKS:
                     error = ErrorCode.INVALID_REQUIRED_ACKS
+                elif unwritable and name in unwritable:
+                    error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif plog is None:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif name in INTERNAL_TOPICS:

@@ -10,6 +10,9 @@ group started another rebalance; rejoin), FENCED_INSTANCE_ID.
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, allowed
+from controller.authorizer import AclOperation
+from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
@@ -20,6 +23,11 @@ R = struct_classes(API.response)
 def register(dispatcher, broker) -> None:
     async def handle(ctx, request):
         version = ctx.api_version
+        if not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id):
+            return R.SyncGroupResponse(
+                throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, protocol_type=None,
+                protocol_name=None, assignment=b"",
+            )
         assignments = {a.member_id: a.assignment for a in request.assignments}
         result = await broker.groups.sync_group(
             request.group_id,
