@@ -65,11 +65,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     deadline = time.monotonic() + args.run_time_max_s
 
+    debug = {"debug": os.environ["PYBROKER_EOS_DEBUG"]} if os.environ.get("PYBROKER_EOS_DEBUG") else {}
     producer = Producer({
         "bootstrap.servers": args.bootstrap,
         "transactional.id": args.transactional_id,
         "linger.ms": 5,
         "transaction.timeout.ms": 60000,
+        # e.g. PYBROKER_EOS_DEBUG=eos,protocol: librdkafka's transaction log in the processor's output.
+        **debug,
     })
     # First: fences a killed predecessor and aborts its open transaction, so the
     # committed offsets read next are stable.
