@@ -9,26 +9,22 @@ INT32_MIN means the operations were not asked for. pybroker has no ACLs.
 
 from __future__ import annotations
 
-# Kafka's AclOperation codes (the ones resource types use).
-READ = 3
-WRITE = 4
-CREATE = 5
-DELETE = 6
-ALTER = 7
-DESCRIBE = 8
-CLUSTER_ACTION = 9
-DESCRIBE_CONFIGS = 10
-ALTER_CONFIGS = 11
-IDEMPOTENT_WRITE = 12
+from controller.authorizer import AclOperation
+from controller.authorizer import operations_bitfield as bitfield
+
+# Kafka's AclOperation codes (the ones resource types use), as the authorizer defines them.
+READ = AclOperation.READ
+WRITE = AclOperation.WRITE
+CREATE = AclOperation.CREATE
+DELETE = AclOperation.DELETE
+ALTER = AclOperation.ALTER
+DESCRIBE = AclOperation.DESCRIBE
+CLUSTER_ACTION = AclOperation.CLUSTER_ACTION
+DESCRIBE_CONFIGS = AclOperation.DESCRIBE_CONFIGS
+ALTER_CONFIGS = AclOperation.ALTER_CONFIGS
+IDEMPOTENT_WRITE = AclOperation.IDEMPOTENT_WRITE
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-
-
-def bitfield(operations) -> int:
-    field = 0
-    for code in operations:
-        field |= 1 << code
-    return field
 
 
 CLUSTER_OPERATIONS = bitfield((CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE))
