@@ -144,7 +144,7 @@ class Broker:
         # The ACL authorizer, None without authorizer.class.name (everything allowed,
         # the ACL APIs answer SECURITY_DISABLED). It follows the image: rebuilt from
         # the caught-up image at start, then on each change (_on_metadata_change).
-        # broker/config.py refuses authorizer.class.name for now, so this is None.
+        # Client listeners open only after that (_start_metadata).
         self.authorizer = (
             StandardAuthorizer(
                 super_users=parse_super_users(config["super.users"]),

@@ -330,9 +330,7 @@ _KEYS = [
     ConfigKey("connections.max.reauth.ms", _int_parser(0), 0),
     ConfigKey("sasl.server.max.receive.size", _int_parser(1, INT32_MAX), 524288),
     ConfigKey("connection.failed.authentication.delay.ms", _int_parser(0, INT32_MAX), 100),
-    # Authorization (Kafka's names and defaults). Any authorizer.class.name is
-    # refused at start for now (see _check_authorizer): the broker does not yet
-    # check every request, and must not claim an authorizer that leaves APIs open.
+    # Authorization (Kafka's names and defaults); see _check_authorizer.
     ConfigKey("authorizer.class.name", _string, None),
     ConfigKey("super.users", _string, None),
     ConfigKey("allow.everyone.if.no.acl.found", _parse_bool, False),
@@ -598,19 +596,26 @@ def _security_protocols(values: dict[str, Any], explicit: bool) -> dict[str, str
     return result
 
 
-# Kafka's KRaft authorizer, the one authorizer.class.name pybroker will accept.
+# Kafka's KRaft authorizer, the one authorizer.class.name pybroker accepts.
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# The principal of every connection without TLS client certificates or SASL, which
+# is how nodes reach each other (controller listener, replica fetches, markers).
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
 
 
 def _check_authorizer(values: dict[str, Any]) -> None:
-    """``super.users`` must be "Type:name" principals; ``authorizer.class.name`` is refused.
+    """``super.users`` must be "Type:name" principals; ``authorizer.class.name`` may only
+    name Kafka's StandardAuthorizer (the ZooKeeper-era AclAuthorizer and any other class
+    are refused).
 
-    Kafka's StandardAuthorizer is the only class that will be accepted, but not
-    yet: the CreateAcls/DescribeAcls/DeleteAcls APIs and the authorizer that
-    follows the image exist, while the checks in every request handler do not,
-    so a broker started with an authorizer would claim protection it does not give."""
+    With an authorizer, a node that is not a cluster of one by itself (a broker-only or
+    controller-only node, or a combined node whose quorum has another voter) must list
+    User:ANONYMOUS among ``super.users``: nodes connect to each other without
+    credentials, as that principal, and Kafka's checks on their requests (CLUSTER_ACTION
+    for the Raft, registration, heartbeat, AlterPartition, replica Fetch and
+    WriteTxnMarkers requests; the forwarded admin requests) would refuse them."""
     try:
-        parse_super_users(values["super.users"])
+        super_users = parse_super_users(values["super.users"])
     except ValueError as exc:
         raise ConfigError(f"super.users: {exc}") from None
     name = values["authorizer.class.name"]
@@ -618,10 +623,16 @@ def _check_authorizer(values: dict[str, Any]) -> None:
         return
     if name != STANDARD_AUTHORIZER:
         raise ConfigError(f"authorizer.class.name: {name} is not supported (only {STANDARD_AUTHORIZER})")
-    raise ConfigError(
-        f"authorizer.class.name: {STANDARD_AUTHORIZER} is not enforced on every request by pybroker yet; "
-        "leave authorizer.class.name empty (no authorization)"
-    )
+    roles = set(values["process.roles"])
+    voters = values["controller.quorum.voters"]
+    alone = roles == {"broker", "controller"} and all(v.node_id == values["node.id"] for v in voters)
+    if not alone and ANONYMOUS_PRINCIPAL not in super_users:
+        raise ConfigError(
+            f"super.users: must include {ANONYMOUS_PRINCIPAL} when authorizer.class.name is set on a node of a "
+            "cluster of several nodes: pybroker nodes connect to each other without credentials, as "
+            f"{ANONYMOUS_PRINCIPAL}, and need CLUSTER_ACTION on each other (note that every client on a "
+            "PLAINTEXT listener is then a super user too: give clients SASL or TLS listeners)"
+        )
 
 
 def _check_roles(values: dict[str, Any]) -> None:

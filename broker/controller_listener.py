@@ -16,6 +16,7 @@ a dispatcher of its own.
 
 from __future__ import annotations
 
+from broker.authorization import cluster_allowed, refuse_whole
 from broker.dispatch import Dispatcher
 from broker.handlers import (
     acls,
@@ -32,6 +33,7 @@ from broker.handlers import (
 )
 from broker.handlers.init_producer_id import PRODUCER_ID_BLOCK_SIZE
 from broker.quorum_controller import NotControllerError
+from controller.authorizer import AclOperation
 from controller.raft import wire
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -45,6 +47,8 @@ ALTER_PARTITION_KEY = 56
 _APID = struct_classes(APIS_BY_KEY[ALLOCATE_PRODUCER_IDS_KEY].response)
 _REG = struct_classes(APIS_BY_KEY[BROKER_REGISTRATION_KEY].response)
 _HB = struct_classes(APIS_BY_KEY[BROKER_HEARTBEAT_KEY].response)
+_AP = struct_classes(APIS_BY_KEY[ALTER_PARTITION_KEY].response)
+_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def build_controller_dispatcher(broker) -> Dispatcher:
@@ -53,6 +57,17 @@ def build_controller_dispatcher(broker) -> Dispatcher:
     # The same ApiVersions as the client listener's, listing this dispatcher's handlers.
     api_versions.register(dispatcher, broker)
 
+    def needs(operation: int, refused):
+        """The pre-authorization hook of a request that needs ``operation`` on the cluster;
+        ``refused(ctx)`` is its answer without it."""
+
+        def authorize(ctx, request):
+            if cluster_allowed(broker, ctx, operation):
+                return None
+            return refuse_whole(lambda: refused(ctx))
+
+        return authorize
+
     def raft_handler(api_key: int):
         async def handle(ctx, request):
             return await broker.raft.handle_request(api_key, ctx.api_version, request, ctx.peer)
@@ -60,12 +75,18 @@ def build_controller_dispatcher(broker) -> Dispatcher:
         return handle
 
     for api_key, (low, high) in wire.SERVED_VERSIONS.items():
-        dispatcher.register(api_key, low, high, raft_handler(api_key))
+        dispatcher.register(
+            api_key, low, high, raft_handler(api_key),
+            authorize=needs(AclOperation.CLUSTER_ACTION, lambda ctx, key=api_key: wire.error_response(key, _DENIED)),
+        )
 
     def describe_quorum(ctx, request):
         return describe_quorum_response(broker, ctx.api_version, request)
 
-    dispatcher.register(DESCRIBE_QUORUM_KEY, 0, 2, describe_quorum)
+    dispatcher.register(
+        DESCRIBE_QUORUM_KEY, 0, 2, describe_quorum,
+        authorize=needs(AclOperation.DESCRIBE, lambda ctx: wire.describe_quorum_error(ctx.api_version, _DENIED)),
+    )
 
     async def broker_registration(ctx, request):
         return await broker_registration_response(broker, request)
@@ -73,8 +94,22 @@ def build_controller_dispatcher(broker) -> Dispatcher:
     async def broker_heartbeat(ctx, request):
         return await broker_heartbeat_response(broker, request)
 
-    dispatcher.register(BROKER_REGISTRATION_KEY, 0, 4, broker_registration)
-    dispatcher.register(BROKER_HEARTBEAT_KEY, 0, 1, broker_heartbeat)
+    dispatcher.register(
+        BROKER_REGISTRATION_KEY, 0, 4, broker_registration,
+        authorize=needs(
+            AclOperation.CLUSTER_ACTION,
+            lambda ctx: _REG.BrokerRegistrationResponse(throttle_time_ms=0, error_code=_DENIED, broker_epoch=-1),
+        ),
+    )
+    dispatcher.register(
+        BROKER_HEARTBEAT_KEY, 0, 1, broker_heartbeat,
+        authorize=needs(
+            AclOperation.CLUSTER_ACTION,
+            lambda ctx: _HB.BrokerHeartbeatResponse(
+                throttle_time_ms=0, error_code=_DENIED, is_caught_up=False, is_fenced=True, should_shut_down=False
+            ),
+        ),
+    )
 
     # The admin requests brokers forward, served by the same handlers as on a
     # broker's client listener (on the active controller they act locally).
@@ -101,14 +136,25 @@ def build_controller_dispatcher(broker) -> Dispatcher:
             throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id_start=block.start, producer_id_len=len(block)
         )
 
-    dispatcher.register(ALLOCATE_PRODUCER_IDS_KEY, 0, 0, allocate_producer_ids)
+    dispatcher.register(
+        ALLOCATE_PRODUCER_IDS_KEY, 0, 0, allocate_producer_ids,
+        authorize=needs(
+            AclOperation.CLUSTER_ACTION,
+            lambda ctx: _APID.AllocateProducerIdsResponse(
+                throttle_time_ms=0, error_code=_DENIED, producer_id_start=-1, producer_id_len=0
+            ),
+        ),
+    )
 
     async def alter_partition(ctx, request):
         # The controller answers NOT_CONTROLLER itself when it is not the active one.
         return await broker.controller.alter_partition(request, ctx.api_version)
 
     versions = APIS_BY_KEY[ALTER_PARTITION_KEY].versions
-    dispatcher.register(ALTER_PARTITION_KEY, versions.low, versions.high, alter_partition)
+    dispatcher.register(
+        ALTER_PARTITION_KEY, versions.low, versions.high, alter_partition,
+        authorize=needs(AclOperation.CLUSTER_ACTION, lambda ctx: _AP.AlterPartitionResponse(throttle_time_ms=0, error_code=_DENIED, topics=[])),
+    )
     return dispatcher
 
 

@@ -62,6 +62,11 @@ class AnswerLater:
         self.overlappable = overlappable
 
 
+# A pre-authorization hook: given the request, None when the caller may do all of
+# it, else a broker.authorization.Partial (the allowed part and how to answer).
+Authorize = Callable[[RequestContext, Any], Any]
+
+
 @dataclass(frozen=True)
 class HandlerSpec:
     api: Api
@@ -69,6 +74,7 @@ class HandlerSpec:
     max_version: int
     handle: Handler
     is_async: bool
+    authorize: Authorize | None = None
 
 
 class Dispatcher:
@@ -81,11 +87,22 @@ class Dispatcher:
         self.forwarder = None
         self.forwarded_keys: frozenset[int] = frozenset()
 
-    def register(self, api_key: int, min_version: int, max_version: int, handle: Handler) -> None:
+    def register(
+        self, api_key: int, min_version: int, max_version: int, handle: Handler, *, authorize: Authorize | None = None
+    ) -> None:
+        """``authorize``: the API's pre-authorization hook, run before the request is
+        forwarded to the active controller or handled here (a forwarded request
+        reaches the controller over the controller listener, where the client's
+        principal is not known, so the receiving broker decides). It returns None
+        when everything is allowed, else a ``broker.authorization.Partial``: only its
+        ``request`` is forwarded or handled (nothing when None) and its ``answer``
+        makes the client's response from what came back."""
         api = APIS_BY_KEY[api_key]
         if not (min_version in api.versions and max_version in api.versions):
             raise ValueError(f"{api.name}: {min_version}-{max_version} outside declared {api.versions}")
-        self.handlers[api_key] = HandlerSpec(api, min_version, max_version, handle, inspect.iscoroutinefunction(handle))
+        self.handlers[api_key] = HandlerSpec(
+            api, min_version, max_version, handle, inspect.iscoroutinefunction(handle), authorize
+        )
 
     def supported_versions(self) -> list[tuple[int, int, int]]:
         return sorted((key, spec.min_version, spec.max_version) for key, spec in self.handlers.items())
@@ -123,14 +140,26 @@ class Dispatcher:
             getattr(connection, "principal", ANONYMOUS),
             getattr(connection, "peer_host", ""),
         )
+        partial = None
+        if spec.authorize is not None:
+            partial = spec.authorize(ctx, body)
+            if partial is not None:
+                if partial.request is None:
+                    return encode_response(spec.api, api_version, correlation_id, partial.answer(None))
+                body = partial.request
         if api_key in self.forwarded_keys:
             forwarded = await self.forwarder.forward(spec.api, api_version, body)
             if forwarded is not None:
+                if partial is not None:
+                    forwarded = partial.answer(forwarded)
                 return encode_response(spec.api, api_version, correlation_id, forwarded)
         response = spec.handle(ctx, body)
         if spec.is_async:
             response = await response
         elif type(response) is AnswerLater:
+            if partial is not None:
+                response = AnswerLater(_answered(response.answer, partial), overlappable=response.overlappable)
+                partial = None
             if pipelined and response.overlappable:
                 return asyncio.get_running_loop().create_task(
                     self._encode_later(spec.api, api_version, correlation_id, response.answer)
@@ -138,6 +167,8 @@ class Dispatcher:
             response = await response.answer
         if response is None:
             return None
+        if partial is not None:
+            response = partial.answer(response)
         return encode_response(spec.api, api_version, correlation_id, response)
 
     @staticmethod
@@ -157,6 +188,11 @@ class Dispatcher:
             ],
         )
         return encode_response(spec.api, 0, correlation_id, body)
+
+
+async def _answered(answer: Awaitable[Any], partial) -> Any:
+    response = await answer
+    return None if response is None else partial.answer(response)
 
 
 def _api_version_entry(api_versions_api: Api, key: int, low: int, high: int):

@@ -8,10 +8,16 @@ transaction coordinator with AddPartitionsToTxn's errors: NONE once stored,
 NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_PRODUCER_ID_MAPPING,
 PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2), CONCURRENT_TRANSACTIONS,
 COORDINATOR_NOT_AVAILABLE.
+
+With an authorizer: WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (else
+GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, TRANSACTIONAL_ID, allowed
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -22,6 +28,10 @@ R = struct_classes(API.response)
 
 def register(dispatcher, broker) -> None:
     async def handle(ctx, request):
+        if not allowed(broker, ctx, AclOperation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            return R.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id):
+            return R.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         error = await broker.transactions.add_offsets(
             request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
         )

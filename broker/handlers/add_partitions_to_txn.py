@@ -20,12 +20,21 @@ transaction's first batch). A verified partition answers NONE; one that is
 not in the transaction INVALID_TXN_STATE in v4 and TRANSACTION_ABORTABLE in
 v5 (Kafka 4.0's answer); the coordinator's errors apply to all of a
 transaction's partitions.
+
+With an authorizer (Kafka's checks): versions 0-3 need WRITE on the
+transactional id (else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else its
+partitions answer TOPIC_AUTHORIZATION_FAILED, the others
+OPERATION_NOT_ATTEMPTED); versions 4-5 need CLUSTER_ACTION on the cluster
+(brokers), else the top-level code is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from broker.authorization import TOPIC, TRANSACTIONAL_ID, allowed, cluster_allowed, denied
+from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -44,13 +53,19 @@ def _topic_results(outcome: dict[tuple[str, int], ErrorCode]):
 
 
 def register(dispatcher, broker) -> None:
-    async def one(version: int, transactional_id: str, producer_id: int, producer_epoch: int, partitions, verify_only: bool):
+    async def one(ctx, version: int, transactional_id: str, producer_id: int, producer_epoch: int, partitions, verify_only: bool):
         image = broker.image
         refused: dict[tuple[str, int], ErrorCode] = {}
         keys = list(dict.fromkeys(partitions))
+        unauthorized: set[str] = set()
+        if version < BROKER_VERSION_MIN:
+            # From a client: the transactional id first, then each topic (brokers' v4+ were checked as a whole).
+            if not allowed(broker, ctx, AclOperation.WRITE, TRANSACTIONAL_ID, transactional_id):
+                return {key: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for key in keys}
+            unauthorized = denied(broker, ctx, AclOperation.WRITE, TOPIC, (topic for topic, _ in keys))
         for key in keys:
             topic = image.topics.get(key[0])
-            if version < BROKER_VERSION_MIN and key[0] in INTERNAL_TOPICS:
+            if version < BROKER_VERSION_MIN and (key[0] in INTERNAL_TOPICS or key[0] in unauthorized):
                 refused[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or key[1] not in topic.partitions:
                 refused[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -75,6 +90,7 @@ def register(dispatcher, broker) -> None:
         if version < BROKER_VERSION_MIN:
             partitions = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
             outcome = await one(
+                ctx,
                 version,
                 request.v3_and_below_transactional_id,
                 request.v3_and_below_producer_id,
@@ -83,6 +99,10 @@ def register(dispatcher, broker) -> None:
                 False,
             )
             return R.AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(outcome))
+        if not cluster_allowed(broker, ctx, AclOperation.CLUSTER_ACTION):
+            return R.AddPartitionsToTxnResponse(
+                throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[]
+            )
         # Several entries for one id are taken as one (Kafka groups partitions by id);
         # it is only verified if every entry asks for verification alone.
         merged: dict[str, list] = {}
@@ -91,7 +111,7 @@ def register(dispatcher, broker) -> None:
             entry[2].extend((t.name, p) for t in txn.topics for p in t.partitions)
             entry[3] = entry[3] and txn.verify_only
         outcomes = await asyncio.gather(
-            *(one(version, txn_id, pid, epoch, partitions, verify_only) for txn_id, (pid, epoch, partitions, verify_only) in merged.items())
+            *(one(ctx, version, txn_id, pid, epoch, partitions, verify_only) for txn_id, (pid, epoch, partitions, verify_only) in merged.items())
         )
         return R.AddPartitionsToTxnResponse(
             throttle_time_ms=0,

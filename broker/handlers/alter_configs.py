@@ -11,10 +11,19 @@ a resource given twice INVALID_REQUEST for both copies. BROKER resources answer
 INVALID_REQUEST: pybroker has no dynamic broker configs (set them in
 server.properties). BROKER_LOGGER and other types: INVALID_REQUEST, as in
 Kafka. validate_only checks everything and writes nothing.
+
+Authorization (with an authorizer), decided by the broker the client asked,
+before the request is forwarded: ALTER_CONFIGS on the topic (else
+TOPIC_AUTHORIZATION_FAILED), on the group for GROUP resources
+(GROUP_AUTHORIZATION_FAILED), on the cluster for BROKER, BROKER_LOGGER and
+CLIENT_METRICS (CLUSTER_AUTHORIZATION_FAILED); a refused resource is not sent
+on. A resource given twice is left to the handler's INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
+from broker.authorization import MESSAGES, config_refusal, split_entries
+from controller.authorizer import AclOperation
 from controller.config_commands import OP_SET, ConfigChange, ConfigOp
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -22,6 +31,28 @@ from protocol.schema import struct_classes
 API = APIS_BY_KEY[33]
 R = struct_classes(API.response)
 
+
+def authorize_resources(broker, ctx, request, R, empty):
+    """The pre-authorization hook of AlterConfigs and IncrementalAlterConfigs (their
+    resources and answers have the same shape; ``R`` is the API's response classes)."""
+    if broker.authorizer is None:
+        return None
+    counts: dict[tuple[int, str], int] = {}
+    for r in request.resources:
+        key = (r.resource_type, r.resource_name)
+        counts[key] = counts.get(key, 0) + 1
+
+    def refusal(r):
+        if counts[(r.resource_type, r.resource_name)] > 1:
+            return None
+        error = config_refusal(broker, ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
+        if error is None:
+            return None
+        return R.AlterConfigsResourceResponse(
+            error_code=error, error_message=MESSAGES[error], resource_type=r.resource_type, resource_name=r.resource_name
+        )
+
+    return split_entries(request, "resources", refusal, "responses", empty)
 
 
 def responses(results):
@@ -52,4 +83,9 @@ def register(dispatcher, broker, *, forwarded: bool = False) -> None:
         )
         return R.AlterConfigsResponse(throttle_time_ms=0, responses=responses(results))
 
-    dispatcher.register(API.key, 0, 2, handle)
+    def authorize(ctx, request):
+        return authorize_resources(
+            broker, ctx, request, R, lambda: R.AlterConfigsResponse(throttle_time_ms=0, responses=[])
+        )
+
+    dispatcher.register(API.key, 0, 2, handle, authorize=authorize)

@@ -22,11 +22,17 @@ their copies. ListPartitionReassignments shows it meanwhile.
 Where no active controller can be reached, the top-level code and every
 partition answer NOT_CONTROLLER, which clients retry. ``timeout_ms`` is not
 waited on beyond the commit.
+
+Authorization (with an authorizer): ALTER on the cluster, decided by the broker
+the client asked before anything is forwarded; without it the top-level code
+and every partition answer CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from broker.authorization import cluster_refusal, refuse_whole
 from broker.quorum_controller import NotControllerError
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -50,6 +56,22 @@ def register(dispatcher, broker) -> None:
             )
             for t in request.topics
         ]
+
+    def authorize(ctx, request):
+        message = cluster_refusal(broker, ctx, AclOperation.ALTER)
+        if message is None:
+            return None
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        allow = request.allow_replication_factor_change if ctx.api_version >= ALLOW_RF_CHANGE_VERSION else True
+        return refuse_whole(
+            lambda: R.AlterPartitionReassignmentsResponse(
+                throttle_time_ms=0,
+                allow_replication_factor_change=allow,
+                error_code=error,
+                error_message=message,
+                responses=everyone(request, error, message),
+            )
+        )
 
     async def handle(ctx, request):
         allow = request.allow_replication_factor_change if ctx.api_version >= ALLOW_RF_CHANGE_VERSION else True
@@ -88,4 +110,4 @@ def register(dispatcher, broker) -> None:
             responses=responses,
         )
 
-    dispatcher.register(API.key, 0, 1, handle)
+    dispatcher.register(API.key, 0, 1, handle, authorize=authorize)

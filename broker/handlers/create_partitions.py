@@ -16,16 +16,43 @@ replica count than the existing partitions; INVALID_REQUEST ("Duplicate topic
 name.") for a topic named twice, none of whose copies is applied.
 ``validate_only`` checks everything and changes nothing. ``timeout_ms`` is not
 waited on: a single node has applied the change when it answers.
+
+Authorization (with an authorizer; Kafka's ControllerApis.createPartitions),
+decided by the broker the client asked, before the request is forwarded: ALTER
+on each topic, else TOPIC_AUTHORIZATION_FAILED (no message) and the topic is not
+sent on; a name given twice is left to the handler's INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
+from broker.authorization import TOPIC, denied, split_entries
+from controller.authorizer import AclOperation
 from controller.topic_commands import CreatePartitionsSpec
+from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
 API = APIS_BY_KEY[37]
 R = struct_classes(API.response)
+
+
+def authorize(broker, ctx, request):
+    """The pre-authorization hook (broker/dispatch.py): the topics the caller may ALTER go on."""
+    if broker.authorizer is None:
+        return None
+    counts: dict[str, int] = {}
+    for t in request.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    refused = denied(broker, ctx, AclOperation.ALTER, TOPIC, [name for name, count in counts.items() if count == 1])
+    if not refused:
+        return None
+
+    def refusal(t):
+        if t.name not in refused:
+            return None
+        return R.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None)
+
+    return split_entries(request, "topics", refusal, "results", lambda: R.CreatePartitionsResponse(throttle_time_ms=0, results=[]))
 
 
 def register(dispatcher, broker) -> None:
@@ -47,4 +74,4 @@ def register(dispatcher, broker) -> None:
             ],
         )
 
-    dispatcher.register(API.key, 0, 3, handle)
+    dispatcher.register(API.key, 0, 3, handle, authorize=lambda ctx, request: authorize(broker, ctx, request))

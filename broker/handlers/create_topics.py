@@ -6,14 +6,26 @@ the registered brokers. Topic configs are validated (unknown names and bad
 values: INVALID_CONFIG). validate_only checks everything and creates nothing.
 From v5 the response carries the partition count, replication factor and every
 topic config with its source; from v7 the topic id.
+
+Authorization (with an authorizer; Kafka's ControllerApis.createTopics), decided
+by the broker the client asked, before the request is forwarded: CREATE on the
+cluster, or else CREATE on each topic (a topic without it answers
+TOPIC_AUTHORIZATION_FAILED, "Authorization failed.", and is not sent on; a
+name given twice, and ``__cluster_metadata``, are left to the handler's
+INVALID_REQUEST). A created topic the caller may not DESCRIBE_CONFIGS is
+answered (v5+) without its configs, partition count and replication factor,
+with ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType, SimpleNamespace
 
+from broker.authorization import TOPIC, cluster_allowed, denied, split_entries, with_fields
 from broker.handlers.describe_configs import topic_entries
+from controller.authorizer import AclOperation
 from controller.metadata.image import TopicImage
+from controller.raft.wire import METADATA_TOPIC
 from controller.topic_commands import CreateTopicSpec
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -21,7 +33,43 @@ from protocol.schema import ZERO_UUID, struct_classes
 
 API = APIS_BY_KEY[19]
 R = struct_classes(API.response)
+CONFIGS_VERSION = 5
+AUTHORIZATION_FAILED = "Authorization failed."
 
+
+def authorize(broker, ctx, request):
+    """The pre-authorization hook (broker/dispatch.py): the topics the caller may create go on."""
+    if broker.authorizer is None:
+        return None
+    counts: dict[str, int] = {}
+    for t in request.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    # Like Kafka, the metadata topic and duplicated names get the handler's INVALID_REQUEST.
+    unique = [name for name, count in counts.items() if count == 1 and name != METADATA_TOPIC]
+    refused = set() if cluster_allowed(broker, ctx, AclOperation.CREATE) else denied(broker, ctx, AclOperation.CREATE, TOPIC, unique)
+    hidden = denied(broker, ctx, AclOperation.DESCRIBE_CONFIGS, TOPIC, unique) if ctx.api_version >= CONFIGS_VERSION else set()
+    if not refused and not hidden:
+        return None
+
+    def refusal(t):
+        if t.name not in refused:
+            return None
+        return R.CreatableTopicResult(
+            name=t.name, topic_id=ZERO_UUID, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            error_message=AUTHORIZATION_FAILED, num_partitions=-1, replication_factor=-1, configs=None,
+        )
+
+    def finish(result):
+        if result.name not in hidden or result.error_code != ErrorCode.NONE:
+            return result
+        return with_fields(
+            result, configs=[], num_partitions=-1, replication_factor=-1,
+            topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        )
+
+    return split_entries(
+        request, "topics", refusal, "topics", lambda: R.CreateTopicsResponse(throttle_time_ms=0, topics=[]), finish
+    )
 
 
 def register(dispatcher, broker, *, allow_internal: bool = False) -> None:
@@ -68,4 +116,4 @@ def register(dispatcher, broker, *, allow_internal: bool = False) -> None:
             )
         return R.CreateTopicsResponse(throttle_time_ms=0, topics=topics)
 
-    dispatcher.register(API.key, 2, 7, handle)
+    dispatcher.register(API.key, 2, 7, handle, authorize=lambda ctx, request: authorize(broker, ctx, request))

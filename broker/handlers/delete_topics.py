@@ -5,16 +5,82 @@ UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; with
 ``delete.topic.enable=false`` every topic answers TOPIC_DELETION_DISABLED.
 The partition logs are removed from disk when the deletion is committed to
 the metadata log.
+
+Authorization (with an authorizer; Kafka's ControllerApis.deleteTopics),
+decided by the broker the client asked, before the request is forwarded, from
+its image: DELETE on each topic. A name the caller may not DESCRIBE answers
+TOPIC_AUTHORIZATION_FAILED whether or not it exists; one it may describe but
+not delete, TOPIC_AUTHORIZATION_FAILED when it exists (else the handler's
+UNKNOWN_TOPIC_OR_PARTITION). An id that names a topic the caller may not delete
+answers TOPIC_AUTHORIZATION_FAILED with the name only when the caller may
+describe it (unknown ids: the handler's UNKNOWN_TOPIC_ID). Names and ids given
+twice are left to the handler.
 """
 
 from __future__ import annotations
 
+from broker.authorization import MESSAGES, TOPIC, allowed, split_entries
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import ZERO_UUID, struct_classes
 
 API = APIS_BY_KEY[20]
 R = struct_classes(API.response)
+TOPIC_IDS_VERSION = 6
+_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def authorize(broker, ctx, request):
+    """The pre-authorization hook (broker/dispatch.py): the topics the caller may delete go on."""
+    if broker.authorizer is None:
+        return None
+    image = broker.image
+    by_id = ctx.api_version >= TOPIC_IDS_VERSION
+
+    def may(operation: int, name: str) -> bool:
+        return allowed(broker, ctx, operation, TOPIC, name)
+
+    def refused_name(name):
+        """The response entry of a name refused (None: allowed, or left to the handler)."""
+        if not may(AclOperation.DESCRIBE, name):
+            return name
+        if name in image.topics and not may(AclOperation.DELETE, name):
+            return name
+        return None
+
+    if not by_id:
+        counts: dict[str, int] = {}
+        for name in request.topic_names:
+            counts[name] = counts.get(name, 0) + 1
+
+        def refusal(name):
+            if counts[name] > 1 or refused_name(name) is None:
+                return None
+            return R.DeletableTopicResult(name=name, topic_id=ZERO_UUID, error_code=_DENIED, error_message=MESSAGES[_DENIED])
+
+        field = "topic_names"
+    else:
+        seen: dict[object, int] = {}
+        for t in request.topics:
+            key = t.name if t.name is not None else t.topic_id
+            seen[key] = seen.get(key, 0) + 1
+
+        def refusal(t):
+            if seen[t.name if t.name is not None else t.topic_id] > 1:
+                return None
+            if t.name is not None:
+                if t.topic_id != ZERO_UUID or refused_name(t.name) is None:
+                    return None  # both given: the handler's INVALID_REQUEST
+                return R.DeletableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=_DENIED, error_message=MESSAGES[_DENIED])
+            name = image.topic_names_by_id.get(t.topic_id)
+            if name is None or may(AclOperation.DELETE, name):
+                return None
+            shown = name if may(AclOperation.DESCRIBE, name) else None
+            return R.DeletableTopicResult(name=shown, topic_id=t.topic_id, error_code=_DENIED, error_message=MESSAGES[_DENIED])
+
+        field = "topics"
+    return split_entries(request, field, refusal, "responses", lambda: R.DeleteTopicsResponse(throttle_time_ms=0, responses=[]))
 
 
 def register(dispatcher, broker) -> None:
@@ -40,4 +106,4 @@ def register(dispatcher, broker) -> None:
         ]
         return R.DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
 
-    dispatcher.register(API.key, 1, 6, handle)
+    dispatcher.register(API.key, 1, 6, handle, authorize=lambda ctx, request: authorize(broker, ctx, request))

@@ -31,13 +31,26 @@ illegal topic name INVALID_TOPIC_EXCEPTION; a broker name that is not this
 node's id (or empty) INVALID_REQUEST. BROKER_LOGGER (8), CLIENT_METRICS (16)
 and GROUP (32) resources are not supported (INVALID_REQUEST), nor are unknown
 types.
+
+Authorization (with an authorizer; Kafka's ConfigHelper): DESCRIBE_CONFIGS on
+the topic (else TOPIC_AUTHORIZATION_FAILED), on the group for GROUP resources
+(GROUP_AUTHORIZATION_FAILED), on the cluster for BROKER, BROKER_LOGGER and
+CLIENT_METRICS (CLUSTER_AUTHORIZATION_FAILED); a refused resource is answered
+with no configs.
 """
 
 from __future__ import annotations
 
+from broker.authorization import MESSAGES, config_refusal, split_entries
 from broker.config import BROKER_CONFIG_INFO, format_broker_value
 from broker.config import KEYS as BROKER_KEYS
-from controller.config_commands import DYNAMIC_BROKER_CONFIGS, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP
+from controller.authorizer import AclOperation
+from controller.config_commands import (
+    DYNAMIC_BROKER_CONFIGS,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
+)
 from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from controller.topic_commands import topic_name_error
 from protocol.errors import ErrorCode
@@ -311,6 +324,23 @@ def describe_resource(broker, resource, include_synonyms: bool, include_document
     raise DescribeError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
 
+def authorize(broker, ctx, request):
+    """The pre-authorization hook (broker/dispatch.py): the resources the caller may describe are described."""
+    if broker.authorizer is None:
+        return None
+
+    def refusal(resource):
+        error = config_refusal(broker, ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+        if error is None:
+            return None
+        return R.DescribeConfigsResult(
+            error_code=error, error_message=MESSAGES[error], resource_type=resource.resource_type,
+            resource_name=resource.resource_name, configs=[],
+        )
+
+    return split_entries(request, "resources", refusal, "results", lambda: R.DescribeConfigsResponse(throttle_time_ms=0, results=[]))
+
+
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         include_synonyms = bool(request.include_synonyms) and ctx.api_version >= 1
@@ -333,4 +363,4 @@ def register(dispatcher, broker) -> None:
             )
         return R.DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
-    dispatcher.register(API.key, 0, 4, handle)
+    dispatcher.register(API.key, 0, 4, handle, authorize=lambda ctx, request: authorize(broker, ctx, request))

@@ -11,12 +11,17 @@ false (no AlterReplicaLogDirs moves). The metadata log is not a partition
 log and is not listed. v3+ carry a top-level error code (0); v4 the volume's
 ``total_bytes`` and ``usable_bytes`` (statvfs: bytes available to this
 process). A directory that cannot be read answers KAFKA_STORAGE_ERROR.
+
+With an authorizer: DESCRIBE on the cluster, else no results and (v3+) the
+top-level code CLUSTER_AUTHORIZATION_FAILED, as Kafka answers.
 """
 
 from __future__ import annotations
 
 import os
 
+from broker.authorization import cluster_allowed
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -29,6 +34,8 @@ def register(dispatcher, broker) -> None:
     logs = broker.logs
 
     def handle(ctx, request):
+        if not cluster_allowed(broker, ctx, AclOperation.DESCRIBE):
+            return R.DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
         if request.topics is None:
             wanted = logs.partitions()
         else:

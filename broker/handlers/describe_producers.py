@@ -10,17 +10,42 @@ coordinator that last wrote a marker for the producer here (-1: none), and
 ``current_txn_start_offset`` the first offset of its open transaction on
 the partition (-1: none), which shows a transaction left hanging. Every producer the state holds is listed. Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition,
-NOT_LEADER_OR_FOLLOWER for a partition this broker does not host.
+NOT_LEADER_OR_FOLLOWER for a partition this broker does not host. With an
+authorizer, a topic the caller may not READ answers TOPIC_AUTHORIZATION_FAILED
+for each partition asked.
 """
 
 from __future__ import annotations
 
+from broker.authorization import MESSAGES, TOPIC, denied, split_entries
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
 API = APIS_BY_KEY[61]
 R = struct_classes(API.response)
+
+
+def authorize(broker, ctx, request):
+    """The pre-authorization hook (broker/dispatch.py)."""
+    refused = denied(broker, ctx, AclOperation.READ, TOPIC, (t.name for t in request.topics))
+    if not refused:
+        return None
+    error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    def refusal(t):
+        if t.name not in refused:
+            return None
+        return R.TopicResponse(
+            name=t.name,
+            partitions=[
+                R.PartitionResponse(partition_index=i, error_code=error, error_message=MESSAGES[error], active_producers=[])
+                for i in t.partition_indexes
+            ],
+        )
+
+    return split_entries(request, "topics", refusal, "topics", lambda: R.DescribeProducersResponse(throttle_time_ms=0, topics=[]))
 
 
 def register(dispatcher, broker) -> None:
@@ -54,4 +79,4 @@ def register(dispatcher, broker) -> None:
             topics.append(R.TopicResponse(name=rt.name, partitions=partitions))
         return R.DescribeProducersResponse(throttle_time_ms=0, topics=topics)
 
-    dispatcher.register(API.key, 0, 0, handle)
+    dispatcher.register(API.key, 0, 0, handle, authorize=lambda ctx, request: authorize(broker, ctx, request))

@@ -3,15 +3,19 @@
 Only the quorum's leader knows every replica's progress. A broker that is not
 the leader passes the request on to the leader's controller listener, as a
 Kafka broker forwards it to the active controller; with no leader known it
-answers NOT_LEADER_OR_FOLLOWER, which tools retry.
+answers NOT_LEADER_OR_FOLLOWER, which tools retry. With an authorizer the
+caller needs DESCRIBE on the cluster, else the top-level code is
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import logging
 
+from broker.authorization import cluster_allowed
 from broker.controller_listener import describe_quorum_response
 from broker.kafka_client import KafkaClientConnection
+from controller.authorizer import AclOperation
 from controller.raft import wire
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -22,6 +26,8 @@ log = logging.getLogger(__name__)
 
 def register(dispatcher, broker) -> None:
     async def handle(ctx, request):
+        if not cluster_allowed(broker, ctx, AclOperation.DESCRIBE):
+            return wire.describe_quorum_error(ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if broker.raft.is_leader:
             return describe_quorum_response(broker, ctx.api_version, request)
         leader = broker.raft.leader_id

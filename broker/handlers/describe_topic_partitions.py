@@ -19,12 +19,18 @@ it (DescribeTopicPartitionsRequestHandler and KRaftMetadataCache):
   (replicas on brokers that are not registered: none on a single node).
 - ``is_internal`` is Kafka's: only ``__consumer_offsets`` and ``__transaction_state``.
 - ``topic_authorized_operations`` is always filled in (the request has no flag
-  for it): every TOPIC operation, as Kafka reports without an authorizer.
+  for it): every TOPIC operation, as Kafka reports without an authorizer; with
+  one, what the caller may do on the topic.
+- With an authorizer, topics the caller may not DESCRIBE are left out; named
+  ones are answered after the others with TOPIC_AUTHORIZATION_FAILED, no topic
+  id and no partitions (whether or not they exist), as Kafka does.
 """
 
 from __future__ import annotations
 
+from broker.authorization import TOPIC, denied, operations
 from broker.authorized_operations import TOPIC_OPERATIONS
+from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS, topic_name_error
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -85,6 +91,9 @@ def register(dispatcher, broker) -> None:
                     ],
                     next_cursor=None,
                 )
+        refused = denied(broker, ctx, AclOperation.DESCRIBE, TOPIC, names)
+        if refused:
+            names = [name for name in names if name not in refused]
         names.sort()
         remaining = min(request.response_partition_limit, broker.config["max.request.partition.size.limit"])
         topics = []
@@ -102,7 +111,7 @@ def register(dispatcher, broker) -> None:
                                 topic_id=ZERO_UUID,
                                 is_internal=name in INTERNAL_TOPICS,
                                 partitions=[],
-                                topic_authorized_operations=TOPIC_OPERATIONS,
+                                topic_authorized_operations=operations(broker, ctx, TOPIC, name, TOPIC_OPERATIONS),
                             )
                         )
                     continue
@@ -115,7 +124,7 @@ def register(dispatcher, broker) -> None:
                         topic_id=topic.topic_id,
                         is_internal=name in INTERNAL_TOPICS,
                         partitions=partitions,
-                        topic_authorized_operations=TOPIC_OPERATIONS,
+                        topic_authorized_operations=operations(broker, ctx, TOPIC, name, TOPIC_OPERATIONS),
                     )
                 )
                 if next_partition != -1:
@@ -126,6 +135,13 @@ def register(dispatcher, broker) -> None:
                 # The limit is used up exactly: the next call starts at this topic.
                 next_cursor = R.Cursor(topic_name=name, partition_index=0)
                 break
+        if refused and not list_all:
+            topics.extend(
+                R.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[]
+                )
+                for name in sorted(refused)
+            )
         return R.DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
     dispatcher.register(API.key, 0, 0, handle)

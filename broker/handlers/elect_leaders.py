@@ -17,11 +17,17 @@ unknown election type answers INVALID_REQUEST for the request (v1+ top-level
 code) and for every named partition. Where no active controller can be
 reached, every partition answers NOT_CONTROLLER (and the v1+ top-level code
 too), which clients retry. ``timeout_ms`` is not waited on beyond the commit.
+
+Authorization (with an authorizer): ALTER on the cluster, decided by the broker
+the client asked before anything is forwarded; without it the top-level code
+(v1+) and every named partition answer CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from broker.authorization import cluster_refusal, refuse_whole
 from broker.quorum_controller import NotControllerError
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -42,6 +48,17 @@ def register(dispatcher, broker) -> None:
             )
             for t in request.topic_partitions or []
         ]
+
+    def authorize(ctx, request):
+        message = cluster_refusal(broker, ctx, AclOperation.ALTER)
+        if message is None:
+            return None
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return refuse_whole(
+            lambda: R.ElectLeadersResponse(
+                throttle_time_ms=0, error_code=error, replica_election_results=everyone(request, error, message)
+            )
+        )
 
     async def handle(ctx, request):
         election_type = request.election_type if ctx.api_version >= 1 else PREFERRED
@@ -74,4 +91,4 @@ def register(dispatcher, broker) -> None:
                 results.append(R.ReplicaElectionResult(topic=t.topic, partition_result=parts))
         return R.ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=results)
 
-    dispatcher.register(API.key, 0, 2, handle)
+    dispatcher.register(API.key, 0, 2, handle, authorize=authorize)

@@ -14,10 +14,15 @@ to look for its coordinator again or retry.
 Version 5 (KIP-890 part 2: an epoch bump at every transaction end, returned
 in the answer) belongs to transactions version 2, which this broker does not
 support, so it is not served.
+
+With an authorizer: WRITE on the transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from broker.authorization import TRANSACTIONAL_ID, allowed
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -28,6 +33,8 @@ R = struct_classes(API.response)
 
 def register(dispatcher, broker) -> None:
     async def handle(ctx, request):
+        if not allowed(broker, ctx, AclOperation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            return R.EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         error = await broker.transactions.end_txn(
             request.transactional_id, request.producer_id, request.producer_epoch, request.committed
         )

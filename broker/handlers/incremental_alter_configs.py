@@ -13,11 +13,12 @@ an unknown operation or a resource given twice INVALID_REQUEST. BROKER
 resources answer INVALID_REQUEST: pybroker has no dynamic broker configs (set
 them in server.properties); BROKER_LOGGER (log levels) and other types are not
 supported either (INVALID_REQUEST). validate_only checks everything and writes
-nothing.
+nothing. Authorization as AlterConfigs' (broker/handlers/alter_configs.py).
 """
 
 from __future__ import annotations
 
+from broker.handlers.alter_configs import authorize_resources
 from controller.config_commands import ConfigChange, ConfigOp
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -53,4 +54,9 @@ def register(dispatcher, broker, *, forwarded: bool = False) -> None:
         ]
         return R.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
-    dispatcher.register(API.key, 0, 1, handle)
+    def authorize(ctx, request):
+        return authorize_resources(
+            broker, ctx, request, R, lambda: R.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[])
+        )
+
+    dispatcher.register(API.key, 0, 1, handle, authorize=authorize)

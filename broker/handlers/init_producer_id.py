@@ -18,13 +18,21 @@ INVALID_TRANSACTION_TIMEOUT for a timeout <= 0 or above
 epoch it has (KIP-360): both -1, or both set (INVALID_REQUEST otherwise);
 a stale pair is PRODUCER_FENCED, which versions before 4 (that do not know
 it) get as INVALID_PRODUCER_EPOCH, as Kafka maps it.
+
+With an authorizer (Kafka's checks): a transactional id needs WRITE on it
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic (an ALLOW that is not
+wholly denied, the authorizer's authorize_by_resource_type), else
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from broker.authorization import TRANSACTIONAL_ID, allowed, cluster_allowed
 from broker.quorum_controller import NotControllerError
+from controller.authorizer import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -60,9 +68,21 @@ def register(dispatcher, broker) -> None:
     # One allocator per broker, shared with the transaction coordinator.
     allocator = broker.transactions.producer_ids
 
+    def idempotent_allowed(ctx) -> bool:
+        authorizer = broker.authorizer
+        return (
+            authorizer is None
+            or cluster_allowed(broker, ctx, AclOperation.IDEMPOTENT_WRITE)
+            or authorizer.authorize_by_resource_type(ctx.principal, ctx.host, AclOperation.WRITE, ResourceType.TOPIC)
+        )
+
     async def handle(ctx, request):
         if request.transactional_id is not None:
+            if not allowed(broker, ctx, AclOperation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+                return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             return await transactional(ctx, request)
+        if not idempotent_allowed(ctx):
+            return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         try:
             producer_id = await allocator.next_id()
         except NotControllerError:

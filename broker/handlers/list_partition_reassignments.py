@@ -10,11 +10,18 @@ by the replicas being removed), ``adding_replicas`` and ``removing_replicas``.
 
 Where no active controller can be reached, the top-level code is
 NOT_CONTROLLER, which clients retry.
+
+Authorization (with an authorizer): DESCRIBE on the cluster, decided by the
+broker the client asked before anything is forwarded; without it the top-level
+code is CLUSTER_AUTHORIZATION_FAILED and the named partitions are echoed
+without replicas (Kafka's error answer).
 """
 
 from __future__ import annotations
 
+from broker.authorization import cluster_refusal, refuse_whole
 from broker.quorum_controller import NotControllerError
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
@@ -24,6 +31,28 @@ R = struct_classes(API.response)
 
 
 def register(dispatcher, broker) -> None:
+    def authorize(ctx, request):
+        message = cluster_refusal(broker, ctx, AclOperation.DESCRIBE)
+        if message is None:
+            return None
+        return refuse_whole(
+            lambda: R.ListPartitionReassignmentsResponse(
+                throttle_time_ms=0,
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                error_message=message,
+                topics=[
+                    R.OngoingTopicReassignment(
+                        name=t.name,
+                        partitions=[
+                            R.OngoingPartitionReassignment(partition_index=p, replicas=[], adding_replicas=[], removing_replicas=[])
+                            for p in t.partition_indexes
+                        ],
+                    )
+                    for t in request.topics or []
+                ],
+            )
+        )
+
     async def handle(ctx, request):
         topics = None
         if request.topics is not None:
@@ -55,4 +84,4 @@ def register(dispatcher, broker) -> None:
             ],
         )
 
-    dispatcher.register(API.key, 0, 0, handle)
+    dispatcher.register(API.key, 0, 0, handle, authorize=authorize)

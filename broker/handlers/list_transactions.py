@@ -6,11 +6,14 @@ broker), with producer id and state. Filters, all optional: state names
 match nothing), producer ids, and from v1 ``duration_filter``: only
 transactions running longer than that many milliseconds (-1: no filter).
 COORDINATOR_LOAD_IN_PROGRESS while a ``__transaction_state`` partition is
-being loaded. Version 2 (a transactional id pattern) is not served.
+being loaded. Version 2 (a transactional id pattern) is not served. With an
+authorizer, only the ids the caller may DESCRIBE are listed.
 """
 
 from __future__ import annotations
 
+from broker.authorization import TRANSACTIONAL_ID, allowed
+from controller.authorizer import AclOperation
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
@@ -31,6 +34,7 @@ def register(dispatcher, broker) -> None:
             transaction_states=[
                 R.TransactionState(transactional_id=x.transactional_id, producer_id=x.producer_id, transaction_state=x.state.display_name)
                 for x in listings
+                if allowed(broker, ctx, AclOperation.DESCRIBE, TRANSACTIONAL_ID, x.transactional_id)
             ],
         )
 

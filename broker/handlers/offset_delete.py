@@ -5,16 +5,59 @@ coordinator does not have. While a ``consumer`` group has members, partitions
 of topics it subscribes to answer GROUP_SUBSCRIBED_TO_TOPIC and the others are
 deleted; a non-empty group of another protocol type answers NON_EMPTY_GROUP.
 Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION.
+
+With an authorizer (Kafka's order): DELETE on the group, else the request
+answers GROUP_AUTHORIZATION_FAILED; then READ on each topic, else its
+partitions answer TOPIC_AUTHORIZATION_FAILED and are not deleted.
 """
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, TOPIC, Partial, allowed, denied, refuse_whole, split_entries, with_fields
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
 API = APIS_BY_KEY[47]
 R = struct_classes(API.response)
+
+
+def authorize(broker, ctx, request):
+    """The pre-authorization hook (broker/dispatch.py)."""
+    if broker.authorizer is None:
+        return None
+    if not allowed(broker, ctx, AclOperation.DELETE, GROUP, request.group_id):
+        return refuse_whole(
+            lambda: R.OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+        )
+    refused = denied(broker, ctx, AclOperation.READ, TOPIC, (t.name for t in request.topics))
+    if not refused:
+        return None
+
+    def refusal(t):
+        if t.name not in refused:
+            return None
+        return R.OffsetDeleteResponseTopic(
+            name=t.name,
+            partitions=[
+                R.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in t.partitions
+            ],
+        )
+
+    partial = split_entries(
+        request, "topics", refusal, "topics",
+        lambda: R.OffsetDeleteResponse(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=[]),
+    )
+
+    def answer(response):
+        # A group-level error (NOT_COORDINATOR, ...) is the whole answer, as Kafka gives it.
+        return response if response.error_code != ErrorCode.NONE else partial.answer(response)
+
+    # Even with every topic refused the coordinator is asked (with none), so that a
+    # client at the wrong broker still hears NOT_COORDINATOR.
+    return Partial(partial.request if partial.request is not None else with_fields(request, topics=[]), answer)
 
 
 def register(dispatcher, broker) -> None:
@@ -54,4 +97,4 @@ def register(dispatcher, broker) -> None:
             ],
         )
 
-    dispatcher.register(API.key, 0, 0, handle)
+    dispatcher.register(API.key, 0, 0, handle, authorize=lambda ctx, request: authorize(broker, ctx, request))

@@ -18,17 +18,45 @@ UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does not host:
 NOT_LEADER_OR_FOLLOWER. ``replica_id`` (v3+; -1 for consumers, -2 for
 debugging tools, a broker id for followers) is not used: every request is
 answered from the leader's log, as Kafka does.
+
+With an authorizer: CLUSTER_ACTION on the cluster (followers) allows every
+topic; otherwise a topic the caller may not DESCRIBE answers
+TOPIC_AUTHORIZATION_FAILED for each of its partitions.
 """
 
 from __future__ import annotations
 
+from broker.authorization import TOPIC, cluster_allowed, denied, split_entries
 from broker.handlers.fetch import leader_epoch_error
+from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
 API = APIS_BY_KEY[23]
 R = struct_classes(API.response)
+
+def authorize(broker, ctx, request):
+    """The pre-authorization hook (broker/dispatch.py)."""
+    if broker.authorizer is None or cluster_allowed(broker, ctx, AclOperation.CLUSTER_ACTION):
+        return None
+    refused = denied(broker, ctx, AclOperation.DESCRIBE, TOPIC, (t.topic for t in request.topics))
+    if not refused:
+        return None
+
+    def refusal(t):
+        if t.topic not in refused:
+            return None
+        return R.OffsetForLeaderTopicResult(
+            topic=t.topic,
+            partitions=[
+                R.EpochEndOffset(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partition=p.partition, leader_epoch=-1, end_offset=-1)
+                for p in t.partitions
+            ],
+        )
+
+    return split_entries(request, "topics", refusal, "topics", lambda: R.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[]))
+
 
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
@@ -57,4 +85,4 @@ def register(dispatcher, broker) -> None:
             topics.append(R.OffsetForLeaderTopicResult(topic=rt.topic, partitions=partitions))
         return R.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
-    dispatcher.register(API.key, 0, 4, handle)
+    dispatcher.register(API.key, 0, 4, handle, authorize=lambda ctx, request: authorize(broker, ctx, request))

@@ -21,10 +21,17 @@ refusals of the producer (INVALID_PRODUCER_EPOCH for an epoch older than the
 partition knows, PRODUCER_FENCED, ...) are passed on. v4 (KIP-890)
 only allows TRANSACTION_ABORTABLE in answers; this broker does not verify the
 transaction's partitions with its coordinator here, so it never sends it.
+
+With an authorizer (Kafka's order): WRITE on the transactional id, else every
+partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group,
+else GROUP_AUTHORIZATION_FAILED for every partition; READ on each topic, else
+its partitions answer TOPIC_AUTHORIZATION_FAILED and are not committed.
 """
 
 from __future__ import annotations
 
+from broker.authorization import GROUP, TOPIC, TRANSACTIONAL_ID, allowed, denied
+from controller.authorizer import AclOperation
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -35,9 +42,26 @@ R = struct_classes(API.response)
 
 
 def register(dispatcher, broker) -> None:
+    def every_partition(request, error: ErrorCode):
+        return R.TxnOffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                R.TxnOffsetCommitResponseTopic(
+                    name=topic.name,
+                    partitions=[R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error) for p in topic.partitions],
+                )
+                for topic in request.topics
+            ],
+        )
+
     async def handle(ctx, request):
         version = ctx.api_version
         groups = broker.groups
+        if not allowed(broker, ctx, AclOperation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            return every_partition(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id):
+            return every_partition(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        unauthorized = denied(broker, ctx, AclOperation.READ, TOPIC, (topic.name for topic in request.topics))
         # The offsets go to __consumer_offsets: make sure it exists.
         await groups.ensure_offsets_topic()
         now_ms = groups.now_ms()
@@ -47,6 +71,9 @@ def register(dispatcher, broker) -> None:
             image = broker.image.topics.get(topic.name)
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
+                if topic.name in unauthorized:
+                    errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 if image is None or p.partition_index not in image.partitions:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue

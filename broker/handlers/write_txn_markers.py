@@ -11,13 +11,20 @@ the one that last wrote a marker for this producer),
 INVALID_PRODUCER_EPOCH (an epoch older than the producer's), each leaving the
 partition unchanged when the marker was refused. The markers of one request
 are appended in request order and wait for replication together.
+
+With an authorizer: ALTER or CLUSTER_ACTION on the cluster (transaction
+coordinators, which are brokers), else every partition answers
+CLUSTER_AUTHORIZATION_FAILED and nothing is written.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from broker.authorization import cluster_allowed
 from broker.txn_markers import TxnMarker, write_markers_here
+from controller.authorizer import AclOperation
+from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
@@ -37,9 +44,12 @@ def register(dispatcher, broker) -> None:
             )
             for m in request.markers
         ]
-        # Tasks start in list order and append before their first await, so the
-        # markers land in request order.
-        outcomes = await asyncio.gather(*(write_markers_here(broker, m) for m in markers))
+        if cluster_allowed(broker, ctx, AclOperation.ALTER) or cluster_allowed(broker, ctx, AclOperation.CLUSTER_ACTION):
+            # Tasks start in list order and append before their first await, so the
+            # markers land in request order.
+            outcomes = await asyncio.gather(*(write_markers_here(broker, m) for m in markers))
+        else:
+            outcomes = [dict.fromkeys(m.partitions, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for m in markers]
         results = []
         for marker, request_marker, outcome in zip(markers, request.markers, outcomes):
             results.append(

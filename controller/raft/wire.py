@@ -222,6 +222,12 @@ def fetch_replica_id(api_version: int, body) -> int:
     return body.replica_state.replica_id if api_version >= 15 else body.replica_id
 
 
+def error_response(api_key: int, error: ErrorCode):
+    """A request-level error answer to a Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch,
+    Fetch, FetchSnapshot), with no partitions: Kafka's getErrorResponse of these requests."""
+    return _error_response(api_key, error)
+
+
 def _error_response(api_key: int, error: ErrorCode):
     if api_key == VOTE_KEY:
         return _VoteR.VoteResponse(error_code=error, topics=[])

@@ -1,9 +1,11 @@
-"""The ACL admin APIs through confluent-kafka's AdminClient, and the refusal of an authorizer.
+"""The ACL admin APIs through confluent-kafka's AdminClient without an authorizer, and
+the start-up checks of ``authorizer.class.name``.
 
-pybroker has no authorizer yet: DescribeAcls, CreateAcls and DeleteAcls are
-served and answer SECURITY_DISABLED, as a Kafka broker without one does (the
-client raises that error rather than "unsupported"), and a broker configured
-with ``authorizer.class.name`` does not start.
+Without an authorizer DescribeAcls, CreateAcls and DeleteAcls are served and
+answer SECURITY_DISABLED, as a Kafka broker without one does (the client raises
+that error rather than "unsupported"). A node of a cluster of several nodes
+configured with an authorizer does not start unless User:ANONYMOUS is a super
+user (the nodes' own principal); with an authorizer, see test_authorization.py.
 """
 
 from __future__ import annotations
@@ -70,16 +72,21 @@ def test_describe_acls_answers_security_disabled_at_every_version(shared_broker)
             assert (response.error_code, response.resources) == (SECURITY_DISABLED, []), version
 
 
-def test_a_broker_with_an_authorizer_does_not_start(tmp_path):
+def test_a_node_of_several_with_an_authorizer_needs_anonymous_super_user(tmp_path):
     config = tmp_path / "server.properties"
     config.write_text(
+        "process.roles=broker\n"
+        "node.id=2\n"
+        "controller.quorum.voters=1@127.0.0.1:1\n"
+        "controller.listener.names=CONTROLLER\n"
         "listeners=PLAINTEXT://127.0.0.1:0\n"
         f"log.dirs={tmp_path / 'logs'}\n"
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+        "super.users=User:admin\n"
     )
     result = subprocess.run(
         [sys.executable, "-m", "broker", "start", "--config", str(config)],
         capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT, check=False,
     )
     assert result.returncode != 0
-    assert "authorizer.class.name" in result.stderr
+    assert "super.users: must include User:ANONYMOUS" in result.stderr

@@ -1,8 +1,8 @@
-"""ACL enforcement with real clients, against an in-process broker given an authorizer.
+"""ACL enforcement with real clients, against an in-process broker with an authorizer.
 
-``authorizer.class.name`` is still refused at start (not every API checks
-yet), so these tests build the broker themselves and hand it a
-StandardAuthorizer, as broker/app.py would. Clients authenticate over
+The broker is configured with Kafka's ``authorizer.class.name`` and
+``super.users=User:admin``; it runs in-process so a test can change
+``allow.everyone.if.no.acl.found`` on the live authorizer. Clients authenticate over
 SASL_PLAINTEXT with PLAIN as admin (a super user), alice and bob, so each
 has its own principal. ACLs are made with CreateAcls through confluent-kafka's
 AdminClient as admin; the authorizer follows the image, so each takes effect
@@ -36,11 +36,10 @@ from confluent_kafka.admin import (
 )
 
 from broker.app import Broker
-from broker.config import load_config
-from controller.authorizer import StandardAuthorizer
+from broker.config import STANDARD_AUTHORIZER, load_config
 
 TIMEOUT_S = 30
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret", "dave": "dave-secret"}
 
 
 class InProcessBroker:
@@ -57,7 +56,11 @@ class InProcessBroker:
                 "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
                 "log.dirs": str(tmp_path / "logs"),
                 "offsets.topic.replication.factor": "1",
+                "transaction.state.log.replication.factor": "1",
+                "transaction.state.log.min.isr": "1",
                 "group.initial.rebalance.delay.ms": "0",
+                "authorizer.class.name": STANDARD_AUTHORIZER,
+                "super.users": "User:admin",
             },
             warn=lambda _: None,
         )
@@ -69,7 +72,6 @@ class InProcessBroker:
 
     async def _make(self, config):
         broker = Broker(config)
-        broker.authorizer = StandardAuthorizer(super_users={"User:admin"})
         await broker.start()
         return broker
 

@@ -4,8 +4,9 @@ Without an authorizer every ACL API answers SECURITY_DISABLED (Kafka's answer);
 with one, the caller needs ALTER (create, delete) or DESCRIBE (describe) on the
 cluster; allowed create/delete go to the active controller (sent on by a broker
 that is not it, acted on locally otherwise), and the controller listener serves
-only those two. ``authorizer.class.name`` is refused at start until every API
-checks; ``super.users`` must hold principals.
+only those two. ``authorizer.class.name`` accepts only Kafka's StandardAuthorizer,
+and a node of a cluster of several needs User:ANONYMOUS among ``super.users``;
+``super.users`` must hold principals.
 """
 
 from __future__ import annotations
@@ -247,16 +248,55 @@ def test_list_offsets_refuses_topics_the_caller_may_not_describe():
 # ----------------------------------------------------------------------------- config
 
 
-def test_authorizer_class_name_is_refused_until_every_api_checks():
-    with pytest.raises(ConfigError, match="not enforced on every request"):
-        load_config({"authorizer.class.name": STANDARD_AUTHORIZER}, warn=lambda _: None)
-    with pytest.raises(ConfigError, match="is not supported"):
-        load_config({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, warn=lambda _: None)
+def test_only_the_standard_authorizer_is_accepted():
+    config = load_config({"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:admin"}, warn=lambda _: None)
+    assert config["authorizer.class.name"] == STANDARD_AUTHORIZER
+    for other in ("kafka.security.authorizer.AclAuthorizer", "com.example.MyAuthorizer"):
+        with pytest.raises(ConfigError, match="is not supported"):
+            load_config({"authorizer.class.name": other}, warn=lambda _: None)
     config = load_config({"authorizer.class.name": "", "super.users": "User:a; User:b", "allow.everyone.if.no.acl.found": "true"}, warn=lambda _: None)
     assert config["authorizer.class.name"] is None
     assert config["allow.everyone.if.no.acl.found"] is True and config["super.users"] == "User:a; User:b"
     with pytest.raises(ConfigError, match="super.users"):
         load_config({"super.users": "alice"}, warn=lambda _: None)
+
+
+def _node(node_id: int, roles: str, voters: str, **extra) -> dict:
+    listeners = {
+        "broker,controller": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{9300 + node_id}",
+        "controller": f"CONTROLLER://127.0.0.1:{9300 + node_id}",
+        "broker": "PLAINTEXT://127.0.0.1:0",
+    }[roles]
+    return {
+        "node.id": str(node_id), "process.roles": roles, "controller.quorum.voters": voters,
+        "controller.listener.names": "CONTROLLER", "listeners": listeners,
+        "authorizer.class.name": STANDARD_AUTHORIZER, **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _node(1, "broker,controller", "1@127.0.0.1:9301,2@127.0.0.1:9302,3@127.0.0.1:9303"),
+        _node(1, "controller", "1@127.0.0.1:9301"),
+        _node(2, "broker", "1@127.0.0.1:9301"),
+        _node(2, "broker", "1@127.0.0.1:9301", **{"super.users": "User:admin"}),
+    ],
+    ids=["combined-of-three", "controller-only", "broker-only", "super-users-without-anonymous"],
+)
+def test_a_node_of_several_needs_anonymous_among_super_users(raw):
+    """Nodes reach each other as User:ANONYMOUS: without it among super.users their
+    CLUSTER_ACTION requests would be refused, so such a config does not start."""
+    with pytest.raises(ConfigError, match="super.users: must include User:ANONYMOUS"):
+        load_config(raw, warn=lambda _: None)
+    fixed = dict(raw, **{"super.users": "User:admin;User:ANONYMOUS"})
+    assert load_config(fixed, warn=lambda _: None)["authorizer.class.name"] == STANDARD_AUTHORIZER
+
+
+def test_a_node_alone_needs_no_anonymous_super_user():
+    # The in-process quorum of one, and a combined node that is its quorum's only voter.
+    load_config({"authorizer.class.name": STANDARD_AUTHORIZER}, warn=lambda _: None)
+    load_config(_node(1, "broker,controller", "1@127.0.0.1:9301"), warn=lambda _: None)
 
 
 # ----------------------------------------------------------------------------- the request context

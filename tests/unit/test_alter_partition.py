@@ -644,7 +644,7 @@ def test_the_controller_listener_serves_alter_partition_on_the_wire(quorum, vers
     harness = quorum()
     join(harness, 1, 2)
     harness.create_topics([CreateTopicSpec("t", num_partitions=1, replication_factor=2)])
-    dispatcher = build_controller_dispatcher(SimpleNamespace(controller=harness.controller))
+    dispatcher = build_controller_dispatcher(SimpleNamespace(controller=harness.controller, authorizer=None))
     assert (56, 0, 3) in dispatcher.supported_versions()
     image = harness.image
     before = image.topics["t"].partitions[0]
@@ -666,7 +666,7 @@ def test_the_controller_listener_serves_alter_partition_on_the_wire(quorum, vers
 
 def test_the_controller_listener_answers_not_controller_when_not_active():
     controller = QuorumController(MemoryRaftLog(), ONE_BROKER)
-    dispatcher = build_controller_dispatcher(SimpleNamespace(controller=controller))
+    dispatcher = build_controller_dispatcher(SimpleNamespace(controller=controller, authorizer=None))
     image = cluster()
     topics = [topic_data(image, [part(image, 0, [1, 2, 3])])]
     body = Q.AlterPartitionRequest(broker_id=1, broker_epoch=10, topics=topics)

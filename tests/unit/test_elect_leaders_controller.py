@@ -146,7 +146,7 @@ def test_no_rebalance_task_when_disabled_and_close_cancels_it():
 
 
 def ask(controller, version, body):
-    dispatcher = build_controller_dispatcher(SimpleNamespace(controller=controller))
+    dispatcher = build_controller_dispatcher(SimpleNamespace(controller=controller, authorizer=None))
     frame = encode_request(API, version, 9, "test", body)
     answer = asyncio.run(dispatcher.handle_frame(frame[4:], SimpleNamespace(peer="test")))
     correlation_id, response = decode_response(API, version, bytes(answer[4:]))

@@ -320,7 +320,7 @@ def test_listing_every_move_or_the_named_partitions():
 
 
 def ask(controller, api, version, body):
-    dispatcher = build_controller_dispatcher(SimpleNamespace(controller=controller))
+    dispatcher = build_controller_dispatcher(SimpleNamespace(controller=controller, authorizer=None))
     frame = encode_request(api, version, 9, "test", body)
     answer = asyncio.run(dispatcher.handle_frame(frame[4:], SimpleNamespace(peer="test")))
     correlation_id, response = decode_response(api, version, bytes(answer[4:]))
