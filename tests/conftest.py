@@ -53,7 +53,11 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        cmd = [sys.executable, "-m", "broker", "start"]
+        cmd = [sys.executable, "-m", "broker"]
+        # PYBROKER_TEST_LOG_LEVEL=DEBUG: every broker a test starts logs at that level (post-mortems).
+        if os.environ.get("PYBROKER_TEST_LOG_LEVEL"):
+            cmd += ["--log-level", os.environ["PYBROKER_TEST_LOG_LEVEL"]]
+        cmd.append("start")
         if self.config_file is not None:
             cmd += ["--config", str(self.config_file)]
         for key, value in self.overrides.items():

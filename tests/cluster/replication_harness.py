@@ -1,8 +1,8 @@
 """Three combined nodes with replicated partitions, and a Jepsen-style checker.
 
 ``ReplicatedCluster`` runs nodes 1..3 as real ``pybroker start`` processes
-(``process.roles=broker,controller``), each with a PLAINTEXT listener on an
-ephemeral port and a CONTROLLER listener, with timings short enough that
+(``process.roles=broker,controller``), each with a PLAINTEXT and a CONTROLLER
+listener on ports picked free at the start and kept across restarts, with timings short enough that
 fencing, ISR changes and elections happen within seconds. Nodes can be
 stopped, SIGKILLed, SIGSTOPped/SIGCONTed, SIGTERMed (controlled shutdown) and
 restarted on their own data directories.
@@ -88,7 +88,12 @@ class ReplicatedCluster:
         self.root = Path(root)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.session_timeout_ms = session_timeout_ms
-        self.controller_ports = dict(zip(NODE_IDS, free_ports(len(NODE_IDS))))
+        ports = free_ports(2 * len(NODE_IDS))
+        self.controller_ports = dict(zip(NODE_IDS, ports[: len(NODE_IDS)]))
+        # A node keeps its client port across restarts, as a Kafka broker's
+        # advertised listener does: clients (librdkafka) keep a node id's address
+        # and would go on connecting to a port nobody listens on any more.
+        self.client_ports = dict(zip(NODE_IDS, ports[len(NODE_IDS):]))
         voters = ",".join(f"{node}@127.0.0.1:{port}" for node, port in self.controller_ports.items())
         self.overrides: dict[int, dict[str, str]] = {}
         for node, port in self.controller_ports.items():
@@ -96,7 +101,7 @@ class ReplicatedCluster:
                 "node.id": str(node),
                 "process.roles": "broker,controller",
                 "cluster.id": CLUSTER_ID,
-                "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.client_ports[node]},CONTROLLER://127.0.0.1:{port}",
                 "controller.listener.names": "CONTROLLER",
                 "controller.quorum.voters": voters,
                 "controller.quorum.election.timeout.ms": str(self.ELECTION_TIMEOUT_MS),

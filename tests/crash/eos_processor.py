@@ -21,10 +21,44 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 
 CHUNK_RECORDS_MAX = 500
-TIMEOUT_S = 60
+TIMEOUT_S = 30
+STALL_S = TIMEOUT_S + 15
+EXIT_CLIENT_STALLED = 3
+
+
+class StallWatchdog:
+    """Ends the process when a client call outlives ``stall_s`` (see the module's doc)."""
+
+    def __init__(self, stall_s: float = STALL_S):
+        self.stall_s = stall_s
+        self._call: tuple[str, float] | None = None
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def call(self, name: str, function, *args):
+        self._call = (name, time.monotonic())
+        try:
+            return function(*args)
+        finally:
+            self._call = None
+
+    def _watch(self) -> None:
+        while True:  # a daemon thread: ends with the process
+            time.sleep(0.5)
+            call = self._call
+            if call is not None and time.monotonic() - call[1] > self.stall_s:
+                print(f"client stalled: {call[0]} did not return within {self.stall_s:.0f} s", flush=True)
+                os._exit(EXIT_CLIENT_STALLED)
+
+
+WATCHDOG: StallWatchdog | None = None
+
+
+def guarded(name: str, function, *args):
+    return WATCHDOG.call(name, function, *args) if WATCHDOG is not None else function(*args)
 
 
 def commit(producer, offsets, group_metadata, attempts_max: int = 10) -> bool:
@@ -35,14 +69,14 @@ def commit(producer, offsets, group_metadata, attempts_max: int = 10) -> bool:
         for attempt in range(attempts_max):
             try:
                 if step == "offsets":
-                    producer.send_offsets_to_transaction(offsets, group_metadata, TIMEOUT_S)
+                    guarded("send_offsets_to_transaction", producer.send_offsets_to_transaction, offsets, group_metadata, TIMEOUT_S)
                 else:
-                    producer.commit_transaction(TIMEOUT_S)
+                    guarded("commit_transaction", producer.commit_transaction, TIMEOUT_S)
                 break
             except KafkaException as exc:
                 error = exc.args[0]
                 if error.txn_requires_abort():
-                    producer.abort_transaction(TIMEOUT_S)
+                    guarded("abort_transaction", producer.abort_transaction, TIMEOUT_S)
                     return False
                 if not error.retriable() or attempt == attempts_max - 1:
                     raise
@@ -63,6 +97,8 @@ def main(argv=None) -> int:
         help="SIGKILL itself once N records are committed, inside the next transaction after its output is sent",
     )
     args = parser.parse_args(argv)
+    global WATCHDOG
+    WATCHDOG = StallWatchdog()
     deadline = time.monotonic() + args.run_time_max_s
 
     debug = {"debug": os.environ["PYBROKER_EOS_DEBUG"]} if os.environ.get("PYBROKER_EOS_DEBUG") else {}
@@ -76,7 +112,7 @@ def main(argv=None) -> int:
     })
     # First: fences a killed predecessor and aborts its open transaction, so the
     # committed offsets read next are stable.
-    producer.init_transactions(TIMEOUT_S)
+    guarded("init_transactions", producer.init_transactions, TIMEOUT_S)
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
@@ -106,7 +142,7 @@ def main(argv=None) -> int:
             chunk_positions[message.partition()] = message.offset() + 1
         offsets = [TopicPartition(args.input, p, o) for p, o in chunk_positions.items()]
         if args.die_inside_transaction_after is not None and sum(positions.values()) >= args.die_inside_transaction_after:
-            producer.flush(TIMEOUT_S)  # the output is in the log, its transaction open
+            guarded("flush", producer.flush, TIMEOUT_S)  # the output is in the log, its transaction open
             os.kill(os.getpid(), signal.SIGKILL)
         if commit(producer, offsets, consumer.consumer_group_metadata()):
             positions = chunk_positions

@@ -48,14 +48,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_processor(bootstrap: str, source: str, sink: str, log_file, records: int = RECORDS, extra=()) -> subprocess.Popen:
+def start_processor(
+    bootstrap: str, source: str, sink: str, log_file, records: int = RECORDS, extra=(), group: str | None = None
+) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.Popen(
         [
             sys.executable, "-m", "tests.crash.eos_processor",
             "--bootstrap", bootstrap, "--input", source, "--output", sink,
-            "--group", f"group-{source}", "--transactional-id", f"txn-{source}",
+            "--group", group or f"group-{source}", "--transactional-id", f"txn-{source}",
             "--expected", str(records), "--run-time-max-s", str(RUN_TIME_MAX_S), "--chunk-records", str(CHUNK_RECORDS),
             *extra,
         ],
