@@ -12,6 +12,8 @@ readable form (like Kafka's kafka-dump-log.sh); see storage/FORMAT.md, "Tools".
 ``pybroker groups [--bootstrap-server HOST:PORT] list|describe GROUP`` lists
 consumer groups and shows one's members, assignments, committed offsets and
 lag per partition (like kafka-consumer-groups.sh); see broker/group_tool.py.
+``--reset-offsets``, ``--delete`` and ``--delete-offsets`` are in
+broker/tools/group_admin.py.
 
 ``pybroker transactions --bootstrap-server HOST:PORT list|describe|describe-producers|abort``
 lists and describes transactions and aborts one left hanging on a partition
@@ -27,6 +29,11 @@ kafka-metadata-quorum.sh); see broker/quorum_tool.py.
 ``pybroker reassign --bootstrap-server HOST:PORT --execute|--verify|--cancel
 --reassignment-json-file FILE`` moves partitions to other brokers (like
 kafka-reassign-partitions.sh); see broker/reassign_tool.py.
+
+``pybroker topics|configs|console-producer|console-consumer|get-offsets|delete-records``
+are the admin tools of kafka-topics.sh, kafka-configs.sh and friends; see
+broker/tools/commands.py. Every tool that talks to brokers takes
+``--command-config FILE`` (TLS, SASL; broker/tools/client.py).
 
 ``pybroker healthcheck --bootstrap-server HOST:PORT`` exits 0 when the broker
 answers and lists itself among the live brokers (the Docker image's
@@ -144,8 +151,11 @@ def cmd_dump_log(args) -> int:
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:
         reconfigure(errors="backslashreplace")  # payloads are arbitrary text
+    from broker.tools.progress import track_dump
+
     try:
-        for line in dump_files(args.files, options, stats, format_value_for=_value_formatter_for):
+        lines = dump_files(args.files, options, stats, format_value_for=_value_formatter_for)
+        for line in track_dump(lines, args.files):  # a bar on stderr for large files (a TTY only)
             print(line)
         sys.stdout.flush()
     except BrokenPipeError:  # e.g. piped into head
@@ -156,10 +166,25 @@ def cmd_dump_log(args) -> int:
 
 def cmd_groups(args) -> int:
     from broker.group_tool import GroupTool, ToolError, format_description
+    from broker.tools.commands import cmd_group_admin, settings_of
 
+    if args.reset_offsets or args.delete_groups or args.delete_offsets:
+        return cmd_group_admin(args)
+    # Kafka's --list / --describe --group spellings of the list/describe subcommands.
+    if args.list_groups:
+        args.groups_command, args.state = "list", getattr(args, "state", None)
+    elif args.describe_group:
+        if not args.group or len(args.group) != 1:
+            print("pybroker groups: --describe needs one --group", file=sys.stderr)
+            return 2
+        args.groups_command, args.group = "describe", args.group[0]
+    elif args.groups_command is None:
+        print("pybroker groups: give list, describe GROUP, --list, --describe, --reset-offsets, --delete or "
+              "--delete-offsets", file=sys.stderr)
+        return 2
     tool = None
     try:
-        tool = GroupTool(args.bootstrap_server, timeout_s=args.timeout)
+        tool = GroupTool(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
         if args.groups_command == "list":
             groups = tool.list_groups(args.state)
             if args.state is not None:
@@ -185,12 +210,13 @@ def cmd_groups(args) -> int:
 
 
 def cmd_transactions(args) -> int:
-    from broker.group_tool import ToolError
+    from broker.tools.client import ToolError
+    from broker.tools.commands import settings_of
     from broker.transactions_tool import TransactionsTool, table
 
     tool = None
     try:
-        tool = TransactionsTool(args.bootstrap_server, timeout_s=args.timeout)
+        tool = TransactionsTool(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
         command = args.transactions_command
         if command == "list":
             listed = tool.list_transactions(args.state, args.duration_filter)
@@ -238,12 +264,15 @@ def cmd_transactions(args) -> int:
 def cmd_metadata_quorum(args) -> int:
     import time
 
-    from broker.group_tool import ToolError
     from broker.quorum_tool import describe_quorum, format_replication, format_status
+    from broker.tools.client import ToolError
+    from broker.tools.commands import settings_of
 
     bootstrap = args.bootstrap_controller or args.bootstrap_server
     try:
-        response, cluster_id, cluster_id_error = describe_quorum(bootstrap, args.timeout, want_cluster_id=args.status)
+        response, cluster_id, cluster_id_error = describe_quorum(
+            bootstrap, args.timeout, want_cluster_id=args.status, settings=settings_of(args)
+        )
         if args.status:
             if cluster_id_error is not None:
                 print(f"pybroker metadata-quorum: no cluster id: {cluster_id_error}", file=sys.stderr)
@@ -259,8 +288,9 @@ def cmd_metadata_quorum(args) -> int:
 
 
 def cmd_reassign(args) -> int:
-    from broker.group_tool import ToolError
     from broker.reassign_tool import ReassignTool, parse_reassignment_json
+    from broker.tools.client import ToolError
+    from broker.tools.commands import settings_of
 
     def fail(message: str) -> int:
         print(f"pybroker reassign: {message}", file=sys.stderr)
@@ -288,7 +318,7 @@ def cmd_reassign(args) -> int:
     tool = None
     try:
         moves = parse_reassignment_json(text)
-        tool = ReassignTool(args.bootstrap_server, timeout_s=args.timeout)
+        tool = ReassignTool(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
         if args.execute:
             tool.execute(
                 moves, lambda line: print(line, flush=True), additional=args.additional,
@@ -314,7 +344,7 @@ def cmd_reassign(args) -> int:
 HEALTHCHECK_METADATA_VERSION = 9
 
 
-def healthcheck(bootstrap: str, timeout_s: float, node_id: int | None) -> str:
+def healthcheck(bootstrap: str, timeout_s: float, node_id: int | None, settings=None) -> str:
     """What the broker at ``bootstrap`` says about itself; ToolError when it is not healthy.
 
     Answering ApiVersions shows the process serves requests; listing itself in
@@ -327,7 +357,7 @@ def healthcheck(bootstrap: str, timeout_s: float, node_id: int | None) -> str:
     from protocol.errors import ErrorCode
 
     host, port = parse_bootstrap(bootstrap)
-    connection = KafkaConnection(host, port, timeout_s)
+    connection = KafkaConnection(host, port, timeout_s, settings)  # settings: --command-config (TLS, SASL)
     try:
         versions = connection.call("ApiVersions", 0)
         if versions.error_code != ErrorCode.NONE:
@@ -361,7 +391,9 @@ def cmd_healthcheck(args) -> int:
         # Inside the container the node's variables are set: its id is known.
         node_id = int(os.environ["KAFKA_NODE_ID"])
     try:
-        line = healthcheck(args.bootstrap_server, args.timeout, node_id)
+        from broker.tools.commands import settings_of
+
+        line = healthcheck(args.bootstrap_server, args.timeout, node_id, settings_of(args))
     except ToolError as exc:
         print(f"pybroker healthcheck: {exc}", file=sys.stderr)
         return 1
@@ -436,6 +468,9 @@ def _group_list_table(groups) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from broker.tools.commands import COMMAND_CONFIG_HELP, add_group_admin_options
+    from broker.tools.commands import register as register_admin_commands
+
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -480,16 +515,22 @@ def main(argv: list[str] | None = None) -> int:
     dump.set_defaults(func=cmd_dump_log)
     groups = commands.add_parser(
         "groups",
-        help="list consumer groups, or describe one with its offsets and lag (like kafka-consumer-groups.sh)",
-        description="Talks to a running broker. 'list' prints the group ids (with --state, their states too); "
-        "'describe GROUP' prints per partition the committed offset, log end offset, lag and owning member, "
-        "then the members and their assignments. Exit code: 0, 1 when the group does not exist, 2 on errors.",
+        help="list, describe, reset offsets of and delete consumer groups (like kafka-consumer-groups.sh)",
+        description="Talks to a running broker. 'list' (or --list) prints the group ids (with --state, their states "
+        "too); 'describe GROUP' (or --describe --group GROUP) prints per partition the committed offset, log end "
+        "offset, lag and owning member, then the members and their assignments. --reset-offsets --group G "
+        "(--topic T[:P,..] | --all-topics) --to-earliest|--to-latest|--to-current|--to-offset N|--shift-by N|"
+        "--to-datetime D|--by-duration PnDTnHnMnS (--dry-run | --execute) prints the new offsets (refused while the "
+        "group has members); --delete --group G deletes groups; --delete-offsets --group G --topic T[:P] deletes "
+        "committed offsets. Exit code: 0; 1 when the group does not exist or the broker refuses; 2 on usage or "
+        "connection errors.",
     )
     groups.add_argument(
         "--bootstrap-server", default="localhost:9092", metavar="HOST:PORT", help="a broker to ask (default localhost:9092)"
     )
     groups.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS", help="socket timeout (default 15)")
-    group_commands = groups.add_subparsers(dest="groups_command", required=True)
+    add_group_admin_options(groups)
+    group_commands = groups.add_subparsers(dest="groups_command", required=False)
     group_list = group_commands.add_parser("list", help="list the groups")
     group_list.add_argument(
         "--state", nargs="*", metavar="STATE",
@@ -507,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         "--bootstrap-server", default="localhost:9092", metavar="HOST:PORT", help="a broker to ask (default localhost:9092)"
     )
     txns.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS", help="socket timeout (default 15)")
+    txns.add_argument("--command-config", metavar="FILE", help=COMMAND_CONFIG_HELP)
     txn_commands = txns.add_subparsers(dest="transactions_command", required=True)
     txn_list = txn_commands.add_parser("list", help="the transactional ids every coordinator knows")
     txn_list.add_argument("--state", nargs="+", metavar="STATE", help="only these states (Ongoing, PrepareCommit, ...)")
@@ -539,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     target.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a broker listener to ask")
     target.add_argument("--bootstrap-controller", metavar="HOST:PORT", help="a controller listener to ask")
     quorum.add_argument("--timeout", type=float, default=15.0, metavar="SECONDS", help="socket timeout (default 15)")
+    quorum.add_argument("--command-config", metavar="FILE", help=COMMAND_CONFIG_HELP)
     quorum_commands = quorum.add_subparsers(dest="quorum_command", required=True)
     quorum_describe = quorum_commands.add_parser("describe", help="print the quorum's state")
     shown = quorum_describe.add_mutually_exclusive_group(required=True)
@@ -579,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         "throttles); --verify removes it once every move is completed",
     )
     reassign.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="socket timeout (default 30)")
+    reassign.add_argument("--command-config", metavar="FILE", help=COMMAND_CONFIG_HELP)
     reassign.set_defaults(func=cmd_reassign)
     health = commands.add_parser(
         "healthcheck",
@@ -592,6 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     health.add_argument("--node-id", type=int, metavar="ID", help="the broker's node.id (default: KAFKA_NODE_ID)")
     health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="socket timeout (default 5)")
+    health.add_argument("--command-config", metavar="FILE", help=COMMAND_CONFIG_HELP)
     health.set_defaults(func=cmd_healthcheck)
     storage = commands.add_parser(
         "storage",
@@ -616,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     storage_info.add_argument("--config", "-c", required=True, help="the node's server.properties file")
     storage_commands.add_parser("random-uuid", help="print a new cluster id")
     storage.set_defaults(func=cmd_storage)
+    register_admin_commands(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),

@@ -10,71 +10,28 @@ partition is assigned to, then the members with their assignments.
 
 from __future__ import annotations
 
-import socket
 import struct
 from dataclasses import dataclass, field
 
+# The client classes moved to broker/tools/client.py (shared by every tool);
+# they are imported here too so that existing users keep working.
+from broker.tools.client import (  # noqa: F401
+    LATEST_TIMESTAMP,
+    ClientSettings,
+    KafkaConnection,
+    ToolClient,
+    ToolError,
+    parse_bootstrap,
+)
 from protocol.codec import decode_struct
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
-from protocol.framing import decode_response, encode_request
 from protocol.registry import APIS_BY_NAME, DATA_MESSAGES
 from protocol.schema import struct_classes
 
-_SIZE = struct.Struct(">i")
 _ASSIGNMENT = DATA_MESSAGES["ConsumerProtocolAssignment"]
 _METADATA = struct_classes(APIS_BY_NAME["Metadata"].request)
 _LIST_OFFSETS = struct_classes(APIS_BY_NAME["ListOffsets"].request)
-LATEST_TIMESTAMP = -1
-CLIENT_ID = "pybroker-groups"
-
-
-class ToolError(Exception):
-    """The broker could not be reached or answered with an error."""
-
-
-class KafkaConnection:
-    """One blocking connection; requests are sent one at a time."""
-
-    def __init__(self, host: str, port: int, timeout_s: float):
-        try:
-            self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError as exc:
-            raise ToolError(f"cannot connect to {host}:{port}: {exc}") from None
-        self._correlation_id = 0
-
-    def call(self, api_name: str, version: int, **fields):
-        api = APIS_BY_NAME[api_name]
-        self._correlation_id += 1
-        try:
-            self._sock.sendall(encode_request(api, version, self._correlation_id, CLIENT_ID, api.request.cls(**fields)))
-            size = _SIZE.unpack(self._read(4))[0]
-            correlation_id, body = decode_response(api, version, self._read(size))
-        except (OSError, ProtocolError) as exc:
-            raise ToolError(f"{api_name} failed: {exc}") from None
-        if correlation_id != self._correlation_id:
-            raise ToolError(f"{api_name}: response to another request ({correlation_id})")
-        return body
-
-    def _read(self, count: int) -> bytes:
-        data = bytearray()
-        while len(data) < count:
-            chunk = self._sock.recv(count - len(data))
-            if not chunk:
-                raise ToolError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
-
-    def close(self) -> None:
-        self._sock.close()
-
-
-def parse_bootstrap(text: str) -> tuple[str, int]:
-    first = text.split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    if not host or not port.isdigit():
-        raise ToolError(f"--bootstrap-server expects host:port, got {text!r}")
-    return host.strip("[]"), int(port)
 
 
 @dataclass
@@ -112,26 +69,6 @@ class GroupDescription:
     coordinator: str
     partitions: list[PartitionRow]
     members: list[MemberRow]
-
-
-class ToolClient:
-    """A command-line tool's connections: the bootstrap broker and whichever
-    brokers it is sent on to, one connection each, closed together."""
-
-    def __init__(self, bootstrap: str, timeout_s: float = 15.0):
-        self._timeout_s = timeout_s
-        self._bootstrap = parse_bootstrap(bootstrap)
-        self._connections: dict[tuple[str, int], KafkaConnection] = {}
-
-    def close(self) -> None:
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
-
-    def _connection(self, address: tuple[str, int]) -> KafkaConnection:
-        if address not in self._connections:
-            self._connections[address] = KafkaConnection(*address, self._timeout_s)
-        return self._connections[address]
 
 
 class GroupTool(ToolClient):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.group_tool import KafkaConnection, ToolError, parse_bootstrap
+from broker.tools.client import KafkaConnection, ToolError, parse_bootstrap
 from controller.raft import wire
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -65,10 +65,12 @@ def _usable_version(ranges: dict[int, tuple[int, int]], api_name: str, newest_kn
     return min(supported[1], newest_known)
 
 
-def describe_quorum(bootstrap: str, timeout_s: float, *, want_cluster_id: bool = False):
-    """(DescribeQuorum response, cluster id or None, why there is no cluster id or None)."""
+def describe_quorum(bootstrap: str, timeout_s: float, *, want_cluster_id: bool = False, settings=None):
+    """(DescribeQuorum response, cluster id or None, why there is no cluster id or None).
+
+    ``settings``: the ``--command-config`` ClientSettings (TLS, SASL), or None for plaintext."""
     host, port = parse_bootstrap(bootstrap)
-    connection = KafkaConnection(host, port, timeout_s)
+    connection = KafkaConnection(host, port, timeout_s, settings)
     try:
         ranges = _api_version_ranges(connection)
         version = _usable_version(ranges, "DescribeQuorum", DESCRIBE_QUORUM_MAX_VERSION)

@@ -29,7 +29,7 @@ are set to the limit. ``--verify`` removes those settings once every move of
 the file is completed.
 
 It is a Kafka client like any other (the blocking connection of
-broker/group_tool.py), so it works against Kafka brokers too.
+broker/tools/client.py), so it works against Kafka brokers too.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from broker.group_tool import KafkaConnection, ToolError, parse_bootstrap
+from broker.tools.client import KafkaConnection, ToolError, parse_bootstrap
 from controller.config_commands import OP_DELETE, OP_SET
 from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from protocol.errors import ErrorCode
@@ -153,10 +153,11 @@ def _names(moves) -> str:
 
 
 class ReassignTool:
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0):
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0, settings=None):
         self._timeout_s = timeout_s
         host, port = parse_bootstrap(bootstrap)
-        self._connection = KafkaConnection(host, port, timeout_s)
+        # settings: the --command-config ClientSettings (TLS, SASL), or None for plaintext.
+        self._connection = KafkaConnection(host, port, timeout_s, settings)
         self._alter_version: int | None = None
 
     def close(self) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.group_tool import ToolClient, ToolError
+from broker.tools.client import ToolClient, ToolError
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
