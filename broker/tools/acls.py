@@ -32,6 +32,7 @@ import sys
 from dataclasses import dataclass
 
 from broker.tools.client import Refused, ToolClient, ToolError
+from broker.tools.options import EXIT_CODES, add_client_options, settings_of
 from controller.authorizer import CLUSTER_NAME, WILDCARD, AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -221,8 +222,6 @@ def print_resources(acls: dict[Resource, list[Acl]], out=sys.stdout) -> None:
 
 
 def cmd_acls(args) -> int:
-    from broker.tools.commands import settings_of
-
     actions = [a for a in ("add", "remove", "list") if getattr(args, a)]
     if len(actions) != 1:
         print("pybroker acls: give exactly one of --add, --remove, --list", file=sys.stderr)
@@ -283,8 +282,6 @@ def _confirmed(filters) -> bool:
 
 
 def register(commands) -> None:
-    from broker.tools.commands import EXIT_CODES, add_client_options
-
     acls = commands.add_parser(
         "acls",
         help="add, remove or list ACLs (like kafka-acls.sh)",
