@@ -14,13 +14,14 @@ import os
 import resource
 import time
 
-from broker.config import BrokerConfig, ConfigError
+from broker.config import CONTROLLER_MECHANISM_KEY, INTER_BROKER_MECHANISM_KEY, BrokerConfig, ConfigError
 from broker.connection import KafkaConnection, RequestMemoryBudget
 from broker.controller_listener import build_controller_dispatcher
 from broker.dispatch import Dispatcher
 from broker.flusher import GroupFlusher
 from broker.forwarding import FORWARDED_API_KEYS, ControllerChannel
 from broker.groups.service import GroupService
+from broker.kafka_client import ClientSecurity, KafkaClientConnection, node_client_security
 from broker.lifecycle import BrokerLifecycleManager
 from broker.loop_monitor import LoopMonitor
 from broker.partition_watch import PartitionWatch
@@ -112,19 +113,7 @@ class ListenerUnavailable(ConfigError):
 
 
 def _listener_tls(config: BrokerConfig) -> dict[str, tuple]:
-    """(server context, principal mapper) of each SSL and SASL_SSL listener. Node-to-node
-    connections speak PLAINTEXT only so far: a cluster whose inter-broker or
-    controller listener is SSL or SASL is refused rather than left unable to connect."""
-    if not config.single_node_quorum:
-        inter_broker = config.inter_broker_listener_name if "broker" in config.roles else None
-        for name, key in [(inter_broker, "inter.broker.listener.name")] + [
-            (n, "controller.listener.names") for n in config.controller_listener_names
-        ]:
-            if name is not None and config.security_protocol(name) != "PLAINTEXT":
-                raise ConfigError(
-                    f"{key}: listener {name} is {config.security_protocol(name)}, but connections between nodes "
-                    "speak PLAINTEXT only so far; give them a PLAINTEXT listener (clients may still use SSL and SASL ones)"
-                )
+    """(server context, principal mapper) of each SSL and SASL_SSL listener."""
     tls = {}
     for listener in config.listeners:
         if config.security_protocol(listener.name) in ("SSL", "SASL_SSL"):
@@ -133,12 +122,42 @@ def _listener_tls(config: BrokerConfig) -> dict[str, tuple]:
     return tls
 
 
+# What a node connects to (Broker.node_connection's ``to``) -> the key of that listener's SASL mechanism.
+NODE_LISTENER_KEYS = {"broker": INTER_BROKER_MECHANISM_KEY, "controller": CONTROLLER_MECHANISM_KEY}
+
+
+def _node_client_security(config: BrokerConfig) -> dict[str, ClientSecurity]:
+    """How this node connects to other nodes' inter-broker listener ("broker") and
+    controller listener ("controller"): the TLS context and SASL credentials of
+    each, built at start so that a missing file or JAAS option stops the node
+    at once. With an authorizer, a SASL user missing from super.users is
+    warned of: the other nodes would refuse this node's requests."""
+    listeners = config.node_listener_names
+    security = {}
+    for to, key in NODE_LISTENER_KEYS.items():
+        listener = listeners.get(key)
+        if listener is not None:
+            security[to] = node_client_security(config, listener, key)
+    if config["authorizer.class.name"]:
+        super_users = parse_super_users(config["super.users"])
+        for node_security in security.values():
+            if node_security.principal is not None and node_security.principal not in super_users:
+                log.warning(
+                    "super.users does not list %s, the principal this node authenticates to other nodes' %s listener "
+                    "as: their authorizer will refuse its requests",
+                    node_security.principal, node_security.listener,
+                )
+    return security
+
+
 class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.node_id = config.node_id
         # First: a bad certificate, key password or TLS key stops the node before it touches its data.
         self.listener_tls = _listener_tls(config)
+        # And the client side of the listeners it reaches other nodes on.
+        self.node_security = _node_client_security(config)
         # SCRAM users are read from the current metadata image at each authentication.
         self.listener_sasl = sasl_listeners(config, lambda: self.image.scram_credentials)
         # The ACL authorizer, None without authorizer.class.name (everything allowed,
@@ -198,6 +217,7 @@ class Broker:
             config.raft_config,
             self.cluster_id,
             self.controller,
+            security=self.node_security.get("controller"),
         )
         self.controller.attach(self.raft)
         self.partition_watch = PartitionWatch()
@@ -267,6 +287,13 @@ class Broker:
             alive.append((self.node_id, host, port, self.config["broker.rack"]))
             alive.sort()
         return alive
+
+    def node_connection(self, host: str, port: int, client_id: str, *, to: str, connect_timeout_ms: int = 5000) -> KafkaClientConnection:
+        """A connection to another node's inter-broker (``to="broker"``) or controller
+        (``to="controller"``) listener, with that listener's security protocol."""
+        return KafkaClientConnection(
+            host, port, client_id, connect_timeout_ms=connect_timeout_ms, security=self.node_security.get(to)
+        )
 
     @property
     def controller_id(self) -> int:

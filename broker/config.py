@@ -4,6 +4,10 @@ Unknown keys warn (a typo should not stop a broker, but it should be seen);
 a value that does not parse or is out of range fails start-up with a message
 naming the key. Keys that Kafka has but pybroker does not act on yet are listed
 in ``NOT_YET_SUPPORTED`` and warn as such, instead of being silently accepted.
+
+Past 700 lines on purpose: the start-up checks that read several keys together
+(roles and quorum, listeners and their security, the authorizer's needs) stay
+next to the keys they read; DescribeConfigs' texts are in config_info.py.
 """
 
 from __future__ import annotations
@@ -305,6 +309,9 @@ _KEYS = [
     ConfigKey("initial.broker.registration.timeout.ms", _int_parser(1, INT32_MAX), 60000),
     # Replication (Kafka's names and defaults).
     ConfigKey("inter.broker.listener.name", _string, None),
+    # Kafka's older way to name it: the listener called after this protocol
+    # (Kafka's default PLAINTEXT is not applied: unset, the first advertised listener is used).
+    ConfigKey("security.inter.broker.protocol", _choice_parser(*SECURITY_PROTOCOLS), None),
     ConfigKey("min.insync.replicas", _int_parser(1, INT32_MAX), 1),
     ConfigKey("replica.lag.time.max.ms", _int_parser(1), 30000),
     ConfigKey("replica.fetch.min.bytes", _int_parser(1, INT32_MAX), 1),
@@ -330,10 +337,21 @@ _KEYS = [
     ConfigKey("connections.max.reauth.ms", _int_parser(0), 0),
     ConfigKey("sasl.server.max.receive.size", _int_parser(1, INT32_MAX), 524288),
     ConfigKey("connection.failed.authentication.delay.ms", _int_parser(0, INT32_MAX), 100),
+    # The mechanism a node authenticates with to the inter-broker and controller
+    # listeners of other nodes when they speak SASL; Kafka's default, GSSAPI, is
+    # refused then (see _check_node_sasl).
+    ConfigKey("sasl.mechanism.inter.broker.protocol", _string, "GSSAPI"),
+    ConfigKey("sasl.mechanism.controller.protocol", _string, "GSSAPI"),
     # Authorization (Kafka's names and defaults); see _check_authorizer.
     ConfigKey("authorizer.class.name", _string, None),
     ConfigKey("super.users", _string, None),
     ConfigKey("allow.everyone.if.no.acl.found", _parse_bool, False),
+    # Client quotas (broker/quotas.py): rates are measured over this many samples of this many seconds.
+    ConfigKey("quota.window.num", _int_parser(1, INT32_MAX), 11),
+    ConfigKey("quota.window.size.seconds", _int_parser(1, INT32_MAX), 1),
+    # controller_mutation_rate: a token bucket whose burst is the quota over this many samples of this length.
+    ConfigKey("controller.quota.window.num", _int_parser(1, INT32_MAX), 11),
+    ConfigKey("controller.quota.window.size.seconds", _int_parser(1, INT32_MAX), 1),
 ]
 
 KEYS: dict[str, ConfigKey] = {}
@@ -420,12 +438,18 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener_name(self) -> str | None:
-        """The listener followers fetch from leaders on (Kafka's default: the first)."""
-        configured = self["inter.broker.listener.name"]
-        if configured is not None:
-            return configured
-        listeners = self.advertised_listeners
-        return listeners[0].name if listeners else None
+        """The listener brokers reach each other on (replica fetches, transaction
+        markers): inter.broker.listener.name, else the listener named after
+        security.inter.broker.protocol, else the first advertised one."""
+        return _inter_broker_listener(self.values)
+
+    @property
+    def node_listener_names(self) -> dict[str, str]:
+        """The listeners this node reaches other nodes on, by the key of their SASL
+        mechanism: sasl.mechanism.inter.broker.protocol -> the inter-broker
+        listener (brokers), sasl.mechanism.controller.protocol -> the first of
+        controller.listener.names; empty for a quorum of one."""
+        return _node_listeners(self.values)
 
     @property
     def roles(self) -> frozenset[str]:
@@ -550,8 +574,9 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
     if isinstance(values["listeners"], str):
         values["listeners"] = parse_listeners("listeners", values["listeners"])
     _check_roles(values)
-    _check_authorizer(values)
     security_protocols = _security_protocols(values, "listener.security.protocol.map" in explicit)
+    _check_node_sasl(values, security_protocols, sasl_values)
+    _check_authorizer(values, security_protocols, ssl_values)
     for raw_key in [*ssl_values, *sasl_values]:
         listener_key = _LISTENER_SSL_KEY.fullmatch(raw_key) or _LISTENER_SASL_KEY.fullmatch(raw_key)
         if listener_key and listener_key.group(1).upper() not in security_protocols:
@@ -598,22 +623,110 @@ def _security_protocols(values: dict[str, Any], explicit: bool) -> dict[str, str
 
 # Kafka's KRaft authorizer, the one authorizer.class.name pybroker accepts.
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-# The principal of every connection without TLS client certificates or SASL, which
-# is how nodes reach each other (controller listener, replica fetches, markers).
+# The principal of every connection without TLS client certificates or SASL.
 ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
+INTER_BROKER_MECHANISM_KEY = "sasl.mechanism.inter.broker.protocol"
+CONTROLLER_MECHANISM_KEY = "sasl.mechanism.controller.protocol"
+# What a node can authenticate to another with (broker/security/sasl_client.py).
+NODE_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-def _check_authorizer(values: dict[str, Any]) -> None:
+def _single_node_quorum(values: dict[str, Any]) -> bool:
+    return (
+        set(values["process.roles"]) == {"broker", "controller"}
+        and not values["controller.quorum.voters"]
+        and not values["controller.quorum.bootstrap.servers"]
+    )
+
+
+def _inter_broker_listener(values: dict[str, Any]) -> str | None:
+    """See BrokerConfig.inter_broker_listener_name."""
+    configured = values["inter.broker.listener.name"] or values["security.inter.broker.protocol"]
+    if configured is not None:
+        return configured
+    if "broker" not in values["process.roles"]:
+        return None
+    controllers = set(values["controller.listener.names"] or [])
+    advertised = values["advertised.listeners"] or [l for l in values["listeners"] if l.name not in controllers]
+    return advertised[0].name if advertised else None
+
+
+def _node_listeners(values: dict[str, Any]) -> dict[str, str]:
+    """See BrokerConfig.node_listener_names."""
+    if _single_node_quorum(values):
+        return {}
+    listeners = {}
+    inter_broker = _inter_broker_listener(values) if "broker" in values["process.roles"] else None
+    if inter_broker is not None:
+        listeners[INTER_BROKER_MECHANISM_KEY] = inter_broker
+    controller_names = values["controller.listener.names"] or []
+    if controller_names:
+        listeners[CONTROLLER_MECHANISM_KEY] = controller_names[0]
+    return listeners
+
+
+def _check_node_sasl(values: dict[str, Any], security_protocols: dict[str, str], sasl_values: dict[str, str]) -> None:
+    """A node whose inter-broker or controller listener speaks SASL authenticates
+    to the other nodes with sasl.mechanism.inter.broker.protocol /
+    sasl.mechanism.controller.protocol: GSSAPI (Kafka's default; pybroker has
+    no Kerberos) and OAUTHBEARER (no token source between nodes) are refused,
+    and where this node serves that listener its enabled mechanisms must
+    include the one the other nodes use, as Kafka requires. The credentials
+    (the listener's JAAS entry) are checked with the TLS files at start
+    (broker/kafka_client.node_client_security)."""
+    for key, listener in _node_listeners(values).items():
+        if security_protocols.get(listener) not in ("SASL_PLAINTEXT", "SASL_SSL"):
+            continue
+        mechanism = values[key]
+        what = "the inter-broker" if key == INTER_BROKER_MECHANISM_KEY else "the controller"
+        if mechanism not in NODE_SASL_MECHANISMS:
+            shown = "GSSAPI (Kerberos, Kafka's default)" if mechanism == "GSSAPI" else repr(mechanism)
+            raise ConfigError(
+                f"{key}: {what} listener {listener} is {security_protocols[listener]}, and nodes cannot authenticate "
+                f"to each other with {shown}; set it to one of {', '.join(NODE_SASL_MECHANISMS)}"
+            )
+        serves = "broker" in values["process.roles"] if key == INTER_BROKER_MECHANISM_KEY else "controller" in values["process.roles"]
+        if not serves:
+            continue
+        own_key = f"listener.name.{listener.lower()}.sasl.enabled.mechanisms"
+        enabled = _list(own_key, sasl_values[own_key]) if own_key in sasl_values else values["sasl.enabled.mechanisms"]
+        if mechanism not in enabled:
+            raise ConfigError(
+                f"{key}: {mechanism} must be among the mechanisms {what} listener {listener} enables "
+                f"({own_key if own_key in sasl_values else 'sasl.enabled.mechanisms'}: {', '.join(enabled)}), "
+                "since the other nodes authenticate with it"
+            )
+
+
+def _anonymous_node_listeners(values: dict[str, Any], security_protocols: dict[str, str], ssl_values: dict[str, str]) -> list[str]:
+    """The listeners other nodes reach this one on, or it reaches them on, without
+    authenticating: PLAINTEXT, or SSL without ssl.client.auth=required."""
+    anonymous = []
+    for listener in dict.fromkeys(_node_listeners(values).values()):
+        protocol = security_protocols.get(listener, "PLAINTEXT")
+        if protocol == "SSL":
+            client_auth = ssl_values.get(f"listener.name.{listener.lower()}.ssl.client.auth", ssl_values.get("ssl.client.auth", "none"))
+            if client_auth.strip().lower() == "required":
+                continue
+        if protocol in ("PLAINTEXT", "SSL"):
+            anonymous.append(listener)
+    return anonymous
+
+
+def _check_authorizer(values: dict[str, Any], security_protocols: dict[str, str], ssl_values: dict[str, str]) -> None:
     """``super.users`` must be "Type:name" principals; ``authorizer.class.name`` may only
     name Kafka's StandardAuthorizer (the ZooKeeper-era AclAuthorizer and any other class
     are refused).
 
-    With an authorizer, a node that is not a cluster of one by itself (a broker-only or
-    controller-only node, or a combined node whose quorum has another voter) must list
-    User:ANONYMOUS among ``super.users``: nodes connect to each other without
-    credentials, as that principal, and Kafka's checks on their requests (CLUSTER_ACTION
-    for the Raft, registration, heartbeat, AlterPartition, replica Fetch and
-    WriteTxnMarkers requests; the forwarded admin requests) would refuse them."""
+    With an authorizer, Kafka's checks on the requests nodes send each other
+    (CLUSTER_ACTION for the Raft, registration, heartbeat, AlterPartition, replica
+    Fetch and WriteTxnMarkers requests; the forwarded admin requests) need the
+    connecting node's principal among ``super.users``. Over SASL, or SSL with
+    ssl.client.auth=required, that is the node's own user or certificate principal,
+    which the operator lists (as in Kafka; nothing to check here). Over PLAINTEXT,
+    or SSL without client certificates, nodes connect as User:ANONYMOUS, so a node
+    that is not a cluster of one by itself must list it when its inter-broker or
+    controller listener is such a listener."""
     try:
         super_users = parse_super_users(values["super.users"])
     except ValueError as exc:
@@ -626,12 +739,14 @@ def _check_authorizer(values: dict[str, Any]) -> None:
     roles = set(values["process.roles"])
     voters = values["controller.quorum.voters"]
     alone = roles == {"broker", "controller"} and all(v.node_id == values["node.id"] for v in voters)
-    if not alone and ANONYMOUS_PRINCIPAL not in super_users:
+    anonymous = [] if alone else _anonymous_node_listeners(values, security_protocols, ssl_values)
+    if anonymous and ANONYMOUS_PRINCIPAL not in super_users:
         raise ConfigError(
             f"super.users: must include {ANONYMOUS_PRINCIPAL} when authorizer.class.name is set on a node of a "
-            "cluster of several nodes: pybroker nodes connect to each other without credentials, as "
-            f"{ANONYMOUS_PRINCIPAL}, and need CLUSTER_ACTION on each other (note that every client on a "
-            "PLAINTEXT listener is then a super user too: give clients SASL or TLS listeners)"
+            f"cluster of several nodes whose node-to-node listeners ({', '.join(anonymous)}) do not authenticate: "
+            f"nodes connect to each other there as {ANONYMOUS_PRINCIPAL} and need CLUSTER_ACTION on each other "
+            "(every client on such a listener is then a super user too: give the inter-broker and controller "
+            "listeners SASL, or SSL with ssl.client.auth=required, and list the nodes' principal in super.users instead)"
         )
 
 
@@ -709,6 +824,18 @@ def _check_roles(values: dict[str, Any]) -> None:
                 f"listeners: a controller-only node may only have controller listeners, not {', '.join(broker_listeners)}"
             )
     inter_broker = values["inter.broker.listener.name"]
+    if inter_broker is not None and values["security.inter.broker.protocol"] is not None:
+        raise ConfigError(
+            "inter.broker.listener.name and security.inter.broker.protocol: set only one of them "
+            "(inter.broker.listener.name names the listener, security.inter.broker.protocol the listener named after a protocol)"
+        )
+    if inter_broker is None and values["security.inter.broker.protocol"] is not None:
+        inter_broker = values["security.inter.broker.protocol"]
+        if "broker" in roles and inter_broker not in broker_listeners:
+            raise ConfigError(
+                f"security.inter.broker.protocol: there is no broker listener named {inter_broker} "
+                f"({', '.join(broker_listeners)}); name the listener with inter.broker.listener.name instead"
+            )
     if inter_broker is not None and "broker" in roles and inter_broker not in broker_listeners:
         raise ConfigError(f"inter.broker.listener.name: {inter_broker} is not one of the broker listeners ({', '.join(broker_listeners)})")
     # Clients only ever talk to brokers, so a controller listener is never advertised to them.

@@ -38,6 +38,10 @@ which says what Kafka does with it; frames are bounded by
 is logged once with the peer and closed after
 ``connection.failed.authentication.delay.ms``, and the SASL principal replaces
 the certificate's. Other connections pay one attribute test per request.
+
+A client over a quota (broker/quotas.py) is muted for the throttle time, as
+Kafka mutes the channel (KIP-219): :meth:`KafkaConnection.throttle` pauses
+reading, and no queued request starts until then (answers still go out).
 """
 
 from __future__ import annotations
@@ -214,6 +218,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_receiver",
         "_sasl",
         "_sasl_listener",
+        "_throttle_handle",
+        "_throttled_until_s",
         "_tls",
         "_transport",
         "_worker",
@@ -279,6 +285,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # fetch is not idle however long it waits).
         self.last_active_s = time.monotonic()
         self._answering = False
+        # Client quotas: muted until this monotonic time (0: not muted) and the timer that unmutes.
+        self._throttled_until_s = 0.0
+        self._throttle_handle: asyncio.TimerHandle | None = None
 
     # ----------------------------------------------------------------- asyncio.Protocol
 
@@ -331,6 +340,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._release(self._admitted_bytes)
         self._receiver.release()
         self._pending = ()
+        if self._throttle_handle is not None:
+            self._throttle_handle.cancel()
+            self._throttle_handle = None
         self.resume_writing()
         _heap_trimmer.connection_closed()
         if self._worker is not None and not self._worker.done():
@@ -396,13 +408,36 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return frame
 
     def _update_reading(self) -> None:
-        paused = self._queue_full or self._receiver.blocked
+        paused = self._queue_full or self._receiver.blocked or self._throttled_until_s > 0.0
         if paused != self._reading_paused and not self._closing and not self._transport.is_closing():
             self._reading_paused = paused
             if paused:
                 self._transport.pause_reading()
             else:
                 self._transport.resume_reading()
+
+    # ----------------------------------------------------------------- client quotas
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Read and start nothing more for ``throttle_ms`` (a quota was exceeded)."""
+        if self._closing or throttle_ms <= 0:
+            return
+        until_s = time.monotonic() + throttle_ms / 1000
+        if until_s <= self._throttled_until_s:
+            return
+        self._throttled_until_s = until_s
+        if self._throttle_handle is not None:
+            self._throttle_handle.cancel()
+        self._throttle_handle = asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unthrottle)
+        self._update_reading()
+
+    def _unthrottle(self) -> None:
+        self._throttle_handle = None
+        self._throttled_until_s = 0.0
+        if not self._closing:
+            self._update_reading()
+            if self._frame_waiter is not None and not self._frame_waiter.done():
+                self._frame_waiter.set_result(None)  # the worker waits in _wait_throttled
 
     # ----------------------------------------------------------------- queued.max.request.bytes
 
@@ -555,6 +590,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if not waiter.done():
                 waiter.cancel()
 
+    async def _wait_throttled(self, later: deque | None) -> None:
+        """Until the throttle ends (``_unthrottle`` wakes the waiter) or the oldest answer waiting is ready."""
+        head = later[0][0] if later else None
+        if head is not None and (type(head) is not asyncio.Task or head.done()):
+            return
+        waiter = self._frame_waiter = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait((waiter,) if head is None else (head, waiter), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._frame_waiter = None
+            if not waiter.done():
+                waiter.cancel()
+
     async def _serve(self) -> None:
         # Ends when the queue is empty: an idle connection has no task (and its
         # coroutine, futures and context) waiting for the next request.
@@ -571,6 +619,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         later = None
                         continue
                 if self._pending:
+                    if self._throttled_until_s > 0.0:
+                        # Muted by a quota: answers still go out, nothing new starts.
+                        await self._wait_throttled(later)
+                        continue
                     if later is not None and not self._may_overlap(len(later)):
                         await self._wait_head_or_frame(later)
                         continue

@@ -8,7 +8,7 @@ BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition
 requests brokers forward (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
 AlterPartitionReassignments, ListPartitionReassignments,
-AlterUserScramCredentials, and CreateAcls/DeleteAcls, which brokers check
+AlterUserScramCredentials, AlterClientQuotas, and CreateAcls/DeleteAcls, which brokers check
 before sending them on: broker/handlers/acls.py). Fetch here is the Raft
 fetch of the metadata log, not a client fetch, which is why this listener has
 a dispatcher of its own.
@@ -23,6 +23,7 @@ from broker.handlers import (
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    client_quotas,
     create_partitions,
     create_topics,
     delete_topics,
@@ -118,6 +119,7 @@ def build_controller_dispatcher(broker) -> Dispatcher:
     incremental_alter_configs.register(dispatcher, broker, forwarded=True)
     scram_credentials.register(dispatcher, broker, forwarded=True)
     acls.register(dispatcher, broker, forwarded=True)
+    client_quotas.register(dispatcher, broker, forwarded=True)
     for module in (
         delete_topics,
         create_partitions,

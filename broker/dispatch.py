@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from broker.quotas import EXEMPT_API_KEYS
 from protocol.exceptions import ProtocolError
 from protocol.framing import decode_request, encode_response
 from protocol.headers import peek_request_header
@@ -39,6 +41,15 @@ class RequestContext:
     # SASL) and from which address, as the authorizer reads them (Java's form).
     principal: str = "User:ANONYMOUS"
     host: str = ""
+    # Client quotas (broker/quotas.py): the request's size, the throttle time a
+    # handler decided (the larger of this and the request_percentage throttle
+    # goes into the response and mutes the connection), the event-loop time
+    # spent on the request (set by the dispatcher), and whether the request is
+    # exempt from request_percentage (a follower's Fetch).
+    frame_bytes: int = 0
+    throttle_time_ms: int = 0
+    busy_s: float = 0.0
+    throttle_exempt: bool = False
 
 
 Handler = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]
@@ -86,6 +97,8 @@ class Dispatcher:
         # controller answers (see broker/forwarding.py).
         self.forwarder = None
         self.forwarded_keys: frozenset[int] = frozenset()
+        # Set on a broker's client listener: the client quotas (broker.quotas.ClientQuotaManager).
+        self.quotas = None
 
     def register(
         self, api_key: int, min_version: int, max_version: int, handle: Handler, *, authorize: Authorize | None = None
@@ -111,7 +124,22 @@ class Dispatcher:
         """Decode, handle and encode one request. Returns the response frame,
         ``None`` when no response is due (acks=0), or :attr:`CLOSE`; with
         ``pipelined``, an :class:`asyncio.Task` giving one of those when the
-        handler answered :class:`AnswerLater`."""
+        handler answered :class:`AnswerLater`.
+
+        With client quotas (``self.quotas`` with some quota set), the event-loop
+        time of the request counts towards the client's request_percentage (a
+        synchronous handler's whole call; of an async handler, only the steps
+        between its awaits, see :class:`_Timed`), and the throttle, the larger
+        of the handler's and that one's, goes into the response's
+        ``throttle_time_ms`` and mutes the connection (``connection.throttle``)
+        for that long (KIP-219)."""
+        started_s = 0.0
+        quotas = self.quotas
+        if quotas is not None:
+            if quotas.any_enabled:
+                started_s = time.perf_counter()
+            else:
+                quotas = None
         try:
             api_key, api_version, correlation_id = peek_request_header(frame)
         except ProtocolError as exc:
@@ -139,6 +167,7 @@ class Dispatcher:
             getattr(connection, "listener_name", None),
             getattr(connection, "principal", ANONYMOUS),
             getattr(connection, "peer_host", ""),
+            len(frame),
         )
         partial = None
         if spec.authorize is not None:
@@ -148,23 +177,39 @@ class Dispatcher:
                     return encode_response(spec.api, api_version, correlation_id, partial.answer(None))
                 body = partial.request
         if api_key in self.forwarded_keys:
+            if quotas is not None:
+                decoded_s = time.perf_counter()
             forwarded = await self.forwarder.forward(spec.api, api_version, body)
             if forwarded is not None:
                 if partial is not None:
                     forwarded = partial.answer(forwarded)
+                if quotas is not None:
+                    _throttle(quotas, ctx, decoded_s - started_s, connection, forwarded)
                 return encode_response(spec.api, api_version, correlation_id, forwarded)
         response = spec.handle(ctx, body)
         if spec.is_async:
-            response = await response
+            if quotas is None:
+                response = await response
+            else:
+                ctx.busy_s = time.perf_counter() - started_s
+                response = await _Timed(response, ctx)
+                _throttle(quotas, ctx, ctx.busy_s, connection, response)
         elif type(response) is AnswerLater:
+            if quotas is not None:
+                # The handler's part is done; what is left is waiting.
+                _throttle(quotas, ctx, time.perf_counter() - started_s, connection, None)
             if partial is not None:
                 response = AnswerLater(_answered(response.answer, partial), overlappable=response.overlappable)
                 partial = None
             if pipelined and response.overlappable:
                 return asyncio.get_running_loop().create_task(
-                    self._encode_later(spec.api, api_version, correlation_id, response.answer)
+                    self._encode_later(spec.api, api_version, correlation_id, response.answer, ctx)
                 )
             response = await response.answer
+            if response is not None and ctx.throttle_time_ms > 0:
+                _set_throttle_time(response, ctx.throttle_time_ms)
+        elif quotas is not None:
+            _throttle(quotas, ctx, time.perf_counter() - started_s, connection, response)
         if response is None:
             return None
         if partial is not None:
@@ -172,9 +217,13 @@ class Dispatcher:
         return encode_response(spec.api, api_version, correlation_id, response)
 
     @staticmethod
-    async def _encode_later(api: Api, api_version: int, correlation_id: int, answer: Awaitable[Any]):
+    async def _encode_later(api: Api, api_version: int, correlation_id: int, answer: Awaitable[Any], ctx: RequestContext):
         response = await answer
-        return None if response is None else encode_response(api, api_version, correlation_id, response)
+        if response is None:
+            return None
+        if ctx.throttle_time_ms > 0:
+            _set_throttle_time(response, ctx.throttle_time_ms)
+        return encode_response(api, api_version, correlation_id, response)
 
     def _unsupported_api_versions(self, spec: HandlerSpec, api_version: int, correlation_id: int):
         # A client newer than us asks with a version we do not know: answer in
@@ -188,6 +237,60 @@ class Dispatcher:
             ],
         )
         return encode_response(spec.api, 0, correlation_id, body)
+
+
+class _Timed:
+    """Awaits a coroutine as ``await coroutine`` would, adding the time each of its steps
+    runs (not the time it waits) to ``ctx.busy_s``: the event-loop time of an async handler."""
+
+    __slots__ = ("_coroutine", "_ctx")
+
+    def __init__(self, coroutine, ctx: RequestContext):
+        self._coroutine = coroutine
+        self._ctx = ctx
+
+    def __await__(self):
+        coroutine, ctx = self._coroutine, self._ctx
+        sent, thrown = None, None
+        while True:
+            started_s = time.perf_counter()
+            try:
+                if thrown is None:
+                    awaited = coroutine.send(sent)
+                else:
+                    awaited = coroutine.throw(thrown)
+            except StopIteration as done:
+                ctx.busy_s += time.perf_counter() - started_s
+                return done.value
+            finally:
+                thrown = None
+            ctx.busy_s += time.perf_counter() - started_s
+            try:
+                sent = yield awaited
+            except BaseException as exc:  # cancellation included: the coroutine decides
+                sent, thrown = None, exc
+
+
+def _throttle(quotas, ctx: RequestContext, busy_s: float, connection, response) -> None:
+    """Record the request's event-loop time for request_percentage; the larger of that
+    throttle and the handler's goes into ``ctx`` and ``response`` (when there is one yet)
+    and mutes the connection."""
+    throttle_ms = ctx.throttle_time_ms
+    if not ctx.throttle_exempt and ctx.api_key not in EXEMPT_API_KEYS:
+        throttle_ms = max(throttle_ms, quotas.record_request_time(ctx.principal, ctx.client_id, busy_s))
+    if throttle_ms <= 0:
+        return
+    ctx.throttle_time_ms = throttle_ms
+    if response is not None:
+        _set_throttle_time(response, throttle_ms)
+    throttle = getattr(connection, "throttle", None)
+    if throttle is not None:
+        throttle(throttle_ms)
+
+
+def _set_throttle_time(response, throttle_ms: int) -> None:
+    if "throttle_time_ms" in getattr(type(response), "__slots__", ()):
+        response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle_ms)
 
 
 async def _answered(answer: Awaitable[Any], partial) -> Any:

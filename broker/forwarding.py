@@ -3,7 +3,7 @@
 A Kafka broker in KRaft mode is not the controller; it forwards the admin
 requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs, IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
-AlterUserScramCredentials) and ListPartitionReassignments to the active controller and relays the
+AlterUserScramCredentials, AlterClientQuotas) and ListPartitionReassignments to the active controller and relays the
 answer, and asks it for producer-id blocks and internal topics. pybroker does
 the same over the controller listener of the quorum's leader, with the
 request's own API and version (the controller serves the same handlers), so
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 # The admin APIs a broker forwards (Kafka's ForwardingManager list, as far as pybroker serves them).
 # ListPartitionReassignments (46) only reads, but the controller answers it in
 # Kafka too: its view of running reassignments is the authoritative one.
-FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 51})
+FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51})
 CREATE_TOPICS = APIS_BY_KEY[19]
 ALLOCATE_PRODUCER_IDS = APIS_BY_KEY[67]
 CREATE_TOPICS_VERSION = 7
@@ -149,7 +149,7 @@ class ControllerChannel:
             return None
         connection = self._connections.get(leader)
         if connection is None:
-            connection = KafkaClientConnection(address[0], address[1], f"broker-{self.broker.node_id}")
+            connection = self.broker.node_connection(address[0], address[1], f"broker-{self.broker.node_id}", to="controller")
             self._connections[leader] = connection
         timeout_ms = timeout_ms or self.broker.config.raft_config.request_timeout_ms * 5
         try:

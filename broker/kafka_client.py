@@ -1,12 +1,27 @@
 """An asyncio Kafka protocol client for the node's own requests to other nodes
 (Raft messages between controllers, a broker's requests to the active
-controller).
+controller, replica fetches, transaction markers).
 
 One TCP connection, pipelined requests matched to responses by correlation id;
 a broken connection fails every request waiting on it and the next request
 reconnects. Nothing here retries: the callers (the Raft core, the broker's
 lifecycle loop) already resend on their own timers, so a retry here would only
 duplicate theirs.
+
+Security (:class:`ClientSecurity`, built once at start by
+:func:`node_client_security`): a node connects to a listener of another node
+with that listener's security protocol, as a Kafka node does: TLS with the
+node's own ``ssl.*`` / ``listener.name.<l>.ssl.*`` settings (the peer's
+certificate verified against the trust store, its host name unless
+``ssl.endpoint.identification.algorithm`` is empty, our keystore shown when the
+peer asks for a client certificate), then for SASL a SaslHandshake v1 and
+SaslAuthenticate v2 exchange (broker/security/sasl_client.py) before the first
+request. An authentication or TLS failure fails the request like any broken
+connection (:class:`AuthenticationFailed`) and is logged once at WARNING until
+a connection succeeds again. A session with a lifetime (the peer's
+``connections.max.reauth.ms``) is not re-authenticated in place: a new
+connection is opened once 85 % of it has passed, and the old one closed at its
+end, so requests in flight on it still get their answers.
 """
 
 from __future__ import annotations
@@ -14,10 +29,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from broker.config import BrokerConfig, ConfigError
+from broker.security.jaas import JaasConfigError, parse_jaas_entry
+from broker.security.sasl_client import MechanismClient, SaslClientError, client_factory
+from broker.tls import client_context, tls_settings
+from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.framing import decode_response, encode_request
+from protocol.registry import APIS_BY_KEY
 from protocol.schema import Api
 
 log = logging.getLogger(__name__)
@@ -27,16 +51,96 @@ _SIZE = struct.Struct(">i")
 RESPONSE_BYTES_MAX = 256 << 20
 
 
+SASL_HANDSHAKE = APIS_BY_KEY[17]
+SASL_AUTHENTICATE = APIS_BY_KEY[36]
+# Before authentication a peer's answers are small (a SCRAM message, a mechanism list).
+SASL_RESPONSE_BYTES_MAX = 1 << 20
+# SCRAM takes two SaslAuthenticate rounds, PLAIN one: more is a misbehaving peer.
+SASL_ROUNDS_MAX = 4
+# Before this share of a SASL session's lifetime has passed, a new connection replaces it.
+SESSION_RENEW_SHARE = 0.85
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
 class ConnectionFailed(ConnectionError):
     """The request may or may not have reached the peer; no response will come."""
 
 
+class AuthenticationFailed(ConnectionFailed):
+    """The peer refused our credentials or certificate, or failed to prove its own."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How this node connects to ``listener`` of other nodes (its security protocol)."""
+
+    listener: str
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    sasl_client: Callable[[], MechanismClient] | None = None
+    # User:<name> of the SASL credentials: what the peer's authorizer sees.
+    principal: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ClientSecurity({self.listener}, {self.protocol}, sasl={self.sasl_mechanism})"
+
+
+PLAINTEXT = ClientSecurity("PLAINTEXT")
+
+
+def node_client_security(config: BrokerConfig, listener: str, mechanism_key: str) -> ClientSecurity:
+    """The client side of ``listener`` (the inter-broker or the first controller
+    listener) for this node: its TLS context and, for SASL, the mechanism named
+    by ``mechanism_key`` (sasl.mechanism.inter.broker.protocol or
+    sasl.mechanism.controller.protocol) with the credentials of the listener's
+    JAAS entry. ConfigError names the key to fix; nothing is connected yet."""
+    protocol = config.security_protocol(listener)
+    context = client_context(tls_settings(config, listener)) if protocol in TLS_PROTOCOLS else None
+    if protocol not in SASL_PROTOCOLS:
+        return ClientSecurity(listener, protocol, context)
+    mechanism = config[mechanism_key]
+    jaas_key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    text = config.sasl.get(jaas_key)
+    try:
+        entry = None if text is None else parse_jaas_entry(text)
+        factory = client_factory(mechanism, entry, jaas_key)
+    except JaasConfigError as exc:
+        raise ConfigError(f"{jaas_key}: {exc}") from None
+    except ValueError as exc:
+        message = str(exc)
+        raise ConfigError(message if message.startswith(jaas_key) else f"{mechanism_key}: {message}") from None
+    return ClientSecurity(listener, protocol, context, mechanism, factory, "User:" + entry.options["username"])
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
 class KafkaClientConnection:
-    def __init__(self, host: str, port: int, client_id: str, *, connect_timeout_ms: int = 5000):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        *,
+        connect_timeout_ms: int = 5000,
+        security: ClientSecurity | None = None,
+    ):
         self.host = host
         self.port = port
         self.client_id = client_id
         self.connect_timeout_ms = connect_timeout_ms
+        self.security = security or PLAINTEXT
+        # A failure to authenticate is logged once, until a connection succeeds.
+        self._failure_logged = False
+        # loop time at which the SASL session is renewed (None: it has no lifetime).
+        self._renew_at_s: float | None = None
+        self._session_end_s = 0.0
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
         self._connecting: asyncio.Future | None = None
@@ -75,7 +179,9 @@ class KafkaClientConnection:
 
     async def _ensure_connected(self) -> None:
         if self._writer is not None and not self._writer.is_closing():
-            return
+            if self._renew_at_s is None or asyncio.get_running_loop().time() < self._renew_at_s:
+                return
+            self._retire(self._writer)
         if self._connecting is None:
             self._connecting = asyncio.ensure_future(self._connect())
         connecting = self._connecting
@@ -85,16 +191,104 @@ class KafkaClientConnection:
             if connecting.done():
                 self._connecting = None
 
+    def _retire(self, writer: asyncio.StreamWriter) -> None:
+        """Open a new connection for the next requests; this one closes when its
+        SASL session ends (the requests in flight on it are answered by then)."""
+        self._writer = None
+        self._renew_at_s = None
+        remaining_s = max(self._session_end_s - asyncio.get_running_loop().time(), 0.0)
+        asyncio.get_running_loop().call_later(remaining_s, writer.close)
+
     async def _connect(self) -> None:
+        security = self.security
+        context = security.ssl_context
         try:
             reader, writer = await asyncio.open_connection(self.host, self.port)
         except OSError as exc:
             raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        lifetime_ms = 0
+        try:
+            if context is not None:
+                try:
+                    await writer.start_tls(context, server_hostname=self.host, ssl_handshake_timeout=self.connect_timeout_ms / 1000)
+                except (OSError, EOFError) as exc:  # ssl.SSLError is an OSError
+                    # An untrusted certificate, a host name it does not name, a peer not speaking TLS, ...
+                    reason = getattr(exc, "verify_message", None) or str(exc) or "the peer closed the connection (not a TLS listener?)"
+                    raise AuthenticationFailed(f"TLS handshake with {self.host}:{self.port} ({security.listener}) failed: {reason}") from exc
+            if security.sasl_client is not None:
+                try:
+                    lifetime_ms = await self._authenticate(reader, writer)
+                except AuthenticationFailed:
+                    raise
+                except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
+                    raise ConnectionFailed(f"connection to {self.host}:{self.port} closed during SASL authentication: {exc}") from exc
+        except BaseException as exc:  # a failure, or the connect timeout cancelling us
+            writer.close()
+            if isinstance(exc, AuthenticationFailed):
+                self._log_failure(exc)
+            raise
+        if self._failure_logged:
+            log.info("authenticated to %s:%d (%s) again", self.host, self.port, security.listener)
+            self._failure_logged = False
+        if lifetime_ms > 0:
+            now_s = asyncio.get_running_loop().time()
+            self._session_end_s = now_s + lifetime_ms / 1000
+            self._renew_at_s = now_s + lifetime_ms * SESSION_RENEW_SHARE / 1000
+        else:
+            self._renew_at_s = None
         self._writer = writer
         # Each connection has its own pending table, so the end of an old one
         # can never fail requests sent on its successor.
         self._pending = {}
         self._reader_task = asyncio.get_running_loop().create_task(self._read_responses(reader, writer, self._pending))
+
+    def _log_failure(self, failure: AuthenticationFailed) -> None:
+        if not self._failure_logged:
+            self._failure_logged = True
+            log.warning("%s; retrying (logged once until it succeeds)", failure)
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api: Api, api_version: int, body):
+        """One request and its response on a connection not yet handed to the reader task."""
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        writer.write(encode_request(api, api_version, correlation_id, self.client_id, body))
+        size = _SIZE.unpack(await reader.readexactly(4))[0]
+        if not 4 <= size <= SASL_RESPONSE_BYTES_MAX:
+            raise ProtocolError(f"{api.name} response frame of {size} bytes")
+        frame = await reader.readexactly(size)
+        if _SIZE.unpack_from(frame, 0)[0] != correlation_id:
+            raise ProtocolError(f"{api.name} response with another correlation id")
+        return decode_response(api, api_version, frame)[1]
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+        """SaslHandshake v1, then SaslAuthenticate v2 rounds until the mechanism
+        completes; the session's lifetime in ms (0: none)."""
+        security = self.security
+        peer = f"{self.host}:{self.port} ({security.listener}, SASL {security.sasl_mechanism})"
+        handshake = await self._exchange(
+            reader, writer, SASL_HANDSHAKE, 1, SASL_HANDSHAKE.request.cls(mechanism=security.sasl_mechanism)
+        )
+        if handshake.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            raise AuthenticationFailed(
+                f"authentication failed with {peer}: the mechanism is not enabled there "
+                f"(it offers {', '.join(handshake.mechanisms or []) or 'none'})"
+            )
+        if handshake.error_code != ErrorCode.NONE:
+            # ILLEGAL_SASL_STATE: most likely not a SASL listener there.
+            raise AuthenticationFailed(f"authentication failed with {peer}: SaslHandshake answered {_error_name(handshake.error_code)}")
+        mechanism = security.sasl_client()
+        token = mechanism.initial_token()
+        for _ in range(SASL_ROUNDS_MAX):
+            answer = await self._exchange(reader, writer, SASL_AUTHENTICATE, 2, SASL_AUTHENTICATE.request.cls(auth_bytes=token))
+            if answer.error_code != ErrorCode.NONE:
+                reason = answer.error_message or _error_name(answer.error_code)
+                raise AuthenticationFailed(f"authentication failed with {peer}: {reason}")
+            try:
+                token = mechanism.evaluate(bytes(answer.auth_bytes))
+            except SaslClientError as exc:
+                raise AuthenticationFailed(f"authentication failed with {peer}: {exc}") from None
+            if token is None:
+                return answer.session_lifetime_ms or 0
+        raise AuthenticationFailed(f"authentication failed with {peer}: no end after {SASL_ROUNDS_MAX} rounds")
 
     async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pending: dict) -> None:
         error: Exception = ConnectionFailed(f"connection to {self.host}:{self.port} closed")

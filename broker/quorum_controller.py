@@ -45,6 +45,7 @@ from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_BROKER, decode_record, encode_record, record_api_key
 from controller.metadata.snapshot_file import decode_snapshot_file, encode_snapshot_file
 from controller.raft.log import Batch, RaftLog, SnapshotId
+from controller.quota_commands import plan_alter_client_quotas
 from controller.reassignment import list_partition_reassignments, plan_alter_partition_reassignments
 from controller.scram_commands import plan_alter_user_scram_credentials
 from controller.topic_commands import (
@@ -61,6 +62,7 @@ from protocol.schema import struct_classes
 log = logging.getLogger(__name__)
 _SCRAM_ALTER = struct_classes(APIS_BY_NAME["AlterUserScramCredentials"].response)
 _ACL_CREATE = struct_classes(APIS_BY_NAME["CreateAcls"].response)
+_QUOTA_ALTER = struct_classes(APIS_BY_NAME["AlterClientQuotas"].response)
 _ACL_DELETE = struct_classes(APIS_BY_NAME["DeleteAcls"].response)
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
@@ -384,6 +386,24 @@ class QuorumController:
                 results=[
                     _SCRAM_ALTER.AlterUserScramCredentialsResult(user=name, error_code=ErrorCode.NOT_CONTROLLER, error_message=str(exc))
                     for name in users
+                ],
+            )
+
+    async def alter_client_quotas(self, request):
+        """AlterClientQuotasResponse for a decoded request, planned by controller/quota_commands.py
+        (every entry NOT_CONTROLLER when this node cannot act)."""
+        try:
+            return await self._submit(lambda image: plan_alter_client_quotas(image, request))
+        except NotControllerError as exc:
+            return _QUOTA_ALTER.AlterClientQuotasResponse(
+                throttle_time_ms=0,
+                entries=[
+                    _QUOTA_ALTER.EntryData(
+                        error_code=ErrorCode.NOT_CONTROLLER,
+                        error_message=str(exc),
+                        entity=[_QUOTA_ALTER.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity],
+                    )
+                    for entry in request.entries
                 ],
             )
 

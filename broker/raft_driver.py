@@ -34,7 +34,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Protocol
 
-from broker.kafka_client import KafkaClientConnection
+from broker.kafka_client import ClientSecurity, KafkaClientConnection
 from controller.raft import wire
 from controller.raft.log import RaftLog, SnapshotId
 from controller.raft.messages import (
@@ -105,8 +105,11 @@ class RaftDriver:
         *,
         clock_ms: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
+        security: ClientSecurity | None = None,
     ):
         self.node_id = node_id
+        # The controller listener's security protocol (None: PLAINTEXT).
+        self.security = security
         self.voter_addresses = dict(voter_addresses)
         self.log = raft_log
         self.state_store = state_store
@@ -231,7 +234,10 @@ class RaftDriver:
             address = self.voter_addresses.get(destination)
             if address is None:
                 return None
-            channel = KafkaClientConnection(address[0], address[1], f"raft-{self.node_id}-{kind}", connect_timeout_ms=self.config.request_timeout_ms)
+            channel = KafkaClientConnection(
+                address[0], address[1], f"raft-{self.node_id}-{kind}",
+                connect_timeout_ms=self.config.request_timeout_ms, security=self.security,
+            )
             self._channels[(destination, kind)] = channel
         return channel
 

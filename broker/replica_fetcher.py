@@ -123,8 +123,9 @@ class ReplicaFetcher:
         if self._connection is None or self._address != address:
             if self._connection is not None:
                 self._connection.close()
-            self._connection = KafkaClientConnection(
-                address[0], address[1], f"replica-fetcher-{self.manager.node_id}", connect_timeout_ms=self.socket_timeout_ms
+            # The inter-broker listener's security protocol (TLS, SASL) as well as its address.
+            self._connection = self.manager.broker.node_connection(
+                address[0], address[1], f"replica-fetcher-{self.manager.node_id}", to="broker", connect_timeout_ms=self.socket_timeout_ms
             )
             self._address = address
         return self._connection

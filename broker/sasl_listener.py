@@ -17,8 +17,10 @@ or OAUTHBEARER are listed. Per mechanism, lower-cased:
 
 ``sasl.server.max.receive.size`` bounds every frame before authentication and
 ``connection.failed.authentication.delay.ms`` delays the close after a failed
-one. Connections between nodes of a cluster (inter-broker, controller) do not
-speak SASL yet: broker/app.py refuses such a configuration at start.
+one. When the inter-broker or controller listener is a SASL one, the other
+nodes authenticate to it too (the client side is broker/kafka_client.py), with
+``sasl.mechanism.inter.broker.protocol`` / ``sasl.mechanism.controller.protocol``,
+which must then be among the listener's mechanisms (broker/config.py checks).
 
 Frames: :func:`sasl_step` takes one received frame of a connection with a
 :class:`SaslSession` and answers a :class:`SaslStep`: hand it to the

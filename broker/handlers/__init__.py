@@ -11,7 +11,20 @@ from broker.dispatch import Dispatcher
 
 def register_all(dispatcher: Dispatcher, broker) -> None:
     """Register every API's handler; ``broker`` is the running broker.app.Broker
-    (not imported: the application imports the handlers, never the reverse)."""
+    (not imported: the application imports the handlers, never the reverse).
+    The broker's client quotas (``broker.quotas``, made here when the broker has
+    none) are the dispatcher's too: it throttles every API by them."""
+    from broker.quotas import ClientQuotaManager
+
+    if getattr(broker, "quotas", None) is None:
+        broker.quotas = ClientQuotaManager(
+            lambda: broker.image.client_quotas,
+            num_samples=broker.config["quota.window.num"],
+            sample_seconds=broker.config["quota.window.size.seconds"],
+            mutation_samples=broker.config["controller.quota.window.num"],
+            mutation_sample_seconds=broker.config["controller.quota.window.size.seconds"],
+        )
+    dispatcher.quotas = broker.quotas
     from broker.handlers import (
         acls,
         add_offsets_to_txn,
@@ -19,6 +32,7 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         alter_configs,
         alter_partition_reassignments,
         api_versions,
+        client_quotas,
         create_partitions,
         create_topics,
         delete_groups,
@@ -102,5 +116,6 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         sasl,
         scram_credentials,
         acls,
+        client_quotas,
     ):
         module.register(dispatcher, broker)

@@ -21,11 +21,18 @@ Authorization (with an authorizer; Kafka's ControllerApis.createPartitions),
 decided by the broker the client asked, before the request is forwarded: ALTER
 on each topic, else TOPIC_AUTHORIZATION_FAILED (no message) and the topic is not
 sent on; a name given twice is left to the handler's INVALID_REQUEST.
+
+A client with a ``controller_mutation_rate`` quota (broker/quotas.py) is
+charged the partitions each topic would add, in request order; once it is over,
+the next topics answer THROTTLING_QUOTA_EXCEEDED from v3 (Kafka's strict mode)
+and are not sent on, while older versions are served and only throttled. The
+answer carries the throttle time either way.
 """
 
 from __future__ import annotations
 
 from broker.authorization import TOPIC, denied, split_entries
+from broker.quotas import THROTTLED_MESSAGE, mutation_quota
 from controller.authorizer import AclOperation
 from controller.topic_commands import CreatePartitionsSpec
 from protocol.errors import ErrorCode
@@ -37,22 +44,36 @@ R = struct_classes(API.response)
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py): the topics the caller may ALTER go on."""
-    if broker.authorizer is None:
+    """The pre-authorization hook (broker/dispatch.py): the topics the caller may ALTER, and
+    whose new partitions its controller_mutation_rate admits, go on."""
+    quota = mutation_quota(broker, ctx, request)
+    if broker.authorizer is None and quota is None:
         return None
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
-    refused = denied(broker, ctx, AclOperation.ALTER, TOPIC, [name for name, count in counts.items() if count == 1])
-    if not refused:
+    unique = [name for name, count in counts.items() if count == 1]
+    refused = denied(broker, ctx, AclOperation.ALTER, TOPIC, unique) if broker.authorizer is not None else set()
+    if not refused and quota is None:
         return None
+    image = broker.image
 
     def refusal(t):
-        if t.name not in refused:
-            return None
-        return R.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None)
+        if t.name in refused:
+            return R.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None)
+        if quota is not None and counts[t.name] == 1 and t.name in image.topics:
+            # The partitions this request would add (the handler answers the other cases).
+            added = t.count - len(image.topics[t.name].partitions)
+            if added > 0 and quota.admit(added) > 0:
+                return R.CreatePartitionsTopicResult(
+                    name=t.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE
+                )
+        return None
 
-    return split_entries(request, "topics", refusal, "results", lambda: R.CreatePartitionsResponse(throttle_time_ms=0, results=[]))
+    partial = split_entries(request, "topics", refusal, "results", lambda: R.CreatePartitionsResponse(throttle_time_ms=0, results=[]))
+    if quota is not None:
+        ctx.throttle_time_ms = max(ctx.throttle_time_ms, quota.throttle_time_ms())
+    return partial
 
 
 def register(dispatcher, broker) -> None:

@@ -15,6 +15,12 @@ name given twice, and ``__cluster_metadata``, are left to the handler's
 INVALID_REQUEST). A created topic the caller may not DESCRIBE_CONFIGS is
 answered (v5+) without its configs, partition count and replication factor,
 with ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED.
+
+A client with a ``controller_mutation_rate`` quota (broker/quotas.py) is
+charged each new topic's partitions, in request order; once it is over, the
+next topics answer THROTTLING_QUOTA_EXCEEDED from v6 (Kafka's strict mode) and
+are not sent on, while older versions are served and only throttled. The
+answer carries the throttle time either way; validate_only is not charged.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from types import MappingProxyType, SimpleNamespace
 
 from broker.authorization import TOPIC, cluster_allowed, denied, split_entries, with_fields
 from broker.handlers.describe_configs import topic_entries
+from broker.quotas import THROTTLED_MESSAGE, mutation_quota
 from controller.authorizer import AclOperation
 from controller.metadata.image import TopicImage
 from controller.raft.wire import METADATA_TOPIC
@@ -38,25 +45,36 @@ AUTHORIZATION_FAILED = "Authorization failed."
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py): the topics the caller may create go on."""
-    if broker.authorizer is None:
+    """The pre-authorization hook (broker/dispatch.py): the topics the caller may create, and
+    whose partitions its controller_mutation_rate admits, go on."""
+    quota = mutation_quota(broker, ctx, request)
+    if broker.authorizer is None and quota is None:
         return None
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
     # Like Kafka, the metadata topic and duplicated names get the handler's INVALID_REQUEST.
     unique = [name for name, count in counts.items() if count == 1 and name != METADATA_TOPIC]
-    refused = set() if cluster_allowed(broker, ctx, AclOperation.CREATE) else denied(broker, ctx, AclOperation.CREATE, TOPIC, unique)
-    hidden = denied(broker, ctx, AclOperation.DESCRIBE_CONFIGS, TOPIC, unique) if ctx.api_version >= CONFIGS_VERSION else set()
-    if not refused and not hidden:
+    refused, hidden = set(), set()
+    if broker.authorizer is not None:
+        if not cluster_allowed(broker, ctx, AclOperation.CREATE):
+            refused = denied(broker, ctx, AclOperation.CREATE, TOPIC, unique)
+        if ctx.api_version >= CONFIGS_VERSION:
+            hidden = denied(broker, ctx, AclOperation.DESCRIBE_CONFIGS, TOPIC, unique)
+    if not refused and not hidden and quota is None:
         return None
+    unique_names = set(unique)
 
     def refusal(t):
-        if t.name not in refused:
+        if t.name in refused:
+            error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, AUTHORIZATION_FAILED
+        elif quota is not None and t.name in unique_names and t.name not in broker.image.topics and _admitted_not(quota, broker, t):
+            error, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE
+        else:
             return None
         return R.CreatableTopicResult(
-            name=t.name, topic_id=ZERO_UUID, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-            error_message=AUTHORIZATION_FAILED, num_partitions=-1, replication_factor=-1, configs=None,
+            name=t.name, topic_id=ZERO_UUID, error_code=error,
+            error_message=message, num_partitions=-1, replication_factor=-1, configs=None,
         )
 
     def finish(result):
@@ -67,9 +85,23 @@ def authorize(broker, ctx, request):
             topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
         )
 
-    return split_entries(
-        request, "topics", refusal, "topics", lambda: R.CreateTopicsResponse(throttle_time_ms=0, topics=[]), finish
+    partial = split_entries(
+        request, "topics", refusal, "topics", lambda: R.CreateTopicsResponse(throttle_time_ms=0, topics=[]),
+        finish if hidden else None,
     )
+    if quota is not None:
+        ctx.throttle_time_ms = max(ctx.throttle_time_ms, quota.throttle_time_ms())
+    return partial
+
+
+def _admitted_not(quota, broker, t) -> bool:
+    """Charge the partitions ``t`` would create (its assignments, its count, or num.partitions);
+    True when the quota refuses them."""
+    if t.assignments:
+        partitions = len(t.assignments)
+    else:
+        partitions = t.num_partitions if t.num_partitions > 0 else broker.config["num.partitions"]
+    return quota.admit(partitions) > 0
 
 
 def register(dispatcher, broker, *, allow_internal: bool = False) -> None:

@@ -15,11 +15,18 @@ UNKNOWN_TOPIC_OR_PARTITION). An id that names a topic the caller may not delete
 answers TOPIC_AUTHORIZATION_FAILED with the name only when the caller may
 describe it (unknown ids: the handler's UNKNOWN_TOPIC_ID). Names and ids given
 twice are left to the handler.
+
+A client with a ``controller_mutation_rate`` quota (broker/quotas.py) is
+charged each existing topic's partitions, in request order; once it is over,
+the next topics answer THROTTLING_QUOTA_EXCEEDED from v5 (Kafka's strict mode)
+and are not sent on, while older versions are served and only throttled. The
+answer carries the throttle time either way.
 """
 
 from __future__ import annotations
 
 from broker.authorization import MESSAGES, TOPIC, allowed, split_entries
+from broker.quotas import THROTTLED_MESSAGE, mutation_quota
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -32,8 +39,10 @@ _DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py): the topics the caller may delete go on."""
-    if broker.authorizer is None:
+    """The pre-authorization hook (broker/dispatch.py): the topics the caller may delete, and
+    whose partitions its controller_mutation_rate admits, go on."""
+    quota = mutation_quota(broker, ctx)
+    if broker.authorizer is None and quota is None:
         return None
     image = broker.image
     by_id = ctx.api_version >= TOPIC_IDS_VERSION
@@ -80,7 +89,27 @@ def authorize(broker, ctx, request):
             return R.DeletableTopicResult(name=shown, topic_id=t.topic_id, error_code=_DENIED, error_message=MESSAGES[_DENIED])
 
         field = "topics"
-    return split_entries(request, field, refusal, "responses", lambda: R.DeleteTopicsResponse(throttle_time_ms=0, responses=[]))
+
+    def refusal_or_throttle(entry):
+        refused = refusal(entry) if broker.authorizer is not None else None
+        if refused is not None or quota is None:
+            return refused
+        name = entry if not by_id else (entry.name if entry.name is not None else image.topic_names_by_id.get(entry.topic_id))
+        topic = image.topics.get(name) if name is not None else None
+        duplicated = (counts[entry] if not by_id else seen[entry.name if entry.name is not None else entry.topic_id]) > 1
+        if topic is None or duplicated or quota.admit(len(topic.partitions)) == 0:
+            return None  # the handler answers unknown and duplicated topics
+        return R.DeletableTopicResult(
+            name=name, topic_id=ZERO_UUID if not by_id else entry.topic_id,
+            error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE,
+        )
+
+    partial = split_entries(
+        request, field, refusal_or_throttle, "responses", lambda: R.DeleteTopicsResponse(throttle_time_ms=0, responses=[])
+    )
+    if quota is not None:
+        ctx.throttle_time_ms = max(ctx.throttle_time_ms, quota.throttle_time_ms())
+    return partial
 
 
 def register(dispatcher, broker) -> None:

@@ -14,7 +14,6 @@ import logging
 
 from broker.authorization import cluster_allowed
 from broker.controller_listener import describe_quorum_response
-from broker.kafka_client import KafkaClientConnection
 from controller.authorizer import AclOperation
 from controller.raft import wire
 from protocol.errors import ErrorCode
@@ -34,7 +33,8 @@ def register(dispatcher, broker) -> None:
         address = broker.config.quorum_voters.get(leader) if leader is not None else None
         if address is None:
             return wire.describe_quorum_error(ctx.api_version, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        connection = KafkaClientConnection(address[0], address[1], f"broker-{broker.node_id}")
+        # Over the controller listener's own security (TLS, SASL), as every node-to-controller request.
+        connection = broker.node_connection(address[0], address[1], f"broker-{broker.node_id}", to="controller")
         try:
             return await connection.request(API, ctx.api_version, request, timeout_ms=broker.config.raft_config.request_timeout_ms)
         except Exception as exc:  # the leader moved or died: the tool asks again

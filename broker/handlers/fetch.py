@@ -37,6 +37,14 @@ Authorization (with an authorizer, as Kafka): a follower needs CLUSTER_ACTION
 on the cluster, a consumer READ on each topic; a partition refused is answered
 TOPIC_AUTHORIZATION_FAILED (by name whether or not the topic exists; an
 unknown topic id stays UNKNOWN_TOPIC_ID).
+Client quotas (broker/quotas.py): a consumer under a ``consumer_byte_rate``
+gets at most what the quota allows in one sample per response (``max_bytes``
+lowered, as Kafka does, by a smaller bound); the record bytes it is sent
+count towards the rate, and over it the response carries ``throttle_time_ms``
+and the connection is muted for that time. Unlike Kafka, which answers a
+throttled fetch with no records and forgets its bytes, the records already
+read are sent and the throttle makes up for them. Followers are never
+throttled by client quotas.
 """
 
 from __future__ import annotations
@@ -78,6 +86,7 @@ def register(dispatcher, broker) -> None:
     rack_aware = broker.config["replica.selector.class"] is not None
 
     sessions = broker.fetch_sessions
+    quotas = broker.quotas
 
     def new_context(request, api_version: int) -> FetchContext:
         by_id = api_version >= 13
@@ -249,20 +258,39 @@ def register(dispatcher, broker) -> None:
             response.node_endpoints = node_endpoints(broker, leaders_named, listener)
         return response
 
+    def throttled(ctx, response, total_bytes: int):
+        """The response, its bytes counted towards the consumer's consumer_byte_rate."""
+        if not ctx.throttle_exempt:
+            sent_bytes = total_bytes if response.error_code == ErrorCode.NONE else 0  # a session error sends none
+            throttle_ms = quotas.record_fetch(ctx.principal, ctx.client_id, sent_bytes)
+            if throttle_ms > 0:
+                ctx.throttle_time_ms = max(ctx.throttle_time_ms, throttle_ms)
+                response.throttle_time_ms = ctx.throttle_time_ms
+        return response
+
     async def handle(ctx, request):
         version = ctx.api_version
+        if replica_id_of(request, version) >= 0:
+            ctx.throttle_exempt = True
+        else:
+            limit = quotas.fetch_max_bytes(ctx.principal, ctx.client_id)
+            if limit is not None and limit < request.max_bytes:
+                request.max_bytes = limit
+                request.min_bytes = min(request.min_bytes, limit)
         context = new_context(request, version)
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         while True:
             results, total_bytes, has_error, keys, slices, leaders_named = build(request, version, context, ctx)
             remaining_s = deadline - time.monotonic()
             if total_bytes >= request.min_bytes or has_error or remaining_s <= 0 or not keys or broker.stopping:
-                return respond(request, version, context, results, slices, leaders_named, ctx.listener)
+                response = respond(request, version, context, results, slices, leaders_named, ctx.listener)
+                return throttled(ctx, response, total_bytes)
             for file_slice in slices:  # not enough yet: this answer is dropped
                 file_slice.close()
             if not await broker.partition_watch.wait_any(keys, remaining_s):
-                results, _, _, _, slices, leaders_named = build(request, version, context, ctx)
-                return respond(request, version, context, results, slices, leaders_named, ctx.listener)
+                results, total_bytes, _, _, slices, leaders_named = build(request, version, context, ctx)
+                response = respond(request, version, context, results, slices, leaders_named, ctx.listener)
+                return throttled(ctx, response, total_bytes)
 
     dispatcher.register(API.key, 4, 17, handle)
 

@@ -41,6 +41,12 @@ partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs WRITE
 (else its partitions TOPIC_AUTHORIZATION_FAILED, whether or not it exists).
 Kafka no longer asks for IDEMPOTENT_WRITE here (KIP-679): an idempotent
 producer's InitProducerId is where that is checked.
+
+Client quotas (broker/quotas.py): the request's bytes count towards the
+client's ``producer_byte_rate`` when it arrives; over the quota, the request is
+still served and its answer carries ``throttle_time_ms`` while the connection
+is muted for that time (for acks=0 there is no answer, the muting alone slows
+the producer, as in Kafka).
 """
 
 from __future__ import annotations
@@ -120,8 +126,12 @@ def register(dispatcher, broker) -> None:
     notify = broker.partition_watch.notify
     replicas = broker.replicas
     flush = broker.flusher.flush
+    quotas = broker.quotas
 
     def handle(ctx, request):
+        throttle_ms = quotas.record_produce(ctx.principal, ctx.client_id, ctx.frame_bytes)
+        if throttle_ms > ctx.throttle_time_ms:
+            ctx.throttle_time_ms = throttle_ms
         transactional_id = request.transactional_id
         verify = []  # (key, plog, header) of first batches of a transaction here
         authorized_transactional = None  # asked at the first transactional batch
@@ -304,7 +314,7 @@ def register(dispatcher, broker) -> None:
         return _response(ctx, responses, leaders_named)
 
     def _response(ctx, responses, leaders_named):
-        response = R.ProduceResponse(responses=responses, throttle_time_ms=0)
+        response = R.ProduceResponse(responses=responses, throttle_time_ms=ctx.throttle_time_ms)
         if leaders_named and ctx.api_version >= 10:
             response.node_endpoints = [
                 R.NodeEndpoint(node_id=b, host=host, port=port, rack=rack)

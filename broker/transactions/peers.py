@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 
-from broker.kafka_client import KafkaClientConnection
+from broker.kafka_client import ClientSecurity, KafkaClientConnection
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.registry import APIS_BY_KEY
@@ -71,10 +71,11 @@ class RateLimitedLog:
 class Peer:
     """One connection to another broker, and the API versions it serves."""
 
-    def __init__(self, broker_id: int, host: str, port: int, client_id: str):
+    def __init__(self, broker_id: int, host: str, port: int, client_id: str, security: ClientSecurity | None = None):
         self.broker_id = broker_id
         self.address = (host, port)
-        self.connection = KafkaClientConnection(host, port, client_id)
+        # ``security``: the inter-broker listener's protocol (None: PLAINTEXT).
+        self.connection = KafkaClientConnection(host, port, client_id, security=security)
         self._versions: dict[int, tuple[int, int]] | None = None
 
     async def version_for(self, api) -> int | None:
@@ -114,7 +115,11 @@ class Peers:
         if peer is None or peer.address != (endpoint.host, endpoint.port):
             if peer is not None:
                 peer.close()
-            peer = self._peers[broker_id] = Peer(broker_id, endpoint.host, endpoint.port, f"txn-coordinator-{self._broker.node_id}")
+            # The inter-broker listener's TLS/SASL (a broker double without node_security: PLAINTEXT).
+            security = getattr(self._broker, "node_security", {}).get("broker")
+            peer = self._peers[broker_id] = Peer(
+                broker_id, endpoint.host, endpoint.port, f"txn-coordinator-{self._broker.node_id}", security
+            )
         return peer
 
     def close(self) -> None:

@@ -235,44 +235,10 @@ def test_context_errors_name_the_key_and_never_the_material(certs, tmp_path):
         assert "BEGIN" not in str(error.value) and "wrong" not in str(error.value)
 
 
-def test_start_refuses_node_to_node_tls_and_builds_the_listeners_contexts(certs):
-    cluster = {
-        "process.roles": "broker",
-        "node.id": "4",
-        "controller.quorum.voters": "1@127.0.0.1:9093",
-        "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,SSL:SSL,PLAINTEXT:PLAINTEXT",
-        "ssl.keystore.location": str(certs.server_keystore),
-    }
-    with pytest.raises(ConfigError, match="inter.broker.listener.name: listener SSL is SSL, but connections between nodes"):
-        _listener_tls(load_config({**cluster, "listeners": "SSL://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9094"}))
-    with pytest.raises(ConfigError, match="controller.listener.names: listener CONTROLLER is SSL"):
-        _listener_tls(
-            load_config({**cluster, "listeners": "PLAINTEXT://127.0.0.1:9092", "listener.security.protocol.map": "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT"})
-        )
-    config = load_config({**cluster, "listeners": "SSL://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9094", "inter.broker.listener.name": "PLAINTEXT"})
-    assert set(_listener_tls(config)) == {"SSL"}
+def test_start_builds_the_listeners_contexts(certs):
     # One node: nothing connects node to node, so an SSL-only broker is fine.
     assert set(_listener_tls(load({"listeners": "SSL://127.0.0.1:9092", "ssl.keystore.location": str(certs.server_keystore)}))) == {"SSL"}
-
-
-@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
-def test_start_refuses_node_to_node_sasl_and_gives_sasl_ssl_a_tls_context(certs, protocol):
-    cluster = {
-        "process.roles": "broker",
-        "node.id": "4",
-        "controller.quorum.voters": "1@127.0.0.1:9093",
-        "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,CLIENTS:{protocol},PLAINTEXT:PLAINTEXT",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "listeners": "CLIENTS://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9094",
-    }
-    with pytest.raises(ConfigError, match=f"inter.broker.listener.name: listener CLIENTS is {protocol}, but connections"):
-        _listener_tls(load_config(cluster))
-    with pytest.raises(ConfigError, match=f"controller.listener.names: listener CONTROLLER is {protocol}"):
-        _listener_tls(load_config({**cluster, "listener.security.protocol.map": f"CONTROLLER:{protocol},CLIENTS:PLAINTEXT,PLAINTEXT:PLAINTEXT"}))
-    contexts = _listener_tls(load_config({**cluster, "inter.broker.listener.name": "PLAINTEXT"}))
-    assert set(contexts) == ({"CLIENTS"} if protocol == "SASL_SSL" else set())
+    # Node-to-node TLS and SASL (their client side): tests/unit/test_node_security.py.
 
 
 # --------------------------------------------------------------------------- principals
