@@ -24,6 +24,7 @@ from broker.groups.service import GroupService
 from broker.kafka_client import ClientSecurity, KafkaClientConnection, node_client_security
 from broker.lifecycle import BrokerLifecycleManager
 from broker.loop_monitor import LoopMonitor
+from broker.metrics import BrokerMetrics, unavailable_message
 from broker.partition_watch import PartitionWatch
 from broker.quorum_controller import QuorumController
 from broker.raft_driver import RaftDriver
@@ -251,6 +252,10 @@ class Broker:
         self.lifecycle = BrokerLifecycleManager(self)
         # The event loop's lag: what every request waits on top of its own work.
         self.loop_monitor = LoopMonitor()
+        # metrics.listener: the Prometheus endpoint (broker/metrics.py); None, and nothing bound, when unset.
+        self.metrics = BrokerMetrics.from_config(self)
+        if self.metrics is not None:
+            self.metrics.instrument(self.dispatcher, self.controller_dispatcher)
 
     def _open_files_budget(self) -> int:
         """log.open.files.max, by default at most half of the process's file limit,
@@ -560,6 +565,12 @@ class Broker:
         # connections until it serves.
         controller_servers = [(l, await self._bind(l, self.controller_dispatcher)) for l in self.config.controller_listeners]
         broker_servers = [(l, await self._bind(l, self.dispatcher)) for l in self.config.broker_listeners]
+        if self.metrics is not None:
+            # Served at once: a node still joining the quorum is worth watching too.
+            try:
+                await self.metrics.start()
+            except OSError as exc:
+                raise ListenerUnavailable(unavailable_message(self.metrics.listener, exc)) from None
         # Controllers serve first: the other voters need us to elect a leader.
         for listener, server in controller_servers:
             await self._serve(listener, server)
@@ -650,6 +661,8 @@ class Broker:
             self.lifecycle.close()
         for server in self._servers:
             server.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
         self.groups.stop()  # requests waiting for a rebalance are answered NOT_COORDINATOR
         self.transactions.stop()  # and those waiting for a transaction state change too
         for connection in list(self._connections):

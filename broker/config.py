@@ -180,6 +180,33 @@ def parse_listeners(key: str, raw: str) -> list[Listener]:
     return listeners
 
 
+@dataclass(frozen=True)
+class MetricsListener:
+    """``metrics.listener`` (broker/metrics.py): where Prometheus scrapes; empty host: every interface."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+def parse_metrics_listener(key: str, raw: str) -> MetricsListener | None:
+    """``http://HOST:PORT``, an empty value: off. Plain HTTP only: Prometheus scrapes
+    from the cluster's own network, and TLS here would need keys of its own."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    match = re.fullmatch(r"http://(\[[^\]]*\]|[^:/\[\]]*):(\d+)/?", raw)
+    if match is None:
+        raise ConfigError(f"{key}: {raw!r} is not http://host:port (for example http://127.0.0.1:9404)")
+    port = int(match.group(2))
+    if port > 65535:
+        raise ConfigError(f"{key}: port {port} out of range")
+    return MetricsListener(match.group(1).strip("[]"), port)
+
+
 # --------------------------------------------------------------------------- the keys
 
 INT32_MAX = 2**31 - 1
@@ -342,6 +369,11 @@ _KEYS = [
     # refused then (see _check_node_sasl).
     ConfigKey("sasl.mechanism.inter.broker.protocol", _string, "GSSAPI"),
     ConfigKey("sasl.mechanism.controller.protocol", _string, "GSSAPI"),
+    # Prometheus metrics (broker/metrics.py): off unless metrics.listener is set; the
+    # series caps bound what a scrape returns, however many topics and groups there are.
+    ConfigKey("metrics.listener", parse_metrics_listener, None),
+    ConfigKey("metrics.topic.series.max", _int_parser(0, INT32_MAX), 1000),
+    ConfigKey("metrics.group.series.max", _int_parser(0, INT32_MAX), 10000),
     # Authorization (Kafka's names and defaults); see _check_authorizer.
     ConfigKey("authorizer.class.name", _string, None),
     ConfigKey("super.users", _string, None),

@@ -99,6 +99,8 @@ class Dispatcher:
         self.forwarded_keys: frozenset[int] = frozenset()
         # Set on a broker's client listener: the client quotas (broker.quotas.ClientQuotaManager).
         self.quotas = None
+        # Set by enable_metrics (metrics.listener): request counts and latency per API.
+        self.metrics = None
 
     def register(
         self, api_key: int, min_version: int, max_version: int, handle: Handler, *, authorize: Authorize | None = None
@@ -116,6 +118,30 @@ class Dispatcher:
         self.handlers[api_key] = HandlerSpec(
             api, min_version, max_version, handle, inspect.iscoroutinefunction(handle), authorize
         )
+
+    def enable_metrics(self, metrics) -> None:
+        """Count and time every supported request (broker/metrics.py). The timed path
+        replaces handle_frame on this instance, so without metrics nothing is paid."""
+        self.metrics = metrics
+        self.handle_frame = self._metered_handle_frame
+
+    async def _metered_handle_frame(self, frame, connection, *, pipelined: bool = False) -> Any:
+        started_s = time.perf_counter()
+        # Read before handling: the frame's buffer may be lent out again afterwards.
+        api_key = int.from_bytes(frame[0:2], "big") if len(frame) >= 4 else -1
+        api_version = int.from_bytes(frame[2:4], "big") if len(frame) >= 4 else -1
+        result = await Dispatcher.handle_frame(self, frame, connection, pipelined=pipelined)
+        spec = self.handlers.get(api_key)
+        # Only what the handler table serves: a client's garbage keys must not make series.
+        if spec is not None and spec.min_version <= api_version <= spec.max_version:
+            metrics = self.metrics
+            if isinstance(result, asyncio.Future):  # answered later, while the connection pipelines
+                result.add_done_callback(
+                    lambda _: metrics.request_done(api_key, api_version, time.perf_counter() - started_s)
+                )
+            else:
+                metrics.request_done(api_key, api_version, time.perf_counter() - started_s)
+        return result
 
     def supported_versions(self) -> list[tuple[int, int, int]]:
         return sorted((key, spec.min_version, spec.max_version) for key, spec in self.handlers.items())

@@ -140,6 +140,10 @@ class ReplicaManager:
         # followers, and fetched for its throttled partitions.
         self.leader_quota = ReplicationQuota()
         self.follower_quota = ReplicationQuota()
+        # ISR changes of partitions led here, counted when the controller commits
+        # them (Kafka's IsrShrinksPerSec/IsrExpandsPerSec), read by broker/metrics.py.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -536,8 +540,14 @@ class ReplicaManager:
                 if error == ErrorCode.NONE:
                     answered.add(key)
                     if self.leaders.get(key) is leader and p.leader_epoch == leader.leader_epoch:
+                        isr_size = len(leader.isr)
                         if leader.committed(p.isr, p.partition_epoch, now_ms):
                             self._high_watermark_moved(key, leader)
+                        # Counted only when applied (an answer for an older partition epoch is not).
+                        if len(leader.isr) < isr_size:
+                            self.isr_shrinks += 1
+                        elif len(leader.isr) > isr_size:
+                            self.isr_expands += 1
                 elif error in _NOT_APPLIED_ALTER_ERRORS:
                     # The controller says the change was not made and the partition
                     # epoch is current: back to the committed ISR, proposed again

@@ -1,0 +1,236 @@
+"""broker/metrics.py without a process: the counters the hot path bumps, the
+collector's families over a fake broker (caps, deleted topics), the parser of
+metrics.listener, and the exposition read back by prometheus-client's parser."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.config import ConfigError, MetricsListener, load_config, parse_metrics_listener
+from broker.loop_monitor import LagHistogram
+from broker.metrics import LATENCY_BUCKETS_S, BrokerMetrics, _cumulative
+from protocol.consumer_offsets import OffsetAndMetadata
+from protocol.records import RECORDS_COUNT_OFFSET
+
+
+def batch(records: int, size: int = 100) -> bytes:
+    """Enough of a v2 batch for the counters: its length and its header's record count."""
+    data = bytearray(size)
+    data[RECORDS_COUNT_OFFSET : RECORDS_COUNT_OFFSET + 4] = records.to_bytes(4, "big")
+    return bytes(data)
+
+
+class FakeLog:
+    def __init__(self, end: int, high_watermark: int, sizes=(10,)):
+        self.log_end_offset = end
+        self.high_watermark = high_watermark
+        self.log_start_offset = 0
+        self.segments = [SimpleNamespace(size_bytes=s) for s in sizes]
+
+
+def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None):
+    logs = logs or {}
+    leader = SimpleNamespace(isr=(1,), replicas=(1, 2), min_insync_replicas=2)
+    return SimpleNamespace(
+        image=SimpleNamespace(
+            topics={name: SimpleNamespace(partitions={0: SimpleNamespace(leader=1)}) for name in topics},
+            topic_names_by_id={},
+            offset=41,
+        ),
+        replicas=SimpleNamespace(leaders={("a", 0): leader}, followers={}, isr_shrinks=2, isr_expands=1),
+        raft=SimpleNamespace(is_leader=True, node=SimpleNamespace(epoch=3), high_watermark=42),
+        raft_log=SimpleNamespace(end_offset=42),
+        logs=SimpleNamespace(opened_logs=lambda: iter(list(logs.items())), logs=logs),
+        groups=SimpleNamespace(coordinator=SimpleNamespace(offsets=offsets or {})),
+        config=SimpleNamespace(listeners=[SimpleNamespace(name="PLAINTEXT")]),
+        _connections=[SimpleNamespace(listener_name="PLAINTEXT"), SimpleNamespace(listener_name="PLAINTEXT")],
+        loop_monitor=SimpleNamespace(histogram=LagHistogram()),
+        is_broker=True,
+        is_controller=True,
+    )
+
+
+def metrics_of(broker, topic_series_max=1000, group_series_max=1000) -> BrokerMetrics:
+    return BrokerMetrics(
+        broker, MetricsListener("127.0.0.1", 0), topic_series_max=topic_series_max, group_series_max=group_series_max
+    )
+
+
+def samples(metrics: BrokerMetrics) -> dict:
+    body, _ = metrics.exposition(None)
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+    }
+
+
+def produce_request(*topics):
+    return SimpleNamespace(
+        acks=-1,
+        topic_data=[
+            SimpleNamespace(name=name, partition_data=[SimpleNamespace(index=i, records=records) for i, records in parts])
+            for name, parts in topics
+        ],
+    )
+
+
+def produce_response(errors: dict):
+    return SimpleNamespace(
+        responses=[
+            SimpleNamespace(name=name, partition_responses=[SimpleNamespace(index=i, error_code=e) for i, e in parts])
+            for name, parts in errors.items()
+        ]
+    )
+
+
+def test_produce_counts_bytes_and_records_of_appended_batches_and_failures():
+    metrics = metrics_of(fake_broker())
+    request = produce_request(("a", [(0, batch(7, 120)), (1, batch(3, 80))]), ("unknown", [(0, batch(1))]))
+    metrics.produced(request, produce_response({"a": [(0, 0), (1, 2)], "unknown": [(0, 3)]}))
+    a = metrics.topics["a"]
+    assert a[0:2] == [120, 7]  # bytes in, messages in: the failed partition not counted
+    assert a[3] == 2 and a[5] == 1  # produce partitions, failed
+    assert "unknown" not in metrics.topics  # a topic the image lacks gets no series (any name could come)
+    assert metrics.all_topics[3] == 3 and metrics.all_topics[5] == 2
+    # acks=0: no answer, counted as appended.
+    metrics.produced(produce_request(("b", [(0, batch(5, 90))])), None)
+    assert metrics.topics["b"][0:2] == [90, 5]
+
+
+def test_fetch_counts_consumer_bytes_and_keeps_replication_apart():
+    metrics = metrics_of(fake_broker())
+    response = SimpleNamespace(
+        error_code=0,
+        responses=[
+            SimpleNamespace(topic="a", topic_id=None, partitions=[SimpleNamespace(records=b"x" * 50, error_code=0), SimpleNamespace(records=None, error_code=1)])
+        ],
+    )
+    metrics.fetched(False, response)
+    assert metrics.topics["a"][2] == 50 and metrics.topics["a"][4] == 2 and metrics.topics["a"][6] == 1
+    metrics.fetched(True, response)
+    assert metrics.replication_bytes_out == 50 and metrics.all_topics[2] == 50
+
+
+def test_request_latency_buckets_are_prometheus_histograms():
+    metrics = metrics_of(fake_broker())
+    for elapsed_s in (0.0001, 0.003, 100.0):
+        metrics.request_done(0, 9, elapsed_s)
+    got = samples(metrics)
+    assert got[("kafka_network_requestmetrics_requests_total", (("request", "Produce"), ("version", "9")))] == 3
+    assert got[("kafka_network_requestmetrics_totaltime_seconds_bucket", (("le", "0.0005"), ("request", "Produce")))] == 1
+    assert got[("kafka_network_requestmetrics_totaltime_seconds_bucket", (("le", "30.0"), ("request", "Produce")))] == 2
+    assert got[("kafka_network_requestmetrics_totaltime_seconds_bucket", (("le", "+Inf"), ("request", "Produce")))] == 3
+    assert _cumulative((1.0, 2.0), [1, 2, 3]) == [("1.0", 1), ("2.0", 3), ("+Inf", 6)]
+    assert len(LATENCY_BUCKETS_S) == len(set(LATENCY_BUCKETS_S))
+
+
+def test_topic_cap_keeps_the_first_topics_by_name_and_says_how_many_went():
+    logs = {(name, 0): FakeLog(5, 5) for name in ("a", "b", "c")}
+    broker = fake_broker(logs=logs)
+    metrics = metrics_of(broker, topic_series_max=2)
+    metrics.produced(produce_request(*[(name, [(0, batch(1))]) for name in ("a", "b", "c")]), produce_response({}))
+    got = samples(metrics)
+    sized = {dict(labels)["topic"] for name, labels in got if name == "kafka_log_log_size"}
+    assert sized == {"a", "b"}
+    counted = {dict(labels).get("topic") for name, labels in got if name == "kafka_server_brokertopicmetrics_messagesin_total"}
+    assert counted == {None, "a", "b"}  # None: the all-topics series
+    assert got[("kafka_server_brokertopicmetrics_messagesin_total", ())] == 3
+    assert got[("pybroker_metrics_series_dropped", (("family", "topic"),))] == 1
+    # A deleted topic's counters go with it.
+    del broker.image.topics["a"]
+    samples(metrics)
+    assert "a" not in metrics.topics
+
+
+def test_group_lag_is_capped_and_never_negative():
+    logs = {("a", 0): FakeLog(10, 8), ("a", 1): FakeLog(4, 4)}
+    offsets = {
+        "g1": {("a", 0): OffsetAndMetadata(3, -1, "", 0), ("a", 1): OffsetAndMetadata(9, -1, "", 0)},
+        "g2": {("a", 0): OffsetAndMetadata(8, -1, "", 0), ("elsewhere", 0): OffsetAndMetadata(1, -1, "", 0)},
+    }
+    got = samples(metrics_of(fake_broker(logs=logs, offsets=offsets), group_series_max=2))
+    lag = {labels: v for (name, labels), v in got.items() if name == "kafka_consumergroup_lag"}
+    assert lag == {
+        (("consumergroup", "g1"), ("partition", "0"), ("topic", "a")): 5,  # high watermark 8, committed 3
+        (("consumergroup", "g1"), ("partition", "1"), ("topic", "a")): 0,  # committed past the end
+    }
+    # g2's partition here is dropped by the cap; its partition on another broker is not known here.
+    assert got[("pybroker_metrics_series_dropped", (("family", "group_lag"),))] == 1
+
+
+def test_state_families():
+    got = samples(metrics_of(fake_broker()))
+    assert got[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 1
+    assert got[("kafka_server_replicamanager_underminisrpartitioncount", ())] == 1
+    assert got[("kafka_server_replicamanager_isrshrinks_total", ())] == 2
+    assert got[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 1
+    assert got[("kafka_controller_kafkacontroller_globalpartitioncount", ())] == 3
+    assert got[("kafka_server_raft_metrics_current_epoch", ())] == 3
+    assert got[("kafka_server_broker_metadata_metrics_last_applied_record_offset", ())] == 41
+    assert got[("kafka_server_socket_server_metrics_connection_count", (("listener", "PLAINTEXT"),))] == 2
+    assert got[("pybroker_event_loop_lag_seconds_count", ())] == 0
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("http://127.0.0.1:9404", MetricsListener("127.0.0.1", 9404)),
+        ("http://0.0.0.0:9404/", MetricsListener("0.0.0.0", 9404)),
+        ("http://:9404", MetricsListener("", 9404)),
+        ("http://[::1]:0", MetricsListener("::1", 0)),
+        ("", None),
+    ],
+)
+def test_metrics_listener_values(raw, expected):
+    assert parse_metrics_listener("metrics.listener", raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["127.0.0.1:9404", "https://h:1", "http://h", "http://h:99999", "http://h:1/metrics", "tcp://h:1"])
+def test_metrics_listener_refusals_name_the_key(raw):
+    with pytest.raises(ConfigError, match="metrics.listener"):
+        load_config({"metrics.listener": raw})
+
+
+def test_off_by_default_and_caps_validated():
+    config = load_config({})
+    assert config["metrics.listener"] is None
+    assert BrokerMetrics.from_config(SimpleNamespace(config=config)) is None
+    with pytest.raises(ConfigError, match="metrics.topic.series.max"):
+        load_config({"metrics.topic.series.max": "-1"})
+
+
+def test_isr_changes_are_counted_when_the_controller_commits_them(tmp_path):
+    """ReplicaManager counts an ISR shrink or expansion of a partition it leads once
+    AlterPartition's answer is applied, not when it is proposed or when stale."""
+    import uuid
+
+    from broker.replica_manager import ReplicaManager
+    from tests.unit.test_replica_manager_roles import fake_broker as replica_broker
+    from tests.unit.test_replica_manager_roles import replicated_image
+
+    broker, plog = replica_broker(tmp_path, replicated_image(leader=1, leader_epoch=3))
+    replicas = ReplicaManager(broker)
+    replicas.registration_caught_up()
+    leader = replicas.leader_for("t", 0)
+
+    def answer(isr, partition_epoch):
+        replicas._apply_alter_response(
+            {("t", 0): (leader, None)},
+            SimpleNamespace(topics=[SimpleNamespace(
+                topic_id=uuid.UUID(int=7),
+                partitions=[SimpleNamespace(partition_index=0, error_code=0, leader_epoch=3, isr=isr, partition_epoch=partition_epoch)],
+            )]),
+            0,
+        )
+
+    answer([1, 2], 4)
+    assert (replicas.isr_shrinks, replicas.isr_expands) == (1, 0)
+    answer([1], 3)  # an older partition epoch: not applied, not counted
+    assert (replicas.isr_shrinks, replicas.isr_expands) == (1, 0)
+    answer([1, 2, 3], 5)
+    assert (replicas.isr_shrinks, replicas.isr_expands) == (1, 1)
+    plog.close()
