@@ -1,12 +1,19 @@
-"""Produce and consume throughput over SSL against PLAINTEXT, in the same run.
+"""Throughput over SSL and SASL_SSL against PLAINTEXT, and the SCRAM authentication rate, in one run.
 
-Starts one pybroker with an SSL listener and a PLAINTEXT one (certificates made
-with the openssl command, as the tests make them), then for each listener in
-turn produces N messages of S bytes to a fresh one-partition topic with
-confluent-kafka (linger.ms=10, batch.size=1 MB) and consumes them with an
-assigned consumer. Prints MB/s for each and the SSL/PLAINTEXT ratios (the
-issue's goal: >= 0.6 for produce). Fetches over TLS read the segment files
-instead of using sendfile, so consume shows that cost too.
+Starts one pybroker with PLAINTEXT, SSL, SASL_SSL and SASL_PLAINTEXT listeners
+(certificates made with the openssl command, as the tests make them; a
+SCRAM-SHA-256 user created with AlterUserScramCredentials), then for
+PLAINTEXT, SSL and SASL_SSL in turn produces N messages of S bytes to a fresh
+one-partition topic with confluent-kafka (linger.ms=10, batch.size=1 MB) and
+consumes them with an assigned consumer. Prints MB/s for each, the broker's
+CPU seconds per GB moved (produce and consume together, from
+/proc/<pid>/stat), and the ratios to PLAINTEXT (the issue's goal: >= 0.6 for
+produce). Fetches over TLS read the segment files instead of using sendfile,
+so consume shows that cost too. Then opens new SASL_PLAINTEXT connections one
+after another for --auth-seconds, each authenticating with SCRAM-SHA-256
+(4096 iterations) and sending ApiVersions, and prints connections per second
+and the broker's CPU per authentication (the client's own PBKDF2 is part of
+the wall time; the broker's CPU is what a server pays).
 
     python benchmarks/tls.py --messages 300000 --size 1000
 """
@@ -14,6 +21,7 @@ instead of using sendfile, so consume shows that cost too.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import tempfile
@@ -32,6 +40,46 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+SCRAM_USER, SCRAM_PASSWORD = "bench", "bench-secret"
+
+
+def cpu_s(pid: int) -> float:
+    """The process's user + system CPU seconds so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def create_scram_user(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    upsertion = UserScramCredentialUpsertion(
+        SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), SCRAM_PASSWORD.encode()
+    )
+    for future in admin.alter_user_scram_credentials([upsertion]).values():
+        future.result(30)
+
+
+def authentication_rate(port: int, seconds: float) -> tuple[int, float]:
+    """(connections authenticated, elapsed s): new SCRAM-SHA-256 connections one after another."""
+    from broker.tools.client import KafkaConnection, settings_from_properties
+
+    settings = settings_from_properties({
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";',
+    })
+    done = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        connection = KafkaConnection("127.0.0.1", port, 10.0, settings)
+        connection.call("ApiVersions", 3, client_software_name="bench", client_software_version="1")
+        connection.close()
+        done += 1
+    return done, time.perf_counter() - started
 
 
 def produce(settings: dict, topic: str, messages: int, size: int) -> float:
@@ -70,26 +118,38 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--size", type=int, default=1000)
+    parser.add_argument("--auth-seconds", type=float, default=10.0)
     parser.add_argument("--no-uvloop", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pybroker-tls-bench-") as tmp:
         certs = make_certs(Path(tmp) / "certs")
-        ssl_port, plain_port = free_port(), free_port()
+        ports = {name: free_port() for name in ("SSL", "PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT")}
         proc, _ = start_broker(
             Path(tmp) / "logs",
             args.no_uvloop,
             {
-                "listeners": f"SSL://127.0.0.1:{ssl_port},PLAINTEXT://127.0.0.1:{plain_port}",
+                "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
                 "ssl.keystore.location": str(certs.server_keystore),
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
             },
         )
         try:
+            create_scram_user(f"127.0.0.1:{ports['PLAINTEXT']}")
+            sasl = {
+                "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD,
+            }
             listeners = {
-                "PLAINTEXT": {"bootstrap.servers": f"127.0.0.1:{plain_port}"},
+                "PLAINTEXT": {"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"},
                 "SSL": {
-                    "bootstrap.servers": f"127.0.0.1:{ssl_port}",
+                    "bootstrap.servers": f"127.0.0.1:{ports['SSL']}",
                     "security.protocol": "SSL",
                     "ssl.ca.location": str(certs.ca),
+                },
+                "SASL_SSL": {
+                    "bootstrap.servers": f"127.0.0.1:{ports['SASL_SSL']}",
+                    "security.protocol": "SASL_SSL",
+                    "ssl.ca.location": str(certs.ca),
+                    **sasl,
                 },
             }
             megabytes = args.messages * args.size / 1e6
@@ -97,15 +157,31 @@ def main() -> None:
             for name, settings in listeners.items():
                 topic = f"bench-{name.lower()}-{uuid.uuid4().hex[:6]}"
                 produce(settings, topic, 1000, args.size)  # creates the topic, warms the connection
+                cpu_before = cpu_s(proc.pid)
                 produce_s = produce(settings, topic, args.messages, args.size)
                 consume_s = consume(settings, topic, args.messages + 1000)
-                results[name] = (megabytes / produce_s, (megabytes + 1000 * args.size / 1e6) / consume_s)
-                print(f"{name:9} produce {results[name][0]:8.1f} MB/s   consume {results[name][1]:8.1f} MB/s", flush=True)
+                moved_gb = (2 * megabytes + 1000 * args.size / 1e6) / 1000
+                cpu_per_gb = (cpu_s(proc.pid) - cpu_before) / moved_gb
+                results[name] = (megabytes / produce_s, (megabytes + 1000 * args.size / 1e6) / consume_s, cpu_per_gb)
+                print(
+                    f"{name:9} produce {results[name][0]:8.1f} MB/s   consume {results[name][1]:8.1f} MB/s   "
+                    f"broker CPU {cpu_per_gb:6.2f} s/GB",
+                    flush=True,
+                )
+            for name in ("SSL", "SASL_SSL"):
+                print(
+                    f"{name}/PLAINTEXT ratio: produce {results[name][0] / results['PLAINTEXT'][0]:.2f}, "
+                    f"consume {results[name][1] / results['PLAINTEXT'][1]:.2f}, "
+                    f"CPU per GB {results[name][2] / results['PLAINTEXT'][2]:.2f}x"
+                )
+            cpu_before = cpu_s(proc.pid)
+            count, elapsed = authentication_rate(ports["SASL_PLAINTEXT"], args.auth_seconds)
+            broker_ms = (cpu_s(proc.pid) - cpu_before) * 1000 / max(count, 1)
             print(
-                f"SSL/PLAINTEXT ratio: produce {results['SSL'][0] / results['PLAINTEXT'][0]:.2f}, "
-                f"consume {results['SSL'][1] / results['PLAINTEXT'][1]:.2f} "
-                f"({args.messages} messages of {args.size} bytes, {'asyncio' if args.no_uvloop else 'uvloop'})"
+                f"SCRAM-SHA-256 authentications: {count / elapsed:.0f} new connections/s, one client, sequential "
+                f"({count} in {elapsed:.1f} s); broker CPU {broker_ms:.2f} ms each"
             )
+            print(f"({args.messages} messages of {args.size} bytes, {'asyncio' if args.no_uvloop else 'uvloop'})")
         finally:
             proc.terminate()
             proc.wait(30)
