@@ -14,26 +14,34 @@ import os
 import resource
 import time
 
-from broker.config import CONTROLLER_MECHANISM_KEY, INTER_BROKER_MECHANISM_KEY, BrokerConfig, ConfigError
+from broker.config import (
+    BrokerConfig,
+    ConfigError,
+    format_broker_value,
+)
 from broker.connection import KafkaConnection, RequestMemoryBudget
+from broker.connection_gate import ConnectionGate
+from broker.connection_limits import ConnectionLimits
 from broker.controller_listener import build_controller_dispatcher
 from broker.dispatch import Dispatcher
 from broker.flusher import GroupFlusher
 from broker.forwarding import FORWARDED_API_KEYS, ControllerChannel
 from broker.groups.service import GroupService
-from broker.kafka_client import ClientSecurity, KafkaClientConnection, node_client_security
+from broker.http_endpoints import EndpointUnavailable, HttpEndpoints
+from broker.kafka_client import KafkaClientConnection
 from broker.lifecycle import BrokerLifecycleManager
 from broker.loop_monitor import LoopMonitor
-from broker.metrics import BrokerMetrics, unavailable_message
 from broker.partition_watch import PartitionWatch
 from broker.quorum_controller import QuorumController
 from broker.raft_driver import RaftDriver
 from broker.replica_manager import ReplicaManager
 from broker.sasl_listener import sasl_listeners
-from broker.tls import PrincipalMapper, TLSAcceptor, server_context, tls_settings
+from broker.security_setup import listener_tls, node_security_of
+from broker.tls import TLSAcceptor
 from broker.transactions.service import TransactionService
 from controller.authorizer import StandardAuthorizer, parse_super_users
 from controller.metadata.image import MetadataImage, TopicImage
+from controller.metadata.records import RESOURCE_BROKER
 from controller.raft.disk_log import DiskRaftLog
 from controller.raft.quorum_state_store import QuorumStateStore
 from controller.topic_commands import METADATA_TOPIC, ClusterDefaults
@@ -41,29 +49,12 @@ from replication.fetch_session import FetchSessionCache
 from storage.dir_lock import lock_dirs
 from storage.log import PartitionLog
 from storage.manager import LogManager
-from storage.meta_properties import ensure_meta_properties, require_formatted
-from storage.topic_config import effective_topic_config, log_config_from
+from storage.meta_properties import MetaPropertiesError, ensure_meta_properties, require_formatted
+from storage.topic_config import effective_topic_config, log_config_from, topic_defaults_from
 
 log = logging.getLogger(__name__)
 
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
-
-# Broker-level keys that supply topic config defaults (server.properties name -> topic config name).
-_TOPIC_DEFAULT_SOURCES = {
-    "log.segment.bytes": "segment.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "message.max.bytes": "max.message.bytes",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "log.flush.interval.messages": "flush.messages",
-    "log.retention.bytes": "retention.bytes",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "min.insync.replicas": "min.insync.replicas",
-}
-
 
 # How long a sliced job (see run_in_slices) may hold the event loop at a time.
 SLICE_BUDGET_S = 0.005
@@ -113,42 +104,13 @@ class ListenerUnavailable(ConfigError):
     permission): reported, like a bad config value, as one line."""
 
 
-def _listener_tls(config: BrokerConfig) -> dict[str, tuple]:
-    """(server context, principal mapper) of each SSL and SASL_SSL listener."""
-    tls = {}
-    for listener in config.listeners:
-        if config.security_protocol(listener.name) in ("SSL", "SASL_SSL"):
-            settings = tls_settings(config, listener.name)
-            tls[listener.name] = (server_context(settings), PrincipalMapper(settings.principal_rules))
-    return tls
+def _bootstrap_records(config: BrokerConfig) -> list:
+    from controller.metadata.bootstrap import BootstrapError, read_bootstrap_file
 
-
-# What a node connects to (Broker.node_connection's ``to``) -> the key of that listener's SASL mechanism.
-NODE_LISTENER_KEYS = {"broker": INTER_BROKER_MECHANISM_KEY, "controller": CONTROLLER_MECHANISM_KEY}
-
-
-def _node_client_security(config: BrokerConfig) -> dict[str, ClientSecurity]:
-    """How this node connects to other nodes' inter-broker listener ("broker") and
-    controller listener ("controller"): the TLS context and SASL credentials of
-    each, built at start so that a missing file or JAAS option stops the node
-    at once. With an authorizer, a SASL user missing from super.users is
-    warned of: the other nodes would refuse this node's requests."""
-    listeners = config.node_listener_names
-    security = {}
-    for to, key in NODE_LISTENER_KEYS.items():
-        listener = listeners.get(key)
-        if listener is not None:
-            security[to] = node_client_security(config, listener, key)
-    if config["authorizer.class.name"]:
-        super_users = parse_super_users(config["super.users"])
-        for node_security in security.values():
-            if node_security.principal is not None and node_security.principal not in super_users:
-                log.warning(
-                    "super.users does not list %s, the principal this node authenticates to other nodes' %s listener "
-                    "as: their authorizer will refuse its requests",
-                    node_security.principal, node_security.listener,
-                )
-    return security
+    try:
+        return read_bootstrap_file(config.metadata_log_dir)
+    except BootstrapError as exc:
+        raise MetaPropertiesError(f"{exc}; format the node again, or remove the file to start without it") from None
 
 
 class Broker:
@@ -156,9 +118,9 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         # First: a bad certificate, key password or TLS key stops the node before it touches its data.
-        self.listener_tls = _listener_tls(config)
+        self.listener_tls = listener_tls(config)
         # And the client side of the listeners it reaches other nodes on.
-        self.node_security = _node_client_security(config)
+        self.node_security = node_security_of(config)
         # SCRAM users are read from the current metadata image at each authentication.
         self.listener_sasl = sasl_listeners(config, lambda: self.image.scram_credentials)
         # The ACL authorizer, None without authorizer.class.name (everything allowed,
@@ -209,6 +171,8 @@ class Broker:
             ),
             leader_imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
             unclean_leader_election=config["unclean.leader.election.enable"],
+            # `storage format --add-scram`: only a controller ever writes it to the log.
+            bootstrap_records=_bootstrap_records(config) if self.is_controller else (),
         )
         self.raft = RaftDriver(
             config.node_id,
@@ -225,6 +189,9 @@ class Broker:
         self.dispatcher = Dispatcher()
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[KafkaConnection] = set()
+        # Connection limits on the client listeners; ip quotas from the image.
+        limits = ConnectionLimits(config.connection_limits, [l.name for l in config.broker_listeners], lambda: self.image.client_quotas)
+        self.connection_gate = ConnectionGate(limits, self._connections)
         # queued.max.request.bytes: one budget per dispatcher, as Kafka's broker
         # and controller socket servers each have their own memory pool.
         self.request_budgets: dict[Dispatcher, RequestMemoryBudget] = {}
@@ -252,10 +219,8 @@ class Broker:
         self.lifecycle = BrokerLifecycleManager(self)
         # The event loop's lag: what every request waits on top of its own work.
         self.loop_monitor = LoopMonitor()
-        # metrics.listener: the Prometheus endpoint (broker/metrics.py); None, and nothing bound, when unset.
-        self.metrics = BrokerMetrics.from_config(self)
-        if self.metrics is not None:
-            self.metrics.instrument(self.dispatcher, self.controller_dispatcher)
+        # metrics.listener, console.listener, rest.listener (each None, nothing bound, when unset).
+        self.endpoints = HttpEndpoints(self)
 
     def _open_files_budget(self) -> int:
         """log.open.files.max, by default at most half of the process's file limit,
@@ -324,19 +289,16 @@ class Broker:
         self.transactions.follow_leadership()
         self._tasks.append(asyncio.get_running_loop().create_task(self._create_new_logs(), name="new partition logs"))
 
-    def _topic_defaults(self) -> dict[str, str]:
-        defaults = {}
-        for broker_key, topic_key in _TOPIC_DEFAULT_SOURCES.items():
-            if broker_key in self.config.explicit:
-                defaults[topic_key] = str(self.config[broker_key])
-        explicit = self.config.explicit
-        if "log.roll.ms" in explicit or "log.roll.hours" in explicit:
-            defaults["segment.ms"] = str(self.config.log_roll_ms)
-        if explicit.keys() & {"log.retention.ms", "log.retention.minutes", "log.retention.hours"}:
-            defaults["retention.ms"] = str(self.config.log_retention_ms)
-        if explicit.keys() & {"log.flush.interval.ms", "log.flush.scheduler.interval.ms"}:
-            defaults["flush.ms"] = str(self.config.log_flush_interval_ms)
-        return defaults
+    def _topic_defaults(self, image: MetadataImage | None = None) -> dict[str, str]:
+        """Topic config defaults from broker keys: per key this broker's dynamic
+        value, else the cluster-wide dynamic one (both from ``image``), else
+        server.properties (storage.topic_config.topic_defaults_from)."""
+        static = {
+            name: format_broker_value(self.config[name]) for name in self.config.explicit if self.config[name] is not None
+        }
+        if image is None:
+            return topic_defaults_from([static])
+        return topic_defaults_from([image.configs_of(RESOURCE_BROKER, str(self.node_id)), image.broker_configs, static])
 
     def topic_config(self, topic: TopicImage) -> dict:
         return effective_topic_config(self.topic_defaults, dict(topic.configs))
@@ -345,6 +307,7 @@ class Broker:
         """Register this broker's partition logs. After a crash every log is
         recovered here, which may take minutes: it runs in slices, so that a
         combined node keeps answering its quorum meanwhile, with progress in the log."""
+        self.topic_defaults = self._topic_defaults(self.image)  # the caught-up image's dynamic configs
         on_disk = self.logs.existing_partitions()
         progress = _RecoveryProgress(len(on_disk), clean=self.logs.all_dirs_clean)
 
@@ -417,12 +380,21 @@ class Broker:
         if deleted_topics:
             self.groups.coordinator.remove_offsets_of_topics(self.groups.now_ms(), deleted_topics)
         removed = []
+        # Dynamic broker configs (this broker's or cluster-wide) may change the
+        # defaults of every topic without its own override: all logs then follow.
+        defaults_changed = False
+        if new.resource_configs is not old.resource_configs:  # copied on write: untouched, same object
+            defaults = self._topic_defaults(new)
+            defaults_changed = defaults != self.topic_defaults
+            self.topic_defaults = defaults
         for name, topic in new.topics.items():
             previous = old.topics.get(name)
-            if previous is topic:
+            if previous is topic and not defaults_changed:
                 continue
             same_topic = previous is not None and previous.topic_id == topic.topic_id
-            configs_changed = not same_topic or previous.configs != topic.configs
+            configs_changed = defaults_changed or not same_topic or previous.configs != topic.configs
+            if same_topic and configs_changed:
+                self.replicas.topic_config_changed(topic)
             log_config = None
             for partition in topic.partitions.values():
                 before = previous.partitions.get(partition.partition_id) if same_topic else None
@@ -565,12 +537,10 @@ class Broker:
         # connections until it serves.
         controller_servers = [(l, await self._bind(l, self.controller_dispatcher)) for l in self.config.controller_listeners]
         broker_servers = [(l, await self._bind(l, self.dispatcher)) for l in self.config.broker_listeners]
-        if self.metrics is not None:
-            # Served at once: a node still joining the quorum is worth watching too.
-            try:
-                await self.metrics.start()
-            except OSError as exc:
-                raise ListenerUnavailable(unavailable_message(self.metrics.listener, exc)) from None
+        try:
+            await self.endpoints.start()
+        except EndpointUnavailable as exc:
+            raise ListenerUnavailable(str(exc)) from None
         # Controllers serve first: the other voters need us to elect a leader.
         for listener, server in controller_servers:
             await self._serve(listener, server)
@@ -598,18 +568,17 @@ class Broker:
         budget = self.request_budgets.get(dispatcher)
         tls = self.listener_tls.get(listener.name)
         sasl = self.listener_sasl.get(listener.name)
+        def new() -> KafkaConnection:
+            mapper = tls[1] if tls else None
+            return KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget, mapper, sasl)
+
+        if dispatcher is self.dispatcher:  # client listeners: connection limits first (broker/connection_gate.py)
+            factory = self.connection_gate.protocol_factory(listener.name, new, tls and tls[0])
+        else:
+            factory = new if tls is None else lambda: TLSAcceptor(new(), tls[0])
         try:
             server = await asyncio.get_running_loop().create_server(
-                (
-                    (lambda: KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget, sasl=sasl))
-                    if tls is None
-                    else lambda: TLSAcceptor(
-                        KafkaConnection(
-                            dispatcher, max_frame_bytes, self._connections, listener.name, budget, tls[1], sasl
-                        ),
-                        tls[0],
-                    )
-                ),
+                factory,
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
@@ -661,8 +630,7 @@ class Broker:
             self.lifecycle.close()
         for server in self._servers:
             server.close()
-        if self.metrics is not None:
-            await self.metrics.stop()
+        await self.endpoints.stop()
         self.groups.stop()  # requests waiting for a rebalance are answered NOT_COORDINATOR
         self.transactions.stop()  # and those waiting for a transaction state change too
         for connection in list(self._connections):
@@ -673,6 +641,8 @@ class Broker:
             await asyncio.sleep(0.02)
         for connection in list(self._connections):
             connection.abort()
+        self.connection_gate.close()  # sockets still waiting to be admitted
+        log.info("client listeners: %s", self.connection_gate.limits.summary())
         for server in self._servers:
             await server.wait_closed()
         for dispatcher, budget in self.request_budgets.items():

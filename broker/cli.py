@@ -1,5 +1,10 @@
 """The ``pybroker`` command line.
 
+Past 700 lines on purpose: it is the one entry point, and the parsers of the
+broker-side subcommands (start, dump-log, storage, groups, transactions,
+metadata-quorum, reassign, healthcheck) stay together with their help texts;
+the client admin tools have theirs in broker/tools/commands.py.
+
 ``pybroker start --config FILE [--override key=value ...]`` runs a broker until
 SIGTERM or SIGINT, then shuts down cleanly: listeners close, requests already
 received are answered, logs are flushed and closed. A start-up problem the
@@ -407,6 +412,8 @@ def _storage_dirs(config) -> list[Path]:
 
 
 def cmd_storage(args) -> int:
+    from controller.metadata.bootstrap import BOOTSTRAP_FILE, BootstrapError, scram_records, write_bootstrap_file
+    from protocol.scram import ScramMechanism
     from storage.meta_properties import check_cluster_id, describe_storage, format_storage, new_cluster_id
 
     if args.storage_command == "random-uuid":
@@ -421,15 +428,39 @@ def cmd_storage(args) -> int:
             raise ConfigError(f"cluster.id: the config says {config['cluster.id']}, not --cluster-id {cluster_id}")
         if args.standalone:
             _check_standalone(config)
-        outcome = format_storage(_storage_dirs(config), config.node_id, cluster_id, ignore_formatted=args.ignore_formatted)
-    except (ConfigError, MetaPropertiesError) as exc:
+        # --add-scram: parsed (and the passwords salted) before anything is written.
+        bootstrap = scram_records(args.add_scram or [])
+        metadata_dir = Path(config.metadata_log_dir)
+
+        def write_bootstrap(directory: Path) -> None:
+            if bootstrap and directory == metadata_dir:
+                write_bootstrap_file(directory, bootstrap)
+
+        outcome = format_storage(
+            _storage_dirs(config),
+            config.node_id,
+            cluster_id,
+            ignore_formatted=args.ignore_formatted,
+            before_meta_properties=write_bootstrap,
+        )
+    except (ConfigError, MetaPropertiesError, BootstrapError) as exc:
         print(f"pybroker storage: {exc}", file=sys.stderr)
         return 1
     for directory, what in outcome:
         if what == "formatted":
             print(f"Formatting {directory} with cluster.id {cluster_id} and node.id {config.node_id}")
+            if bootstrap and directory == metadata_dir:
+                users = ", ".join(f"{r.name} ({ScramMechanism.for_type_code(r.mechanism).value})" for r in bootstrap)
+                print(f"Bootstrap metadata in {directory / BOOTSTRAP_FILE}: SCRAM credentials of {users}")
         else:
             print(f"{directory} is already formatted; left as it is")
+    if bootstrap and "controller" not in config.roles:
+        # As kafka-storage.sh, accepted on any node; only a controller ever reads it.
+        print(
+            "pybroker storage: note: process.roles has no controller, so this node never applies its --add-scram "
+            "credentials; format the controllers with them",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -656,6 +687,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     storage_format.add_argument(
         "--standalone", "-s", action="store_true", help="check that this controller is the quorum's only voter"
+    )
+    storage_format.add_argument(
+        "--add-scram",
+        "-S",
+        action="append",
+        metavar="SCRAM_CREDENTIAL",
+        help="a SCRAM credential the quorum starts with (repeatable; controllers apply it to a new metadata log), "
+        "e.g. 'SCRAM-SHA-256=[name=alice,password=alice-secret]' or "
+        "'SCRAM-SHA-512=[name=alice,iterations=8192,salt=\"N3E=\",saltedpassword=\"YCE=\"]'",
     )
     storage_info = storage_commands.add_parser("info", help="print each directory's meta.properties")
     storage_info.add_argument("--config", "-c", required=True, help="the node's server.properties file")

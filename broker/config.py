@@ -21,6 +21,7 @@ from typing import Any
 
 # DescribeConfigs' type names and descriptions of the keys, re-exported from here.
 from broker.config_info import BROKER_CONFIG_INFO  # noqa: F401
+from broker.connection_limits import LimitSettings, limit_settings
 from controller.authorizer import parse_super_users
 from controller.raft.node import RaftConfig
 from controller.raft.quorum_config import (
@@ -232,8 +233,11 @@ _LISTENER_SSL_KEY = re.compile(r"listener\.name\.([^.]+)\.(ssl\..+)")
 # and per mechanism its JAAS entry (PLAIN passwords: kept out of
 # DescribeConfigs with the TLS keys) and session lifetime.
 _LISTENER_SASL_KEY = re.compile(
-    r"listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|[^.]+\.sasl\.jaas\.config|[^.]+\.connections\.max\.reauth\.ms)"
+    r"listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|[^.]+\.sasl\.jaas\.config|[^.]+\.connections\.max\.reauth\.ms"
+    r"|[^.]+\.sasl\.server\.callback\.handler\.class)"
 )
+# A listener's own connection limits (broker/connection_limits.py).
+_LISTENER_LIMIT_KEY = re.compile(r"listener\.name\.[^.]+\.max\.(connections|connection\.creation\.rate)")
 
 
 @dataclass(frozen=True)
@@ -273,6 +277,12 @@ _KEYS = [
     # Kafka's default -1 (any value <= 0): no bound on the request bytes
     # received and not yet answered; otherwise at least socket.request.max.bytes.
     ConfigKey("queued.max.request.bytes", _int_parser(), -1),
+    # Connection limits (broker/connection_limits.py), Kafka's names and defaults (no limit);
+    # listener.name.<l>.max.connections and .max.connection.creation.rate too.
+    ConfigKey("max.connections", _int_parser(0, INT32_MAX), INT32_MAX),
+    ConfigKey("max.connections.per.ip", _int_parser(0, INT32_MAX), INT32_MAX),
+    ConfigKey("max.connections.per.ip.overrides", _string, ""),
+    ConfigKey("max.connection.creation.rate", _int_parser(0, INT32_MAX), INT32_MAX),
     ConfigKey("log.index.size.max.bytes", _int_parser(4, INT32_MAX), 10485760),
     ConfigKey("log.flush.interval.messages", _int_parser(1), 2**63 - 1),
     ConfigKey("log.flush.interval.ms", _int_parser(0), None),
@@ -369,11 +379,32 @@ _KEYS = [
     # refused then (see _check_node_sasl).
     ConfigKey("sasl.mechanism.inter.broker.protocol", _string, "GSSAPI"),
     ConfigKey("sasl.mechanism.controller.protocol", _string, "GSSAPI"),
+    # OAUTHBEARER's JWKS-verified validator (broker/security/jwks.py), used by a listener whose
+    # listener.name.<l>.oauthbearer.sasl.server.callback.handler.class names Kafka's validator.
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.url", _string, None),
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.refresh.ms", _int_parser(1), 3_600_000),
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _int_parser(0), 100),
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _int_parser(0), 10_000),
+    ConfigKey("sasl.oauthbearer.expected.audience", _list, []),
+    ConfigKey("sasl.oauthbearer.expected.issuer", _string, None),
+    ConfigKey("sasl.oauthbearer.scope.claim.name", _string, "scope"),
+    ConfigKey("sasl.oauthbearer.sub.claim.name", _string, "sub"),
+    ConfigKey("sasl.oauthbearer.clock.skew.seconds", _int_parser(0, INT32_MAX), 30),
     # Prometheus metrics (broker/metrics.py): off unless metrics.listener is set; the
     # series caps bound what a scrape returns, however many topics and groups there are.
     ConfigKey("metrics.listener", parse_metrics_listener, None),
     ConfigKey("metrics.topic.series.max", _int_parser(0, INT32_MAX), 1000),
     ConfigKey("metrics.group.series.max", _int_parser(0, INT32_MAX), 10000),
+    # The web console (broker/console/): off unless console.listener is set; read-only
+    # refuses every form that changes the cluster; the lag graphs keep this much history.
+    ConfigKey("console.listener", parse_metrics_listener, None),
+    ConfigKey("console.read.only", _parse_bool, False),
+    ConfigKey("console.lag.history.ms", _int_parser(10_000, 86_400_000), 900_000),
+    # The REST proxy (broker/rest/): off unless rest.listener is set. BASIC checks HTTP
+    # basic credentials against the PLAIN users of rest.authentication.listener's JAAS config.
+    ConfigKey("rest.listener", parse_metrics_listener, None),
+    ConfigKey("rest.authentication.method", _choice_parser("NONE", "BASIC"), "NONE"),
+    ConfigKey("rest.authentication.listener", _string, None),
     # Authorization (Kafka's names and defaults); see _check_authorizer.
     ConfigKey("authorizer.class.name", _string, None),
     ConfigKey("super.users", _string, None),
@@ -433,6 +464,8 @@ class BrokerConfig:
     # The listener.name.<name>.sasl.enabled.mechanisms and .<mechanism>.sasl.jaas.config
     # / .connections.max.reauth.ms keys as given (broker/sasl_listener.py reads them).
     sasl: dict[str, str] = field(default_factory=dict)
+    # max.connections* and the creation rates, with the listener.name.<l>.* forms (load_config).
+    connection_limits: LimitSettings = field(default_factory=LimitSettings)
 
     def ssl_settings(self, listener_name: str) -> dict[str, str]:
         """A listener's ssl.* keys: the global ones, each overridden by its
@@ -567,7 +600,11 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
     explicit: dict[str, str] = {}
     ssl_values: dict[str, str] = {}
     sasl_values: dict[str, str] = {}
+    limit_values: dict[str, str] = {}
     for raw_key, raw_value in overrides.items():
+        if _LISTENER_LIMIT_KEY.fullmatch(raw_key):
+            limit_values[raw_key] = raw_value
+            continue
         listener_key = _LISTENER_SSL_KEY.fullmatch(raw_key)
         if raw_key in SSL_KEYS or (listener_key and listener_key.group(2) in SSL_KEYS):
             ssl_values[raw_key] = raw_value
@@ -609,6 +646,7 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
     security_protocols = _security_protocols(values, "listener.security.protocol.map" in explicit)
     _check_node_sasl(values, security_protocols, sasl_values)
     _check_authorizer(values, security_protocols, ssl_values)
+    _check_console(values)
     for raw_key in [*ssl_values, *sasl_values]:
         listener_key = _LISTENER_SSL_KEY.fullmatch(raw_key) or _LISTENER_SASL_KEY.fullmatch(raw_key)
         if listener_key and listener_key.group(1).upper() not in security_protocols:
@@ -624,7 +662,18 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
         raise ConfigError("queued.max.request.bytes must be -1 (no limit) or at least socket.request.max.bytes")
     if values["message.max.bytes"] > values["socket.request.max.bytes"]:
         warn("message.max.bytes is larger than socket.request.max.bytes; requests that large are refused")
-    return BrokerConfig(values, explicit, ssl_values, security_protocols, sasl_values)
+    limits = _connection_limits(values, limit_values, warn)
+    return BrokerConfig(values, explicit, ssl_values, security_protocols, sasl_values, connection_limits=limits)
+
+
+def _connection_limits(values: dict[str, Any], limit_values: dict[str, str], warn: Callable[[str], None]) -> LimitSettings:
+    """The connection limits, by Kafka's rules (broker/connection_limits.limit_settings)."""
+    try:
+        return limit_settings(
+            values, limit_values, [l.name for l in values["listeners"]], _inter_broker_listener(values), warn
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _security_protocols(values: dict[str, Any], explicit: bool) -> dict[str, str]:
@@ -743,6 +792,17 @@ def _anonymous_node_listeners(values: dict[str, Any], security_protocols: dict[s
         if protocol in ("PLAINTEXT", "SSL"):
             anonymous.append(listener)
     return anonymous
+
+
+def _check_console(values: dict[str, Any]) -> None:
+    """The web console has no login: its pages read the broker's state directly, so
+    on a broker with an authorizer it would show every topic to whoever reaches its
+    port, whatever the ACLs. Refused there rather than left as a hole."""
+    if values["console.listener"] is not None and values["authorizer.class.name"]:
+        raise ConfigError(
+            "console.listener: the web console has no login yet and would show every topic's records to anyone "
+            "who reaches it, whatever the ACLs; leave it unset on a broker with authorizer.class.name"
+        )
 
 
 def _check_authorizer(values: dict[str, Any], security_protocols: dict[str, str], ssl_values: dict[str, str]) -> None:

@@ -1,5 +1,9 @@
 """One client connection: frames in, responses out, in request order.
 
+Just past 700 lines on purpose: framing, ordering, pipelining, back-pressure,
+the quota mute and the connection-limit lease all act on the same reading
+state, which splitting would scatter (admission itself is broker/connection_gate.py).
+
 Kafka answers the requests of one connection strictly in the order they
 arrived (clients match responses by correlation id but rely on the order), so
 each connection has at most one worker task, running while frames wait, that
@@ -225,6 +229,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_worker",
         "_zero_copy",
         "last_active_s",
+        "limit_lease",
         "listener_name",
         "peer",
         "peer_host",
@@ -288,6 +293,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Client quotas: muted until this monotonic time (0: not muted) and the timer that unmutes.
         self._throttled_until_s = 0.0
         self._throttle_handle: asyncio.TimerHandle | None = None
+        # Its place in the connection limits (broker/connection_gate.py), given back on close.
+        self.limit_lease = None
 
     # ----------------------------------------------------------------- asyncio.Protocol
 
@@ -334,6 +341,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._connections.discard(self)
+        if self.limit_lease is not None:
+            self.limit_lease.release()
         if self._budget is not None:
             if self._receiver.blocked:
                 self._budget.forget(self)

@@ -44,8 +44,8 @@ from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_BROKER, decode_record, encode_record, record_api_key
 from controller.metadata.snapshot_file import decode_snapshot_file, encode_snapshot_file
-from controller.raft.log import Batch, RaftLog, SnapshotId
 from controller.quota_commands import plan_alter_client_quotas
+from controller.raft.log import Batch, RaftLog, SnapshotId
 from controller.reassignment import list_partition_reassignments, plan_alter_partition_reassignments
 from controller.scram_commands import plan_alter_user_scram_credentials
 from controller.topic_commands import (
@@ -94,8 +94,13 @@ class QuorumController:
         leader_rebalance_interval_ms: int | None = None,
         leader_imbalance_percentage: int = 10,
         unclean_leader_election: bool = False,
+        bootstrap_records: tuple = (),
     ):
         self.log = raft_log
+        # Records from bootstrap.checkpoint (controller/metadata/bootstrap.py): proposed
+        # first by an active controller whose log holds no metadata record yet.
+        self.bootstrap_records = tuple(bootstrap_records)
+        self._log_has_records = False
         self.defaults = defaults
         # unclean.leader.election.enable of this node's own config: the cluster
         # default while no dynamic one is set (Kafka's controller does the same).
@@ -157,6 +162,7 @@ class QuorumController:
     def _install(self, snapshot_id: SnapshotId) -> None:
         data = self.log.snapshot_data(snapshot_id)
         image = decode_snapshot_file(data, snapshot_id.end_offset - 1)
+        self._log_has_records = self._log_has_records or not image.is_empty
         old, self.image = self.image, image
         self.applied_end_offset = snapshot_id.end_offset
         self._bytes_since_snapshot = 0
@@ -175,6 +181,7 @@ class QuorumController:
             if proposed is not None and proposed[0] is image and proposed[2] <= high_watermark:
                 _, image, offset, size_bytes = proposed
                 applied_bytes += size_bytes
+                self._log_has_records = True
                 continue
             batches = self.log.read(offset, 1 << 20)
             if not batches or batches[0].end_offset > high_watermark:
@@ -188,6 +195,7 @@ class QuorumController:
                 applied_bytes += batch.size_bytes
                 offset = batch.end_offset
             if decoded:
+                self._log_has_records = True
                 image = apply_records(image, decoded, offset - 1)
             else:
                 # Control batches only (a new leader): the image has still read up to here.
@@ -218,7 +226,8 @@ class QuorumController:
         self._in_flight = still
         if not still:
             self._planned = None  # the committed image is the planning base again
-        if self._is_leader and offset >= self._write_from_offset:
+        if self._is_leader and offset >= self._write_from_offset and not self._write_ready.is_set():
+            self._maybe_write_bootstrap()
             self._write_ready.set()
         self._maybe_snapshot()
 
@@ -246,6 +255,33 @@ class QuorumController:
                 self._rebalance_task.cancel()
                 self._rebalance_task = None
             self._fail_in_flight()
+
+    def _maybe_write_bootstrap(self) -> None:
+        """On a log with no metadata record (everything below this leader's epoch
+        is applied by now), propose the bootstrap records as the first batch,
+        before any command is planned; otherwise they are ignored, as Kafka
+        ignores the bootstrap of a quorum that already has metadata. Commands
+        plan on top of them at once, so nothing can slip in before."""
+        if not self.bootstrap_records:
+            return
+        if self._log_has_records:
+            log.info("metadata: the log already has metadata; bootstrap.checkpoint ignored")
+            self.bootstrap_records = ()
+            return
+        records = [record for _, record in self.bootstrap_records]
+        encoded = tuple(encode_record(r) for r in records)
+        result = self.driver.propose(list(encoded))
+        if result.error != ErrorCode.NONE:
+            log.warning("metadata: bootstrap records not proposed (%s); tried again at the next leadership", result.error.name)
+            return
+        base = self.image
+        self._planned = apply_records(base, list(self.bootstrap_records), result.end_offset - 1)
+        self._proposed[result.base_offset] = (base, self._planned, result.end_offset, Batch(result.base_offset, result.epoch, encoded).size_bytes)
+        future = asyncio.get_running_loop().create_future()
+        # Nobody awaits it: it only keeps the planning base until the batch commits.
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._in_flight.append((result.end_offset, future))
+        log.info("metadata: writing the bootstrap metadata (%d records) as the log's first", len(records))
 
     def _fail_in_flight(self) -> None:
         for _, future in self._in_flight:

@@ -65,9 +65,9 @@ def _now_ms() -> int:
 class DelayedProduce:
     """One partition of an acks=all produce, waiting for the high watermark."""
 
-    __slots__ = ("manager", "key", "leader", "required_offset", "future")
+    __slots__ = ("future", "key", "leader", "manager", "required_offset")
 
-    def __init__(self, manager: "ReplicaManager", key: Key, leader: LeaderPartition, required_offset: int, future):
+    def __init__(self, manager: ReplicaManager, key: Key, leader: LeaderPartition, required_offset: int, future):
         self.manager = manager
         self.key = key
         self.leader = leader
@@ -96,7 +96,7 @@ class DelayedProduce:
 
 
 class FollowerState:
-    __slots__ = ("topic_id", "leader_id", "leader_epoch", "failed")
+    __slots__ = ("failed", "leader_epoch", "leader_id", "topic_id")
 
     def __init__(self, topic_id, leader_id: int, leader_epoch: int):
         self.topic_id = topic_id
@@ -183,6 +183,16 @@ class ReplicaManager:
         """Whether ``broker_id``'s replica of the partition is listed in the topic's
         ``leader.`` / ``follower.replication.throttled.replicas``."""
         return is_throttled(topic.configs.get(config_name, ""), partition_id, broker_id)
+
+    def topic_config_changed(self, topic: TopicImage) -> None:
+        """The topic's effective configs changed (its overrides, or broker defaults
+        through dynamic broker configs): the partitions led here apply its
+        ``min.insync.replicas`` to the next acks=all produce at once."""
+        min_insync_replicas = int(self.broker.topic_config(topic).get("min.insync.replicas", 1))
+        for partition_id in topic.partitions:
+            leader = self.leaders.get((topic.name, partition_id))
+            if leader is not None:
+                leader.min_insync_replicas = min_insync_replicas
 
     # ----------------------------------------------------------------- roles
 

@@ -9,7 +9,12 @@ or OAUTHBEARER are listed. Per mechanism, lower-cased:
 - ``listener.name.<listener>.plain.sasl.jaas.config``: Kafka's PlainLoginModule
   with ``user_<name>="<password>"`` options, required for PLAIN;
 - ``listener.name.<listener>.oauthbearer.sasl.jaas.config``: optional, the
-  ``unsecuredValidator*`` options of Kafka's unsecured-JWT validator (no JWKS);
+  ``unsecuredValidator*`` options of Kafka's unsecured-JWT validator, or with
+  ``listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class``
+  set to Kafka's OAuthBearerValidatorCallbackHandler, tokens verified with the
+  keys of ``sasl.oauthbearer.jwks.endpoint.url`` (broker/security/jwks.py; the
+  entry's ``ssl.truststore.*`` options for an https URL; any other class is
+  refused);
 - SCRAM users are the metadata image's credentials (AlterUserScramCredentials),
   looked up at each exchange, so a new password counts at once;
 - ``listener.name.<listener>.<mechanism>.connections.max.reauth.ms`` overrides
@@ -28,16 +33,21 @@ dispatcher, or send these bytes (a Kafka response, or a bare size-prefixed
 token after a v0 SaslHandshake) and maybe close. A request the session refuses
 during an exchange is answered with its own response carrying
 ILLEGAL_SASL_STATE where that response has a top-level error code, and closed
-unanswered otherwise. Pure: no IO; the connection passes the time in.
+unanswered otherwise. Pure: no IO; the connection passes the time in (only
+building a listener with a JWKS validator fetches, once, and starts its
+refresh thread).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from broker.config import BrokerConfig, ConfigError
 from broker.security.jaas import JaasConfigError, parse_jaas_entry
+from broker.security.jwks import VALIDATOR_CLASSES as JWKS_VALIDATOR_CLASSES
+from broker.security.jwks import JwksError, JwksKeyCache, JwksSettings, JwksValidator, check_url, truststore_context
 from broker.security.oauthbearer_server import OAuthBearerServer, UnsecuredJwsValidator
 from broker.security.plain_server import PlainServer, PlainUsers
 from broker.security.sasl import (
@@ -55,6 +65,8 @@ from protocol.headers import peek_request_header
 from protocol.primitives import INT32
 from protocol.registry import APIS_BY_KEY
 from protocol.scram import ScramCredential, ScramMechanism
+
+log = logging.getLogger(__name__)
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -96,6 +108,59 @@ def _jaas(config: BrokerConfig, listener: str, mechanism: str):
         raise ConfigError(f"{key}: {exc}") from None
 
 
+def _oauthbearer_validator(config: BrokerConfig, listener: str, options, jaas_key: str):
+    """Kafka's unsecured validator, or the JWKS-verified one when the listener's
+    oauthbearer.sasl.server.callback.handler.class names Kafka's validator
+    (its first fetch happens here, at start-up: a failure stops the node)."""
+    handler_key = f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class"
+    handler = (config.sasl.get(handler_key) or "").strip()
+    if not handler:
+        if config["sasl.oauthbearer.jwks.endpoint.url"]:
+            log.warning(
+                "listener %s: OAUTHBEARER uses the unsecured validator (tokens are not verified), although "
+                "sasl.oauthbearer.jwks.endpoint.url is set; set %s=%s to verify them",
+                listener, handler_key, JWKS_VALIDATOR_CLASSES[0],
+            )
+        try:
+            return UnsecuredJwsValidator.from_jaas_options(options)
+        except ValueError as exc:
+            raise ConfigError(f"{jaas_key}: {exc}") from None
+    if handler not in JWKS_VALIDATOR_CLASSES:
+        raise ConfigError(
+            f"{handler_key}: {handler} is not supported; use {JWKS_VALIDATOR_CLASSES[0]} (tokens verified with the "
+            "keys of sasl.oauthbearer.jwks.endpoint.url) or leave it unset (Kafka's unsecured validator)"
+        )
+    url = config["sasl.oauthbearer.jwks.endpoint.url"]
+    if not url:
+        raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url: required by {handler_key}")
+    try:
+        url = check_url(url)
+    except ValueError as exc:
+        raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url: {exc}") from None
+    settings = JwksSettings(
+        url=url,
+        refresh_ms=config["sasl.oauthbearer.jwks.endpoint.refresh.ms"],
+        retry_backoff_ms=config["sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"],
+        retry_backoff_max_ms=config["sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"],
+        expected_audience=tuple(config["sasl.oauthbearer.expected.audience"]),
+        expected_issuer=config["sasl.oauthbearer.expected.issuer"] or None,
+        scope_claim_name=config["sasl.oauthbearer.scope.claim.name"] or "scope",
+        sub_claim_name=config["sasl.oauthbearer.sub.claim.name"] or "sub",
+        clock_skew_seconds=config["sasl.oauthbearer.clock.skew.seconds"],
+    )
+    try:
+        context = truststore_context(options) if url.startswith("https:") else None
+    except ValueError as exc:
+        raise ConfigError(f"{jaas_key}: {exc}") from None
+    keys = JwksKeyCache(settings, context)
+    try:
+        keys.load()
+    except JwksError as exc:
+        raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url: could not get the JWKS: {exc}") from None
+    keys.start()
+    return JwksValidator(keys)
+
+
 def sasl_listener(config: BrokerConfig, listener: str, scram_credentials: ScramCredentials) -> SaslListener:
     """The SASL settings of ``listener`` (a SASL_PLAINTEXT or SASL_SSL one); ConfigError names the key to fix."""
     prefix = f"listener.name.{listener.lower()}."
@@ -124,10 +189,8 @@ def sasl_listener(config: BrokerConfig, listener: str, scram_credentials: ScramC
         elif name == "OAUTHBEARER":
             if entry is not None and entry.login_module != OAUTHBEARER_LOGIN_MODULE:
                 raise ConfigError(f"{jaas_key}: OAUTHBEARER takes {OAUTHBEARER_LOGIN_MODULE}, not {entry.login_module}")
-            try:
-                validator = UnsecuredJwsValidator.from_jaas_options(entry.options if entry is not None else {})
-            except ValueError as exc:
-                raise ConfigError(f"{jaas_key}: {exc}") from None
+            options = entry.options if entry is not None else {}
+            validator = _oauthbearer_validator(config, listener, options, jaas_key)
             factories[name] = lambda validator=validator: OAuthBearerServer(validator)
         else:
             factories[name] = _scram_factory(ScramMechanism.for_name(name), scram_credentials)

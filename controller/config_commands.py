@@ -19,15 +19,26 @@ the resulting overrides (INVALID_CONFIG), and last that the topic exists
 record is written per key whose stored value changes (value None deletes).
 
 BROKER resources (one broker's id, or "" for the cluster-wide default) accept
-only the dynamic broker configs pybroker acts on at run time, the replication
-throttle rates (``DYNAMIC_BROKER_CONFIGS``); any other key is refused with
-INVALID_REQUEST rather than stored and ignored.
+only the dynamic broker configs pybroker acts on at run time
+(controller.dynamic_broker_configs: the topic-config defaults such as
+``log.retention.ms`` and ``message.max.bytes``, ``unclean.leader.election.enable``
+cluster-wide, the replication throttle rates); any other key, and any value
+that does not parse, is refused with INVALID_REQUEST (Kafka's answer for broker
+configs) rather than stored and ignored.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from controller.dynamic_broker_configs import (
+    THROTTLE_RATE_CONFIGS,
+    DynamicConfigRefused,
+    check_names,
+    is_list_broker_config,
+    list_default,
+    validate_value,
+)
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import CONFIG_RECORD, RESOURCE_BROKER, RESOURCE_TOPIC
 from controller.topic_commands import topic_name_error
@@ -46,13 +57,9 @@ RESOURCE_CLIENT_METRICS = 16
 RESOURCE_GROUP = 32
 _UNSUPPORTED_KNOWN_TYPES = {RESOURCE_CLIENT_METRICS: "CLIENT_METRICS", RESOURCE_GROUP: "GROUP"}
 
-# Broker configs that can change at run time (bytes/s, Kafka's LONG with
-# Long.MAX_VALUE meaning no limit).
-DYNAMIC_BROKER_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-DYNAMIC_BROKER_CONFIGS_UNSUPPORTED = (
-    "Dynamic broker configs other than " + " and ".join(DYNAMIC_BROKER_CONFIGS) + " are not supported by "
-    "pybroker: set broker configs in server.properties (or with --override) and restart the broker."
-)
+# The dynamic-only broker configs (no server.properties key): the replication
+# throttle rates (bytes/s, Kafka's LONG with Long.MAX_VALUE meaning no limit).
+DYNAMIC_BROKER_CONFIGS = THROTTLE_RATE_CONFIGS
 
 
 @dataclass(frozen=True)
@@ -106,9 +113,12 @@ def _check_resource(change: ConfigChange, *, incremental: bool, local_node_id: i
                 raise _Refused(
                     ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {local_node_id}, but received {name}"
                 )
-        unsupported = [op.name for op in change.ops if op.name not in DYNAMIC_BROKER_CONFIGS]
-        if unsupported:
-            raise _Refused(ErrorCode.INVALID_REQUEST, f"{', '.join(unsupported)}: {DYNAMIC_BROKER_CONFIGS_UNSUPPORTED}")
+        # Deletes are not checked: Kafka validates only the values that remain.
+        set_names = [op.name for op in change.ops if not (incremental and op.op == OP_DELETE)]
+        try:
+            check_names(set_names, cluster_wide=not name)
+        except DynamicConfigRefused as exc:
+            raise _Refused(ErrorCode.INVALID_REQUEST, str(exc)) from None
         return
     if kind == RESOURCE_BROKER_LOGGER and incremental:
         raise _Refused(
@@ -127,7 +137,9 @@ def _list_parts(value: str | None) -> list[str]:
     return [part.strip() for part in (value or "").split(",") if part.strip()]
 
 
-def _apply_ops(current: dict[str, str], ops: list[ConfigOp], *, incremental: bool) -> dict[str, str | None]:
+def _apply_ops(
+    current: dict[str, str], ops: list[ConfigOp], *, incremental: bool, broker: bool = False
+) -> dict[str, str | None]:
     """The overrides after the request (values not yet validated)."""
     if not incremental:
         return {op.name: op.value for op in ops}
@@ -138,12 +150,14 @@ def _apply_ops(current: dict[str, str], ops: list[ConfigOp], *, incremental: boo
         elif op.op == OP_DELETE:
             new.pop(op.name, None)
         else:  # APPEND / SUBTRACT
-            if not is_list_config(op.name):
+            if not (is_list_broker_config(op.name) if broker else is_list_config(op.name)):
                 raise _Refused(
                     ErrorCode.INVALID_CONFIG, f"Can't {OP_NAMES[op.op]} to key {op.name} because its type is not LIST."
                 )
             start = new.get(op.name)
-            parts = _list_parts(start if start is not None else TOPIC_CONFIG_KEYS[op.name].default)
+            if start is None:
+                start = list_default(op.name) if broker else TOPIC_CONFIG_KEYS[op.name].default
+            parts = _list_parts(start)
             for item in _list_parts(op.value):
                 if op.op == OP_APPEND and item not in parts:
                     parts.append(item)
@@ -188,16 +202,17 @@ def plan_alter_configs(image: MetadataImage, change: ConfigChange, *, incrementa
 def _plan_broker_configs(image: MetadataImage, change: ConfigChange, result, *, incremental: bool):
     current = dict(image.configs_of(RESOURCE_BROKER, change.resource_name))
     try:
-        wanted = _apply_ops(current, change.ops, incremental=incremental)
+        wanted = _apply_ops(current, change.ops, incremental=incremental, broker=True)
+        changed = {op.name for op in change.ops}
         validated = {}
         for name, raw in wanted.items():
+            if name not in changed:
+                validated[name] = raw  # stored before: kept as it is
+                continue
             try:
-                rate = int(str(raw).strip())
-            except ValueError:
-                rate = -1
-            if rate < 0:
-                raise _Refused(ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: must be a number of bytes/s >= 0")
-            validated[name] = str(rate)
+                validated[name] = validate_value(name, str(raw))
+            except DynamicConfigRefused as exc:
+                raise _Refused(ErrorCode.INVALID_REQUEST, str(exc)) from None
     except _Refused as refused:
         result.error_code, result.error_message = refused.code, refused.message
         return result, []

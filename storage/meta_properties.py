@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from storage.checkpoint import write_atomically
@@ -138,12 +139,23 @@ def require_formatted(log_dirs: list[Path]) -> None:
         )
 
 
-def format_storage(log_dirs: list[Path], node_id: int, cluster_id: str, *, ignore_formatted: bool = False) -> list[tuple[Path, str]]:
+def format_storage(
+    log_dirs: list[Path],
+    node_id: int,
+    cluster_id: str,
+    *,
+    ignore_formatted: bool = False,
+    before_meta_properties: Callable[[Path], None] | None = None,
+) -> list[tuple[Path, str]]:
     """Write meta.properties into each directory (``pybroker storage format``).
 
     Nothing is written when some directory is already formatted, unless
     ``ignore_formatted``: then those keep their file and the others are
-    formatted. Returns (directory, "formatted" or "already formatted")."""
+    formatted. ``before_meta_properties(directory)`` runs for each directory
+    being formatted before its meta.properties is written (the bootstrap
+    metadata goes first, as Kafka's formatter writes it: a directory with
+    meta.properties counts as formatted, so it must be complete by then).
+    Returns (directory, "formatted" or "already formatted")."""
     check_cluster_id(cluster_id)
     directories = list(dict.fromkeys(Path(d) for d in log_dirs))
     formatted = [d for d in directories if (d / META_PROPERTIES).exists()]
@@ -157,6 +169,9 @@ def format_storage(log_dirs: list[Path], node_id: int, cluster_id: str, *, ignor
         if directory in formatted:
             outcome.append((directory, "already formatted"))
             continue
+        if before_meta_properties is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            before_meta_properties(directory)
         _write_meta_properties(directory, node_id, cluster_id)
         outcome.append((directory, "formatted"))
     return outcome

@@ -1,13 +1,16 @@
 """Topic-level configs: Kafka's names, types, defaults and validation.
 
 Each topic config has a broker-level default (``log.segment.bytes`` for
-``segment.bytes`` and so on); a topic override wins over it.
+``segment.bytes`` and so on); a topic override wins over it. The broker-level
+value itself comes, per key, from the broker's dynamic config, else the
+cluster-wide dynamic one, else server.properties (``topic_defaults_from``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from storage.log import LogConfig
 
@@ -266,6 +269,50 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
         except TopicConfigError as exc:
             raise TopicConfigError(f"{name}: {exc}") from None
         result[name] = raw.strip() if not isinstance(value, str) else value
+    return result
+
+
+# Broker keys in a unit other than the topic config's milliseconds (Kafka's ConfigSynonym converters).
+_BROKER_KEY_MS_FACTORS = {
+    "log.roll.hours": 3_600_000,
+    "log.roll.jitter.hours": 3_600_000,
+    "log.retention.hours": 3_600_000,
+    "log.retention.minutes": 60_000,
+}
+
+
+def _topic_value_of(broker_key: str, raw: str) -> str:
+    """A broker key's value in its topic config's unit; a negative retention time is -1 (forever)."""
+    factor = _BROKER_KEY_MS_FACTORS.get(broker_key)
+    if factor is None:
+        return raw
+    value = int(raw.strip()) * factor
+    return "-1" if value < 0 else str(value)
+
+
+def topic_defaults_from(layers: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """The topic config defaults that broker-level keys supply (topic config name -> value).
+
+    ``layers`` map broker keys to values, in precedence order (Kafka's: this
+    broker's dynamic configs, the cluster-wide dynamic ones, server.properties):
+    each broker key takes its value from the first layer that has it, and a
+    topic config takes the first of its broker synonyms (``broker_synonyms``:
+    ``log.retention.ms``, then ``.minutes``, then ``.hours``) that has a value.
+    A value that does not parse is skipped (the controller refuses them; an
+    older log might still hold one)."""
+    result = {}
+    for name, key in TOPIC_CONFIG_KEYS.items():
+        for broker_key, _ in broker_synonyms(name):
+            raw = next((layer[broker_key] for layer in layers if layer.get(broker_key) is not None), None)
+            if raw is None:
+                continue
+            try:
+                value = _topic_value_of(broker_key, raw)
+                key.parse(value)
+            except (TopicConfigError, ValueError):
+                continue
+            result[name] = value.strip()
+            break
     return result
 
 

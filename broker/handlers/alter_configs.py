@@ -2,15 +2,16 @@
 IncrementalAlterConfigs).
 
 Each resource's entries become its complete set of overrides: overrides not
-named are deleted. TOPIC resources only: changes are validated as for
+named are deleted. TOPIC resources: changes are validated as for
 CreateTopics (unknown names and bad values: INVALID_CONFIG), written to the
 metadata log as ConfigRecords and applied to the topic's partition logs at
 once. A resource that fails changes nothing: unknown topic
 UNKNOWN_TOPIC_OR_PARTITION, duplicate keys or null values INVALID_REQUEST,
-a resource given twice INVALID_REQUEST for both copies. BROKER resources answer
-INVALID_REQUEST: pybroker has no dynamic broker configs (set them in
-server.properties). BROKER_LOGGER and other types: INVALID_REQUEST, as in
-Kafka. validate_only checks everything and writes nothing.
+a resource given twice INVALID_REQUEST for both copies. BROKER resources (a
+broker id, or "" cluster-wide) take the dynamic broker configs pybroker applies
+at run time (controller.dynamic_broker_configs); other keys and bad values
+answer INVALID_REQUEST with the reason, as Kafka's broker does. BROKER_LOGGER
+and other types: INVALID_REQUEST, as in Kafka. validate_only checks everything and writes nothing.
 
 Authorization (with an authorizer), decided by the broker the client asked,
 before the request is forwarded: ALTER_CONFIGS on the topic (else

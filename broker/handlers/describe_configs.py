@@ -3,11 +3,11 @@
 TOPIC resources (type 2) list every topic config pybroker knows with its
 effective value: the topic's override, else the broker-level default from
 server.properties, else Kafka's default. BROKER resources (type 4) named with
-this node's id list every key of broker/config.py (values as strings, null
-when unset) and the dynamic replication throttle rates (this broker's value,
-else the cluster-wide one, else no limit); the empty name (cluster-wide
-defaults) lists only dynamic default broker configs (the throttle rates when
-set). ``configuration_keys`` null or
+this node's id list every key of broker/config.py and the dynamic replication
+throttle rates, each with Kafka's precedence: this broker's dynamic value, else
+the cluster-wide dynamic one, else server.properties, else the default (null
+when unset); the empty name (cluster-wide defaults) lists only the dynamic
+default broker configs that are set. ``configuration_keys`` null or
 empty asks for everything; names the resource does not have are left out.
 
 Per entry: ``config_source`` (v1+) is the source of the first synonym, with
@@ -15,16 +15,18 @@ Kafka's ids: TOPIC_CONFIG 1, DYNAMIC_BROKER_CONFIG 2, DYNAMIC_DEFAULT_BROKER_CON
 STATIC_BROKER_CONFIG 4 (set in server.properties or by --override), DEFAULT_CONFIG 5;
 v0's ``is_default`` is ``source == DEFAULT_CONFIG``. Synonyms (v1+, when
 ``include_synonyms``) are in order of precedence: the topic override, then
-for each broker key that supplies the default (``segment.bytes`` <-
-``log.segment.bytes``; ``segment.ms`` <- ``log.roll.ms``, ``log.roll.hours``)
-its static and default values. As Kafka does, leading synonyms that are not
+the broker keys that supply the default (``segment.bytes`` <-
+``log.segment.bytes``; ``segment.ms`` <- ``log.roll.ms``, ``log.roll.hours``):
+their per-broker dynamic values, then cluster-wide dynamic, then static, then
+default ones (Kafka's order). As Kafka does, leading synonyms that are not
 the primary broker key itself are dropped (so ``segment.ms`` shows no
 ``log.roll.hours`` synonym unless ``log.roll.ms`` is set). ``config_type``
 (v3+) uses Kafka's ids (BOOLEAN 1, STRING 2, INT 3, SHORT 4, LONG 5, DOUBLE 6,
 LIST 7, CLASS 8, PASSWORD 9) and ``documentation`` (v3+, when
 ``include_documentation``) is a short description. Topic configs are
-writable (read_only false); broker configs are read-only, as pybroker has no
-dynamic broker configs. Nothing is sensitive.
+writable (read_only false); broker configs are read-only except the dynamic
+ones pybroker applies at run time (controller.dynamic_broker_configs). Nothing
+is sensitive.
 
 Errors per resource: an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION, an
 illegal topic name INVALID_TOPIC_EXCEPTION; a broker name that is not this
@@ -51,6 +53,7 @@ from controller.config_commands import (
     RESOURCE_CLIENT_METRICS,
     RESOURCE_GROUP,
 )
+from controller.dynamic_broker_configs import HONOURED as DYNAMIC_HONOURED
 from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from controller.topic_commands import topic_name_error
 from protocol.errors import ErrorCode
@@ -135,14 +138,15 @@ def _default_value(name: str, kafka_default: str | None) -> str | None:
 
 
 def _broker_chain(
-    config, dynamic: dict[str, str], names_and_defaults, primary: str
+    config, own: dict[str, str], cluster: dict[str, str], names_and_defaults, primary: str
 ) -> list[tuple[str, str | None, int]]:
     """Synonyms ``(name, value, source)`` of broker key ``primary`` in precedence order:
-    dynamic, then static, then default values of each name."""
+    this broker's dynamic, then cluster-wide dynamic, then static, then default values of each name."""
     chain: list[tuple[str, str | None, int]] = []
-    for name, _ in names_and_defaults:
-        if name in dynamic:
-            chain.append((name, dynamic[name], SOURCE_DYNAMIC_BROKER))
+    for dynamic, source in ((own, SOURCE_DYNAMIC_BROKER), (cluster, SOURCE_DYNAMIC_DEFAULT_BROKER)):
+        for name, _ in names_and_defaults:
+            if name in dynamic:
+                chain.append((name, dynamic[name], source))
     for name, _ in names_and_defaults:
         value = _static_value(config, name)
         if value is not None:
@@ -173,8 +177,15 @@ def _entry(name, value, source, synonyms, *, read_only, type_name, doc, include_
     )
 
 
+def _dynamic_layers(broker) -> tuple[dict[str, str], dict[str, str]]:
+    """This broker's dynamic configs and the cluster-wide ones."""
+    image = broker.image
+    return dict(image.configs_of(RESOURCE_BROKER, str(broker.node_id))), dict(image.broker_configs)
+
+
 def topic_entries(broker, topic, resource, include_synonyms: bool, include_documentation: bool):
     overrides = dict(topic.configs)
+    own, cluster = _dynamic_layers(broker)
     effective = broker.topic_config(topic)
     entries = []
     for name in _wanted(resource, sorted(TOPIC_CONFIG_KEYS)):
@@ -185,8 +196,7 @@ def topic_entries(broker, topic, resource, include_synonyms: bool, include_docum
             synonyms.append((name, value, SOURCE_TOPIC))
         names_and_defaults = broker_synonyms(name)
         if names_and_defaults:
-            # Dynamic broker configs are not applied to topics by pybroker: left out here.
-            synonyms += _broker_chain(broker.config, {}, names_and_defaults, names_and_defaults[0][0])
+            synonyms += _broker_chain(broker.config, own, cluster, names_and_defaults, names_and_defaults[0][0])
         source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
         entries.append(
             _entry(
@@ -206,13 +216,13 @@ def topic_entries(broker, topic, resource, include_synonyms: bool, include_docum
 
 def broker_entries(broker, resource, include_synonyms: bool, include_documentation: bool):
     config = broker.config
-    dynamic = dict(broker.image.broker_configs)
+    own, dynamic = _dynamic_layers(broker)
     entries = []
     for name in _wanted(resource, _broker_key_names()):
         type_name, doc = _broker_type(name), BROKER_CONFIG_INFO.get(name, (None, None))[1]
         names = tuple(n for n in _BROKER_KEY_SYNONYMS.get(name, (name,)) if n in BROKER_KEYS)
-        synonyms = _broker_chain(config, dynamic, [(n, None) for n in names], name)
-        value = dynamic[name] if name in dynamic else format_broker_value(config[name])
+        synonyms = _broker_chain(config, own, dynamic, [(n, None) for n in names], name)
+        value = next((layer[name] for layer in (own, dynamic) if name in layer), format_broker_value(config[name]))
         source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
         entries.append(
             _entry(
@@ -220,7 +230,7 @@ def broker_entries(broker, resource, include_synonyms: bool, include_documentati
                 value,
                 source,
                 synonyms,
-                read_only=True,
+                read_only=name not in DYNAMIC_HONOURED,
                 type_name=type_name,
                 doc=doc,
                 include_synonyms=include_synonyms,
@@ -229,7 +239,6 @@ def broker_entries(broker, resource, include_synonyms: bool, include_documentati
         )
     # The dynamic-only broker configs (the replication throttle rates): this
     # broker's value, else the cluster-wide default, else no limit.
-    own = broker.image.configs_of(RESOURCE_BROKER, str(broker.node_id))
     for name in _wanted(resource, DYNAMIC_BROKER_CONFIGS):
         chain = []
         if name in own:
@@ -260,19 +269,25 @@ _THROTTLE_RATE_DOCS = {
 
 
 def cluster_default_entries(broker, resource, include_synonyms: bool, include_documentation: bool):
-    """Resource BROKER "": only dynamic cluster-wide defaults, as Kafka lists them."""
+    """Resource BROKER "": only dynamic cluster-wide defaults, as Kafka lists them
+    (synonyms: the cluster-wide value, then static and default ones, never a broker's own)."""
     entries = []
     dynamic = dict(broker.image.broker_configs)
     for name in _wanted(resource, sorted(dynamic)):
-        type_name, doc = _broker_type(name), BROKER_CONFIG_INFO.get(name, (None, None))[1]
-        synonyms = [(name, dynamic[name], SOURCE_DYNAMIC_DEFAULT_BROKER)]
+        if name in DYNAMIC_BROKER_CONFIGS:
+            type_name, doc = "LONG", _THROTTLE_RATE_DOCS[name]
+            synonyms = [(name, dynamic[name], SOURCE_DYNAMIC_DEFAULT_BROKER), (name, str(UNLIMITED_RATE), SOURCE_DEFAULT)]
+        else:
+            type_name, doc = _broker_type(name), BROKER_CONFIG_INFO.get(name, (None, None))[1]
+            names = tuple(n for n in _BROKER_KEY_SYNONYMS.get(name, (name,)) if n in BROKER_KEYS) or (name,)
+            synonyms = _broker_chain(broker.config, {}, dynamic, [(n, None) for n in names], name)
         entries.append(
             _entry(
                 name,
                 dynamic[name],
                 SOURCE_DYNAMIC_DEFAULT_BROKER,
                 synonyms,
-                read_only=True,
+                read_only=name not in DYNAMIC_HONOURED,
                 type_name=type_name,
                 doc=doc,
                 include_synonyms=include_synonyms,

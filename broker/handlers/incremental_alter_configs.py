@@ -10,9 +10,11 @@ as ConfigRecords and applied to the topic's partition logs at once.
 A resource that fails changes nothing: unknown topic
 UNKNOWN_TOPIC_OR_PARTITION; duplicate keys, a null value for SET/APPEND/SUBTRACT,
 an unknown operation or a resource given twice INVALID_REQUEST. BROKER
-resources answer INVALID_REQUEST: pybroker has no dynamic broker configs (set
-them in server.properties); BROKER_LOGGER (log levels) and other types are not
-supported either (INVALID_REQUEST). validate_only checks everything and writes
+resources (a broker id, or "" cluster-wide) take the dynamic broker configs
+pybroker applies at run time (controller.dynamic_broker_configs; APPEND/SUBTRACT
+on ``log.cleanup.policy``); other keys and bad values answer INVALID_REQUEST
+with the reason, as Kafka's broker does. BROKER_LOGGER (log levels) and other
+types are not supported (INVALID_REQUEST). validate_only checks everything and writes
 nothing. Authorization as AlterConfigs' (broker/handlers/alter_configs.py).
 """
 

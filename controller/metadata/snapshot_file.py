@@ -39,6 +39,11 @@ def _data_message_bytes(message, **fields) -> bytes:
 
 
 def encode_snapshot_file(image: MetadataImage, last_contained_timestamp_ms: int, now_ms: int) -> bytes:
+    return encode_record_file(iter_snapshot_records(image), last_contained_timestamp_ms, now_ms)
+
+
+def encode_record_file(records, last_contained_timestamp_ms: int, now_ms: int) -> bytes:
+    """Metadata records in the snapshot file layout (also that of Kafka's bootstrap.checkpoint)."""
     out = bytearray()
     offset = 0
     header = _data_message_bytes(_HEADER, version=0, last_contained_log_timestamp=last_contained_timestamp_ms)
@@ -47,7 +52,7 @@ def encode_snapshot_file(image: MetadataImage, last_contained_timestamp_ms: int,
     )
     offset += 1
     chunk: list[tuple] = []
-    for record in iter_snapshot_records(image):
+    for record in records:
         chunk.append((None, encode_record(record), [], now_ms))
         if len(chunk) == RECORDS_PER_BATCH:
             out += build_batch(chunk, base_offset=offset)
@@ -67,6 +72,17 @@ def decode_snapshot_file(data: bytes, last_offset: int) -> MetadataImage:
     """The image a snapshot file holds, at ``last_offset`` (the snapshot's end offset - 1).
     Bad or incomplete bytes raise ProtocolError."""
     delta = MetadataDelta(MetadataImage())
+    for records in iter_record_file(data):
+        delta.replay_all(records)
+    if delta.in_transaction:
+        raise MetadataLogError("a snapshot ends inside a metadata transaction")
+    return delta.apply(last_offset)
+
+
+def iter_record_file(data: bytes):
+    """The decoded (api key, record) lists of a snapshot-layout file, one per data
+    batch. Bad bytes or a missing header raise ProtocolError as they are met, a
+    missing footer only at the end: consume it all before acting on any list."""
     saw_header = saw_footer = False
     for position, size, header in iter_batches(data):
         if saw_footer:
@@ -85,9 +101,6 @@ def decode_snapshot_file(data: bytes, last_offset: int) -> MetadataImage:
             continue
         if not saw_header:
             raise ProtocolError("snapshot file does not start with a header")
-        delta.replay_all(decode_record(record.value) for record in records)
+        yield [decode_record(record.value) for record in records]
     if not (saw_header and saw_footer):
         raise ProtocolError("snapshot file is incomplete")
-    if delta.in_transaction:
-        raise MetadataLogError("a snapshot ends inside a metadata transaction")
-    return delta.apply(last_offset)
