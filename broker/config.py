@@ -769,6 +769,15 @@ def _check_node_sasl(values: dict[str, Any], security_protocols: dict[str, str],
         serves = "broker" in values["process.roles"] if key == INTER_BROKER_MECHANISM_KEY else "controller" in values["process.roles"]
         if not serves:
             continue
+        other_voters = [v for v in values["controller.quorum.voters"] or [] if v.node_id != values["node.id"]]
+        if key == CONTROLLER_MECHANISM_KEY and mechanism.startswith("SCRAM-") and other_voters:
+            # SCRAM credentials live in the metadata log, which the voters can only
+            # replicate once they reach each other (Kafka has the same limit, KAFKA-15513).
+            raise ConfigError(
+                f"{key}: the controllers of a quorum of several voters cannot authenticate to each other with "
+                f"{mechanism}: its credentials are in the metadata log they have yet to form; use PLAIN (or SSL "
+                "client certificates) between controllers, SCRAM on the inter-broker listener"
+            )
         own_key = f"listener.name.{listener.lower()}.sasl.enabled.mechanisms"
         enabled = _list(own_key, sasl_values[own_key]) if own_key in sasl_values else values["sasl.enabled.mechanisms"]
         if mechanism not in enabled:

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.app import _listener_tls, _node_client_security
+from broker.security_setup import listener_tls as _listener_tls
+from broker.security_setup import node_security_of as _node_client_security
 from broker.config import STANDARD_AUTHORIZER, ConfigError, load_config
 from broker.connection import KafkaConnection
 from broker.dispatch import Dispatcher
@@ -495,3 +496,23 @@ def test_a_session_with_a_lifetime_is_renewed_on_a_new_connection(certs, run):
                 connection.close()
 
     run(main())
+
+
+def test_scram_between_the_controllers_of_several_voters_is_refused(certs):
+    scram = {
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+        "listener.name.controller.scram-sha-512.sasl.jaas.config": (
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="pw";'
+        ),
+    }
+    with pytest.raises(ConfigError, match="sasl.mechanism.controller.protocol: the controllers of a quorum of several voters"):
+        load(node(certs, **scram))
+    # SCRAM on the inter-broker listener is fine (the credentials come with the metadata log).
+    load(node(certs, **{
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config": (
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="pw";'
+        ),
+    }))

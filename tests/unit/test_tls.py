@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.app import _listener_tls
+from broker.security_setup import listener_tls as _listener_tls
 from broker.config import KEYS, ConfigError, load_config
 from broker.tls import (
     ANONYMOUS,
