@@ -16,6 +16,16 @@ Cardinality is bounded: ``metrics.topic.series.max`` topics get per-topic and
 per-partition series (the first ones by name, so the set is stable across
 scrapes), ``metrics.group.series.max`` consumer-group lag series; what is left
 out is counted in ``pybroker_metrics_series_dropped``.
+
+Consumer-group lag is per broker, as Kafka's broker-side metrics are: each
+broker reports the groups it coordinates. A committed partition whose log is
+not on this broker gets its high watermark from a cache
+(broker.cluster_reader.HighWatermarkCache) that a background task refreshes
+every ``REMOTE_HW_REFRESH_MS`` with one ListOffsets per leader; the scrape
+only reads that cache, so it sends nothing and never waits on another node.
+Such a high watermark is up to one refresh interval old; a partition whose
+leader did not answer the last refresh has no series (lag nor committed offset)
+until it does, as before its first refresh.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import choose_encoder
 
+from broker.cluster_reader import ClusterReader, HighWatermarkCache
 from broker.config import MetricsListener
 from broker.dispatch import AnswerLater
 from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS
@@ -70,6 +81,8 @@ MAX_HTTP_CONNECTIONS = 16
 
 DEFAULT_TOPIC_SERIES_MAX = 1000
 DEFAULT_GROUP_SERIES_MAX = 10000
+# How often the high watermarks of committed partitions led elsewhere are refreshed (see above).
+REMOTE_HW_REFRESH_MS = 5000
 
 
 # --------------------------------------------------------------------------- config
@@ -115,6 +128,27 @@ class BrokerMetrics:
         self._server: asyncio.base_events.Server | None = None
         self.bound_port: int | None = None
         self._http_connections = 0
+        # High watermarks of committed partitions led elsewhere, refreshed while the endpoint serves.
+        self.remote_hws: HighWatermarkCache | None = None
+
+    def _remote_lag_partitions(self) -> set[tuple[str, int]]:
+        """Committed partitions of the groups this broker coordinates whose log is not
+        here (at most ``group_series_max``, the ones the scrape would report first)."""
+        broker = self.broker
+        if not broker.is_broker:
+            return set()
+        offsets = broker.groups.coordinator.offsets
+        logs = broker.logs.logs
+        wanted: set[tuple[str, int]] = set()
+        considered = 0
+        for group_id in sorted(offsets):
+            for key in sorted(offsets[group_id]):
+                if considered >= self.group_series_max:
+                    return wanted
+                considered += 1
+                if key not in logs:
+                    wanted.add(key)
+        return wanted
 
     @classmethod
     def from_config(cls, broker) -> BrokerMetrics | None:
@@ -251,6 +285,10 @@ class BrokerMetrics:
             self._serve_connection, host=listener.host or None, port=listener.port, reuse_address=True, limit=MAX_REQUEST_HEAD_BYTES
         )
         self.bound_port = self._server.sockets[0].getsockname()[1]
+        self.remote_hws = HighWatermarkCache(
+            ClusterReader(self.broker, f"pybroker-metrics-{self.broker.node_id}"), self._remote_lag_partitions, REMOTE_HW_REFRESH_MS
+        )
+        self.remote_hws.start()
         shown = MetricsListener(listener.host, self.bound_port)
         log.info("metrics: serving Prometheus metrics on %s/metrics", shown)
 
@@ -258,6 +296,9 @@ class BrokerMetrics:
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self.remote_hws is not None:
+            await self.remote_hws.stop()
+            self.remote_hws = None
 
     def exposition(self, accept: str | None) -> tuple[bytes, str]:
         """The body and content type of a scrape: Prometheus' text format, or
@@ -478,8 +519,9 @@ class _BrokerCollector:
         yield from families.values()
 
     def _group_lag(self):
-        """Lag of the groups this broker coordinates, per partition whose log is here:
-        the high watermark (what a consumer can read) less the committed offset."""
+        """Lag of the groups this broker coordinates, per committed partition: the high
+        watermark (what a consumer can read; of a partition whose log is not here, the
+        background-refreshed cache's) less the committed offset."""
         metrics = self.metrics
         broker = metrics.broker
         labels = ["consumergroup", "topic", "partition"]
@@ -488,18 +530,20 @@ class _BrokerCollector:
         emitted = dropped = 0
         limit = metrics.group_series_max
         offsets = broker.groups.coordinator.offsets if broker.is_broker else {}
+        remote_hws = metrics.remote_hws.values if metrics.remote_hws is not None else {}
         for group_id in sorted(offsets):
             for (topic, partition), offset in sorted(offsets[group_id].items()):
                 plog = broker.logs.logs.get((topic, partition))
-                if plog is None:
-                    continue  # not on this broker: its end is not known here
+                hw = plog.high_watermark if plog is not None else remote_hws.get((topic, partition))
+                if hw is None:
+                    continue  # led elsewhere and not (yet) in the cache: its end is not known here
                 if emitted >= limit:
                     dropped += 1
                     continue
                 emitted += 1
                 series = [group_id, topic, str(partition)]
                 committed.add_metric(series, offset.offset)
-                lag.add_metric(series, max(plog.high_watermark - offset.offset, 0))
+                lag.add_metric(series, max(hw - offset.offset, 0))
         return [lag, committed], dropped
 
     def _connections(self):

@@ -1,7 +1,8 @@
 """The web console (``console.listener=http://HOST:PORT``, off unless set).
 
-Server-rendered pages read from the broker's in-process state (broker/console/
-views.py), changes sent as Kafka requests through the broker's own dispatcher
+Server-rendered pages read from the broker's in-process state, and what lives
+on other brokers through broker/cluster_reader.py (broker/console/views.py),
+so any broker's console shows the whole cluster; changes sent as Kafka requests through the broker's own dispatcher
 (admin.py), lag and broker counters sampled in memory for
 ``console.lag.history.ms`` and drawn as server-side SVG (history.py), all
 served by the broker itself with one small script and one style sheet

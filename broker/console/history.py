@@ -2,14 +2,19 @@
 
 :class:`History` samples, on the event loop every ``interval_ms``
 (``console.lag.history.ms`` / 600, at least one second, so a series holds
-at most ~600 points), the lag of every (group, topic, partition) this broker
-coordinates whose log is here (high watermark less committed offset, as
-``kafka_consumergroup_lag``), and a few broker-wide values. The counters come
+at most ~600 points), the lag of every (group, topic, partition) of the
+cluster (high watermark less committed offset, as ``kafka_consumergroup_lag``;
+groups coordinated elsewhere and high watermarks of partitions led elsewhere
+read with views.cluster_groups: one ListGroups and one OffsetFetch per other
+broker, one ListOffsets per leader, each with the reader's timeout, so a sample
+waits at most a few seconds and the next starts one interval after it ends),
+and a few broker-wide values. The counters come
 from broker/metrics.py when ``metrics.listener`` is set (records and bytes in
 and out, requests); without it the console keeps its own: records appended
 (the sum of the log end offsets of the partitions this broker leads), log
 bytes, connections, under-replicated partitions. Samples older than the window
-go; at most ``MAX_LAG_SERIES`` lag series are kept (the first groups by name),
+go; at most ``MAX_LAG_SERIES`` lag series are kept (the first groups by name,
+of at most views.MAX_GROUPS groups),
 so a sample costs a bounded amount of work whatever the cluster holds.
 
 :func:`svg_chart` draws a series set as an SVG line chart; every label passes
@@ -22,6 +27,8 @@ import html
 import itertools
 import time
 from collections import deque
+
+from broker.console.views import cluster_groups
 
 MAX_LAG_SERIES = 5000
 POINTS_PER_WINDOW = 600
@@ -43,8 +50,11 @@ METRICS_SERIES = {
 
 
 class History:
-    def __init__(self, broker, window_ms: int):
+    def __init__(self, broker, window_ms: int, reader=None):
         self.broker = broker
+        # broker.cluster_reader.ClusterReader: groups coordinated and partitions led elsewhere.
+        self.reader = reader
+        self.unavailable: list[str] = []
         self.window_ms = window_ms
         self.interval_ms = max(MIN_INTERVAL_MS, window_ms // POINTS_PER_WINDOW)
         # (group, topic, partition) -> deque of (time ms, lag)
@@ -59,23 +69,23 @@ class History:
             specs.update(METRICS_SERIES)
         return specs
 
-    def sample(self, now_ms: int | None = None) -> None:
+    async def sample(self, now_ms: int | None = None) -> None:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         horizon_ms = now_ms - self.window_ms
-        self._sample_lag(now_ms, horizon_ms)
         self._sample_broker(now_ms, horizon_ms)
+        if self.reader is not None and self.broker.is_broker:
+            view = await cluster_groups(self.broker, self.reader)
+            self.unavailable = view.notes
+            self._record_lag(view, now_ms, horizon_ms)
 
-    def _sample_lag(self, now_ms: int, horizon_ms: int) -> None:
-        broker = self.broker
-        offsets = broker.groups.coordinator.offsets if broker.is_broker else {}
-        logs = broker.logs.logs
+    def _record_lag(self, view, now_ms: int, horizon_ms: int) -> None:
         seen = set()
         dropped = 0
-        for group_id in sorted(offsets):
-            for (topic, partition), committed in offsets[group_id].items():
-                plog = logs.get((topic, partition))
-                if plog is None:
-                    continue
+        for group_id in sorted(view.committed):
+            for (topic, partition), committed in sorted(view.committed[group_id].items()):
+                hw = view.hw.get((topic, partition))
+                if hw is None:
+                    continue  # its leader did not answer: a gap in the line, not a made-up point
                 key = (group_id, topic, partition)
                 series = self.lag.get(key)
                 if series is None:
@@ -84,7 +94,7 @@ class History:
                         continue
                     series = self.lag[key] = deque()
                 seen.add(key)
-                series.append((now_ms, max(plog.high_watermark - committed.offset, 0)))
+                series.append((now_ms, max(hw - committed, 0)))
         self.lag_series_dropped = dropped
         for key in list(self.lag):
             series = self.lag[key]

@@ -19,6 +19,7 @@ shown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -30,6 +31,7 @@ from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from broker.cluster_reader import ClusterReader
 from broker.config import MetricsListener
 from broker.console import views
 from broker.console.admin import Admin, AdminRefused
@@ -85,7 +87,9 @@ class Console:
         self.broker = broker
         self.listener = listener
         self.read_only = read_only
-        self.history = History(broker, history_ms)
+        # Reads of other brokers (partitions led, groups coordinated elsewhere): pooled node connections.
+        self.reader = ClusterReader(broker, f"pybroker-console-{broker.node_id}")
+        self.history = History(broker, history_ms, self.reader)
         self.admin = Admin(broker)
         self.templates = Environment(
             loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape(default=True, default_for_string=True)
@@ -127,13 +131,18 @@ class Console:
             self._server = None
         if self._sampler is not None:
             self._sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sampler  # its loop catches everything else
             self._sampler = None
+        self.reader.close()
 
     async def _sample_forever(self) -> None:
         interval_s = self.history.interval_ms / 1000
         while True:
             try:
-                self.history.sample()
+                await self.history.sample()
+            except asyncio.CancelledError:
+                raise
             except Exception:  # a sampling bug must not end the graphs for good
                 log.exception("console: sampling failed")
             await asyncio.sleep(interval_s)
@@ -233,11 +242,12 @@ class Console:
         if path == "/":
             return self._page("overview.html", session, o=views.overview(broker), **flash)
         if path == "/topics":
-            return self._page("topics.html", session, topics=views.topic_rows(broker), **flash)
+            rows, notes = await views.topic_rows(broker, self.reader)
+            return self._page("topics.html", session, topics=rows, notes=notes, **flash)
         if path == "/topic":
             name = query.get("name", "")
             started = time.perf_counter()
-            detail = views.topic_detail(broker, name)
+            detail = await views.topic_detail(broker, self.reader, name)
             if detail is None:
                 return self._page("error.html", session, 404, message=f"no topic {name!r}")
             try:
@@ -249,14 +259,15 @@ class Console:
             response.headers.append(("Server-Timing", f"render;dur={(time.perf_counter() - started) * 1000:.1f}"))
             return response
         if path == "/messages":
-            return self._messages(query, session)
+            return await self._messages(query, session)
         if path == "/groups":
-            return self._page("groups.html", session, groups=views.group_rows(broker))
+            rows, notes = await views.group_rows(broker, self.reader)
+            return self._page("groups.html", session, groups=rows, notes=list(dict.fromkeys(notes + self.history.unavailable)))
         if path == "/group":
             name = query.get("id", "")
-            detail = views.group_detail(broker, name)
+            detail = await views.group_detail(broker, self.reader, name)
             if detail is None:
-                return self._page("error.html", session, 404, message=f"no group {name!r} coordinated by this broker")
+                return self._page("error.html", session, 404, message=f"no group {name!r}")
             return self._page("group.html", session, g=detail, chart=self._lag_chart(name))
         if path == "/group/lag.svg":
             return Response(200, self._lag_chart(query.get("id", "")).encode(), "image/svg+xml; charset=utf-8")
@@ -280,7 +291,7 @@ class Console:
             charts.append(svg_chart({name: points}, title=title, unit=unit, width=420, height=150, css_id=f"chart-{name}"))
         return charts
 
-    def _messages(self, query: dict, session) -> Response:
+    async def _messages(self, query: dict, session) -> Response:
         topic = query.get("topic", "")
         try:
             partition = int(query.get("partition", "0") or 0)
@@ -293,7 +304,7 @@ class Console:
             timestamp_ms = _parse_time(query["timestamp"])
         decoding = query.get("decoding", "text") or "text"
         search = query.get("search", "")
-        result = views.browse(self.broker, topic, partition, offset=offset, timestamp_ms=timestamp_ms,
+        result = await views.browse(self.broker, self.reader, topic, partition, offset=offset, timestamp_ms=timestamp_ms,
                               decoding=decoding, search=search, limit=limit)
         topic_image = self.broker.image.topics.get(topic)
         return self._page(

@@ -7,10 +7,9 @@ same pre-authorization hooks and authorizer (the principal is the one the HTTP
 request authenticated as), the same forwarding of admin requests to the active
 controller, the same metrics. Nothing is duplicated and no socket is used.
 
-What this broker cannot answer for another broker (a Produce to a partition led
-elsewhere, a group coordinated elsewhere) comes back with Kafka's error
-(NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR), which the resources turn into an
-error answer: a REST proxy of one broker serves what that broker leads.
+This is the client of what this broker answers itself; what only another node
+can answer (a Produce to a partition led elsewhere, a group coordinated
+elsewhere) is sent to that node by broker/rest/cluster.py.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ murmur2(key) % partitions, as Kafka's default partitioner, others round-robin.
 
 Batching: the records parsed from what has arrived so far (at most
 ``ROUND_RECORDS_MAX``) are produced together, one record batch per partition
-in one Produce request (acks=all), so a stream of many small records costs a
+in one Produce request (acks=all) per partition leader (this broker, or another
+node over broker/rest/cluster.py), so a stream of many small records costs a
 few Produce requests, not one per record. A record larger than the topic's
 ``max.message.bytes`` is answered 413 on its own; a batch is cut before it
 would grow past that limit.
@@ -35,7 +36,7 @@ import time
 from datetime import UTC, datetime
 
 from broker.rest.errors import RestError, bad_request, kafka_error
-from broker.rest.resources import REQUESTS, Call
+from broker.rest.resources import Call
 from broker.tools.console import partition_for_key
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
@@ -263,19 +264,14 @@ class Producer:
 
     async def _produce_once(self, batches: dict[int, list[_Parsed]]) -> None:
         now_ms = int(time.time() * 1000)
-        R = REQUESTS["Produce"]
-        partition_data = []
+        built = {}
         for partition, records in batches.items():
             for r in records:
                 if r.timestamp_ms is None:
                     r.timestamp_ms = now_ms
-            batch = build_batch([(r.key, r.value, r.headers, r.timestamp_ms) for r in records])
-            partition_data.append(R.PartitionProduceData(index=partition, records=batch))
-        response = await self.call.kafka.call(
-            "Produce", transactional_id=None, acks=ACKS_ALL, timeout_ms=PRODUCE_TIMEOUT_MS,
-            topic_data=[R.TopicProduceData(name=self.topic, partition_data=partition_data)],
-        )
-        answered = {p.index: p for t in response.responses for p in t.partition_responses}
+            built[partition] = build_batch([(r.key, r.value, r.headers, r.timestamp_ms) for r in records])
+        # Each partition's batch to its leader, this broker or another (broker/rest/cluster.py).
+        answered = await self.call.kafka.produce(self.topic, built, acks=ACKS_ALL, timeout_ms=PRODUCE_TIMEOUT_MS)
         cluster_id = self.call.cluster_id
         for partition, records in batches.items():
             p = answered.get(partition)

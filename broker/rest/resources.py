@@ -6,6 +6,9 @@ resource's own URL, and ``resource_name``, its CRN), its fields, and
 "metadata": {"self", "next": null}, "data": [...]}``. Every answer comes from
 Kafka requests the broker handles as it would a client's, so authorization,
 validation and errors are the broker's own (mapped by broker/rest/errors.py).
+On a cluster, what only another node can answer (a group it coordinates, its
+partitions' end offsets, its broker configs) is asked of that node
+(broker/rest/cluster.py), so every broker's proxy serves the whole cluster.
 
 Produce (``POST .../topics/{t}/records``) is in records.py.
 """
@@ -16,8 +19,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from broker.rest.cluster import ClusterKafka
 from broker.rest.errors import RestError, bad_request, kafka_error, not_found
-from broker.rest.kafka import REQUESTS, InProcessKafka
+from broker.rest.kafka import REQUESTS
 from protocol.errors import ErrorCode
 
 RESOURCE_TOPIC = 2
@@ -42,7 +46,7 @@ class Call:
     """One HTTP request's view: its Kafka client, base URL and the path's parameters."""
 
     broker: Any
-    kafka: InProcessKafka
+    kafka: ClusterKafka
     base_url: str
     params: dict[str, str]
     body: Any = None
@@ -190,7 +194,10 @@ def _topic_config(call: Call, topic: str, entry) -> dict:
 async def list_broker_configs(call: Call) -> dict:
     check_cluster(call)
     broker = await _find_broker(call)
-    entries = await _describe_configs(call, RESOURCE_BROKER, str(broker.node_id), None)
+    result = await call.kafka.describe_broker_configs(broker.node_id)
+    if result.error_code != ErrorCode.NONE:
+        raise kafka_error(result.error_code, result.error_message, str(broker.node_id))
+    entries = result.configs
     return _list(call, "KafkaBrokerConfigList", ("brokers", broker.node_id, "configs"),
                  [_broker_config(call, broker.node_id, e) for e in sorted(entries, key=lambda e: e.name)])
 
@@ -399,8 +406,7 @@ async def get_partition(call: Call) -> dict:
 
 
 async def _describe_group(call: Call, group: str):
-    response = await call.kafka.call("DescribeGroups", groups=[group], include_authorized_operations=False)
-    g = response.groups[0]
+    g = (await call.kafka.describe_groups([group]))[0]
     if g.error_code != ErrorCode.NONE:
         raise kafka_error(g.error_code, None, group)
     if g.group_state == "Dead":
@@ -410,13 +416,16 @@ async def _describe_group(call: Call, group: str):
 
 def _group(call: Call, g) -> dict:
     group = g.group_id
+    error, coordinator = call.broker.groups.coordinator_of(group)
+    if error != ErrorCode.NONE:
+        coordinator = call.broker.config.node_id  # no __consumer_offsets yet: this broker answered
     return _resource(
         call, "KafkaConsumerGroup", ("consumer-groups", group), (("consumer-group", group),),
         cluster_id=call.cluster_id, consumer_group_id=group,
         is_simple=g.protocol_type == "",
         partition_assignor=g.protocol_data or "",
         state=_STATES.get(g.group_state, "UNKNOWN"),
-        coordinator=call.related("brokers", call.broker.config.node_id),
+        coordinator=call.related("brokers", coordinator),
         consumers=call.related("consumer-groups", group, "consumers"),
         lag_summary=call.related("consumer-groups", group, "lag-summary"),
     )
@@ -431,14 +440,11 @@ _STATES = {
 
 async def list_groups(call: Call) -> dict:
     check_cluster(call)
-    response = await call.kafka.call("ListGroups", states_filter=[])
-    if response.error_code != ErrorCode.NONE:
-        raise kafka_error(response.error_code)
-    ids = sorted(g.group_id for g in response.groups)
+    ids = sorted(g.group_id for g in await call.kafka.list_groups())
     data = []
     if ids:
-        described = await call.kafka.call("DescribeGroups", groups=ids, include_authorized_operations=False)
-        data = [_group(call, g) for g in described.groups if g.error_code == ErrorCode.NONE and g.group_state != "Dead"]
+        described = await call.kafka.describe_groups(ids)
+        data = [_group(call, g) for g in described if g.error_code == ErrorCode.NONE and g.group_state != "Dead"]
     return _list(call, "KafkaConsumerGroupList", ("consumer-groups",), data)
 
 
@@ -484,7 +490,7 @@ async def list_consumers(call: Call) -> dict:
 async def _lags(call: Call) -> tuple[str, list[dict]]:
     group = call.params["consumer_group_id"]
     g = await _describe_group(call, group)
-    fetched = await call.kafka.call("OffsetFetch", group_id=group, topics=None, require_stable=False)
+    fetched = await call.kafka.offset_fetch_all(group)
     if fetched.error_code != ErrorCode.NONE:
         raise kafka_error(fetched.error_code, None, group)
     committed = {
@@ -505,7 +511,7 @@ async def _lags(call: Call) -> tuple[str, list[dict]]:
         end = ends.get((topic, index))
         current = committed[(topic, index)]
         if end is None:
-            continue  # not led here, or gone: no end offset to measure against
+            continue  # gone, or its leader could not be asked: no end offset to measure against
         m = owners.get((topic, index))
         rows.append(_resource(
             call, "KafkaConsumerLag", ("consumer-groups", group, "lags", topic, index),
@@ -521,20 +527,8 @@ async def _lags(call: Call) -> tuple[str, list[dict]]:
 async def _end_offsets(call: Call, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     if not partitions:
         return {}
-    R = REQUESTS["ListOffsets"]
-    wanted: dict[str, list[int]] = {}
-    for topic, index in partitions:
-        wanted.setdefault(topic, []).append(index)
-    response = await call.kafka.call(
-        "ListOffsets", replica_id=-1, isolation_level=0,
-        topics=[R.ListOffsetsTopic(name=t, partitions=[
-            R.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP) for p in ps
-        ]) for t, ps in wanted.items()],
-    )
-    return {
-        (t.name, p.partition_index): p.offset
-        for t in response.topics for p in t.partitions if p.error_code == ErrorCode.NONE
-    }
+    answers = await call.kafka.list_offsets(partitions, LATEST_TIMESTAMP)
+    return {key: p.offset for key, p in answers.items() if p.error_code == ErrorCode.NONE}
 
 
 async def list_lags(call: Call) -> dict:

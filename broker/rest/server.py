@@ -33,8 +33,9 @@ from typing import Any
 from aiohttp import web
 
 from broker.rest import openapi, resources
+from broker.rest.cluster import ClusterKafka, NodeConnections
 from broker.rest.errors import RestError, bad_request
-from broker.rest.kafka import InProcessKafka, KafkaCallFailed
+from broker.rest.kafka import KafkaCallFailed
 from broker.rest.records import ROUND_RECORDS_MAX, Producer, RecordStream, answer_of
 from broker.rest.resources import Call
 
@@ -163,6 +164,8 @@ class RestProxy:
         self.plain_users = plain_users
         self.bound_port: int | None = None
         self._runner: web.AppRunner | None = None
+        # To the other nodes, for what this broker cannot answer (broker/rest/cluster.py).
+        self.nodes = NodeConnections(broker)
         self.openapi_document = openapi.document(ROUTES)
         app = web.Application(middlewares=[self._errors], client_max_size=REQUEST_BODY_MAX_BYTES)
         app.router.add_get("/v3/openapi.json", self._openapi)
@@ -202,6 +205,7 @@ class RestProxy:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        self.nodes.close()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -241,7 +245,7 @@ class RestProxy:
         principal = self._principal(request)
         host = request.remote or ""
         base = f"{request.scheme}://{request.host}"
-        return Call(self.broker, InProcessKafka(self.broker, principal, host), base, dict(request.match_info))
+        return Call(self.broker, ClusterKafka(self.broker, self.nodes, principal, host), base, dict(request.match_info))
 
     def _handler(self, route: Route):
         async def handle(request: web.Request) -> web.StreamResponse:
