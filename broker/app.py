@@ -92,7 +92,10 @@ class _RecoveryProgress:
         now_s = time.monotonic()
         if not self.clean and now_s - self.logged_s >= self.PROGRESS_EVERY_S:
             self.logged_s = now_s
-            log.info("recovered %d of %d partition logs (%.0f s)", self.count, self.total, now_s - self.started_s)
+            log.info(
+                "recovered %d of %d partition logs (%.0f%%, %.0f s)",
+                self.count, self.total, 100.0 * self.count / self.total, now_s - self.started_s,
+            )
 
     def done(self) -> None:
         if not self.clean and self.total:
