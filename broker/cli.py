@@ -338,6 +338,12 @@ def cmd_reassign(args) -> int:
         lines, done = tool.verify(moves)
         for line in lines:
             print(line)
+        # On a terminal, how far the whole reassignment is, as a bar on stderr.
+        from broker.tools.progress import progress
+
+        completed = sum(1 for line in lines if line.endswith(" is completed."))
+        with progress(len(moves), "reassigned", total_min=1, leave=True) as bar:
+            bar.update(completed)
         return 0 if done else 1
     except ToolError as exc:
         return fail(str(exc))

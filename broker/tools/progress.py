@@ -25,7 +25,10 @@ class _Silent:
 
 
 @contextmanager
-def progress(total: int, description: str, unit: str = "partition", stream=None, total_min: int = TOTAL_MIN):
+def progress(
+    total: int, description: str, unit: str = "partition", stream=None, total_min: int = TOTAL_MIN, leave: bool = False
+):
+    """A bar over ``total`` units; ``leave`` keeps it on the screen once closed (a state, not a wait)."""
     stream = stream if stream is not None else sys.stderr
     if total < total_min or not getattr(stream, "isatty", lambda: False)():
         yield _Silent()
@@ -35,7 +38,7 @@ def progress(total: int, description: str, unit: str = "partition", stream=None,
     except ImportError:  # an install without the dependency still works, without bars
         yield _Silent()
         return
-    bar = tqdm(total=total, desc=description, unit=unit, file=stream, leave=False, unit_scale=unit == "B")
+    bar = tqdm(total=total, desc=description, unit=unit, file=stream, leave=leave, unit_scale=unit == "B")
     try:
         yield bar
     finally:

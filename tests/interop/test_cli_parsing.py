@@ -169,3 +169,11 @@ def test_dump_progress_follows_batch_positions_across_files(tmp_path, monkeypatc
     assert list(track_dump(iter(lines), [str(first), str(second)], stdout=io.StringIO())) == lines
     # 700 into the first file, then the first file's end, then 2500 into the second.
     assert updates == [700, 300, 2500]
+
+
+def test_a_left_bar_stays_for_a_state_like_reassignment_progress():
+    # reassign --verify shows how many moves are completed, as a bar kept on the terminal.
+    terminal = _Terminal()
+    with progress(4, "reassigned", stream=terminal, total_min=1, leave=True) as bar:
+        bar.update(3)
+    assert "reassigned:  75%" in terminal.getvalue() and "3/4" in terminal.getvalue()
