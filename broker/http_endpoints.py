@@ -9,14 +9,26 @@ configured. They stop after the Kafka listeners close.
 
 from __future__ import annotations
 
+import errno
+import os
+
 from broker.console import Console
-from broker.console import unavailable_message as console_unavailable_message
 from broker.metrics import BrokerMetrics
-from broker.metrics import unavailable_message as metrics_unavailable_message
 
 
 class EndpointUnavailable(Exception):
     """An endpoint's address cannot be bound; the message names its key and what to do."""
+
+
+def unavailable_message(key: str, listener, exc: OSError) -> str:
+    """One line for an endpoint whose address cannot be bound, like the Kafka listeners'."""
+    advice = {
+        errno.EADDRINUSE: f"another process uses that port: stop it or give {key} another port",
+        errno.EADDRNOTAVAIL: f"that address is not one of this host's: give {key} one that is (or 0.0.0.0)",
+        errno.EACCES: f"ports below 1024 need privileges: give {key} a higher port",
+    }.get(exc.errno, f"check {key}")
+    reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or exc)
+    return f"cannot listen on {listener} ({key}): {reason}; {advice}"
 
 
 class HttpEndpoints:
@@ -45,19 +57,17 @@ class HttpEndpoints:
             try:
                 await self.metrics.start()
             except OSError as exc:
-                raise EndpointUnavailable(metrics_unavailable_message(self.metrics.listener, exc)) from None
+                raise EndpointUnavailable(unavailable_message("metrics.listener", self.metrics.listener, exc)) from None
         if self.console is not None:
             try:
                 await self.console.start()
             except OSError as exc:
-                raise EndpointUnavailable(console_unavailable_message(self.console.listener, exc)) from None
+                raise EndpointUnavailable(unavailable_message("console.listener", self.console.listener, exc)) from None
         if self.rest is not None:
-            from broker.rest.server import unavailable_message as rest_unavailable_message
-
             try:
                 await self.rest.start()
             except OSError as exc:
-                raise EndpointUnavailable(rest_unavailable_message(self.rest.listener, exc)) from None
+                raise EndpointUnavailable(unavailable_message("rest.listener", self.rest.listener, exc)) from None
 
     async def stop(self) -> None:
         for endpoint in (self.metrics, self.console, self.rest):

@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import errno
 import logging
-import os
 from dataclasses import replace
 
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -83,20 +81,6 @@ DEFAULT_TOPIC_SERIES_MAX = 1000
 DEFAULT_GROUP_SERIES_MAX = 10000
 # How often the high watermarks of committed partitions led elsewhere are refreshed (see above).
 REMOTE_HW_REFRESH_MS = 5000
-
-
-# --------------------------------------------------------------------------- config
-
-
-def unavailable_message(listener: MetricsListener, exc: OSError) -> str:
-    """One line for a metrics.listener that cannot be bound, like the other listeners'."""
-    advice = {
-        errno.EADDRINUSE: "another process uses that port: stop it or give metrics.listener another port",
-        errno.EADDRNOTAVAIL: "that address is not one of this host's: give metrics.listener one that is (or 0.0.0.0)",
-        errno.EACCES: "ports below 1024 need privileges: give metrics.listener a higher port",
-    }.get(exc.errno, "check metrics.listener")
-    reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or exc)
-    return f"cannot listen on {listener} (metrics.listener): {reason}; {advice}"
 
 
 # --------------------------------------------------------------------------- the counters

@@ -9,6 +9,6 @@ served by the broker itself with one small script and one style sheet
 (server.py, static/, templates/): nothing is fetched from elsewhere.
 """
 
-from broker.console.server import Console, unavailable_message
+from broker.console.server import Console
 
-__all__ = ["Console", "unavailable_message"]
+__all__ = ["Console"]

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
-import os
 import secrets
 import time
 from collections import OrderedDict
@@ -55,17 +53,6 @@ SECURITY_HEADERS = (
 )
 _REASONS = {200: "OK", 303: "See Other", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
             413: "Content Too Large", 500: "Internal Server Error"}
-
-
-def unavailable_message(listener: MetricsListener, exc: OSError) -> str:
-    """One line for a console.listener that cannot be bound, like the other listeners'."""
-    advice = {
-        errno.EADDRINUSE: "another process uses that port: stop it or give console.listener another port",
-        errno.EADDRNOTAVAIL: "that address is not one of this host's: give console.listener one that is (or 0.0.0.0)",
-        errno.EACCES: "ports below 1024 need privileges: give console.listener a higher port",
-    }.get(exc.errno, "check console.listener")
-    reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or exc)
-    return f"cannot listen on {listener} (console.listener): {reason}; {advice}"
 
 
 class Response:

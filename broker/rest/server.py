@@ -22,10 +22,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import errno
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -130,16 +128,6 @@ def plain_users(config):
         f"rest.authentication.method=BASIC: {where} PLAIN users "
         "(listener.name.<listener>.plain.sasl.jaas.config with user_<name>=\"<password>\" options)"
     )
-
-
-def unavailable_message(listener, exc: OSError) -> str:
-    advice = {
-        errno.EADDRINUSE: "another process uses that port: stop it or give rest.listener another port",
-        errno.EADDRNOTAVAIL: "that address is not one of this host's: give rest.listener one that is (or 0.0.0.0)",
-        errno.EACCES: "ports below 1024 need privileges: give rest.listener a higher port",
-    }.get(exc.errno, "check rest.listener")
-    reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or exc)
-    return f"cannot listen on {listener} (rest.listener): {reason}; {advice}"
 
 
 def _json(status: int, body) -> web.Response:
