@@ -662,6 +662,13 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
         raise ConfigError("queued.max.request.bytes must be -1 (no limit) or at least socket.request.max.bytes")
     if values["message.max.bytes"] > values["socket.request.max.bytes"]:
         warn("message.max.bytes is larger than socket.request.max.bytes; requests that large are refused")
+    if "queued.max.requests" in explicit:
+        # Accepted (Kafka's files set it) but not honoured as Kafka's broker-wide count:
+        # each connection queues at most 64 requests, and queued.max.request.bytes bounds memory.
+        warn(
+            "queued.max.requests is not honoured: pybroker queues at most 64 requests per connection; "
+            "bound request memory with queued.max.request.bytes"
+        )
     limits = _connection_limits(values, limit_values, warn)
     return BrokerConfig(values, explicit, ssl_values, security_protocols, sasl_values, connection_limits=limits)
 
