@@ -36,7 +36,7 @@ from broker.quorum_controller import QuorumController
 from broker.raft_driver import RaftDriver
 from broker.replica_manager import ReplicaManager
 from broker.sasl_listener import sasl_listeners
-from broker.security_setup import listener_tls, node_security_of
+from broker.security_setup import ListenerTls, node_security_of
 from broker.tls import TLSAcceptor
 from broker.transactions.service import TransactionService
 from controller.authorizer import StandardAuthorizer, parse_super_users
@@ -121,7 +121,8 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         # First: a bad certificate, key password or TLS key stops the node before it touches its data.
-        self.listener_tls = listener_tls(config)
+        # Rebuilt from this broker's dynamic listener TLS keys as the image changes (_apply_dynamic_tls).
+        self.listener_tls = ListenerTls(config)
         # And the client side of the listeners it reaches other nodes on.
         self.node_security = node_security_of(config)
         # SCRAM users are read from the current metadata image at each authentication.
@@ -303,6 +304,10 @@ class Broker:
             return topic_defaults_from([static])
         return topic_defaults_from([image.configs_of(RESOURCE_BROKER, str(self.node_id)), image.broker_configs, static])
 
+    def _apply_dynamic_tls(self, image: MetadataImage) -> None:
+        """This broker's dynamic listener TLS keys (per broker only, as Kafka) -> new contexts (broker/security_setup.py)."""
+        self.listener_tls.apply_dynamic(image.configs_of(RESOURCE_BROKER, str(self.node_id)))
+
     def topic_config(self, topic: TopicImage) -> dict:
         return effective_topic_config(self.topic_defaults, dict(topic.configs))
 
@@ -311,6 +316,7 @@ class Broker:
         recovered here, which may take minutes: it runs in slices, so that a
         combined node keeps answering its quorum meanwhile, with progress in the log."""
         self.topic_defaults = self._topic_defaults(self.image)  # the caught-up image's dynamic configs
+        self._apply_dynamic_tls(self.image)  # before the client listeners open
         on_disk = self.logs.existing_partitions()
         progress = _RecoveryProgress(len(on_disk), clean=self.logs.all_dirs_clean)
 
@@ -390,6 +396,7 @@ class Broker:
             defaults = self._topic_defaults(new)
             defaults_changed = defaults != self.topic_defaults
             self.topic_defaults = defaults
+            self._apply_dynamic_tls(new)
         for name, topic in new.topics.items():
             previous = old.topics.get(name)
             if previous is topic and not defaults_changed:
@@ -572,13 +579,17 @@ class Broker:
         tls = self.listener_tls.get(listener.name)
         sasl = self.listener_sasl.get(listener.name)
         def new() -> KafkaConnection:
-            mapper = tls[1] if tls else None
+            # The listener's TLS as it is now: a dynamic change reaches the connections accepted after it.
+            mapper = self.listener_tls[listener.name][1] if tls else None
             return KafkaConnection(dispatcher, max_frame_bytes, self._connections, listener.name, budget, mapper, sasl)
 
+        def context():
+            return self.listener_tls[listener.name][0]
+
         if dispatcher is self.dispatcher:  # client listeners: connection limits first (broker/connection_gate.py)
-            factory = self.connection_gate.protocol_factory(listener.name, new, tls and tls[0])
+            factory = self.connection_gate.protocol_factory(listener.name, new, tls and context)
         else:
-            factory = new if tls is None else lambda: TLSAcceptor(new(), tls[0])
+            factory = new if tls is None else lambda: TLSAcceptor(new(), context())
         try:
             server = await asyncio.get_running_loop().create_server(
                 factory,

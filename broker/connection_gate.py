@@ -27,15 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections import deque
-from typing import TYPE_CHECKING
 
 from broker.connection_limits import ConnectionLimits, LogLimiter, normalize_ip
 from broker.tls import TLSAcceptor
-
-if TYPE_CHECKING:
-    import ssl
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +92,9 @@ class ConnectionGate:
             if arrival.transport is not None:
                 arrival.transport.abort()
 
-    def protocol_factory(self, listener: str, make_connection, tls_context: ssl.SSLContext | None = None):
+    def protocol_factory(self, listener: str, make_connection, tls_context=None):
+        """``tls_context``: the listener's SSLContext, or a callable giving its current
+        one, read per connection (a dynamic TLS change reaches later connections)."""
         return lambda: _Arrival(self, listener, make_connection, tls_context)
 
     def waiting(self, listener: str) -> int:
@@ -282,7 +281,11 @@ class _Arrival(asyncio.BufferedProtocol):
     def hand_over(self, lease: Lease) -> None:
         connection = self._make()
         connection.limit_lease = lease
-        protocol = connection if self._tls is None else _CountedTLSAcceptor(connection, self._tls, lease)
+        if self._tls is None:
+            protocol = connection
+        else:
+            context = self._tls if isinstance(self._tls, ssl.SSLContext) else self._tls()
+            protocol = _CountedTLSAcceptor(connection, context, lease)
         transport = self.transport
         self.transport = None
         self._make = None

@@ -36,6 +36,7 @@ from controller.dynamic_broker_configs import (
     DynamicConfigRefused,
     check_names,
     is_list_broker_config,
+    is_listener_tls_config,
     list_default,
     validate_value,
 )
@@ -216,13 +217,17 @@ def _plan_broker_configs(image: MetadataImage, change: ConfigChange, result, *, 
     except _Refused as refused:
         result.error_code, result.error_message = refused.code, refused.message
         return result, []
-    return result, _config_records(RESOURCE_BROKER, change.resource_name, current, validated)
+    # A listener TLS key SET again is written again: its broker re-reads the files (rotated at the same path).
+    again = {op.name for op in change.ops if op.op != OP_DELETE and is_listener_tls_config(op.name)}
+    return result, _config_records(RESOURCE_BROKER, change.resource_name, current, validated, again)
 
 
-def _config_records(resource_type: int, resource_name: str, current: dict[str, str], wanted: dict[str, str]) -> list:
-    """One ConfigRecord per key whose stored value changes (value None deletes it)."""
+def _config_records(
+    resource_type: int, resource_name: str, current: dict[str, str], wanted: dict[str, str], again: set[str] = frozenset()
+) -> list:
+    """One ConfigRecord per key whose stored value changes (value None deletes it), and per key of ``again``."""
     return [
         CONFIG_RECORD(resource_type=resource_type, resource_name=resource_name, name=name, value=wanted.get(name))
         for name in sorted(set(current) | set(wanted))
-        if current.get(name) != wanted.get(name)
+        if current.get(name) != wanted.get(name) or (name in again and name in wanted)
     ]

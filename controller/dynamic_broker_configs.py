@@ -7,7 +7,8 @@ metadata log, so every node follows them and they survive restarts; per key,
 Kafka's precedence holds: this broker's dynamic value, else the cluster-wide
 dynamic value, else server.properties, else the default.
 
-pybroker accepts only the keys it really acts on at run time (``HONOURED``):
+pybroker accepts only the keys it really acts on at run time (``HONOURED``, and
+the listener TLS keys of ``is_listener_tls_config``):
 
 - the broker-level defaults of topic configs whose topic config the logs and
   replicas act on (``log.retention.ms`` for ``retention.ms``, ``message.max.bytes``
@@ -19,7 +20,23 @@ pybroker accepts only the keys it really acts on at run time (``HONOURED``):
   it elects leaders. Kafka would also read the active controller's own
   per-broker value; pybroker refuses a per-broker value rather than store one
   that only counts while that node leads;
-- the replication throttle rates (bytes/s, Long.MAX_VALUE for none).
+- the replication throttle rates (bytes/s, Long.MAX_VALUE for none);
+- the TLS files of this broker's SSL and SASL_SSL listeners, per broker and
+  with the listener prefix only, as Kafka takes them:
+  ``listener.name.<listener>.ssl.keystore.location`` (or
+  ``.ssl.keystore.certificate.chain`` with ``.ssl.keystore.key``),
+  ``.ssl.key.password``, ``.ssl.truststore.location`` (or
+  ``.ssl.truststore.certificates``) and ``.ssl.client.auth``. The controller
+  checks only what needs no file (a listener name, a non-empty value, PEM
+  text, none/requested/required); the broker they name loads the files when
+  its image has them and keeps serving the old certificate, with one logged
+  line, when they cannot be loaded (broker/security_setup.py). A SET of one
+  of these keys is written even when the value is unchanged: that is how a
+  file rotated at the same path is re-read. The unprefixed ``ssl.*`` forms
+  answer Kafka's "These security configs can be dynamically updated only
+  per-listener using the listener prefix", the prefixed ones cluster-wide
+  "Cannot update these configs at default cluster level, broker id must be
+  specified".
 
 Everything else answers INVALID_REQUEST, as Kafka's broker answers every
 broker config it cannot apply, and nothing is written:
@@ -28,8 +45,8 @@ broker config it cannot apply, and nothing is written:
   ``node.id``, ``log.retention.hours``, ...) and unknown keys: Kafka's
   "Cannot update these configs dynamically: Set(...)";
 - keys Kafka makes dynamic that pybroker does not act on at run time
-  (``compression.type``, thread counts, listener TLS files, connection limits,
-  ...): a message naming them and saying so;
+  (``compression.type``, thread counts, listener SASL settings, connection
+  limits, ...): a message naming them and saying so;
 - a value that does not parse: "Invalid value V for configuration K: why".
 
 DELETE of any key is allowed (Kafka validates only the values that remain).
@@ -112,6 +129,33 @@ for _names, _why in (
 
 # listener.name.<listener>.<key>: Kafka's per-listener dynamic configs (TLS files, JAAS entries).
 _LISTENER_PREFIX = "listener.name."
+# The per-listener TLS keys pybroker applies at run time (with the listener prefix, per broker).
+LISTENER_TLS_KEYS = frozenset(
+    {
+        "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.key.password",
+        "ssl.truststore.location", "ssl.truststore.certificates", "ssl.client.auth",
+    }
+)
+# Kafka's reconfigurable security keys: refused without the listener prefix (SslConfigs.RECONFIGURABLE_CONFIGS).
+_SECURITY_KEYS_NEED_PREFIX = (
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.truststore.certificates",
+)
+
+
+def listener_tls_key(name: str) -> tuple[str, str] | None:
+    """(listener name as given, ssl key) of an honoured ``listener.name.<l>.ssl.*`` key, else None."""
+    if not name.startswith(_LISTENER_PREFIX):
+        return None
+    listener, _, key = name[len(_LISTENER_PREFIX):].partition(".")
+    if not listener or key not in LISTENER_TLS_KEYS:
+        return None
+    return listener, key
+
+
+def is_listener_tls_config(name: str) -> bool:
+    return listener_tls_key(name) is not None
 
 
 class DynamicConfigRefused(ValueError):
@@ -134,7 +178,22 @@ def check_names(names: list[str], *, cluster_wide: bool) -> None:
     read_only = [n for n in names if n not in HONOURED and n not in _NOT_HONOURED and not n.startswith(_LISTENER_PREFIX)]
     if read_only:
         raise DynamicConfigRefused(f"Cannot update these configs dynamically: Set({', '.join(read_only)})")
+    unprefixed = [n for n in names if n in _SECURITY_KEYS_NEED_PREFIX]
+    if unprefixed:
+        raise DynamicConfigRefused(
+            "These security configs can be dynamically updated only per-listener using the listener prefix: "
+            f"Set({', '.join(unprefixed)})"
+        )
+    if cluster_wide:
+        per_broker = [n for n in names if is_listener_tls_config(n)]
+        if per_broker:
+            raise DynamicConfigRefused(
+                "Cannot update these configs at default cluster level, broker id must be specified: "
+                f"Set({', '.join(per_broker)})"
+            )
     for name in names:
+        if is_listener_tls_config(name):
+            continue
         if name.startswith(_LISTENER_PREFIX):
             raise DynamicConfigRefused(
                 f"{name}: per-listener configs cannot be updated dynamically by pybroker: it sets up its listeners "
@@ -148,6 +207,9 @@ def check_names(names: list[str], *, cluster_wide: bool) -> None:
 
 def validate_value(name: str, raw: str) -> str:
     """The normalised value of honoured key ``name``; raises DynamicConfigRefused."""
+    tls = listener_tls_key(name)
+    if tls is not None:
+        return _validate_tls_value(name, tls[1], raw)
     if name in THROTTLE_RATE_CONFIGS:
         try:
             rate = int(raw.strip())
@@ -164,3 +226,21 @@ def validate_value(name: str, raw: str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return value if isinstance(value, str) else raw.strip()
+
+
+def _validate_tls_value(name: str, key: str, raw: str) -> str:
+    """What can be checked of a listener TLS value without its files (only the
+    broker that serves the listener can read those)."""
+    if key == "ssl.key.password":
+        return raw  # any text, kept as given
+    value = raw.strip()
+    if key == "ssl.client.auth":
+        if value.lower() not in ("none", "requested", "required"):
+            raise DynamicConfigRefused(f"Invalid value {raw} for configuration {name}: expected none, requested or required")
+        return value.lower()
+    if not value:
+        raise DynamicConfigRefused(f"Invalid value for configuration {name}: must not be empty (DELETE the key instead)")
+    if key in ("ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates") and "-----BEGIN " not in value:
+        # Never quote the value: it may be a private key.
+        raise DynamicConfigRefused(f"Invalid value for configuration {name}: expected PEM text (-----BEGIN ...)")
+    return value

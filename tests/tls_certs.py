@@ -3,7 +3,8 @@
 A CA, a broker certificate for 127.0.0.1/localhost signed by it (its key also
 encrypted with KEY_PASSWORD), a client certificate signed by it with a
 subject of Kafka's documentation examples, and a client certificate from a
-second CA the broker does not trust. EC keys: quick to make.
+second CA the broker does not trust, and a broker certificate from that second
+CA too (rotated_server_keystore: a rotation to another CA). EC keys: quick to make.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class Certs:
     client_keystore: Path
     untrusted_cert: Path
     untrusted_key: Path
+    # A broker certificate for 127.0.0.1/localhost from the second CA (other_ca), key + chain in one PEM file.
+    rotated_server_keystore: Path | None = None
+    other_ca: Path | None = None
 
 
 def openssl_or_skip() -> str:
@@ -74,11 +78,12 @@ def make_certs(directory: Path) -> Certs:
     _signed("client", CLIENT_SUBJECT, "ca", directory)
     _ca("other-ca", "/CN=someone else's CA", directory)
     _signed("untrusted", "/CN=intruder", "other-ca", directory)
+    _signed("server-other-ca", "/CN=localhost", "other-ca", directory, "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     _run(
         "pkcs8", "-topk8", "-in", "server.key", "-out", "server-encrypted.key",
         "-v2", "aes-256-cbc", "-passout", f"pass:{KEY_PASSWORD}", cwd=directory,
     )
-    for name in ("server", "client"):
+    for name in ("server", "client", "server-other-ca"):
         (directory / f"{name}-keystore.pem").write_text(
             (directory / f"{name}.key").read_text() + (directory / f"{name}.pem").read_text()
         )
@@ -94,4 +99,6 @@ def make_certs(directory: Path) -> Certs:
         client_keystore=directory / "client-keystore.pem",
         untrusted_cert=directory / "untrusted.pem",
         untrusted_key=directory / "untrusted.key",
+        rotated_server_keystore=directory / "server-other-ca-keystore.pem",
+        other_ca=directory / "other-ca.pem",
     )

@@ -56,7 +56,13 @@ def test_topic_defaults_are_stored_per_broker_and_cluster_wide(name):
         ([("no.such.key", OP_SET, "1")], "Cannot update these configs dynamically: Set(no.such.key)"),
         ([("compression.type", OP_SET, "gzip")], "compression.type cannot be updated dynamically by pybroker: "),
         ([("num.io.threads", OP_SET, "4")], "num.io.threads cannot be updated dynamically by pybroker: "),
-        ([("listener.name.ssl.ssl.keystore.location", OP_SET, "/k")], "per-listener configs cannot be updated"),
+        ([("listener.name.sasl_ssl.plain.sasl.jaas.config", OP_SET, "x")], "per-listener configs cannot be updated"),
+        # Listener TLS files: per broker, with the listener prefix only (as Kafka).
+        ([("listener.name.ssl.ssl.keystore.location", OP_SET, "/k")],
+         ("Cannot update these configs at default cluster level, broker id must be specified: "
+          "Set(listener.name.ssl.ssl.keystore.location)")),
+        ([("ssl.keystore.location", OP_SET, "/k")],
+         "These security configs can be dynamically updated only per-listener using the listener prefix"),
         ([("log.retention.ms", OP_SET, "soon")], "Invalid value soon for configuration log.retention.ms: "),
         ([("min.insync.replicas", OP_SET, "0")], "Invalid value 0 for configuration min.insync.replicas: "),
         ([("log.cleanup.policy", OP_SET, "forever")], "Invalid value forever for configuration log.cleanup.policy"),
