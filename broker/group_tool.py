@@ -109,7 +109,7 @@ class GroupTool(ToolClient):
         for m in described.members:
             row = MemberRow(m.member_id, m.group_instance_id, m.client_host, m.client_id)
             if described.protocol_type == "consumer" and m.member_assignment:
-                row.assignment = _decode_assignment(m.member_assignment)
+                row.assignment = decode_assignment(m.member_assignment)
             for tp in row.assignment:
                 owner[tp] = row
             members.append(row)
@@ -175,7 +175,8 @@ class GroupTool(ToolClient):
         return end_offsets
 
 
-def _decode_assignment(data: bytes) -> list[tuple[str, int]]:
+def decode_assignment(data: bytes) -> list[tuple[str, int]]:
+    """A consumer member's assignment bytes as sorted (topic, partition); [] when they do not decode."""
     if len(data) < 2:
         return []
     version = min(struct.unpack_from(">h", data)[0], _ASSIGNMENT.versions.high)

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import struct
 from dataclasses import dataclass, field
 
 from broker.cluster_reader import EARLIEST, LATEST, NodeUnavailable
-from protocol.codec import decode_struct
+from broker.group_tool import decode_assignment
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import decode_records
-from protocol.registry import DATA_MESSAGES
 
 BROWSE_BYTES_MAX = 1 << 20
 BROWSE_RECORDS_MAX = 200
@@ -40,7 +38,6 @@ SEARCH_BYTES_MAX = 16 << 20
 MAX_GROUPS = 1000  # groups a page or a lag sample reads, this broker's first
 SHOWN_BYTES_MAX = 4096  # of one key/value/header on the page; the rest is cut and said so
 DECODINGS = ("text", "json", "hex")
-_ASSIGNMENT = DATA_MESSAGES["ConsumerProtocolAssignment"]
 
 
 def overview(broker) -> dict:
@@ -523,7 +520,7 @@ async def group_detail(broker, reader, name: str) -> dict | None:
     owners = {}
     members = []
     for member_id, instance, client_id, host, assignment in raw_members:
-        assigned = _decode_assignment(assignment) if protocol_type == "consumer" else []
+        assigned = decode_assignment(assignment) if protocol_type == "consumer" else []
         for tp in assigned:
             owners[tp] = member_id
         members.append({"id": member_id, "instance": instance or "-", "client_id": client_id, "host": host,
@@ -540,14 +537,3 @@ async def group_detail(broker, reader, name: str) -> dict | None:
     return {"name": name, "coordinator": node_id, "state": state, "protocol_type": protocol_type, "protocol": protocol,
             "generation": generation if generation is not None else "-", "leader": leader, "members": members,
             "partitions": partitions, "notes": notes, "unavailable": ""}
-
-
-def _decode_assignment(data: bytes) -> list[tuple[str, int]]:
-    if len(data) < 2:
-        return []
-    version = min(struct.unpack_from(">h", data)[0], _ASSIGNMENT.versions.high)
-    try:
-        value, _ = decode_struct(_ASSIGNMENT.struct, version, False, data, 2, exact=False)
-    except ProtocolError:
-        return []
-    return sorted((t.topic, p) for t in value.assigned_partitions for p in t.partitions)
