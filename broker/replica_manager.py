@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import NamedTuple
 
 from broker.replica_fetcher import ReplicaFetcher
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
@@ -93,6 +94,54 @@ class DelayedProduce:
 
     def on_cancel(self, key) -> None:
         self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+class DelayedDeleteRecords:
+    """One partition of a DeleteRecords, waiting until every live replica's log
+    start offset reached the requested offset (Kafka's DelayedDeleteRecords): an
+    answer of NONE means no replica that could lead next still serves the deleted
+    records. Resolves to ``(error, low watermark)``."""
+
+    __slots__ = ("future", "key", "leader", "manager", "plog", "required_offset")
+
+    def __init__(self, manager: ReplicaManager, key: Key, leader: LeaderPartition, plog: PartitionLog, required_offset: int, future):
+        self.manager = manager
+        self.key = key
+        self.leader = leader
+        self.plog = plog
+        self.required_offset = required_offset
+        self.future = future
+
+    def _resolve(self, error: ErrorCode, low_watermark: int = -1) -> None:
+        if not self.future.done():
+            self.future.set_result((error, low_watermark))
+
+    def try_complete(self) -> bool:
+        if self.manager.leaders.get(self.key) is not self.leader:
+            self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return True
+        low = self.leader.low_watermark(self.plog.log_start_offset)
+        if low < self.required_offset:
+            return False
+        self._resolve(ErrorCode.NONE, low)
+        return True
+
+    def on_expire(self) -> None:
+        self._resolve(ErrorCode.REQUEST_TIMED_OUT)
+
+    def on_cancel(self, key) -> None:
+        self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+class LocalReplica(NamedTuple):
+    """What this broker holds of one partition, checked for a partition-scoped
+    request (see ``ReplicaManager.local_replica``). ``error`` is NONE when the
+    request may be served; ``leader`` is None when it is served by a follower."""
+
+    error: ErrorCode
+    partition: PartitionImage | None = None
+    plog: PartitionLog | None = None
+    leader: LeaderPartition | None = None
 
 
 class FollowerState:
@@ -388,6 +437,30 @@ class ReplicaManager:
             return None
         return self._become_leader(image, topic_image, partition, _now_ms())
 
+    def local_replica(self, topic: str, partition_id: int, *, current_leader_epoch: int = -1, require_leader: bool = True) -> LocalReplica:
+        """The checks every partition-scoped request makes before it reads or changes
+        a replica, in Kafka's order (ReplicaManager.getPartitionOrException, then
+        Partition.localLogWithEpochOrThrow): a topic or partition the metadata does
+        not know is UNKNOWN_TOPIC_OR_PARTITION; one this broker does not host is
+        NOT_LEADER_OR_FOLLOWER; a ``current_leader_epoch`` older than the one this
+        broker knows is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH; and
+        with ``require_leader``, a follower answers NOT_LEADER_OR_FOLLOWER. A
+        follower's state is never read or changed as if it led the partition."""
+        topic_image = self.broker.image.topics.get(topic)
+        partition = topic_image.partitions.get(partition_id) if topic_image is not None else None
+        if partition is None:
+            return LocalReplica(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        plog = self.broker.partition_log(topic, partition_id)
+        if plog is None:
+            return LocalReplica(ErrorCode.NOT_LEADER_OR_FOLLOWER, partition)
+        if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:
+            epoch_error = ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+            return LocalReplica(epoch_error, partition, plog)
+        leader = self.leader_for(topic, partition_id)
+        if leader is None and require_leader:
+            return LocalReplica(ErrorCode.NOT_LEADER_OR_FOLLOWER, partition, plog)
+        return LocalReplica(ErrorCode.NONE, partition, plog, leader)
+
     def is_superseded(self, key: Key, leader_epoch: int) -> bool:
         """Whether the controller said ``leader_epoch`` of ``key`` is over (see ``superseded``)."""
         return leader_epoch <= self.superseded.get(key, -1)
@@ -400,12 +473,22 @@ class ReplicaManager:
             self._high_watermark_moved(key, leader)
 
     def follower_fetched(
-        self, key: Key, leader: LeaderPartition, plog: PartitionLog, replica_id: int, fetch_offset: int, broker_epoch: int = -1
+        self,
+        key: Key,
+        leader: LeaderPartition,
+        plog: PartitionLog,
+        replica_id: int,
+        fetch_offset: int,
+        broker_epoch: int = -1,
+        log_start_offset: int = -1,
     ) -> None:
         now_ms = _now_ms()
         leader.log_end_offset = plog.log_end_offset  # also counts appends made outside Produce
-        if leader.follower_fetched(replica_id, fetch_offset, now_ms, broker_epoch):
+        start_before = leader.followers[replica_id].log_start_offset
+        if leader.follower_fetched(replica_id, fetch_offset, now_ms, broker_epoch, log_start_offset):
             self._high_watermark_moved(key, leader)
+        elif leader.followers[replica_id].log_start_offset != start_before:
+            self.purgatory.check(key)  # a DeleteRecords may be waiting for this follower
         expanded = leader.proposed_expansion()
         if expanded is not None:
             self._propose(key, leader, expanded)
@@ -427,6 +510,20 @@ class ReplicaManager:
                 self._arm_timer()
         except OverflowError:
             future.set_result(ErrorCode.REQUEST_TIMED_OUT)
+        return future
+
+    def wait_for_low_watermark(self, key: Key, leader: LeaderPartition, plog: PartitionLog, required_offset: int, timeout_ms: int) -> asyncio.Future:
+        """A future resolved with ``(error, low watermark)`` once every live replica's
+        log start offset reached ``required_offset`` (REQUEST_TIMED_OUT after
+        ``timeout_ms``; NOT_LEADER_OR_FOLLOWER when leadership moves first)."""
+        future = asyncio.get_running_loop().create_future()
+        operation = DelayedDeleteRecords(self, key, leader, plog, required_offset, future)
+        deadline_ms = _now_ms() + max(timeout_ms, 0)
+        try:
+            if not self.purgatory.add(operation, (key,), deadline_ms):
+                self._arm_timer()
+        except OverflowError:
+            future.set_result((ErrorCode.REQUEST_TIMED_OUT, -1))
         return future
 
     def _arm_timer(self) -> None:

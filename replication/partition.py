@@ -69,6 +69,10 @@ class FollowerProgress:
     # log it restarted with, so a follower may join the ISR only once it has
     # fetched with the epoch it is registered with now (KIP-903).
     broker_epoch: int = -1
+    # The follower's own log start offset, as its last fetch said (-1: unknown).
+    # It moves only when the follower applies the leader's (fetch responses carry
+    # it), so the leader learns here when a DeleteRecords reached every replica.
+    log_start_offset: int = UNKNOWN_OFFSET
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, lag_max_ms: int) -> bool:
         return self.log_end_offset == leader_end_offset or now_ms - self.last_caught_up_ms <= lag_max_ms
@@ -139,15 +143,20 @@ class LeaderPartition:
         self.log_end_offset = log_end_offset
         return self.maybe_advance_high_watermark(now_ms)
 
-    def follower_fetched(self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int = -1) -> bool:
+    def follower_fetched(
+        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int = -1, log_start_offset: int = UNKNOWN_OFFSET
+    ) -> bool:
         """A follower fetched from ``fetch_offset`` (so it holds everything below)
-        as broker epoch ``broker_epoch``; True when the high watermark moved. A fetch
-        from an older incarnation than one already seen is ignored."""
+        as broker epoch ``broker_epoch``, its log starting at ``log_start_offset``;
+        True when the high watermark moved. A fetch from an older incarnation than
+        one already seen is ignored."""
         progress = self.followers[replica_id]
         if broker_epoch >= 0:
             if broker_epoch < progress.broker_epoch:
                 return False
             progress.broker_epoch = broker_epoch
+        if log_start_offset >= 0:
+            progress.log_start_offset = log_start_offset
         if fetch_offset >= self.log_end_offset:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
         elif fetch_offset >= progress.last_fetch_leader_end_offset:
@@ -191,6 +200,17 @@ class LeaderPartition:
         if len(self.maximal_isr) < self.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
+
+    def low_watermark(self, own_log_start_offset: int) -> int:
+        """The lowest log start offset of this replica and of every follower that is
+        not fenced or shutting down (Kafka's lowWatermarkIfLeader): a DeleteRecords
+        is done when this reaches its offset. A live follower that has not fetched
+        yet counts as unknown (-1), so the deletion waits for it."""
+        low = own_log_start_offset
+        for replica, progress in self.followers.items():
+            if replica not in self.ineligible and progress.log_start_offset < low:
+                low = progress.log_start_offset
+        return low
 
     # ----------------------------------------------------------------- ISR changes
 

@@ -27,6 +27,10 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else its
 partitions answer TOPIC_AUTHORIZATION_FAILED, the others
 OPERATION_NOT_ATTEMPTED); versions 4-5 need CLUSTER_ACTION on the cluster
 (brokers), else the top-level code is CLUSTER_AUTHORIZATION_FAILED.
+
+Leadership: the transaction coordinator of the transactional id answers
+(NOT_COORDINATOR elsewhere); the partitions named are only checked against
+the metadata, since nothing is read from or written to their replicas here.
 """
 
 from __future__ import annotations

@@ -1,11 +1,20 @@
 """DeleteRecords (key 21), versions 0-2.
 
-Moves each partition's log start offset up to the requested offset (-1: the
-high watermark); records below it can no longer be fetched, and segments that
-lie wholly below it are deleted at once. Answers the new low watermark.
-Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE for an
-offset beyond the high watermark (or below -1). The log start offset is kept
-in ``log-start-offset-checkpoint``, so it survives a restart.
+Only the partition's leader carries it out (NOT_LEADER_OR_FOLLOWER on a
+follower and on a broker that does not host the partition, as Kafka): it
+moves its log start offset up to the requested offset (-1: the high
+watermark); records below it can no longer be fetched, and segments that lie
+wholly below it are deleted at once. Followers move theirs only by
+replication, from the log start offset in the leader's fetch responses. The
+answer waits, up to the request's ``timeout_ms`` (then REQUEST_TIMED_OUT),
+until every live replica's log start offset reached the requested offset,
+and names that low watermark (Kafka's DelayedDeleteRecords); leadership moving
+meanwhile answers NOT_LEADER_OR_FOLLOWER, which clients retry at the new
+leader. Other errors per partition: UNKNOWN_TOPIC_OR_PARTITION,
+OFFSET_OUT_OF_RANGE for an offset beyond the high watermark (or below -1),
+POLICY_VIOLATION for a topic whose cleanup.policy lacks ``delete``. The log
+start offset is kept in ``log-start-offset-checkpoint``, so it survives a
+restart.
 
 With an authorizer, a topic the caller may not DELETE answers
 TOPIC_AUTHORIZATION_FAILED for each of its partitions, whether or not it exists.
@@ -47,24 +56,35 @@ def authorize(broker, ctx, request):
 
 
 def register(dispatcher, broker) -> None:
-    def handle(ctx, request):
+    async def handle(ctx, request):
         topics = []
+        waits = []  # (result, future) for partitions deleted here, waiting for the replicas
         for rt in request.topics:
-            topic = broker.image.topics.get(rt.name)
             partitions = []
             for rp in rt.partitions:
                 result = R.DeleteRecordsPartitionResult(partition_index=rp.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
                 partitions.append(result)
-                plog = broker.partition_log(rt.name, rp.partition_index) if topic and rp.partition_index in topic.partitions else None
-                if plog is None:
-                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                local = broker.replicas.local_replica(rt.name, rp.partition_index)
+                if local.error:
+                    result.error_code = local.error
                     continue
+                plog = local.plog
+                if not plog.config.deletes:
+                    result.error_code = ErrorCode.POLICY_VIOLATION
+                    continue
+                target = plog.high_watermark if rp.offset == -1 else rp.offset
                 try:
-                    result.low_watermark = plog.delete_records(rp.offset)
+                    plog.delete_records(rp.offset)
                 except AppendError as exc:
                     result.error_code = exc.error_code
+                    continue
+                key = (rt.name, rp.partition_index)
+                waits.append((result, broker.replicas.wait_for_low_watermark(key, local.leader, plog, target, request.timeout_ms)))
             topics.append(R.DeleteRecordsTopicResult(name=rt.name, partitions=partitions))
-        broker.logs.checkpoint()  # the new log start offsets survive a crash
+        if waits:
+            broker.logs.checkpoint()  # the new log start offsets survive a crash
+            for result, future in waits:
+                result.error_code, result.low_watermark = await future
         return R.DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
     dispatcher.register(API.key, 0, 2, handle, authorize=lambda ctx, request: authorize(broker, ctx, request))

@@ -14,6 +14,9 @@ process). A directory that cannot be read answers KAFKA_STORAGE_ERROR.
 
 With an authorizer: DESCRIBE on the cluster, else no results and (v3+) the
 top-level code CLUSTER_AUTHORIZATION_FAILED, as Kafka answers.
+
+Leadership: none needed. It reports what this broker's own directories
+hold, for leaders and followers alike (as Kafka does), and changes nothing.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ coordinator that last wrote a marker for the producer here (-1: none), and
 ``current_txn_start_offset`` the first offset of its open transaction on
 the partition (-1: none), which shows a transaction left hanging. Every producer the state holds is listed. Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition,
-NOT_LEADER_OR_FOLLOWER for a partition this broker does not host. With an
+NOT_LEADER_OR_FOLLOWER for a partition this broker does not host or only
+follows (Kafka answers from the leader only). With an
 authorizer, a topic the caller may not READ answers TOPIC_AUTHORIZATION_FAILED
 for each partition asked.
 """
@@ -50,21 +51,17 @@ def authorize(broker, ctx, request):
 
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
-        image = broker.image
         topics = []
         for rt in request.topics:
-            topic = image.topics.get(rt.name)
             partitions = []
             for index in rt.partition_indexes:
                 answer = R.PartitionResponse(partition_index=index, error_code=ErrorCode.NONE, error_message=None, active_producers=[])
                 partitions.append(answer)
-                if topic is None or index not in topic.partitions:
-                    answer.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                local = broker.replicas.local_replica(rt.name, index)
+                if local.error:
+                    answer.error_code = local.error
                     continue
-                plog = broker.partition_log(rt.name, index)
-                if plog is None:
-                    answer.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    continue
+                plog = local.plog
                 answer.active_producers = [
                     R.ProducerState(
                         producer_id=producer_id,

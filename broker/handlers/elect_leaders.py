@@ -21,6 +21,9 @@ too), which clients retry. ``timeout_ms`` is not waited on beyond the commit.
 Authorization (with an authorizer): ALTER on the cluster, decided by the broker
 the client asked before anything is forwarded; without it the top-level code
 (v1+) and every named partition answer CLUSTER_AUTHORIZATION_FAILED.
+
+Leadership: no broker acts on its own replicas here; the controller decides,
+and replicas change roles only from the committed metadata.
 """
 
 from __future__ import annotations

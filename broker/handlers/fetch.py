@@ -152,15 +152,17 @@ def register(dispatcher, broker) -> None:
                 has_error = True
                 continue
             partition = topic.partitions.get(fp.partition)
-            plog = broker.partition_log(topic.name, fp.partition) if partition is not None else None
-            if plog is None:
+            if partition is None:
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 has_error = True
                 continue
+            plog = broker.partition_log(topic.name, fp.partition)
             key = (topic.name, fp.partition)
-            leader = replicas.leader_for(*key)
+            # Leader only, except that a consumer may read from a follower (KIP-392,
+            # v11+); a broker that does not host the partition serves nobody.
+            leader = replicas.leader_for(*key) if plog is not None else None
             serves = leader is not None or (
-                not from_follower and api_version >= 11 and replicas.is_follower(*key)
+                plog is not None and not from_follower and api_version >= 11 and replicas.is_follower(*key)
             )
             epoch_error = leader_epoch_error(fp.current_leader_epoch, partition.leader_epoch)
             if not serves or epoch_error or (from_follower and not leader.is_replica(replica_id)):
@@ -192,7 +194,7 @@ def register(dispatcher, broker) -> None:
                 continue
             throttled = False
             if from_follower:
-                replicas.follower_fetched(key, leader, plog, replica_id, offset, replica_epoch)
+                replicas.follower_fetched(key, leader, plog, replica_id, offset, replica_epoch, fp.log_start_offset)
                 throttled = replicas.throttled(topic, LEADER_THROTTLED_REPLICAS, fp.partition, replica_id)
             elif rack_aware and leader is not None and api_version >= 11 and request.rack_id:
                 racks = {b: r.rack for b, r in image.brokers.items()}

@@ -7,6 +7,16 @@ log start: there is no tiered storage), -5 (v9+) earliest pending upload
 (offset -1: nothing is tiered). Any other value finds the first *record*
 whose timestamp is >= it, or offset -1 when there is none.
 
+Only the partition's leader answers (NOT_LEADER_OR_FOLLOWER on a follower and
+on a broker that does not host the partition; FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH for a ``current_leader_epoch`` that is not the one this
+broker knows), as in Kafka: a follower's log start and end are not the
+partition's. A ``replica_id`` of -2 (a debugging tool) may read any replica.
+A consumer (``replica_id`` -1) sees offsets up to the high watermark (the last
+stable offset for read_committed) and gets OFFSET_NOT_AVAILABLE from a new
+leader whose high watermark has not reached the start of its epoch yet
+(KIP-207); a replica or a debugging tool is answered with the log end offset.
+
 With an authorizer, a topic the caller may not DESCRIBE has every partition
 answered TOPIC_AUTHORIZATION_FAILED (Kafka's check, before existence).
 """
@@ -14,7 +24,7 @@ answered TOPIC_AUTHORIZATION_FAILED (Kafka's check, before existence).
 from __future__ import annotations
 
 from broker.authorization import TOPIC, denied
-from broker.handlers.fetch import READ_COMMITTED, leader_epoch_error
+from broker.handlers.fetch import READ_COMMITTED
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -30,15 +40,16 @@ EARLIEST_LOCAL = -4
 EARLIEST_PENDING_UPLOAD = -5
 # The oldest version that may ask for each special timestamp.
 _MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, EARLIEST_PENDING_UPLOAD: 9}
+CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
 
 
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
-        image = broker.image
         topics = []
         refused = denied(broker, ctx, AclOperation.DESCRIBE, TOPIC, (rt.name for rt in request.topics))
+        from_consumer = request.replica_id == CONSUMER_REPLICA_ID
         for rt in request.topics:
-            topic = image.topics.get(rt.name)
             partitions = []
             for rp in rt.partitions:
                 resp = R.ListOffsetsPartitionResponse(partition_index=rp.partition_index, error_code=ErrorCode.NONE)
@@ -46,23 +57,40 @@ def register(dispatcher, broker) -> None:
                 if refused and rt.name in refused:
                     resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     continue
-                partition = topic.partitions.get(rp.partition_index) if topic else None
-                plog = broker.partition_log(rt.name, rp.partition_index) if partition else None
-                if plog is None:
-                    resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                local = broker.replicas.local_replica(
+                    rt.name,
+                    rp.partition_index,
+                    current_leader_epoch=rp.current_leader_epoch,
+                    require_leader=request.replica_id != DEBUGGING_REPLICA_ID,
+                )
+                if local.error:
+                    resp.error_code = local.error
                     continue
-                epoch_error = leader_epoch_error(rp.current_leader_epoch, partition.leader_epoch)
-                if epoch_error:
-                    resp.error_code = epoch_error
-                    continue
+                plog, leader_epoch = local.plog, local.partition.leader_epoch
                 ts = rp.timestamp
                 if ts < 0 and (ts < EARLIEST_PENDING_UPLOAD or ctx.api_version < _MIN_VERSION.get(ts, 0)):
                     resp.error_code = ErrorCode.UNSUPPORTED_VERSION if ts >= EARLIEST_PENDING_UPLOAD else ErrorCode.INVALID_REQUEST
                     continue
-                leader_epoch = partition.leader_epoch
+                # What a consumer may see ends at the high watermark (the last stable
+                # offset for read_committed); a replica or a debugging tool sees the log end.
+                if not from_consumer:
+                    fetchable = plog.log_end_offset
+                elif request.isolation_level == READ_COMMITTED:
+                    fetchable = plog.last_stable_offset
+                else:
+                    fetchable = plog.high_watermark
+                # A new leader whose high watermark has not yet reached the start of
+                # its epoch cannot tell a consumer where the log ends (KIP-207).
+                not_available = (
+                    from_consumer
+                    and local.leader is not None
+                    and local.leader.leader_epoch_start_offset > plog.high_watermark
+                )
                 if ts == LATEST:
-                    latest = plog.last_stable_offset if request.isolation_level == READ_COMMITTED else plog.high_watermark
-                    resp.offset, resp.timestamp = latest, -1
+                    if not_available:
+                        resp.error_code = ErrorCode.OFFSET_NOT_AVAILABLE
+                        continue
+                    resp.offset, resp.timestamp = fetchable, -1
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     resp.offset, resp.timestamp = plog.log_start_offset, -1
                 elif ts == EARLIEST_PENDING_UPLOAD:
@@ -71,7 +99,13 @@ def register(dispatcher, broker) -> None:
                     found = plog.max_timestamp_offset()
                     resp.offset, resp.timestamp = found if found else (-1, -1)
                 else:
+                    if not_available:
+                        resp.error_code = ErrorCode.OFFSET_NOT_AVAILABLE
+                        continue
                     found = plog.offset_for_timestamp(ts)
+                    # Kafka answers a consumer only with a record it may fetch.
+                    if found and found[0] >= fetchable:
+                        found = None
                     resp.offset, resp.timestamp = found if found else (-1, -1)
                 resp.leader_epoch = leader_epoch if resp.offset >= 0 else -1
             topics.append(R.ListOffsetsTopicResponse(name=rt.name, partitions=partitions))

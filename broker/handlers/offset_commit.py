@@ -16,6 +16,10 @@ GROUP_ID_NOT_FOUND from v9, as Kafka does.
 With an authorizer (as Kafka): every partition answers
 GROUP_AUTHORIZATION_FAILED when the caller may not READ the group, and
 TOPIC_AUTHORIZATION_FAILED for a topic it may not READ.
+
+Leadership: the group's coordinator answers (NOT_COORDINATOR elsewhere) and
+writes through the leader of the group's ``__consumer_offsets`` partition;
+the committed partitions' own replicas are neither read nor changed.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION.
 With an authorizer (Kafka's order): DELETE on the group, else the request
 answers GROUP_AUTHORIZATION_FAILED; then READ on each topic, else its
 partitions answer TOPIC_AUTHORIZATION_FAILED and are not deleted.
+
+Leadership: the group's coordinator answers (NOT_COORDINATOR elsewhere); no
+replica of the partitions named is read or changed.
 """
 
 from __future__ import annotations

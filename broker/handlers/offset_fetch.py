@@ -16,6 +16,9 @@ With an authorizer (as Kafka): a group the caller may not DESCRIBE is answered
 GROUP_AUTHORIZATION_FAILED (the group's error, v0-1 every partition's); the
 partitions of a topic it may not DESCRIBE answer TOPIC_AUTHORIZATION_FAILED,
 and asking for every offset leaves such topics out.
+
+Leadership: the group's coordinator answers (NOT_COORDINATOR elsewhere); no
+replica of the partitions named is read.
 """
 
 from __future__ import annotations

@@ -14,10 +14,11 @@ wholly below the log start offset count as starting at it.
 ``current_leader_epoch`` (v2+): -1 skips the check; older than the partition's
 leader epoch answers FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH (the
 same check as Fetch and ListOffsets). Unknown topic or partition:
-UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does not host:
-NOT_LEADER_OR_FOLLOWER. ``replica_id`` (v3+; -1 for consumers, -2 for
+UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does not host, or only
+follows: NOT_LEADER_OR_FOLLOWER. ``replica_id`` (v3+; -1 for consumers, -2 for
 debugging tools, a broker id for followers) is not used: every request is
-answered from the leader's log, as Kafka does.
+answered from the leader's log only, as Kafka does (a follower's epochs may
+still hold a suffix the leader truncates away).
 
 With an authorizer: CLUSTER_ACTION on the cluster (followers) allows every
 topic; otherwise a topic the caller may not DESCRIBE answers
@@ -27,7 +28,6 @@ TOPIC_AUTHORIZATION_FAILED for each of its partitions.
 from __future__ import annotations
 
 from broker.authorization import TOPIC, cluster_allowed, denied, split_entries
-from broker.handlers.fetch import leader_epoch_error
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
@@ -60,28 +60,18 @@ def authorize(broker, ctx, request):
 
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
-        image = broker.image
         topics = []
         for rt in request.topics:
-            topic = image.topics.get(rt.topic)
             partitions = []
             for rp in rt.partitions:
                 answer = R.EpochEndOffset(error_code=ErrorCode.NONE, partition=rp.partition, leader_epoch=-1, end_offset=-1)
                 partitions.append(answer)
-                partition = topic.partitions.get(rp.partition) if topic is not None else None
-                if partition is None:
-                    answer.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                plog = broker.partition_log(rt.topic, rp.partition)
-                if plog is None:
-                    answer.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    continue
                 current = rp.current_leader_epoch if ctx.api_version >= 2 else -1
-                epoch_error = leader_epoch_error(current, partition.leader_epoch)
-                if epoch_error:
-                    answer.error_code = epoch_error
+                local = broker.replicas.local_replica(rt.topic, rp.partition, current_leader_epoch=current)
+                if local.error:
+                    answer.error_code = local.error
                     continue
-                answer.leader_epoch, answer.end_offset = plog.end_offset_for_epoch(rp.leader_epoch, partition.leader_epoch)
+                answer.leader_epoch, answer.end_offset = local.plog.end_offset_for_epoch(rp.leader_epoch, local.partition.leader_epoch)
             topics.append(R.OffsetForLeaderTopicResult(topic=rt.topic, partitions=partitions))
         return R.OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 

@@ -7,8 +7,8 @@ the batch, i.e. the high watermark passed it (see broker.replica_manager), or
 with REQUEST_TIMED_OUT after the request's ``timeout_ms``;
 NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum
 meanwhile, NOT_LEADER_OR_FOLLOWER when leadership moved. Only the partition's
-leader appends (NOT_LEADER_OR_FOLLOWER elsewhere, naming the leader for v10+,
-KIP-951). Batches are checked
+leader appends (NOT_LEADER_OR_FOLLOWER on a follower and on a broker that does
+not host the partition, naming the leader for v10+, KIP-951). Batches are checked
 and appended at the batch level (see storage.log). Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD (not exactly one v2 batch),
 CORRUPT_MESSAGE (CRC or framing), MESSAGE_TOO_LARGE, INVALID_TIMESTAMP
@@ -219,7 +219,10 @@ def register(dispatcher, broker) -> None:
                 elif unwritable and name in unwritable:
                     error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif plog is None:
-                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    # An existing partition this broker does not host: Kafka says
+                    # NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata.
+                    known = topic is not None and index in topic.partitions
+                    error = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif name in INTERNAL_TOPICS:
                     # Only the broker's coordinators write there.
                     error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}"

@@ -26,6 +26,10 @@ With an authorizer (Kafka's order): WRITE on the transactional id, else every
 partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group,
 else GROUP_AUTHORIZATION_FAILED for every partition; READ on each topic, else
 its partitions answer TOPIC_AUTHORIZATION_FAILED and are not committed.
+
+Leadership: the group's coordinator answers (NOT_COORDINATOR elsewhere) and
+writes through the leader of the group's ``__consumer_offsets`` partition;
+the committed partitions' own replicas are neither read nor changed.
 """
 
 from __future__ import annotations

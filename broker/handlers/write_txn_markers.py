@@ -15,6 +15,10 @@ are appended in request order and wait for replication together.
 With an authorizer: ALTER or CLUSTER_ACTION on the cluster (transaction
 coordinators, which are brokers), else every partition answers
 CLUSTER_AUTHORIZATION_FAILED and nothing is written.
+
+Leadership: only the partition's leader appends a marker (broker.txn_markers
+asks the replica manager); a follower, or a broker that does not host the
+partition, answers NOT_LEADER_OR_FOLLOWER and changes nothing.
 """
 
 from __future__ import annotations

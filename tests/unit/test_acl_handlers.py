@@ -230,7 +230,11 @@ def test_list_offsets_refuses_topics_the_caller_may_not_describe():
 
     api = APIS_BY_NAME["ListOffsets"]
     Q = struct_classes(api.request)
+    from broker.replica_manager import LocalReplica
+
     broker = make_broker(StandardAuthorizer(), {uuid.UUID(int=1): TOPIC_READ_ALICE})
+    # Neither topic is in the image: the replica checks answer what the replica manager would.
+    broker.replicas = SimpleNamespace(local_replica=lambda *_, **__: LocalReplica(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     dispatcher = Dispatcher()
     list_offsets.register(dispatcher, broker)
     request = Q.ListOffsetsRequest(
