@@ -6,7 +6,8 @@ again; without touching any topic, the ReplicaManager gauges of /metrics, the
 console's topic list, DescribeLogDirs (kafka-python), ``pybroker topics
 --describe`` and Metadata (confluent-kafka) all count the 50 partitions, and
 the count of open logs the metrics endpoint reports stays small throughout:
-reading them does not open them. Then one produce opens one log.
+reading them does not open them. Then one produce opens one log, and a
+topic's console page (which uses its partitions) shows each one's offsets.
 """
 
 from __future__ import annotations
@@ -137,3 +138,10 @@ def test_hosted_partitions_count_everywhere_after_a_restart_without_being_opened
     final = gauges(port)
     assert (final["hosted"], final["leaders"]) == (HOSTED, HOSTED)
     assert 1 <= final["open"] <= OPEN_AT_START_MAX + 1
+
+    # A topic's page uses its partitions (as a Fetch would): offsets and sizes of each.
+    status, _, page = http(console_url(broker) + f"/topic?name={topics[1]}")
+    assert status == 200 and "unavailable" not in page
+    # start, high watermark, end, size: one record in each partition.
+    rows = re.findall(r"<td>0</td><td>1</td><td>1</td><td>(\d+)</td></tr>", page)
+    assert len(rows) == PARTITIONS_PER_TOPIC and all(int(size) > 100 for size in rows), page
