@@ -524,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     start.add_argument(
         "--config", "-c",
-        help="a server.properties file (without it: the single-node defaults of configs/server.properties, data in ./data)",
+        help="a server.properties file (without it: the single-node defaults of configs/server.properties, "
+        "data in ./data/kafka-logs)",
     )
     start.add_argument(
         "--override", "-o", action="append", metavar="KEY=VALUE", help="set a config key, overriding the file (repeatable)"
