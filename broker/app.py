@@ -318,6 +318,10 @@ class Broker:
         self.topic_defaults = self._topic_defaults(self.image)  # the caught-up image's dynamic configs
         self._apply_dynamic_tls(self.image)  # before the client listeners open
         on_disk = self.logs.existing_partitions()
+        # The metadata log may share a log dir but is no partition log: Raft's
+        # disk log reads it. Counted, it made a first start (a freshly formatted
+        # dir: no clean-shutdown marker yet) announce a recovery of one log.
+        on_disk.pop((METADATA_TOPIC, 0), None)
         progress = _RecoveryProgress(len(on_disk), clean=self.logs.all_dirs_clean)
 
         def register_all(image: MetadataImage):
@@ -346,7 +350,6 @@ class Broker:
         for key in registered - self._replica_keys(self.image):
             log.info("deleting the log of removed partition %s-%d", *key)
             self.logs.delete(*key)
-        on_disk.pop((METADATA_TOPIC, 0), None)
         for (topic, partition), path in on_disk.items():
             # A topic deleted while we were down (or by a crash mid-delete).
             log.info("deleting the log of removed partition %s-%d", topic, partition)

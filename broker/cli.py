@@ -5,11 +5,12 @@ broker-side subcommands (start, dump-log, storage, groups, transactions,
 metadata-quorum, reassign, healthcheck) stay together with their help texts;
 the client admin tools have theirs in broker/tools/commands.py.
 
-``pybroker start --config FILE [--override key=value ...]`` runs a broker until
+``pybroker start [--config FILE] [--override key=value ...]`` runs a broker until
 SIGTERM or SIGINT, then shuts down cleanly: listeners close, requests already
 received are answered, logs are flushed and closed. A start-up problem the
 user can fix ends in one line on stderr and an exit code of its kind
-(``START_EXIT_CODES``, shown by ``pybroker start --help``).
+(``START_EXIT_CODES``, shown by ``pybroker start --help``). Without ``--config``
+it runs the single-node development profile (broker/single_node_profile.py).
 
 ``pybroker dump-log FILE...`` prints segment, index and checkpoint files in a
 readable form (like Kafka's kafka-dump-log.sh); see storage/FORMAT.md, "Tools".
@@ -56,7 +57,8 @@ import sys
 import time
 from pathlib import Path
 
-from broker.config import ConfigError, load_config, load_config_file
+from broker.config import ConfigError, load_config_file
+from broker.single_node_profile import load_single_node_config
 from storage.dir_lock import LogDirLocked, LogDirUnusable
 from storage.meta_properties import MetaPropertiesError
 
@@ -90,7 +92,7 @@ def _parse_overrides(pairs: list[str]) -> dict[str, str]:
     return overrides
 
 
-async def _run(config) -> None:
+async def _run(config, *, single_node_profile: bool = False) -> None:
     from broker.app import Broker
 
     broker = Broker(config)
@@ -100,6 +102,12 @@ async def _run(config) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     host, port = broker.advertised_endpoint()
+    if single_node_profile:
+        # Said once it serves (a refused start stays one line): where the data goes.
+        log.info(
+            "no --config: started with the single-node defaults of configs/server.properties; data in %s",
+            ", ".join(str(d) for d in config.log_dirs),
+        )
     # Tests and scripts wait for this line to know the broker is serving.
     print(f"pybroker started: node.id={broker.node_id} cluster.id={broker.cluster_id} listening on {host}:{port}", flush=True)
     await stop.wait()
@@ -121,10 +129,10 @@ def cmd_start(args) -> int:
     if args.config:
         config = load_config_file(Path(args.config), overrides)
     else:
-        config = load_config(overrides, base_dir=Path.cwd())
+        config = load_single_node_config(overrides, base_dir=Path.cwd())
     if not args.no_uvloop:
         _install_event_loop()
-    asyncio.run(_run(config))
+    asyncio.run(_run(config, single_node_profile=not args.config))
     return 0
 
 
@@ -514,7 +522,11 @@ def main(argv: list[str] | None = None) -> int:
     start = commands.add_parser(
         "start", help="run a broker", epilog=START_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    start.add_argument("--config", "-c", help="a server.properties file")
+    start.add_argument(
+        "--config", "-c",
+        help="a server.properties file (without it: the single-node defaults of configs/server.properties, "
+        "data in ./data/kafka-logs)",
+    )
     start.add_argument(
         "--override", "-o", action="append", metavar="KEY=VALUE", help="set a config key, overriding the file (repeatable)"
     )

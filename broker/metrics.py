@@ -434,17 +434,23 @@ class _BrokerCollector:
         yield latency
 
     def _replicas(self, kept: set[str]):
-        replicas = self.metrics.broker.replicas
-        leaders = replicas.leaders
-        under = sum(1 for leader in leaders.values() if len(leader.isr) < len(leader.replicas))
-        under_min = sum(1 for leader in leaders.values() if len(leader.isr) < leader.min_insync_replicas)
+        broker = self.metrics.broker
+        replicas = broker.replicas
+        # From the metadata: a partition whose log is not opened yet (after a
+        # restart, until first used) is hosted and led all the same.
+        hosted = replicas.hosted()
         for name, documentation, value in (
-            ("underreplicatedpartitions", "Partitions this broker leads whose ISR lacks some replicas", under),
-            ("underminisrpartitioncount", "Partitions this broker leads whose ISR is below min.insync.replicas", under_min),
-            ("partitioncount", "Partitions this broker has a replica of", len(leaders) + len(replicas.followers)),
-            ("leadercount", "Partitions this broker leads", len(leaders)),
+            ("underreplicatedpartitions", "Partitions this broker leads whose ISR lacks some replicas", hosted.under_replicated),
+            ("underminisrpartitioncount", "Partitions this broker leads whose ISR is below min.insync.replicas", hosted.under_min_isr),
+            ("partitioncount", "Partitions this broker has a replica of", hosted.count),
+            ("leadercount", "Partitions this broker leads", hosted.leaders),
         ):
             yield _gauge(f"kafka_server_replicamanager_{name}", documentation, value)
+        yield _gauge(
+            "pybroker_log_open_partitions",
+            "Partition logs open on this broker; the other hosted ones are opened on first use",
+            broker.logs.open_count,
+        )
         for name, documentation, value in (
             ("isrshrinks", "ISR shrinks of partitions this broker leads, as committed by the controller", replicas.isr_shrinks),
             ("isrexpands", "ISR expansions of partitions this broker leads, as committed by the controller", replicas.isr_expands),
@@ -489,8 +495,9 @@ class _BrokerCollector:
             "logstartoffset": GaugeMetricFamily("kafka_log_log_logstartoffset", "The first offset still held", labels=["topic", "partition"]),
             "numlogsegments": GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition", labels=["topic", "partition"]),
         }
-        # Opened logs only: a scrape must not open files (every replica is opened
-        # when it takes its role, so this leaves out only logs nobody used yet).
+        # Opened logs only: a scrape must not open files (replicated partitions are
+        # opened when they take their role; this leaves out single-replica logs
+        # nobody used since the start).
         for (topic, partition), plog in sorted(self.metrics.broker.logs.opened_logs(), key=lambda item: item[0]):
             if topic not in kept:
                 continue

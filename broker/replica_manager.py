@@ -15,7 +15,12 @@ broker is a replica of, a new image makes it:
 
 Partitions with a single replica need no replication: their logs keep moving
 their own high watermark and their leader state is made on first use, so a
-broker with many such partitions opens no log it is not asked about.
+broker with many such partitions opens no log it is not asked about;
+``hosted()`` counts hosted and led partitions from the image, so that the
+metrics and the console count them all the same.
+
+Past 700 lines on purpose: the roles, the leader side and the follower side
+all read and change the same maps of leader and follower state.
 
 Everything here runs on the event loop; the rules live in
 ``replication/`` (pure) and the follower's fetch loops in
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from broker.replica_fetcher import ReplicaFetcher
@@ -154,6 +160,17 @@ class FollowerState:
         self.failed = False  # a batch from the leader failed its checks: stopped
 
 
+@dataclass(frozen=True)
+class HostedPartitions:
+    """Kafka's ReplicaManager gauges: PartitionCount, LeaderCount,
+    UnderReplicatedPartitions, UnderMinIsrPartitionCount."""
+
+    count: int
+    leaders: int
+    under_replicated: int
+    under_min_isr: int
+
+
 class ReplicaManager:
     def __init__(self, broker):
         self.broker = broker
@@ -193,6 +210,8 @@ class ReplicaManager:
         # them (Kafka's IsrShrinksPerSec/IsrExpandsPerSec), read by broker/metrics.py.
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # (image, partitions hosted, those led with their min.insync.replicas) for hosted().
+        self._hosted_cache: tuple[MetadataImage, int, list] | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -460,6 +479,43 @@ class ReplicaManager:
         if leader is None and require_leader:
             return LocalReplica(ErrorCode.NOT_LEADER_OR_FOLLOWER, partition, plog)
         return LocalReplica(ErrorCode.NONE, partition, plog, leader)
+
+    def hosted(self) -> HostedPartitions:
+        """Partitions this broker hosts and those it leads, as the metadata gives them,
+        whether or not their logs are open yet: after a restart a single-replica log
+        is opened on first use, and until then it is still hosted and led here (the
+        state of a leadership taken up, where there is one, is the more current)."""
+        image = self.broker.image
+        cached = self._hosted_cache
+        if cached is None or cached[0] is not image:
+            count = 0
+            led: list[tuple[Key, PartitionImage, int]] = []
+            for topic in image.topics.values():
+                min_insync_replicas = None
+                for partition in topic.partitions.values():
+                    if self.node_id not in partition.replicas:
+                        continue
+                    count += 1
+                    if partition.leader == self.node_id:
+                        if min_insync_replicas is None:
+                            min_insync_replicas = int(self.broker.topic_config(topic).get("min.insync.replicas", 1))
+                        led.append(((topic.name, partition.partition_id), partition, min_insync_replicas))
+            cached = self._hosted_cache = (image, count, led)
+        _, count, led = cached
+        leaders = under = under_min = 0
+        if self.may_lead:
+            for key, partition, min_insync_replicas in led:
+                if self.is_superseded(key, partition.leader_epoch):
+                    continue
+                leaders += 1
+                state = self.leaders.get(key)
+                if state is not None:
+                    isr, replicas, min_insync_replicas = state.isr, state.replicas, state.min_insync_replicas
+                else:
+                    isr, replicas = partition.isr, partition.replicas
+                under += len(isr) < len(replicas)
+                under_min += len(isr) < min_insync_replicas
+        return HostedPartitions(count, leaders, under, under_min)
 
     def is_superseded(self, key: Key, leader_epoch: int) -> bool:
         """Whether the controller said ``leader_epoch`` of ``key`` is over (see ``superseded``)."""

@@ -187,6 +187,11 @@ class LogManager:
         return plog
 
     @property
+    def open_count(self) -> int:
+        """Partition logs open (the rest of the registered ones are opened on first use)."""
+        return len(self.logs)
+
+    @property
     def creations_pending(self) -> int:
         return len(self._to_create)
 

@@ -115,7 +115,7 @@ class History:
         values["records_appended"] = appended
         values["log_bytes"] = sum(sum(s.size_bytes for s in plog.segments) for _, plog in broker.logs.opened_logs())
         values["connections"] = len(broker._connections)
-        values["under_replicated"] = sum(1 for leader in leaders.values() if len(leader.isr) < len(leader.replicas))
+        values["under_replicated"] = broker.replicas.hosted().under_replicated if broker.is_broker else 0
         metrics = broker.metrics
         if metrics is not None:
             from broker.metrics import BYTES_IN, BYTES_OUT, MESSAGES_IN

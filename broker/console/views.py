@@ -113,7 +113,7 @@ async def topic_rows(broker, reader) -> tuple[list[dict], list[str]]:
     """One row per topic; its size is the sum of its partitions' leader replicas
     (one copy of the data), read here or from the leader by DescribeLogDirs."""
     image = broker.image
-    logs = broker.logs.logs
+    logs = broker.logs
     remote = {
         (name, pid) for name, topic in image.topics.items() for pid, p in topic.partitions.items()
         if p.leader >= 0 and p.leader != broker.node_id
@@ -125,11 +125,13 @@ async def topic_rows(broker, reader) -> tuple[list[dict], list[str]]:
         size, unknown, under = 0, 0, 0
         for pid, p in topic.partitions.items():
             key = (name, pid)
-            plog = logs.get(key)
+            # A log here that is not opened yet (after a restart, until first
+            # used) is measured from its files and stays closed.
+            local_size = None if key in remote else logs.size_bytes(name, pid)
             if key in sizes:
                 size += sizes[key]
-            elif key not in remote and plog is not None:
-                size += sum(s.size_bytes for s in plog.segments)
+            elif local_size is not None:
+                size += local_size
             else:
                 unknown += 1  # no leader, or its leader did not answer
             under += len(p.isr) < len(p.replicas)
@@ -144,6 +146,15 @@ async def topic_detail(broker, reader, name: str) -> dict | None:
     if topic is None:
         return None
     logs = broker.logs.logs
+    for pid, p in topic.partitions.items():
+        if broker.logs.log_dir_of(name, pid) is None:
+            continue
+        # Hosted here but not opened yet (after a restart, until first used): asking
+        # for the topic's page uses it, as a Fetch would; a leadership the metadata
+        # gives this broker is taken up first, which sets the high watermark.
+        if p.leader == broker.node_id:
+            broker.replicas.leader_for(name, pid)
+        broker.partition_log(name, pid)
     remote = [(name, pid) for pid in topic.partitions if (name, pid) not in logs]
     notes: list[str] = []
     sizes: dict = {}

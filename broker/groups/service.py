@@ -35,6 +35,8 @@ import time
 import uuid
 
 from broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, JoinResult, StoreError, SyncResult
+from broker.single_node_profile import single_node_hint
+from broker.transactions.peers import RateLimitedLog
 from controller.topic_commands import CreateTopicSpec
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
@@ -87,6 +89,7 @@ class GroupService:
         )
         self.coordinator = GroupCoordinator(self.config, self._store, self._new_member_id, self._store_transactional)
         self.replication_factor = config["offsets.topic.replication.factor"]
+        self._log_limited = RateLimitedLog(log)
         self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms: int | None = None
@@ -129,13 +132,17 @@ class GroupService:
         (result,) = await self._broker.controller.create_topics([spec], internal=True)
         if result.error_code == ErrorCode.INVALID_REPLICATION_FACTOR:
             # As Kafka: wait (clients retry) until enough brokers have registered.
-            log.warning(
-                "cannot create %s yet: %s (offsets.topic.replication.factor=%d)",
+            # Clients ask every few hundred ms: one line per interval says it.
+            self._log_limited(
+                logging.WARNING, "create", "cannot create %s yet: %s (offsets.topic.replication.factor=%d)%s",
                 OFFSETS_TOPIC, result.error_message, self.replication_factor,
+                single_node_hint(self._broker.config, "offsets.topic.replication.factor", self.replication_factor),
             )
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            log.error("cannot create %s: %s %s", OFFSETS_TOPIC, result.error_code.name, result.error_message)
+            self._log_limited(
+                logging.ERROR, "create", "cannot create %s: %s %s", OFFSETS_TOPIC, result.error_code.name, result.error_message
+            )
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         log.info("created %s with %d partitions", OFFSETS_TOPIC, self.config.offsets_partitions)
         return ErrorCode.NONE

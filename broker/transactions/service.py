@@ -45,6 +45,7 @@ from dataclasses import replace
 
 from broker.handlers.init_producer_id import ProducerIdAllocator
 from broker.quorum_controller import NotControllerError
+from broker.single_node_profile import single_node_hint
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.transactions.model import (
     AllocateProducerId,
@@ -163,8 +164,9 @@ class TransactionService:
         if result.error_code == ErrorCode.INVALID_REPLICATION_FACTOR:
             # As Kafka: transactional producers wait until enough brokers have registered.
             self._log_limited(
-                logging.WARNING, "create", "cannot create %s yet: %s (transaction.state.log.replication.factor=%d)",
+                logging.WARNING, "create", "cannot create %s yet: %s (transaction.state.log.replication.factor=%d)%s",
                 TXN_TOPIC, result.error_message, self.replication_factor,
+                single_node_hint(self._broker.config, "transaction.state.log.replication.factor", self.replication_factor),
             )
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.config import ConfigError, MetricsListener, load_config, parse_metrics_listener
 from broker.loop_monitor import LagHistogram
 from broker.metrics import LATENCY_BUCKETS_S, BrokerMetrics, _cumulative
+from broker.replica_manager import HostedPartitions
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.records import RECORDS_COUNT_OFFSET
 
@@ -40,10 +41,13 @@ def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None):
             topic_names_by_id={},
             offset=41,
         ),
-        replicas=SimpleNamespace(leaders={("a", 0): leader}, followers={}, isr_shrinks=2, isr_expands=1),
+        replicas=SimpleNamespace(
+            leaders={("a", 0): leader}, followers={}, isr_shrinks=2, isr_expands=1,
+            hosted=lambda: HostedPartitions(count=4, leaders=3, under_replicated=1, under_min_isr=1),
+        ),
         raft=SimpleNamespace(is_leader=True, node=SimpleNamespace(epoch=3), high_watermark=42),
         raft_log=SimpleNamespace(end_offset=42),
-        logs=SimpleNamespace(opened_logs=lambda: iter(list(logs.items())), logs=logs),
+        logs=SimpleNamespace(opened_logs=lambda: iter(list(logs.items())), logs=logs, open_count=len(logs)),
         groups=SimpleNamespace(coordinator=SimpleNamespace(offsets=offsets or {})),
         config=SimpleNamespace(listeners=[SimpleNamespace(name="PLAINTEXT")]),
         _connections=[SimpleNamespace(listener_name="PLAINTEXT"), SimpleNamespace(listener_name="PLAINTEXT")],
@@ -166,6 +170,9 @@ def test_state_families():
     got = samples(metrics_of(fake_broker()))
     assert got[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 1
     assert got[("kafka_server_replicamanager_underminisrpartitioncount", ())] == 1
+    assert got[("kafka_server_replicamanager_partitioncount", ())] == 4
+    assert got[("kafka_server_replicamanager_leadercount", ())] == 3
+    assert got[("pybroker_log_open_partitions", ())] == 0
     assert got[("kafka_server_replicamanager_isrshrinks_total", ())] == 2
     assert got[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 1
     assert got[("kafka_controller_kafkacontroller_globalpartitioncount", ())] == 3

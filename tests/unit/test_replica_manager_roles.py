@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from types import SimpleNamespace
 
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import HostedPartitions, ReplicaManager
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from storage.log import LogConfig, PartitionLog
 
@@ -113,4 +113,37 @@ def test_other_stale_refusals_keep_the_leadership(tmp_path):
     )])
     replicas._apply_alter_response({("t", 0): (leader, None)}, refused, 0)
     assert replicas.leader_for("t", 0) is leader
+    plog.close()
+
+
+def test_hosted_counts_partitions_from_the_metadata_whether_or_not_their_logs_are_open(tmp_path):
+    """After a restart a single-replica log opens on first use; until then the broker
+    still hosts it and, once it may lead, leads it (Kafka's PartitionCount, LeaderCount)."""
+    led_here = PartitionImage(0, (1,), (1,), 1, 3, 3)
+    led_here_short = PartitionImage(1, (1,), (1,), 1, 3, 3)
+    followed = PartitionImage(2, (2, 1), (2, 1), 2, 1, 1)
+    offline = PartitionImage(3, (1, 2), (2,), -1, 1, 1)
+    elsewhere = PartitionImage(4, (2,), (2,), 2, 1, 1)
+    under = PartitionImage(0, (1, 2), (1,), 1, 2, 2)
+    topics = {
+        "t": TopicImage("t", uuid.UUID(int=1), {p.partition_id: p for p in (led_here, led_here_short, followed, offline, elsewhere)}),
+        "u": TopicImage("u", uuid.UUID(int=2), {0: under}),
+    }
+    image = MetadataImage(topics=topics, topic_names_by_id={t.topic_id: n for n, t in topics.items()})
+    broker, plog = fake_broker(tmp_path, image)
+    broker.topic_config = lambda topic: {"min.insync.replicas": "2"} if topic.name == "t" else {}
+    replicas = ReplicaManager(broker)
+    # Not unfenced yet: hosted, led by nobody here.
+    assert replicas.hosted() == HostedPartitions(count=5, leaders=0, under_replicated=0, under_min_isr=0)
+    replicas.may_lead = True
+    # No leader state was made (no log opened): t-0, t-1 and u-0 are led all the same;
+    # u-0's ISR lacks a replica, t's single replicas are below min.insync.replicas=2.
+    assert replicas.leaders == {}
+    assert replicas.hosted() == HostedPartitions(count=5, leaders=3, under_replicated=1, under_min_isr=2)
+    # A leadership taken up counts once, with its own state.
+    assert replicas.leader_for("t", 0) is not None
+    assert replicas.hosted().leaders == 3
+    # A leader epoch the controller said is over is not led here.
+    replicas.superseded[("t", 1)] = 3
+    assert replicas.hosted().leaders == 2
     plog.close()

@@ -34,6 +34,7 @@ TIMEOUT_MS = 60_000
 
 class FakeConfig(dict):
     inter_broker_listener_name = "INTERNAL"
+    single_node_quorum = False  # one of several brokers: more may still register
 
 
 class FakeLeader:
