@@ -552,7 +552,8 @@ def _handshake_failure(exc: BaseException | None) -> str:
     if isinstance(exc, ConnectionAbortedError) and "longer than" in str(exc):
         return f"no TLS handshake within {HANDSHAKE_TIMEOUT_S:g} s"
     if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"):
-        return f"TLS handshake failed ({reason}): a client not speaking TLS?"
+        return (f"TLS handshake failed ({reason}): a client not speaking TLS? The first bytes were not a TLS "
+                "handshake: the client may be using security.protocol PLAINTEXT or SASL_PLAINTEXT")
     return f"TLS handshake failed ({reason})"
 
 
@@ -586,7 +587,11 @@ class TLSAcceptor(asyncio.Protocol):
         exc = None if waiter.cancelled() else waiter.exception()
         if exc is not None:
             # The reason is OpenSSL's; nothing of a certificate is logged.
-            log.warning("closing %s on TLS listener %s: %s", self._peer, self._connection.listener_name, _handshake_failure(exc))
+            protocol = "SASL_SSL" if self._connection.sasl_enabled else "SSL"
+            log.warning(
+                "closing %s on TLS listener %s (%s): %s", self._peer, self._connection.listener_name, protocol,
+                _handshake_failure(exc),
+            )
         self._connection = None
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -41,6 +41,9 @@ from protocol.scram import ScramMechanism, client_key, salted_password, server_k
 
 _SIZE = struct.Struct(">i")
 CLIENT_ID = "pybroker-tools"
+# The first bytes of a TLS record: an alert (21) or a handshake (22), then major version 3.
+_TLS_RECORD_STARTS = (b"\x15\x03", b"\x16\x03")
+COMMAND_CONFIG_HINT = "if this listener uses SSL or SASL, pass its client settings with --command-config FILE"
 # A response larger than this is a broken peer, not something to buffer.
 RESPONSE_BYTES_MAX = 256 << 20
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -237,6 +240,8 @@ class KafkaConnection:
                  client_id: str = CLIENT_ID):
         self._client_id = client_id
         settings = settings or ClientSettings()
+        self._address = f"{host}:{port}"
+        self._protocol = settings.security_protocol
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
@@ -265,24 +270,44 @@ class KafkaConnection:
             self._sock.sendall(encode_request(api, version, self._correlation_id, self._client_id, api.request.cls(**fields)))
             if not expect_response:
                 return None
-            size = _SIZE.unpack(self._read(4))[0]
+            head = self._read(4, api_name)
+            if head[:2] in _TLS_RECORD_STARTS and self._protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+                raise ToolError(
+                    f"{self._address} answered {api_name} with TLS: the listener expects SSL or SASL_SSL, and this "
+                    f"client speaks {self._protocol}; pass security.protocol (and the truststore) with "
+                    "--command-config FILE"
+                )
+            size = _SIZE.unpack(head)[0]
             if not 0 <= size <= RESPONSE_BYTES_MAX:
                 raise ToolError(f"{api_name}: impossible response size {size}")
-            correlation_id, body = decode_response(api, version, self._read(size))
+            correlation_id, body = decode_response(api, version, self._read(size, api_name))
         except (OSError, ProtocolError) as exc:
+            if isinstance(exc, (ConnectionResetError, BrokenPipeError)) and self._protocol == "PLAINTEXT":
+                raise ToolError(f"{api_name} to {self._address} failed: {exc}; {COMMAND_CONFIG_HINT}") from None
             raise ToolError(f"{api_name} failed: {exc}") from None
         if correlation_id != self._correlation_id:
             raise ToolError(f"{api_name}: response to another request ({correlation_id})")
         return body
 
-    def _read(self, count: int) -> bytes:
+    def _read(self, count: int, api_name: str) -> bytes:
         data = bytearray()
         while len(data) < count:  # each recv returns at least one byte or ends the loop
             chunk = self._sock.recv(count - len(data))
             if not chunk:
-                raise ToolError("the broker closed the connection")
+                raise ToolError(self._closed_text(api_name))
             data += chunk
         return bytes(data)
+
+    def _closed_text(self, api_name: str) -> str:
+        """Why a broker may close a connection without an answer, as far as the client can tell."""
+        text = f"the broker at {self._address} closed the connection instead of answering {api_name}"
+        if self._protocol == "PLAINTEXT":
+            # A SASL listener closes on any request before authentication but ApiVersions;
+            # a TLS listener drops bytes that are not a TLS handshake.
+            return f"{text}; {COMMAND_CONFIG_HINT}"
+        if api_name in ("SaslHandshake", "SaslAuthenticate"):
+            return f"{text}: does this listener use SASL ({self._protocol}, as --command-config says)?"
+        return text
 
     def close(self) -> None:
         self._sock.close()
