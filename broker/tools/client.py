@@ -241,7 +241,9 @@ class KafkaConnection:
         self._client_id = client_id
         settings = settings or ClientSettings()
         self._address = f"{host}:{port}"
+        self._host, self._port, self._timeout_s = host, port, timeout_s
         self._protocol = settings.security_protocol
+        self.diagnose_closed = True  # a closed connection probes the listener (not the probes themselves)
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
@@ -301,9 +303,12 @@ class KafkaConnection:
     def _closed_text(self, api_name: str) -> str:
         """Why a broker may close a connection without an answer, as far as the client can tell."""
         text = f"the broker at {self._address} closed the connection instead of answering {api_name}"
-        if self._protocol == "PLAINTEXT":
+        if self._protocol == "PLAINTEXT" and self.diagnose_closed:
             # A SASL listener closes on any request before authentication but ApiVersions;
             # a TLS listener drops bytes that are not a TLS handshake.
+            expected = diagnose_listener(self._host, self._port, min(self._timeout_s, DIAGNOSIS_TIMEOUT_S))
+            if expected is not None:
+                return f"{text}: {expected}; {COMMAND_CONFIG_HINT}"
             return f"{text}; {COMMAND_CONFIG_HINT}"
         if api_name in ("SaslHandshake", "SaslAuthenticate"):
             return f"{text}: does this listener use SASL ({self._protocol}, as --command-config says)?"
@@ -360,6 +365,47 @@ class KafkaConnection:
         expected = base64.b64encode(mechanism.hmac(server_key(mechanism, salted), auth_message)).decode()
         if not hmac.compare_digest(server_final, f"v={expected}"):
             raise ToolError(f"authentication failed: the broker's SCRAM signature does not match ({server_final!r})")
+
+
+# A mechanism no broker enables: a SASL listener answers it with the list of those it does.
+PROBE_MECHANISM = "PYBROKER-PROBE"
+DIAGNOSIS_TIMEOUT_S = 5.0
+
+
+def diagnose_listener(host: str, port: int, timeout_s: float) -> str | None:
+    """What the listener at host:port appears to expect of a client, said for a user, or None
+    when it cannot be told (or it is PLAINTEXT after all).
+
+    Probes on fresh connections: a SaslHandshake for a mechanism no broker has
+    (a SASL listener answers it with its mechanisms; any other listener with
+    ILLEGAL_SASL_STATE), first in plain TCP, then inside TLS without checking
+    the broker's certificate (nothing but the probe is sent)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    for settings in (ClientSettings(), ClientSettings(security_protocol="SSL", ssl_context=context)):
+        tls = settings.ssl_context is not None
+        try:
+            probe = KafkaConnection(host, port, timeout_s, settings)
+        except ToolError:
+            continue  # the TLS handshake failed: not a TLS listener either
+        probe.diagnose_closed = False
+        try:
+            answer = probe.call("SaslHandshake", SASL_HANDSHAKE_VERSION, mechanism=PROBE_MECHANISM)
+        except ToolError:
+            answer = None
+        finally:
+            probe.close()
+        if answer is not None and answer.error_code == ErrorCode.ILLEGAL_SASL_STATE:
+            return "the listener appears to expect SSL (TLS without SASL)" if tls else None
+        if answer is not None and answer.mechanisms:
+            protocol = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+            return (f"the listener appears to expect {protocol} (SASL mechanisms {', '.join(answer.mechanisms)}): "
+                    f"set security.protocol={protocol}, sasl.mechanism and sasl.jaas.config")
+        if tls:
+            # TLS answered but the probe inside it did not (e.g. a client certificate is required).
+            return "the listener speaks TLS: it expects SSL or SASL_SSL (with ssl.truststore.location, maybe a keystore)"
+    return None
 
 
 class ToolClient:
