@@ -260,7 +260,7 @@ def members_lines(description: GroupDescription, verbose: bool = False) -> list[
     header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + ["HOST", "CLIENT-ID", "#PARTITIONS"]
     rows = []
     for m in members:
-        row = [description.group_id, m.member_id] + ([m.group_instance_id or ""] if with_instance else [])
+        row = [description.group_id, m.member_id] + ([_text(m.group_instance_id)] if with_instance else [])
         rows.append(row + [_text(m.host), _text(m.client_id), str(len(m.assignment))])
     minimums = [15, 15] + ([17] if with_instance else []) + [15, 15, 15]
     widths = [max(minimum, *(len(r[i]) for r in rows)) for i, minimum in enumerate(minimums)]

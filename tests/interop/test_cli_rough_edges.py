@@ -34,8 +34,8 @@ def test_configs_describe_all_into_a_closed_pipe_is_quiet(shared_broker):
 
     # The pipeline of the issue, as a user types it.
     piped = subprocess.run(
-        ["bash", "-c", f'"{sys.executable}" -m broker configs --bootstrap-server {shared_broker.bootstrap} '
-                       "--describe --all --entity-type brokers --entity-name 1 | head -n 2"],
+        ["bash", "-c", (f'"{sys.executable}" -m broker configs --bootstrap-server {shared_broker.bootstrap} '
+                       "--describe --all --entity-type brokers --entity-name 1 | head -n 2")],
         capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=60, check=False,
     )
     assert piped.stdout.splitlines()[0] == "All configs for broker 1 are:"

@@ -183,8 +183,8 @@ def test_connection_problems_are_one_line_and_exit_2(secured_broker, scram_users
         # The SSL listener requires a client certificate: the probe's TLS handshake passes, what follows does not.
         ("SSL", "the listener speaks TLS: it expects SSL or SASL_SSL"),
         ("SASL_SSL", "the listener appears to expect SASL_SSL (SASL mechanisms PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
-        ("SASL_PLAINTEXT", "the listener appears to expect SASL_PLAINTEXT (SASL mechanisms PLAIN, SCRAM-SHA-256, "
-                           "SCRAM-SHA-512)"),
+        ("SASL_PLAINTEXT", ("the listener appears to expect SASL_PLAINTEXT (SASL mechanisms PLAIN, SCRAM-SHA-256, "
+                           "SCRAM-SHA-512)")),
     ],
 )
 def test_a_plaintext_client_on_a_secured_listener_is_told_what_to_pass(secured_broker, listener, expected):
