@@ -202,3 +202,22 @@ def test_a_plaintext_client_on_a_secured_listener_is_told_what_to_pass(secured_b
     else:
         wanted = f"({listener}): TLS handshake failed"
     assert wait_until(lambda: wanted in secured_broker.log_text(), timeout_s=10), secured_broker.log_text()[-2000:]
+
+
+def test_a_plaintext_client_on_an_ssl_listener_without_client_certificates(tmp_path, certs):
+    broker = BrokerProcess(
+        tmp_path,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "ssl.keystore.location": str(certs.server_keystore),
+        },
+    ).start()
+    try:
+        ports = [m.group(1) for line in broker.output if (m := re.search(r"listening on SSL://127\.0\.0\.1:(\d+)", line))]
+        address = f"127.0.0.1:{ports[0]}"
+        done = run(address, "groups", "--list", "--timeout", "5")
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert f"the broker at {address} closed the connection" in done.stderr
+        assert ": the listener appears to expect SSL (TLS without SASL); if this listener uses SSL or SASL" in done.stderr
+    finally:
+        broker.stop()
