@@ -179,8 +179,7 @@ def cmd_groups(args) -> int:
     try:
         tool = GroupTool(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
         if args.list_groups or args.groups_command == "list":
-            states = [s for value in args.state or [] for s in value.split(",") if s.strip()]
-            groups = tool.list_groups(states)
+            groups = tool.list_groups(args.state)  # names checked and spelled as Kafka's by group_usage_error
             if args.state is not None:
                 for line in _group_list_table(groups):
                     print(line)

@@ -549,6 +549,12 @@ def add_describe_views(parser: argparse.ArgumentParser, dest_prefix: str) -> Non
                             help="the group's coordinator, assignor, state and member count")
 
 
+GROUP_STATES = {
+    state.lower(): state
+    for state in ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+}
+
+
 def group_usage_error(args) -> str | None:
     """What is wrong with how ``pybroker groups`` was called (kafka-consumer-groups.sh's rules), or None.
 
@@ -576,6 +582,13 @@ def group_usage_error(args) -> str | None:
             return "give --group or --all-groups, not both"
     if args.describe_group and not args.group and not args.all_groups:
         return "--describe needs --group GROUP (repeatable) or --all-groups"
+    if (args.list_groups or args.groups_command == "list") and args.state:
+        # Kafka's --state stable,empty: names in any case, commas or spaces between them.
+        names = [name.strip() for value in args.state for name in value.split(",") if name.strip()]
+        unknown = [name for name in names if name.lower() not in GROUP_STATES]
+        if unknown:
+            return f"--state: {', '.join(unknown)}: the states are {', '.join(GROUP_STATES.values())}"
+        args.state = [GROUP_STATES[name.lower()] for name in names]
     actions = args.list_groups or describing or args.reset_offsets or args.delete_groups or args.delete_offsets
     if not actions and args.groups_command is None:
         return ("give list, describe GROUP, --list, --describe, --reset-offsets, --delete or --delete-offsets")

@@ -36,7 +36,7 @@ def test_all_groups_state_and_export(broker_factory):
     assert [line.split()[0] for line in lines] == [first, second]
     assert all(line.split()[-3:] == ["-", "Empty", "0"] for line in lines), state.stdout
 
-    listed = run_groups(broker, "--list", "--state", "Empty,Stable")
+    listed = run_groups(broker, "--list", "--state", "empty,STABLE")  # any case, as Kafka's tool
     assert listed.stdout.splitlines()[0].split() == ["GROUP", "STATE"]
     assert f"{first}{' ' * (max(15, len(first), len(second)) + 10 - len(first))} Empty" in listed.stdout.splitlines()
 
@@ -75,6 +75,7 @@ def test_flag_rules_are_usage_errors(broker_factory):
         (["--list", "--all-groups"], "--all-groups goes with"),
         (["--delete-offsets", "--all-groups", "--topic", "t"], "--all-groups goes with"),
         (["--list", "--export"], "--export goes with --reset-offsets"),
+        (["--list", "--state", "Stable,Sleepy"], "--state: Sleepy: the states are PreparingRebalance,"),
     ):
         done = run_groups(broker, *args)
         assert done.returncode == 2 and done.stderr.startswith("pybroker groups: ") and message in done.stderr, (
