@@ -166,40 +166,28 @@ def cmd_dump_log(args) -> int:
         reconfigure(errors="backslashreplace")  # payloads are arbitrary text
     from broker.tools.progress import track_dump
 
-    try:
-        lines = dump_files(args.files, options, stats, format_value_for=_value_formatter_for)
-        for line in track_dump(lines, args.files):  # a bar on stderr for large files (a TTY only)
-            print(line)
-        sys.stdout.flush()
-    except BrokenPipeError:  # e.g. piped into head
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    # A stdout closed early (piped into head) is handled by main, as for every command.
+    lines = dump_files(args.files, options, stats, format_value_for=_value_formatter_for)
+    for line in track_dump(lines, args.files):  # a bar on stderr for large files (a TTY only)
+        print(line)
     return stats.exit_code
 
 
 def cmd_groups(args) -> int:
-    from broker.group_tool import GroupTool, ToolError, format_description
-    from broker.tools.commands import cmd_group_admin, settings_of
+    from broker.group_tool import GroupTool, ToolError, print_descriptions
+    from broker.tools.commands import cmd_group_admin, group_usage_error, settings_of
 
+    problem = group_usage_error(args)
+    if problem is not None:
+        print(f"pybroker groups: {problem}", file=sys.stderr)
+        return 2
     if args.reset_offsets or args.delete_groups or args.delete_offsets:
         return cmd_group_admin(args)
-    # Kafka's --list / --describe --group spellings of the list/describe subcommands.
-    if args.list_groups:
-        args.groups_command, args.state = "list", getattr(args, "state", None)
-    elif args.describe_group:
-        if not args.group or len(args.group) != 1:
-            print("pybroker groups: --describe needs one --group", file=sys.stderr)
-            return 2
-        args.groups_command, args.group = "describe", args.group[0]
-    elif args.groups_command is None:
-        print("pybroker groups: give list, describe GROUP, --list, --describe, --reset-offsets, --delete or "
-              "--delete-offsets", file=sys.stderr)
-        return 2
     tool = None
     try:
         tool = GroupTool(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
-        if args.groups_command == "list":
-            groups = tool.list_groups(args.state)
+        if args.list_groups or args.groups_command == "list":
+            groups = tool.list_groups(args.state)  # names checked and spelled as Kafka's by group_usage_error
             if args.state is not None:
                 for line in _group_list_table(groups):
                     print(line)
@@ -207,13 +195,13 @@ def cmd_groups(args) -> int:
                 for group_id, _, _ in groups:
                     print(group_id)
             return 0
-        description = tool.describe_group(args.group)
-        if description is None:
-            print(f"Consumer group '{args.group}' does not exist.", file=sys.stderr)
-            return 1
-        for line in format_description(description):
-            print(line)
-        return 0
+        # --describe --group G... | --all-groups, or the subcommand `describe GROUP`.
+        if args.all_groups:
+            # Consumer groups, as Kafka's tool means: protocol type consumer, or none (offsets only).
+            group_ids = [group_id for group_id, kind, _ in tool.list_groups() if kind in ("consumer", "")]
+        else:
+            group_ids = [args.group] if args.groups_command == "describe" else args.group
+        return print_descriptions(tool, group_ids, args.describe_view, args.verbose)
     except ToolError as exc:
         print(f"pybroker groups: {exc}", file=sys.stderr)
         return 2
@@ -508,12 +496,41 @@ def _print_storage_info(config, described) -> int:
 
 
 def _group_list_table(groups) -> list[str]:
-    width = max([len("GROUP")] + [len(g) for g, _, _ in groups])
-    return [f"{'GROUP'.ljust(width)}  STATE"] + [f"{g.ljust(width)}  {state}" for g, _, state in groups]
+    # kafka-consumer-groups.sh --list --state: GROUP padded to the longest id (at least 15) + 10.
+    width = max([15] + [len(g) for g, _, _ in groups]) + 10
+    return [f"{'GROUP':<{width}} STATE"] + [f"{g:<{width}} {state}" for g, _, state in groups]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from broker.tools.commands import COMMAND_CONFIG_HELP, add_group_admin_options
+    from broker.tools.cli_common import exit_quietly_on_broken_pipe
+
+    # `pybroker ... | head`: a closed stdout ends the command quietly (exit code 141).
+    return exit_quietly_on_broken_pipe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    from broker.tools.cli_common import parse_args
+
+    args = parse_args(build_parser(), argv)  # an unknown flag: the usage of the subcommand given it
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return args.func(args)
+    except (ConfigError, MetaPropertiesError, LogDirLocked, LogDirUnusable) as exc:
+        # Start-up problems the user can fix: one line and the code of their
+        # kind (START_EXIT_CODES), never a traceback.
+        print(f"pybroker: {exc}", file=sys.stderr)
+        return _exit_code_of(exc)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``pybroker``'s parser with every subcommand (each has --version)."""
+    from broker.tools.cli_common import add_version_flags
+    from broker.tools.commands import COMMAND_CONFIG_HELP, add_describe_views, add_group_admin_options
     from broker.tools.commands import register as register_admin_commands
 
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
@@ -565,12 +582,15 @@ def main(argv: list[str] | None = None) -> int:
     groups = commands.add_parser(
         "groups",
         help="list, describe, reset offsets of and delete consumer groups (like kafka-consumer-groups.sh)",
-        description="Talks to a running broker. 'list' (or --list) prints the group ids (with --state, their states "
-        "too); 'describe GROUP' (or --describe --group GROUP) prints per partition the committed offset, log end "
-        "offset, lag and owning member, then the members and their assignments. --reset-offsets --group G "
+        description="Talks to a running broker; prints what kafka-consumer-groups.sh prints. 'list' (or --list) "
+        "prints the group ids (with --state, their states too); 'describe GROUP' (or --describe --group GROUP, or "
+        "--describe --all-groups) prints per partition the committed offset, log end offset, lag and owning member "
+        "(--offsets, the default), or the members (--members; --verbose adds their assignments), or the group's "
+        "coordinator, assignor, state and member count (--state). --reset-offsets (--group G | --all-groups) "
         "(--topic T[:P,..] | --all-topics) --to-earliest|--to-latest|--to-current|--to-offset N|--shift-by N|"
         "--to-datetime D|--by-duration PnDTnHnMnS (--dry-run | --execute) prints the new offsets (refused while the "
-        "group has members); --delete --group G deletes groups; --delete-offsets --group G --topic T[:P] deletes "
+        "group has members; --export prints them as CSV); --delete (--group G | --all-groups) deletes groups; "
+        "--delete-offsets --group G --topic T[:P] deletes "
         "committed offsets. Exit code: 0; 1 when the group does not exist or the broker refuses; 2 on usage or "
         "connection errors.",
     )
@@ -587,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     group_describe = group_commands.add_parser("describe", help="describe one group")
     group_describe.add_argument("group", metavar="GROUP")
+    add_describe_views(group_describe, "describe_")
     groups.set_defaults(func=cmd_groups)
     txns = commands.add_parser(
         "transactions",
@@ -720,20 +741,8 @@ def main(argv: list[str] | None = None) -> int:
     storage_commands.add_parser("random-uuid", help="print a new cluster id")
     storage.set_defaults(func=cmd_storage)
     register_admin_commands(commands)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        return args.func(args)
-    except (ConfigError, MetaPropertiesError, LogDirLocked, LogDirUnusable) as exc:
-        # Start-up problems the user can fix: one line and the code of their
-        # kind (START_EXIT_CODES), never a traceback.
-        print(f"pybroker: {exc}", file=sys.stderr)
-        return _exit_code_of(exc)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    add_version_flags(parser)
+    return parser
 
 
 def _exit_code_of(exc: Exception) -> int:

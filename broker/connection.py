@@ -473,6 +473,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ----------------------------------------------------------------- SASL
 
+    @property
+    def sasl_enabled(self) -> bool:
+        """Whether this connection's listener authenticates with SASL."""
+        return self._sasl_listener is not None
+
     def _sasl_failed(self, reason: str | None) -> None:
         log.info("Failed authentication with %s on listener %s (%s)", self.peer, self.listener_name, reason)
 
@@ -496,7 +501,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if step.failed_authentication:
             self._sasl_failed(step.reason)
         else:
-            log.info("closing %s on listener %s: %s", self.peer, self.listener_name, step.reason)
+            hint = ""
+            if step.reason and step.reason.startswith("Unexpected Kafka request"):
+                # The usual cause: a client configured for PLAINTEXT (or SSL) on a SASL listener.
+                hint = "; the client may not be using SASL (security.protocol SASL_PLAINTEXT or SASL_SSL)"
+            log.info("closing %s on listener %s: %s%s", self.peer, self.listener_name, step.reason, hint)
         if step.response is not None:
             self._transport.write(step.response)
         if step.failed_authentication:

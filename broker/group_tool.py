@@ -5,7 +5,14 @@ broker (``--bootstrap-server``), asks the group's coordinator for the group
 (DescribeGroups) and its committed offsets (OffsetFetch), asks each partition's
 leader for the log end offset (ListOffsets), and prints per partition the
 committed offset, the log end offset, the lag between them and the member the
-partition is assigned to, then the members with their assignments.
+partition is assigned to.
+
+The output is kafka-consumer-groups.sh's, column for column: ``--offsets``
+(the default of ``--describe``), ``--members`` (``--verbose``: with the
+assignments) and ``--state`` each print a block per group, a blank line then
+a header, columns padded to their widest value (at least Kafka's minimum
+widths), ``-`` for a missing value. Notes about a group (no active members,
+rebalancing) go to stderr, as Kafka's tool writes them.
 """
 
 from __future__ import annotations
@@ -69,15 +76,20 @@ class GroupDescription:
     coordinator: str
     partitions: list[PartitionRow]
     members: list[MemberRow]
+    coordinator_id: int = -1
 
 
 class GroupTool(ToolClient):
 
     def _coordinator(self, group_id: str) -> tuple[str, int]:
+        return self._find_coordinator(group_id)[:2]
+
+    def _find_coordinator(self, group_id: str) -> tuple[str, int, int]:
+        """(host, port, node id) of the group's coordinator."""
         response = self._connection(self._bootstrap).call("FindCoordinator", 3, key=group_id, key_type=0)
         if response.error_code != ErrorCode.NONE:
             raise ToolError(f"no coordinator for group {group_id!r}: {ErrorCode(response.error_code).name}")
-        return response.host, response.port
+        return response.host, response.port, response.node_id
 
     def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state), sorted by group id."""
@@ -88,7 +100,8 @@ class GroupTool(ToolClient):
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
         """None when the coordinator has neither the group nor offsets of it."""
-        coordinator = self._coordinator(group_id)
+        host, port, coordinator_id = self._find_coordinator(group_id)
+        coordinator = (host, port)
         connection = self._connection(coordinator)
         described = connection.call("DescribeGroups", 5, groups=[group_id], include_authorized_operations=False).groups[0]
         if described.error_code != ErrorCode.NONE:
@@ -113,15 +126,16 @@ class GroupTool(ToolClient):
             for tp in row.assignment:
                 owner[tp] = row
             members.append(row)
-        partitions = sorted(set(committed) | set(owner))
-        end_offsets = self._log_end_offsets(partitions)
+        end_offsets = self._log_end_offsets(sorted(set(committed) | set(owner)))
+        # Kafka's order: members holding the most partitions first (each one's partitions
+        # sorted), then the partitions with a committed offset that no member holds.
         rows = []
-        for tp in partitions:
-            row = PartitionRow(tp[0], tp[1], committed.get(tp), end_offsets.get(tp))
-            member = owner.get(tp)
-            if member is not None:
-                row.member_id, row.host, row.client_id = member.member_id, member.host, member.client_id
-            rows.append(row)
+        for member in sorted((m for m in members if m.assignment), key=lambda m: -len(m.assignment)):
+            for tp in member.assignment:
+                rows.append(PartitionRow(tp[0], tp[1], committed.get(tp), end_offsets.get(tp),
+                                         member.member_id, member.host, member.client_id))
+        for tp in sorted(set(committed) - set(owner)):
+            rows.append(PartitionRow(tp[0], tp[1], committed[tp], end_offsets.get(tp)))
         return GroupDescription(
             group_id,
             described.group_state,
@@ -130,6 +144,7 @@ class GroupTool(ToolClient):
             f"{coordinator[0]}:{coordinator[1]}",
             rows,
             members,
+            coordinator_id,
         )
 
     def _log_end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -187,44 +202,107 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]]:
     return sorted((t.topic, p) for t in value.assigned_partitions for p in t.partitions)
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-    return lines
+MISSING = "-"
+REBALANCING_STATES = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 
 
 def _text(value) -> str:
-    return "-" if value is None else str(value)
+    return MISSING if value is None or value == "" else str(value)
 
 
-def format_description(description: GroupDescription) -> list[str]:
-    header = (
-        f"GROUP {description.group_id}  STATE {description.state}  PROTOCOL-TYPE {description.protocol_type or '-'}"
-        f"  ASSIGNOR {description.protocol or '-'}  COORDINATOR {description.coordinator}"
-    )
-    lines = [header, ""]
-    lines += _table(
-        ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
-        [
-            [r.topic, str(r.partition), _text(r.committed_offset), _text(r.log_end_offset), _text(r.lag), r.member_id, r.host, r.client_id]
-            for r in description.partitions
-        ],
-    )
-    lines.append("")
-    lines += _table(
-        ["CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
-        [
-            [
-                m.member_id,
-                _text(m.group_instance_id),
-                m.host,
-                m.client_id,
-                str(len(m.assignment)),
-                ",".join(f"{t}-{p}" for t, p in m.assignment) or "-",
-            ]
-            for m in description.members
-        ],
-    )
-    return lines
+def _aligned(widths: list[int], cells: list[str]) -> str:
+    """Kafka's ``%-Ns`` columns separated by one space; the last column is not padded."""
+    padded = [cell.ljust(width) for cell, width in zip(cells, widths)] + cells[len(widths):]
+    return " ".join(padded).rstrip()
+
+
+def group_notice(description: GroupDescription) -> str | None:
+    """The line Kafka's tool writes on stderr before a group's block, if any."""
+    if description.state == "Empty":
+        return f"Consumer group '{description.group_id}' has no active members."
+    if description.state in REBALANCING_STATES:
+        return f"Warning: Consumer group '{description.group_id}' is rebalancing."
+    return None
+
+
+def offsets_lines(description: GroupDescription) -> list[str]:
+    """``--describe [--offsets]``: a row per partition (none when the group has no rows)."""
+    if not description.partitions:
+        return []
+    g = description.group_id
+    rows = [
+        [g, r.topic, str(r.partition), _text(r.committed_offset), _text(r.log_end_offset), _text(r.lag),
+         _text(r.member_id), _text(r.host), _text(r.client_id)]
+        for r in description.partitions
+    ]
+    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    widths = [max(15, *(len(r[0]) for r in rows)), max(15, *(len(r[1]) for r in rows)), 10, 15, 15, 15,
+              max(15, *(len(r[6]) for r in rows)), max(15, *(len(r[7]) for r in rows))]
+    return ["", _aligned(widths, header)] + [_aligned(widths, r) for r in rows]
+
+
+def assignment_text(assignment: list[tuple[str, int]]) -> str:
+    """Kafka's ASSIGNMENT cell: ``topic(0,1), other(2)``, topics sorted; ``-`` when empty."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in assignment:
+        by_topic.setdefault(topic, []).append(partition)
+    if not by_topic:
+        return MISSING
+    return ", ".join(f"{t}({','.join(str(p) for p in sorted(ps))})" for t, ps in sorted(by_topic.items()))
+
+
+def members_lines(description: GroupDescription, verbose: bool = False) -> list[str]:
+    """``--describe --members [--verbose]``: a row per member (none when it has none)."""
+    members = description.members
+    if not members:
+        return []
+    with_instance = any(m.group_instance_id for m in members)
+    header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    rows = []
+    for m in members:
+        row = [description.group_id, m.member_id] + ([_text(m.group_instance_id)] if with_instance else [])
+        rows.append(row + [_text(m.host), _text(m.client_id), str(len(m.assignment))])
+    minimums = [15, 15] + ([17] if with_instance else []) + [15, 15, 15]
+    widths = [max(minimum, *(len(r[i]) for r in rows)) for i, minimum in enumerate(minimums)]
+    if verbose:
+        header.append("ASSIGNMENT")
+        for row, m in zip(rows, members):
+            row.append(assignment_text(m.assignment))
+    return ["", _aligned(widths, header)] + [_aligned(widths, r) for r in rows]
+
+
+def state_lines(description: GroupDescription) -> list[str]:
+    """``--describe --state``: the group's coordinator, assignor, state and member count."""
+    coordinator = f"{description.coordinator}  ({description.coordinator_id})"
+    widths = [max(15, len(description.group_id)), max(25, len(coordinator)), 20, 20]
+    return [
+        "",
+        _aligned(widths, ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]),
+        _aligned(widths, [description.group_id, coordinator, _text(description.protocol), description.state,
+                          str(len(description.members))]),
+    ]
+
+
+DESCRIBE_VIEWS = {"offsets": offsets_lines, "members": members_lines, "state": state_lines}
+
+
+def print_descriptions(tool: GroupTool, group_ids: list[str], view: str, verbose: bool) -> int:
+    """kafka-consumer-groups.sh ``--describe``: each group's block, in group id order, on stdout;
+    notes and unknown groups on stderr. Exit code 1 when a group does not exist."""
+    import sys
+
+    code = 0
+    for group_id in sorted(set(group_ids)):
+        description = tool.describe_group(group_id)
+        if description is None:
+            print(f"Consumer group '{group_id}' does not exist.", file=sys.stderr)
+            code = 1
+            continue
+        notice = group_notice(description)
+        if notice is not None:
+            sys.stdout.flush()  # the note comes before its block when both streams are one terminal
+            print(notice, file=sys.stderr)
+        lines = members_lines(description, verbose) if view == "members" else DESCRIBE_VIEWS[view](description)
+        for line in lines:
+            print(line)
+    return code

@@ -547,12 +547,14 @@ def peer_principal(ssl_object, mapper: PrincipalMapper) -> str:
 # ----------------------------------------------------------------- accepting TLS connections
 
 
-def _handshake_failure(exc: BaseException | None) -> str:
+def _handshake_failure(exc: BaseException | None, protocol: str = "SSL") -> str:
     reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
     if isinstance(exc, ConnectionAbortedError) and "longer than" in str(exc):
         return f"no TLS handshake within {HANDSHAKE_TIMEOUT_S:g} s"
     if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"):
-        return f"TLS handshake failed ({reason}): a client not speaking TLS?"
+        return (f"TLS handshake failed ({reason}): a client not speaking TLS? The first bytes were not a TLS "
+                f"handshake; the listener's security protocol is {protocol}, the client may be using PLAINTEXT or "
+                "SASL_PLAINTEXT")
     return f"TLS handshake failed ({reason})"
 
 
@@ -586,7 +588,11 @@ class TLSAcceptor(asyncio.Protocol):
         exc = None if waiter.cancelled() else waiter.exception()
         if exc is not None:
             # The reason is OpenSSL's; nothing of a certificate is logged.
-            log.warning("closing %s on TLS listener %s: %s", self._peer, self._connection.listener_name, _handshake_failure(exc))
+            protocol = "SASL_SSL" if self._connection.sasl_enabled else "SSL"
+            log.warning(
+                "closing %s on TLS listener %s: %s", self._peer, self._connection.listener_name,
+                _handshake_failure(exc, protocol),
+            )
         self._connection = None
 
     def connection_lost(self, exc: Exception | None) -> None:

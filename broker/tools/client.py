@@ -41,6 +41,9 @@ from protocol.scram import ScramMechanism, client_key, salted_password, server_k
 
 _SIZE = struct.Struct(">i")
 CLIENT_ID = "pybroker-tools"
+# The first bytes of a TLS record: an alert (21) or a handshake (22), then major version 3.
+_TLS_RECORD_STARTS = (b"\x15\x03", b"\x16\x03")
+COMMAND_CONFIG_HINT = "if this listener uses SSL or SASL, pass its client settings with --command-config FILE"
 # A response larger than this is a broken peer, not something to buffer.
 RESPONSE_BYTES_MAX = 256 << 20
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -237,6 +240,10 @@ class KafkaConnection:
                  client_id: str = CLIENT_ID):
         self._client_id = client_id
         settings = settings or ClientSettings()
+        self._address = f"{host}:{port}"
+        self._host, self._port, self._timeout_s = host, port, timeout_s
+        self._protocol = settings.security_protocol
+        self.diagnose_closed = True  # a closed connection probes the listener (not the probes themselves)
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
@@ -265,24 +272,47 @@ class KafkaConnection:
             self._sock.sendall(encode_request(api, version, self._correlation_id, self._client_id, api.request.cls(**fields)))
             if not expect_response:
                 return None
-            size = _SIZE.unpack(self._read(4))[0]
+            head = self._read(4, api_name)
+            if head[:2] in _TLS_RECORD_STARTS and self._protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+                raise ToolError(
+                    f"{self._address} answered {api_name} with TLS: the listener expects SSL or SASL_SSL, and this "
+                    f"client speaks {self._protocol}; pass security.protocol (and the truststore) with "
+                    "--command-config FILE"
+                )
+            size = _SIZE.unpack(head)[0]
             if not 0 <= size <= RESPONSE_BYTES_MAX:
                 raise ToolError(f"{api_name}: impossible response size {size}")
-            correlation_id, body = decode_response(api, version, self._read(size))
+            correlation_id, body = decode_response(api, version, self._read(size, api_name))
         except (OSError, ProtocolError) as exc:
+            if isinstance(exc, (ConnectionResetError, BrokenPipeError)) and self._protocol == "PLAINTEXT":
+                raise ToolError(f"{api_name} to {self._address} failed: {exc}; {COMMAND_CONFIG_HINT}") from None
             raise ToolError(f"{api_name} failed: {exc}") from None
         if correlation_id != self._correlation_id:
             raise ToolError(f"{api_name}: response to another request ({correlation_id})")
         return body
 
-    def _read(self, count: int) -> bytes:
+    def _read(self, count: int, api_name: str) -> bytes:
         data = bytearray()
         while len(data) < count:  # each recv returns at least one byte or ends the loop
             chunk = self._sock.recv(count - len(data))
             if not chunk:
-                raise ToolError("the broker closed the connection")
+                raise ToolError(self._closed_text(api_name))
             data += chunk
         return bytes(data)
+
+    def _closed_text(self, api_name: str) -> str:
+        """Why a broker may close a connection without an answer, as far as the client can tell."""
+        text = f"the broker at {self._address} closed the connection instead of answering {api_name}"
+        if self._protocol == "PLAINTEXT" and self.diagnose_closed:
+            # A SASL listener closes on any request before authentication but ApiVersions;
+            # a TLS listener drops bytes that are not a TLS handshake.
+            expected = diagnose_listener(self._host, self._port, min(self._timeout_s, DIAGNOSIS_TIMEOUT_S))
+            if expected is not None:
+                return f"{text}: {expected}; {COMMAND_CONFIG_HINT}"
+            return f"{text}; {COMMAND_CONFIG_HINT}"
+        if api_name in ("SaslHandshake", "SaslAuthenticate"):
+            return f"{text}: does this listener use SASL ({self._protocol}, as --command-config says)?"
+        return text
 
     def close(self) -> None:
         self._sock.close()
@@ -335,6 +365,47 @@ class KafkaConnection:
         expected = base64.b64encode(mechanism.hmac(server_key(mechanism, salted), auth_message)).decode()
         if not hmac.compare_digest(server_final, f"v={expected}"):
             raise ToolError(f"authentication failed: the broker's SCRAM signature does not match ({server_final!r})")
+
+
+# A mechanism no broker enables: a SASL listener answers it with the list of those it does.
+PROBE_MECHANISM = "PYBROKER-PROBE"
+DIAGNOSIS_TIMEOUT_S = 5.0
+
+
+def diagnose_listener(host: str, port: int, timeout_s: float) -> str | None:
+    """What the listener at host:port appears to expect of a client, said for a user, or None
+    when it cannot be told (or it is PLAINTEXT after all).
+
+    Probes on fresh connections: a SaslHandshake for a mechanism no broker has
+    (a SASL listener answers it with its mechanisms; any other listener with
+    ILLEGAL_SASL_STATE), first in plain TCP, then inside TLS without checking
+    the broker's certificate (nothing but the probe is sent)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    for settings in (ClientSettings(), ClientSettings(security_protocol="SSL", ssl_context=context)):
+        tls = settings.ssl_context is not None
+        try:
+            probe = KafkaConnection(host, port, timeout_s, settings)
+        except ToolError:
+            continue  # the TLS handshake failed: not a TLS listener either
+        probe.diagnose_closed = False
+        try:
+            answer = probe.call("SaslHandshake", SASL_HANDSHAKE_VERSION, mechanism=PROBE_MECHANISM)
+        except ToolError:
+            answer = None
+        finally:
+            probe.close()
+        if answer is not None and answer.error_code == ErrorCode.ILLEGAL_SASL_STATE:
+            return "the listener appears to expect SSL (TLS without SASL)" if tls else None
+        if answer is not None and answer.mechanisms:
+            protocol = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+            return (f"the listener appears to expect {protocol} (SASL mechanisms {', '.join(answer.mechanisms)}): "
+                    f"set security.protocol={protocol}, sasl.mechanism and sasl.jaas.config")
+        if tls:
+            # TLS answered but the probe inside it did not (e.g. a client certificate is required).
+            return "the listener speaks TLS: it expects SSL or SASL_SSL (with ssl.truststore.location, maybe a keystore)"
+    return None
 
 
 class ToolClient:

@@ -54,6 +54,8 @@ def cmd_topics(args) -> int:
         configs = parse_configs(args.config)
         if configs and not args.create:
             raise ToolError("--config goes with --create (change a topic's configs with pybroker configs --alter)")
+        if args.topics_with_overrides and not args.describe:
+            raise ToolError("--topics-with-overrides goes with --describe")
         topic_id = parse_uuid(args.topic_id) if args.topic_id else None
         tool = TopicsTool(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
         if args.create:
@@ -78,9 +80,9 @@ def cmd_topics(args) -> int:
             tool.load_configs(list(metadata.topics.values()))
             wanted = {name for name in PARTITION_FILTERS if getattr(args, name)}
             if args.output == "json":
-                _print_json(describe_json(metadata, wanted))
+                _print_json(describe_json(metadata, wanted, args.topics_with_overrides))
             else:
-                for line in describe_lines(metadata, wanted):
+                for line in describe_lines(metadata, wanted, args.topics_with_overrides):
                     print(line)
             return 0
         if not args.topic:
@@ -145,6 +147,10 @@ def _register_topics(commands) -> None:
     topics.add_argument(
         "--at-min-isr-partitions", action="store_true", help="describe: only partitions whose ISR = min.insync.replicas"
     )
+    topics.add_argument(
+        "--topics-with-overrides", action="store_true",
+        help="describe: only topics with configs not at their default, without their partitions",
+    )
     topics.add_argument("--output", choices=("text", "json"), default="text", help="list/describe: text (default) or json")
     topics.set_defaults(func=cmd_topics)
 
@@ -170,7 +176,7 @@ def cmd_configs(args) -> int:
         if args.entity_default and args.entity_name is not None:
             raise ToolError("give --entity-name or --entity-default, not both")
         if args.entity_default and entity_type == "topics":
-            raise ToolError("--entity-default is for brokers, users and clients, not topics")
+            raise ToolError("--entity-default is for brokers, users, clients and ips, not topics")
         if args.output == "json" and not args.describe:
             raise ToolError("--output json goes with --describe")
         add = split_config_list(",".join(args.add_config or []))
@@ -251,8 +257,8 @@ def _register_configs(commands) -> None:
     configs = commands.add_parser(
         "configs",
         help="describe and alter topic/broker configs, client quotas and SCRAM users (like kafka-configs.sh)",
-        description="--describe prints the dynamic configs (all of them with --all) of topics or brokers, or the "
-        "quotas and SCRAM credentials of users/clients; --alter sets (--add-config k=v,k2=[a,b]) and removes "
+        description="--describe prints the dynamic configs (all of them with --all) of topics or brokers, the "
+        "quotas and SCRAM credentials of users/clients, or the connection_creation_rate quotas of ips; --alter sets (--add-config k=v,k2=[a,b]) and removes "
         "(--delete-config k) them. Users' SCRAM credentials: --add-config "
         "'SCRAM-SHA-256=[iterations=8192,password=secret]', --delete-config SCRAM-SHA-256. " + EXIT_CODES,
     )
@@ -260,9 +266,11 @@ def _register_configs(commands) -> None:
     action = configs.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="show configs")
     action.add_argument("--alter", action="store_true", help="change configs")
-    configs.add_argument("--entity-type", required=True, choices=("topics", "brokers", "users", "clients"))
-    configs.add_argument("--entity-name", metavar="NAME", help="the topic, broker id, user or client id")
-    configs.add_argument("--entity-default", action="store_true", help="the cluster-wide default (brokers, users, clients)")
+    configs.add_argument("--entity-type", required=True, choices=("topics", "brokers", "users", "clients", "ips"))
+    configs.add_argument("--entity-name", metavar="NAME", help="the topic, broker id, user, client id or IP address")
+    configs.add_argument(
+        "--entity-default", action="store_true", help="the cluster-wide default (brokers, users, clients, ips)"
+    )
     configs.add_argument("--add-config", action="append", metavar="K=V,K2=[A,B]", help="configs to set")
     configs.add_argument("--delete-config", action="append", metavar="K,K2", help="configs to remove")
     configs.add_argument("--all", action="store_true", help="with --describe: every config, not only dynamic ones")
@@ -498,9 +506,15 @@ def add_group_admin_options(groups: argparse.ArgumentParser) -> None:
     action.add_argument("--delete", dest="delete_groups", action="store_true", help="delete --group groups")
     action.add_argument("--delete-offsets", action="store_true", help="delete a group's offsets of --topic")
     groups.add_argument(
-        "--state", nargs="*", metavar="STATE", help="with --list: show states; with names, only groups in those states"
+        "--state", nargs="*", metavar="STATE",
+        help="with --list: show states; with names (Stable,Empty,...), only groups in those states; "
+        "with --describe (no names): the group's coordinator, assignor, state and member count",
     )
-    groups.add_argument("--group", action="append", metavar="GROUP", help="the group (repeatable with --delete)")
+    add_describe_views(groups, "")
+    groups.add_argument("--group", action="append", metavar="GROUP", help="the group (repeatable with --describe, --delete)")
+    groups.add_argument(
+        "--all-groups", action="store_true", help="with --describe, --delete or --reset-offsets: every consumer group"
+    )
     groups.add_argument("--topic", action="append", metavar="T[:P,...]", help="topic, or topic:partitions (repeatable)")
     groups.add_argument("--all-topics", action="store_true", help="reset: every topic the group has offsets for")
     spec = groups.add_mutually_exclusive_group()
@@ -514,6 +528,71 @@ def add_group_admin_options(groups: argparse.ArgumentParser) -> None:
     run = groups.add_mutually_exclusive_group()
     run.add_argument("--dry-run", action="store_true", help="reset: show the new offsets only (the default)")
     run.add_argument("--execute", action="store_true", help="reset: commit the new offsets")
+    groups.add_argument(
+        "--export", action="store_true",
+        help="reset: print the new offsets as CSV lines, topic,partition,offset (group,topic,partition,offset "
+        "unless one --group is given)",
+    )
+
+
+def add_describe_views(parser: argparse.ArgumentParser, dest_prefix: str) -> None:
+    """--offsets, --members, --verbose (and, on the ``describe`` subcommand, --state) of ``--describe``.
+    ``dest_prefix`` keeps the subcommand's values apart from those given before it."""
+    parser.add_argument("--offsets", dest=dest_prefix + "offsets", action="store_true",
+                        help="with --describe: a row per partition with its offsets and lag (the default)")
+    parser.add_argument("--members", dest=dest_prefix + "members", action="store_true",
+                        help="with --describe: a row per member")
+    parser.add_argument("--verbose", dest=dest_prefix + "verbose", action="store_true",
+                        help="with --describe --members: each member's assignment too")
+    if dest_prefix:
+        parser.add_argument("--state", dest=dest_prefix + "state", action="store_true",
+                            help="the group's coordinator, assignor, state and member count")
+
+
+GROUP_STATES = {
+    state.lower(): state
+    for state in ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+}
+
+
+def group_usage_error(args) -> str | None:
+    """What is wrong with how ``pybroker groups`` was called (kafka-consumer-groups.sh's rules), or None.
+
+    Also settles ``args.describe_view`` (offsets, members or state) and ``args.verbose`` for --describe."""
+    describing = args.describe_group or args.groups_command == "describe"
+    views = [name for name in ("offsets", "members") if getattr(args, name) or getattr(args, "describe_" + name, False)]
+    if args.groups_command == "describe" and args.describe_state:
+        views.append("state")
+    elif args.describe_group and args.state is not None:
+        if args.state:
+            return "--state takes no value with --describe"
+        views.append("state")
+    args.verbose = args.verbose or getattr(args, "describe_verbose", False)
+    args.describe_view = views[0] if views else "offsets"
+    if (views or args.verbose) and not describing:
+        return "--offsets, --members, --state (without names) and --verbose go with --describe"
+    if len(views) > 1:
+        return "--describe takes at most one of --offsets, --members, --state"
+    if args.export and not args.reset_offsets:
+        return "--export goes with --reset-offsets"
+    if args.all_groups:
+        if not (describing or args.delete_groups or args.reset_offsets):
+            return "--all-groups goes with --describe, --delete or --reset-offsets"
+        if args.group or args.groups_command == "describe":
+            return "give --group or --all-groups, not both"
+    if args.describe_group and not args.group and not args.all_groups:
+        return "--describe needs --group GROUP (repeatable) or --all-groups"
+    if (args.list_groups or args.groups_command == "list") and args.state:
+        # Kafka's --state stable,empty: names in any case, commas or spaces between them.
+        names = [name.strip() for value in args.state for name in value.split(",") if name.strip()]
+        unknown = [name for name in names if name.lower() not in GROUP_STATES]
+        if unknown:
+            return f"--state: {', '.join(unknown)}: the states are {', '.join(GROUP_STATES.values())}"
+        args.state = [GROUP_STATES[name.lower()] for name in names]
+    actions = args.list_groups or describing or args.reset_offsets or args.delete_groups or args.delete_offsets
+    if not actions and args.groups_command is None:
+        return ("give list, describe GROUP, --list, --describe, --reset-offsets, --delete or --delete-offsets")
+    return None
 
 
 def cmd_group_admin(args) -> int:
@@ -529,11 +608,13 @@ def cmd_group_admin(args) -> int:
     tool = None
     try:
         groups = args.group or []
-        if len(groups) != 1 and not args.delete_groups:
-            raise ToolError("give one --group")
-        if not groups:
-            raise ToolError("--delete needs --group")
+        if len(groups) != 1 and not args.delete_groups and not args.all_groups:
+            raise ToolError("give one --group" + (" or --all-groups" if args.reset_offsets else ""))
+        if not groups and not args.all_groups:
+            raise ToolError("--delete needs --group or --all-groups")
         tool = GroupAdmin(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
+        if args.all_groups:
+            groups = tool.consumer_group_ids()
         if args.delete_groups:
             results = tool.delete_groups(groups)
             failed = {g: e for g, e in results.items() if e is not None}
@@ -561,15 +642,39 @@ def cmd_group_admin(args) -> int:
         if not args.dry_run and not args.execute:
             print("WARN: No action will be performed as the --execute option is missing. Add --dry-run to say so "
                   "explicitly, or --execute to commit the new offsets.", file=sys.stderr)
-        rows = tool.reset_offsets(groups[0], topics, args.all_topics, spec, execute=args.execute)
-        for line in reset_table(groups[0], rows):
-            print(line)
-        return 0
+        return _reset_groups(tool, groups, topics, spec, args, reset_table)
     except ToolError as exc:
         return _fail("groups", exc)
     finally:
         if tool is not None:
             tool.close()
+
+
+def _reset_groups(tool, groups: list[str], topics, spec, args, reset_table) -> int:
+    """Resets each group's offsets; with --all-groups a group that cannot be reset (it has members)
+    is reported and the others still are, as Kafka's tool does (exit code 1 then)."""
+    from broker.tools.client import Refused
+
+    rows, code = [], 0
+    for group_id in groups:
+        try:
+            found = tool.reset_offsets(group_id, topics, args.all_topics, spec, execute=args.execute)
+        except Refused as exc:
+            if not args.all_groups:
+                raise
+            print(f"pybroker groups: {exc}", file=sys.stderr)
+            code = exc.exit_code
+            continue
+        rows += [(group_id, t, p, o) for t, p, o in found]
+    if args.export:
+        # Kafka's CSV: without the group column when exactly one --group was named.
+        single = not args.all_groups and len(args.group or []) == 1
+        for group_id, topic, partition, offset in rows:
+            print(f"{topic},{partition},{offset}" if single else f"{group_id},{topic},{partition},{offset}")
+    else:
+        for line in reset_table(rows):
+            print(line)
+    return code
 
 
 def _reset_spec(args, parse_datetime_ms, parse_duration_ms) -> tuple[str, object]:

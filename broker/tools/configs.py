@@ -13,10 +13,12 @@
   IncrementalAlterConfigs (SET and DELETE operations); prints ``Completed
   updating config for topic t.``.
 
-``--entity-type users|clients``:
+``--entity-type users|clients|ips``:
 
 - quotas (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
   ``controller_mutation_rate``) through DescribeClientQuotas/AlterClientQuotas,
+  and, for ips (``--entity-name ADDRESS`` or ``--entity-default``),
+  ``connection_creation_rate`` (new connections per second from one address),
   printed as Kafka's ``Quota configs for user-principal 'u' are k=v, ...``; a
   broker that does not list those APIs in ApiVersions is said to lack them
   (for users, their SCRAM credentials are still shown);
@@ -61,7 +63,7 @@ CONFIG_SOURCES = {
     4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG",
     8: "GROUP_CONFIG",
 }
-QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id"}
+QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 # DescribeClientQuotas match types: a name, the default entity, any specified name.
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2

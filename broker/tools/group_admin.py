@@ -32,6 +32,7 @@ from protocol.schema import struct_classes
 _COMMIT = struct_classes(APIS_BY_NAME["OffsetCommit"].request)
 _OFFSET_DELETE = struct_classes(APIS_BY_NAME["OffsetDelete"].request)
 FIND_COORDINATOR_VERSION = 3
+LIST_GROUPS_VERSION = 4
 DESCRIBE_GROUPS_VERSION = 5
 OFFSET_FETCH_VERSION = 7
 OFFSET_COMMIT_VERSION = 7
@@ -91,6 +92,13 @@ class GroupAdmin(ToolClient):
         if answer.error_code != ErrorCode.NONE:
             raise Refused(f"no coordinator for group {group_id!r}: {error_text(answer.error_code)}")
         return self._connection((answer.host, answer.port))
+
+    def consumer_group_ids(self) -> list[str]:
+        """--all-groups: the consumer groups the cluster has (ListGroups), sorted."""
+        answer = self.bootstrap_connection().call("ListGroups", LIST_GROUPS_VERSION, states_filter=[])
+        if answer.error_code != ErrorCode.NONE:
+            raise Refused(f"ListGroups: {error_text(answer.error_code)}")
+        return sorted(g.group_id for g in answer.groups if g.protocol_type in ("consumer", ""))
 
     def _state(self, coordinator, group_id: str) -> str:
         described = coordinator.call(
@@ -220,8 +228,8 @@ class GroupAdmin(ToolClient):
         )
 
 
-def reset_table(group_id: str, rows: list[tuple[str, int, int]]) -> list[str]:
-    """Kafka's reset table: GROUP, TOPIC (30 wide), PARTITION (10), NEW-OFFSET."""
+def reset_table(rows: list[tuple[str, str, int, int]]) -> list[str]:
+    """Kafka's reset table of (group, topic, partition, new offset): GROUP, TOPIC (30 wide), PARTITION (10), NEW-OFFSET."""
     lines = ["", f"{'GROUP':<30} {'TOPIC':<30} {'PARTITION':<10} NEW-OFFSET"]
-    lines += [f"{group_id:<30} {t:<30} {p:<10} {o}" for t, p, o in rows]
+    lines += [f"{g:<30} {t:<30} {p:<10} {o}" for g, t, p, o in rows]
     return lines

@@ -15,7 +15,9 @@
   Kafka's default) then one ``<TAB>Topic: t<TAB>Partition: p<TAB>Leader: l<TAB>
   Replicas: a,b<TAB>Isr: a,b`` line per partition (``<TAB>Offline: ...`` when a
   replica is offline). With a partition filter only the matching partition
-  lines are printed, as Kafka does.
+  lines are printed, as Kafka does. ``--topics-with-overrides``: only the topic
+  line of topics that have a config not at Kafka's default (the ``Configs:``
+  they show is not empty), no partition lines.
 - ``--alter --topic REGEX --partitions N [--replica-assignment ...]``:
   CreatePartitions (the assignment lists every partition; the new ones are
   taken from its tail, as Kafka does).
@@ -291,10 +293,14 @@ def _ids(values: list[int]) -> str:
     return ",".join(str(v) for v in values)
 
 
-def describe_lines(metadata: ClusterMetadata, wanted: set[str]) -> list[str]:
+def describe_lines(metadata: ClusterMetadata, wanted: set[str], overrides_only: bool = False) -> list[str]:
+    """Kafka's describe lines. ``overrides_only`` (--topics-with-overrides): only the topic line of
+    topics with a config whose source is not the default, no partition lines, as Kafka prints."""
     live = set(metadata.brokers)
     lines = []
     for topic in metadata.topics.values():
+        if overrides_only and not topic.configs:
+            continue
         if not wanted:
             factor = len(topic.partitions[0].replicas) if topic.partitions else 0
             configs = ",".join(f"{k}={v}" for k, v in topic.configs.items())
@@ -303,7 +309,7 @@ def describe_lines(metadata: ClusterMetadata, wanted: set[str]) -> list[str]:
                 f"\tReplicationFactor: {factor}\tConfigs: {configs}"
             )
         for p in topic.partitions:
-            if not partition_selected(p, topic, live, wanted):
+            if overrides_only or not partition_selected(p, topic, live, wanted):
                 continue
             leader = str(p.leader) if p.leader >= 0 else "none"
             line = f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
@@ -313,7 +319,7 @@ def describe_lines(metadata: ClusterMetadata, wanted: set[str]) -> list[str]:
     return lines
 
 
-def describe_json(metadata: ClusterMetadata, wanted: set[str]) -> dict:
+def describe_json(metadata: ClusterMetadata, wanted: set[str], overrides_only: bool = False) -> dict:
     live = set(metadata.brokers)
     return {
         "topics": [
@@ -329,6 +335,7 @@ def describe_json(metadata: ClusterMetadata, wanted: set[str]) -> dict:
                 "configs": t.configs,
             }
             for t in metadata.topics.values()
+            if t.configs or not overrides_only
         ]
     }
 

@@ -171,11 +171,17 @@ def test_reset_and_delete_refused_while_the_group_has_members(shared_broker):
             f"pybroker groups: Assignments can only be reset if the group '{group}' is inactive, but the current "
             "state is Stable.\n"
         )
+        # --all-groups: the active group is reported and left alone, the others are still reset (exit code 1).
+        every = pybroker(broker, "groups", "--reset-offsets", "--all-groups", "--all-topics", "--to-earliest", "--dry-run")
+        assert every.returncode == 1 and f"pybroker groups: Assignments can only be reset if the group '{group}' is " \
+            "inactive, but the current state is Stable.\n" in every.stderr, every.stderr
+        assert f"\n{group} " not in every.stdout
         busy = pybroker(broker, "groups", "--delete", "--group", group)
         assert busy.returncode == 1 and "NON_EMPTY_GROUP" in busy.stderr
         # Kafka's --describe --group spelling of 'describe GROUP'.
-        described = pybroker(broker, "groups", "--describe", "--group", group)
-        assert described.returncode == 0 and f"GROUP {group}  STATE Stable" in described.stdout
+        described = pybroker(broker, "groups", "--describe", "--group", group, "--state")
+        assert described.returncode == 0 and described.stdout.splitlines()[2].split()[0] == group
+        assert described.stdout.splitlines()[2].split()[-2:] == ["Stable", "1"], described.stdout
         assert group in pybroker(broker, "groups", "--list").stdout.split()
     finally:
         consumer.close()

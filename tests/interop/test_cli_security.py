@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT, BrokerProcess
+from tests.conftest import PROJECT_ROOT, BrokerProcess, wait_until
 from tests.interop._support import unique_topic
 from tests.tls_certs import make_certs, openssl_or_skip
 
@@ -100,7 +100,8 @@ def every_tool_works(bootstrap: str, config) -> None:
                    "--max-messages", "3", config=config)
     assert sorted(consumed.stdout.split()) == ["one", "three", "two"], consumed.stderr
     described_group = run(bootstrap, "groups", "describe", group, config=config)
-    assert described_group.returncode == 0 and f"GROUP {group}" in described_group.stdout, described_group.stderr
+    assert described_group.returncode == 0, described_group.stderr
+    assert described_group.stdout.splitlines()[2].startswith(f"{group} {topic} "), described_group.stdout
     reset = run(bootstrap, "groups", "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute",
                 config=config)
     assert reset.returncode == 0 and reset.stdout.count(f" {topic} ") == 2, reset.stderr
@@ -174,3 +175,49 @@ def test_connection_problems_are_one_line_and_exit_2(secured_broker, scram_users
 
     missing = run(sasl, "groups", "list", config=tmp_path / "absent.properties")
     assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("listener", "expected"),
+    [
+        # The SSL listener requires a client certificate: the probe's TLS handshake passes, what follows does not.
+        ("SSL", "the listener speaks TLS: it expects SSL or SASL_SSL"),
+        ("SASL_SSL", "the listener appears to expect SASL_SSL (SASL mechanisms PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+        ("SASL_PLAINTEXT", ("the listener appears to expect SASL_PLAINTEXT (SASL mechanisms PLAIN, SCRAM-SHA-256, "
+                           "SCRAM-SHA-512)")),
+    ],
+)
+def test_a_plaintext_client_on_a_secured_listener_is_told_what_to_pass(secured_broker, listener, expected):
+    address = secured_broker.listeners[listener]
+    done = run(address, "topics", "--list", "--timeout", "5")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"pybroker topics: the broker at {address} closed the connection instead of "
+                                  "answering Metadata: ")
+    assert expected in done.stderr
+    assert done.stderr.endswith("; if this listener uses SSL or SASL, pass its client settings with "
+                                "--command-config FILE\n")
+    # The broker says on its side which listener the bytes arrived on, and what the client may be using.
+    if listener == "SASL_PLAINTEXT":
+        wanted = "during SASL handshake; the client may not be using SASL"
+    else:
+        wanted = f"not a TLS handshake; the listener's security protocol is {listener}, the client may be using PLAINTEXT"
+    assert wait_until(lambda: wanted in secured_broker.log_text(), timeout_s=10), secured_broker.log_text()[-2000:]
+
+
+def test_a_plaintext_client_on_an_ssl_listener_without_client_certificates(tmp_path, certs):
+    broker = BrokerProcess(
+        tmp_path,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "ssl.keystore.location": str(certs.server_keystore),
+        },
+    ).start()
+    try:
+        ports = [m.group(1) for line in broker.output if (m := re.search(r"listening on SSL://127\.0\.0\.1:(\d+)", line))]
+        address = f"127.0.0.1:{ports[0]}"
+        done = run(address, "groups", "--list", "--timeout", "5")
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert f"the broker at {address} closed the connection" in done.stderr
+        assert ": the listener appears to expect SSL (TLS without SASL); if this listener uses SSL or SASL" in done.stderr
+    finally:
+        broker.stop()

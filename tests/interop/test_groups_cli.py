@@ -55,13 +55,26 @@ def group_consumer(bootstrap: str, group: str, client_id: str):
     )
 
 
+OFFSETS_HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                  "CLIENT-ID"]
+
+
 def partition_rows(stdout: str) -> dict[int, list[str]]:
+    """kafka-consumer-groups.sh --describe rows by partition: GROUP TOPIC PARTITION CURRENT-OFFSET ..."""
     rows = {}
     for line in stdout.splitlines():
         fields = line.split()
-        if len(fields) >= 5 and fields[1].isdigit() and not line.startswith("TOPIC"):
-            rows[int(fields[1])] = fields
+        if len(fields) == len(OFFSETS_HEADER) and fields[2].isdigit():
+            rows[int(fields[2])] = fields
     return rows
+
+
+def assert_aligned(lines: list[str], header: list[str]) -> None:
+    """Every row's cells start where the header's columns start (Kafka pads each column)."""
+    starts = [lines[0].index(name) for name in header]
+    for line in lines[1:]:
+        for start in starts[1:]:
+            assert line[start - 1] == " " and line[start] != " ", (line, start)
 
 
 def test_groups_list_and_describe_show_members_offsets_and_lag(broker_factory):
@@ -101,29 +114,68 @@ def test_groups_list_and_describe_show_members_offsets_and_lag(broker_factory):
         assert group not in run_groups(broker, "list", "--state", "Empty").stdout
 
         described = run_groups(broker, "describe", group)
-        assert described.returncode == 0, described.stderr
-        out = described.stdout
-        assert f"GROUP {group}" in out and "STATE Stable" in out and "PROTOCOL-TYPE consumer" in out
-        rows = partition_rows(out)
-        assert sorted(rows) == list(range(PARTITIONS)), out
+        assert described.returncode == 0 and described.stderr == "", described.stderr
+        lines = described.stdout.splitlines()
+        assert lines[0] == "" and lines[1].split() == OFFSETS_HEADER, described.stdout
+        assert_aligned(lines[1:], OFFSETS_HEADER)
+        # Kafka's minimum widths: GROUP and TOPIC padded to their longest value (at least 15), PARTITION 10.
+        group_width, topic_width = max(15, len(group)), max(15, len(topic))
+        assert lines[1].index("PARTITION") == group_width + 1 + topic_width + 1
+        assert lines[1].index("CURRENT-OFFSET") == lines[1].index("PARTITION") + 11
+        rows = partition_rows(described.stdout)
+        assert sorted(rows) == list(range(PARTITIONS)), described.stdout
         for p, fields in rows.items():
-            committed, end, lag = int(fields[2]), int(fields[3]), int(fields[4])
+            committed, end, lag = int(fields[3]), int(fields[4]), int(fields[5])
             assert (committed, end, lag) == (5 * (p + 1), PER_PARTITION, PER_PARTITION - 5 * (p + 1)), fields
-            assert fields[6] == "/127.0.0.1" and fields[7].startswith("cli-member-")
-        member_lines = [line for line in out.splitlines() if line.split() and line.split()[-1].startswith(f"{topic}-")]
-        assert len(member_lines) == 2, out
-        assigned = {tp for line in member_lines for tp in line.split()[-1].split(",")}
-        assert assigned == {f"{topic}-{p}" for p in range(PARTITIONS)}
+            assert fields[0] == group and fields[1] == topic
+            assert fields[7] == "/127.0.0.1" and fields[8].startswith("cli-member-")
+        # The member holding two partitions comes first, as Kafka orders the rows.
+        assert rows_in_order(described.stdout)[0][6] == rows_in_order(described.stdout)[1][6]
+
+        # The same through Kafka's flags, with --offsets spelled out.
+        assert run_groups(broker, "--describe", "--group", group, "--offsets").stdout == described.stdout
+
+        members = run_groups(broker, "--describe", "--group", group, "--members")
+        lines = members.stdout.splitlines()
+        assert lines[0] == "" and lines[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert_aligned(lines[1:], ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"])
+        assert sorted(line.split()[-1] for line in lines[2:]) == ["1", "2"], members.stdout
+
+        verbose = run_groups(broker, "describe", group, "--members", "--verbose")
+        lines = verbose.stdout.splitlines()
+        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert lines[1].split() == header
+        assert_aligned(lines[1:], header)
+        assignments = sorted(line[lines[1].index("ASSIGNMENT"):] for line in lines[2:])
+        # topic(0,1) for the member holding two partitions, topic(2) or similar for the other.
+        assert len(assignments) == 2 and all(re.fullmatch(rf"{re.escape(topic)}\(\d(,\d)*\)", a) for a in assignments)
+        assert sorted(p for a in assignments for p in a[len(topic) + 1:-1].split(",")) == ["0", "1", "2"]
+
+        state = run_groups(broker, "--describe", "--group", group, "--state")
+        lines = state.stdout.splitlines()
+        assert lines[1].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+        row = lines[2]
+        assert row.startswith(group) and f"{broker.bootstrap}  (1)" in row
+        assert row.split()[-3:] == ["range", "Stable", "2"], row
+        assert lines[1].index("ASSIGNMENT-STRATEGY") == max(15, len(group)) + 1 + max(25, len(f"{broker.bootstrap}  (1)")) + 1
     finally:
         for c in consumers:
             c.close()
 
     # After the members left, the group is Empty but its offsets and lag remain.
-    assert wait_until(lambda: "STATE Empty" in run_groups(broker, "describe", group).stdout, timeout_s=20)
+    assert wait_until(lambda: "Empty" in run_groups(broker, "describe", group, "--state").stdout, timeout_s=20)
     described = run_groups(broker, "describe", group)
+    assert described.stderr == f"Consumer group '{group}' has no active members.\n"
     rows = partition_rows(described.stdout)
-    assert {p: int(f[4]) for p, f in rows.items()} == {p: PER_PARTITION - 5 * (p + 1) for p in range(PARTITIONS)}
-    assert all(f[5] == "-" for f in rows.values()), "no member owns a partition any more"
+    assert {p: int(f[5]) for p, f in rows.items()} == {p: PER_PARTITION - 5 * (p + 1) for p in range(PARTITIONS)}
+    assert all(f[6:] == ["-", "-", "-"] for f in rows.values()), "no member owns a partition any more"
+    # No members: --members prints no table, only the note.
+    members = run_groups(broker, "--describe", "--group", group, "--members")
+    assert (members.returncode, members.stdout) == (0, "") and "has no active members" in members.stderr
+
+
+def rows_in_order(stdout: str) -> list[list[str]]:
+    return [line.split() for line in stdout.splitlines() if len(line.split()) == len(OFFSETS_HEADER) and line.split()[2].isdigit()]
 
 
 def test_groups_describe_unknown_group_and_unreachable_broker(broker_factory):
