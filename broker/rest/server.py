@@ -14,7 +14,10 @@ broker's authorizer decides what it may do, as for any Kafka client. A request
 without valid credentials is answered 401 with a ``WWW-Authenticate`` header.
 
 Errors are Confluent's ``{"error_code", "message"}`` (broker/rest/errors.py),
-unknown paths and methods included.
+unknown paths and methods included; under ``/consumers/`` (the v2 consumer API,
+broker/rest/consumer_routes.py) in ``application/vnd.kafka.v2+json``, as
+Confluent's proxy answers them. ``GET /v3`` says where the clusters and the
+OpenAPI document are.
 """
 
 from __future__ import annotations

@@ -360,12 +360,14 @@ class GroupMember:
 
 
 def encode_versioned(message, version: int, **fields) -> bytes:
+    """A consumer-protocol data message (subscription, assignment): its int16 version, then the struct."""
     out = bytearray(struct.pack(">h", version))
     encode_struct(message.struct, version, False, message.struct.cls(**fields), out)
     return bytes(out)
 
 
 def decode_versioned(message, data: bytes):
+    """The struct of a consumer-protocol data message (a newer version read as ours); None when unreadable."""
     if data is None or len(data) < 2:
         return None
     version = min(struct.unpack_from(">h", data)[0], message.versions.high)

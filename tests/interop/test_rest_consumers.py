@@ -227,3 +227,32 @@ def test_an_idle_instance_expires_and_leaves_its_group(tmp_path):
         assert "expired after" in broker.log_text()
     finally:
         broker.stop()
+
+
+def test_a_pattern_subscription_follows_new_topics(proxy):
+    broker, rest = proxy
+    prefix = unique_topic("rest-v2-pattern")
+    group = unique_topic("rest-v2-pattern-group")
+    # No body: every setting at its default (a generated name, binary, latest, auto-commit).
+    status, created, raw = rest.request("POST", f"/consumers/{group}", content_type=None)
+    assert status == 200 and created["instance_id"].startswith("rest-consumer-"), raw
+    base = f"/consumers/{group}/instances/{created['instance_id']}"
+    create_topic(broker.bootstrap, f"{prefix}-a", partitions=1)
+    assert _v2(rest, "POST", f"{base}/subscription", {"topic_pattern": f"{prefix}-.*"})[0] == 204
+    _records(rest, base)
+    assert rest.get(f"{base}/subscription")[1] == {"topics": [f"{prefix}-a"]}
+    # A new matching topic joins the subscription at a heartbeat (a rejoin), read from its start.
+    create_topic(broker.bootstrap, f"{prefix}-b", partitions=1)
+
+    def follows() -> bool:
+        _records(rest, base, timeout_ms=100)
+        return rest.get(f"{base}/subscription")[1] == {"topics": [f"{prefix}-a", f"{prefix}-b"]}
+
+    assert wait_until(follows, timeout_s=DEADLINE_S, interval_s=0.2)
+    _produce(broker.bootstrap, f"{prefix}-b", [(0, None, b"late")])
+    assert [base64.b64decode(r["value"]) for r in _read(rest, base, 1)] == [b"late"]
+    status, body, _ = _v2(rest, "POST", f"{base}/subscription", {"topics": ["x"], "topic_pattern": "y"})
+    assert status == 422 and body["error_code"] == 422
+    assert _v2(rest, "DELETE", f"{base}/subscription")[0] == 204
+    assert rest.get(f"{base}/assignments")[1] == {"partitions": []}
+    assert _v2(rest, "DELETE", base)[0] == 204
