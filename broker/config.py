@@ -405,6 +405,8 @@ _KEYS = [
     ConfigKey("rest.listener", parse_metrics_listener, None),
     ConfigKey("rest.authentication.method", _choice_parser("NONE", "BASIC"), "NONE"),
     ConfigKey("rest.authentication.listener", _string, None),
+    # A v2 consumer instance not used for this long is closed (Confluent's consumer.instance.timeout.ms).
+    ConfigKey("rest.consumer.instance.timeout.ms", _int_parser(1000, INT32_MAX), 300_000),
     # Authorization (Kafka's names and defaults); see _check_authorizer.
     ConfigKey("authorizer.class.name", _string, None),
     ConfigKey("super.users", _string, None),

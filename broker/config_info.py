@@ -53,6 +53,7 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "rest.listener": ("STRING", "http://host:port of the REST proxy (Confluent REST Proxy v3 resources, /v3/openapi.json); unset: no proxy."),
     "rest.authentication.method": ("STRING", "REST proxy authentication: NONE (every caller is User:ANONYMOUS) or BASIC (HTTP basic credentials of SASL/PLAIN users)."),
     "rest.authentication.listener": ("STRING", "The SASL listener whose PLAIN JAAS users the REST proxy's BASIC authentication checks; unset: the first listener that has them."),
+    "rest.consumer.instance.timeout.ms": ("INT", "A REST v2 consumer instance not used for this long (ms) leaves its group and is deleted (Confluent's consumer.instance.timeout.ms)."),
     "quota.window.num": ("INT", "Client quotas: the number of samples a client's rate is measured over."),
     "quota.window.size.seconds": ("INT", "Client quotas: the length of each sample, in seconds."),
     "controller.quota.window.num": ("INT", "controller_mutation_rate quotas: the burst a client may use at once is its rate over this many samples."),

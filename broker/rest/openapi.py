@@ -63,6 +63,12 @@ _PAYLOAD = {
 SCHEMAS = {
     "Error": {"type": "object", "required": ["error_code", "message"], "properties": {"error_code": _INT, "message": _NULLABLE_STR}},
     "ResourceMetadata": _RESOURCE_METADATA,
+    "RestApi": {
+        "type": "object", "required": ["kind", "metadata", "clusters", "openapi"],
+        "properties": {"kind": {"type": "string", "enum": ["KafkaRestApi"]},
+                       "metadata": {"type": "object", "required": ["self"], "properties": {"self": _STR}},
+                       "clusters": _RELATED, "openapi": _RELATED},
+    },
     "ListMetadata": _LIST_METADATA,
     "Cluster": _resource("KafkaCluster", {
         "cluster_id": _STR, "controller": _NULLABLE_RELATED, "acls": _RELATED, "brokers": _RELATED,
@@ -106,6 +112,35 @@ SCHEMAS = {
         "max_lag_client_id": _STR, "max_lag_topic_name": _STR, "max_lag_partition_id": _INT, "max_lag": _INT,
         "total_lag": _INT, "max_lag_consumer": _NULLABLE_RELATED, "max_lag_partition": _NULLABLE_RELATED,
     }),
+    "ClusterConfig": _resource("KafkaClusterConfig", {"config_type": {"type": "string", "enum": ["BROKER"]}, **_CONFIG_FIELDS}),
+    "ClusterConfigList": _list("KafkaClusterConfigList", "ClusterConfig"),
+    "Replica": _resource("KafkaReplica", {
+        "cluster_id": _STR, "topic_name": _STR, "partition_id": _INT, "broker_id": _INT, "is_leader": _BOOL,
+        "is_in_sync": _BOOL, "broker": _RELATED,
+    }),
+    "ReplicaList": _list("KafkaReplicaList", "Replica"),
+    "Reassignment": _resource("KafkaReassignment", {
+        "cluster_id": _STR, "topic_name": _STR, "partition_id": _INT, "adding_replicas": {"type": "array", "items": _INT},
+        "removing_replicas": {"type": "array", "items": _INT}, "replicas": _RELATED,
+    }),
+    "ReassignmentList": _list("KafkaReassignmentList", "Reassignment"),
+    "Acl": {
+        "type": "object",
+        "required": ["kind", "metadata", "cluster_id", "resource_type", "resource_name", "pattern_type", "principal", "host",
+                     "operation", "permission"],
+        "properties": {
+            "kind": {"type": "string", "enum": ["KafkaAcl"]},
+            "metadata": {"type": "object", "required": ["self"], "properties": {"self": _STR}},
+            "cluster_id": _STR, "resource_type": _STR, "resource_name": _STR, "pattern_type": _STR, "principal": _STR,
+            "host": _STR, "operation": _STR, "permission": _STR,
+        },
+    },
+    "AclList": _list("KafkaAclList", "Acl"),
+    "ConsumerAssignment": _resource("KafkaConsumerAssignment", {
+        "cluster_id": _STR, "consumer_group_id": _STR, "consumer_id": _STR, "topic_name": _STR, "partition_id": _INT,
+        "partition": _RELATED, "lag": _RELATED,
+    }),
+    "ConsumerAssignmentList": _list("KafkaConsumerAssignmentList", "ConsumerAssignment"),
     "CreateTopicRequest": {
         "type": "object", "required": ["topic_name"],
         "properties": {
@@ -144,8 +179,36 @@ SCHEMAS = {
     },
 }
 
-_ERROR_RESPONSE = {"description": "An error, in Confluent's shape.",
-                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_TP = {"type": "object", "required": ["topic", "partition"], "properties": {"topic": _STR, "partition": _INT}}
+_TP_OFFSET = {"type": "object", "required": ["topic", "partition", "offset"],
+              "properties": {"topic": _STR, "partition": _INT, "offset": _INT, "metadata": _NULLABLE_STR}}
+SCHEMAS.update({
+    "CreateConsumerInstanceRequest": {"type": "object", "properties": {
+        "name": _STR, "format": {"type": "string", "enum": ["binary", "json"]},
+        "auto.offset.reset": {"type": "string", "enum": ["earliest", "latest", "none"]},
+        "auto.commit.enable": {"type": "string", "enum": ["true", "false"]},
+        "fetch.min.bytes": _STR, "consumer.request.timeout.ms": _STR,
+    }},
+    "ConsumerInstance": {"type": "object", "required": ["instance_id", "base_uri"],
+                         "properties": {"instance_id": _STR, "base_uri": _STR}},
+    "SubscriptionRequest": {"type": "object", "properties": {"topics": {"type": "array", "items": _STR}, "topic_pattern": _STR}},
+    "Subscription": {"type": "object", "required": ["topics"], "properties": {"topics": {"type": "array", "items": _STR}}},
+    "PartitionsRequest": {"type": "object", "required": ["partitions"],
+                          "properties": {"partitions": {"type": "array", "items": _TP}}},
+    "OffsetsRequest": {"type": "object", "required": ["offsets"], "properties": {"offsets": {"type": "array", "items": _TP_OFFSET}}},
+    "CommittedOffsets": {"type": "object", "required": ["offsets"], "properties": {"offsets": {"type": "array", "items": _TP_OFFSET}}},
+    "Records": {"type": "array", "items": {"type": "object", "required": ["topic", "key", "value", "partition", "offset"],
+                                           "properties": {"topic": _STR, "key": {"nullable": True}, "value": {"nullable": True},
+                                                          "partition": _INT, "offset": _INT}}},
+})
+
+
+def _error_response(media: str) -> dict:
+    return {"description": "An error, in Confluent's shape.",
+            "content": {media: {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+_ERROR_RESPONSE = _error_response("application/json")
 _INTEGER_PARAMS = {"broker_id", "partition_id"}
 
 
@@ -159,29 +222,35 @@ def document(routes) -> dict:
                 {"name": name, "in": "path", "required": True,
                  "schema": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1} if name in _INTEGER_PARAMS else {"type": "string", "minLength": 1}}
                 for name in re.findall(r"{(\w+)}", route.path)
-            ],
-            "responses": {"default": _ERROR_RESPONSE},
+            ] + [{"name": name, "in": "query", "required": False, "schema": _STR} for name in route.query],
+            "responses": {"default": _error_response(route.media)},
         }
         if route.response is None:
             operation["responses"]["204"] = {"description": "Done."}
         else:
             operation["responses"][str(route.status)] = {
                 "description": "The resource.",
-                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{route.response}"}}},
+                "content": {media: {"schema": {"$ref": f"#/components/schemas/{route.response}"}} for media in route.answers or (route.media,)},
             }
-        if route.request is not None:
+        # A GET's body (v2's committed offsets takes one) is left out: OpenAPI gives it no meaning.
+        if route.request is not None and route.method != "GET":
             operation["requestBody"] = {
-                "required": True,
-                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{route.request}"}}},
+                "required": not route.body_optional,
+                "content": {route.media: {"schema": {"$ref": f"#/components/schemas/{route.request}"}}},
             }
         paths.setdefault(route.path, {})[route.method.lower()] = operation
+    paths["/v3"] = {"get": {
+        "operationId": "getRestApi", "summary": "Where the clusters and this document are.",
+        "responses": {"200": {"description": "The API's root.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RestApi"}}}},
+                      "default": _ERROR_RESPONSE},
+    }}
     paths["/v3/openapi.json"] = {"get": {
         "operationId": "getOpenApiDocument", "summary": "This document.",
         "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}},
     }}
     return {
         "openapi": "3.0.3",
-        "info": {"title": "pybroker REST proxy (Confluent REST Proxy v3 resources)", "version": "3"},
+        "info": {"title": "pybroker REST proxy (Confluent REST Proxy v3 resources and v2 consumers)", "version": "3"},
         "paths": paths,
         "components": {"schemas": SCHEMAS},
     }

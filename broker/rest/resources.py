@@ -16,7 +16,7 @@ Produce (``POST .../topics/{t}/records``) is in records.py.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker.rest.cluster import ClusterKafka
@@ -50,6 +50,11 @@ class Call:
     base_url: str
     params: dict[str, str]
     body: Any = None
+    query: dict[str, str] = field(default_factory=dict)
+    principal: str = "User:ANONYMOUS"
+    host: str = ""
+    headers: Any = field(default_factory=dict)
+    consumers: Any = None  # the v2 consumer instances (broker/rest/consumer_instances.py)
 
     @property
     def cluster_id(self) -> str:
@@ -474,17 +479,63 @@ async def list_consumers(call: Call) -> dict:
     check_cluster(call)
     g = await _describe_group(call, call.params["consumer_group_id"])
     group = g.group_id
-    data = [
-        _resource(
-            call, "KafkaConsumer", ("consumer-groups", group, "consumers", m.member_id),
-            (("consumer-group", group), ("consumer", m.member_id)),
-            cluster_id=call.cluster_id, consumer_group_id=group, consumer_id=m.member_id,
-            instance_id=m.group_instance_id, client_id=m.client_id,
-            assignments=call.related("consumer-groups", group, "consumers", m.member_id, "assignments"),
-        )
-        for m in sorted(g.members, key=lambda m: m.member_id)
-    ]
+    data = [_consumer(call, group, m) for m in sorted(g.members, key=lambda m: m.member_id)]
     return _list(call, "KafkaConsumerList", ("consumer-groups", group, "consumers"), data)
+
+
+def _consumer(call: Call, group: str, m) -> dict:
+    return _resource(
+        call, "KafkaConsumer", ("consumer-groups", group, "consumers", m.member_id),
+        (("consumer-group", group), ("consumer", m.member_id)),
+        cluster_id=call.cluster_id, consumer_group_id=group, consumer_id=m.member_id,
+        instance_id=m.group_instance_id, client_id=m.client_id,
+        assignments=call.related("consumer-groups", group, "consumers", m.member_id, "assignments"),
+    )
+
+
+async def _member(call: Call):
+    g = await _describe_group(call, call.params["consumer_group_id"])
+    consumer = call.params["consumer_id"]
+    for m in g.members:
+        if m.member_id == consumer:
+            return g, m
+    raise not_found(f"Consumer {consumer} cannot be found in group {g.group_id}.")
+
+
+async def get_consumer(call: Call) -> dict:
+    check_cluster(call)
+    g, m = await _member(call)
+    return _consumer(call, g.group_id, m)
+
+
+def _consumer_assignment(call: Call, group: str, consumer: str, topic: str, index: int) -> dict:
+    return _resource(
+        call, "KafkaConsumerAssignment", ("consumer-groups", group, "consumers", consumer, "assignments", topic, "partitions", index),
+        (("consumer-group", group), ("consumer", consumer), ("assignment", topic), ("partition", index)),
+        cluster_id=call.cluster_id, consumer_group_id=group, consumer_id=consumer, topic_name=topic, partition_id=index,
+        partition=call.related("topics", topic, "partitions", index),
+        lag=call.related("consumer-groups", group, "lags", topic, "partitions", index),
+    )
+
+
+def _assigned(g, m) -> list[tuple[str, int]]:
+    return sorted(_assignment(bytes(m.member_assignment or b""))) if g.protocol_type == "consumer" else []
+
+
+async def list_consumer_assignments(call: Call) -> dict:
+    check_cluster(call)
+    g, m = await _member(call)
+    data = [_consumer_assignment(call, g.group_id, m.member_id, t, p) for t, p in _assigned(g, m)]
+    return _list(call, "KafkaConsumerAssignmentList", ("consumer-groups", g.group_id, "consumers", m.member_id, "assignments"), data)
+
+
+async def get_consumer_assignment(call: Call) -> dict:
+    check_cluster(call)
+    g, m = await _member(call)
+    topic, index = call.params["topic_name"], _int_param(call, "partition_id")
+    if (topic, index) not in _assigned(g, m):
+        raise not_found(f"Consumer {m.member_id} is not assigned {topic}-{index}.")
+    return _consumer_assignment(call, g.group_id, m.member_id, topic, index)
 
 
 async def _lags(call: Call) -> tuple[str, list[dict]]:
@@ -514,7 +565,7 @@ async def _lags(call: Call) -> tuple[str, list[dict]]:
             continue  # gone, or its leader could not be asked: no end offset to measure against
         m = owners.get((topic, index))
         rows.append(_resource(
-            call, "KafkaConsumerLag", ("consumer-groups", group, "lags", topic, index),
+            call, "KafkaConsumerLag", ("consumer-groups", group, "lags", topic, "partitions", index),
             (("consumer-group", group), ("lag", topic), ("partition", index)),
             cluster_id=call.cluster_id, consumer_group_id=group, topic_name=topic, partition_id=index,
             current_offset=current, log_end_offset=end, lag=max(end - current, 0),
@@ -536,6 +587,17 @@ async def list_lags(call: Call) -> dict:
     group, rows = await _lags(call)
     rows.sort(key=lambda r: -r["lag"])
     return _list(call, "KafkaConsumerLagList", ("consumer-groups", group, "lags"), rows)
+
+
+async def get_lag(call: Call) -> dict:
+    """One partition's lag; 404 when the group has no committed offset for it (Confluent's list has no row then either)."""
+    check_cluster(call)
+    topic, index = call.params["topic_name"], _int_param(call, "partition_id")
+    group, rows = await _lags(call)
+    for row in rows:
+        if row["topic_name"] == topic and row["partition_id"] == index:
+            return row
+    raise not_found(f"Consumer group {group} has no committed offset for {topic}-{index}.")
 
 
 async def lag_summary(call: Call) -> dict:

@@ -14,7 +14,10 @@ broker's authorizer decides what it may do, as for any Kafka client. A request
 without valid credentials is answered 401 with a ``WWW-Authenticate`` header.
 
 Errors are Confluent's ``{"error_code", "message"}`` (broker/rest/errors.py),
-unknown paths and methods included.
+unknown paths and methods included; under ``/consumers/`` (the v2 consumer API,
+broker/rest/consumer_routes.py) in ``application/vnd.kafka.v2+json``, as
+Confluent's proxy answers them. ``GET /v3`` says where the clusters and the
+OpenAPI document are.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from typing import Any
 
 from aiohttp import web
 
-from broker.rest import openapi, resources
+from broker.rest import cluster_resources, consumer_routes, openapi, resources
 from broker.rest.cluster import ClusterKafka, NodeConnections
+from broker.rest.consumer_instances import ConsumerInstances
+from broker.rest.consumer_routes import V2_REQUEST_TYPES, V2_TYPE
 from broker.rest.errors import RestError, bad_request
 from broker.rest.kafka import KafkaCallFailed
 from broker.rest.records import ROUND_RECORDS_MAX, Producer, RecordStream, answer_of
@@ -59,6 +64,10 @@ class Route:
     response: str | None  # the schema name of a 200/201 answer; None: 204 No Content
     request: str | None = None  # the schema name of the JSON body
     status: int = 200
+    query: tuple[str, ...] = ()  # the query parameters it reads
+    media: str = "application/json"  # of its bodies and errors (v2: application/vnd.kafka.v2+json)
+    body_optional: bool = False  # v2: a body may be left out
+    answers: tuple[str, ...] = ()  # the content types of its 200 answer, when not ``media``
 
 
 C = "/v3/clusters/{cluster_id}"
@@ -69,6 +78,19 @@ ROUTES = (
     Route("GET", C + "/brokers/{broker_id}", "getKafkaBroker", "One broker.", resources.get_broker, "Broker"),
     Route("GET", C + "/brokers/{broker_id}/configs", "listKafkaBrokerConfigs", "A broker's configs.",
           resources.list_broker_configs, "BrokerConfigList"),
+    Route("GET", C + "/brokers/{broker_id}/configs/{name}", "getKafkaBrokerConfig", "One broker config.",
+          cluster_resources.get_broker_config, "BrokerConfig"),
+    Route("GET", C + "/brokers/{broker_id}/partition-replicas", "searchReplicasByBroker",
+          "The partition replicas a broker holds.", cluster_resources.list_broker_replicas, "ReplicaList"),
+    Route("GET", C + "/broker-configs", "listKafkaClusterConfigs", "The dynamic cluster-wide broker configs that are set.",
+          cluster_resources.list_cluster_broker_configs, "ClusterConfigList"),
+    Route("GET", C + "/broker-configs/{name}", "getKafkaClusterConfig", "One dynamic cluster-wide broker config.",
+          cluster_resources.get_cluster_broker_config, "ClusterConfig"),
+    Route("GET", C + "/acls", "getKafkaAcls", "The ACLs matching a filter (query parameters).",
+          cluster_resources.search_acls, "AclList", query=("resource_type", "resource_name", "pattern_type", "principal",
+                                                           "host", "operation", "permission")),
+    Route("GET", C + "/topics/-/partitions/-/reassignment", "listKafkaPartitionReassignments",
+          "Every ongoing partition reassignment.", cluster_resources.list_all_reassignments, "ReassignmentList"),
     Route("GET", C + "/topics", "listKafkaTopics", "The topics.", resources.list_topics, "TopicList"),
     Route("POST", C + "/topics", "createKafkaTopic", "Create a topic.", resources.create_topic, "Topic",
           request="CreateTopicRequest", status=201),
@@ -88,6 +110,14 @@ ROUTES = (
           resources.list_partitions, "PartitionList"),
     Route("GET", C + "/topics/{topic_name}/partitions/{partition_id}", "getKafkaPartition", "One partition.",
           resources.get_partition, "Partition"),
+    Route("GET", C + "/topics/{topic_name}/partitions/-/reassignment", "searchKafkaReassignmentsByTopic",
+          "A topic's ongoing partition reassignments.", cluster_resources.list_topic_reassignments, "ReassignmentList"),
+    Route("GET", C + "/topics/{topic_name}/partitions/{partition_id}/reassignment", "getKafkaPartitionReassignment",
+          "A partition's ongoing reassignment.", cluster_resources.get_reassignment, "Reassignment"),
+    Route("GET", C + "/topics/{topic_name}/partitions/{partition_id}/replicas", "listKafkaReplicas",
+          "A partition's replicas.", cluster_resources.list_replicas, "ReplicaList"),
+    Route("GET", C + "/topics/{topic_name}/partitions/{partition_id}/replicas/{broker_id}", "getKafkaReplica",
+          "One replica of a partition.", cluster_resources.get_replica, "Replica"),
     Route("POST", C + "/topics/{topic_name}/records", "produceRecord",
           "Produce records: one JSON record, or several concatenated (streaming mode).", None, "ProduceResponse",
           request="ProduceRequest"),
@@ -97,10 +127,58 @@ ROUTES = (
           resources.get_group, "ConsumerGroup"),
     Route("GET", C + "/consumer-groups/{consumer_group_id}/consumers", "listKafkaConsumers", "A group's consumers.",
           resources.list_consumers, "ConsumerList"),
+    Route("GET", C + "/consumer-groups/{consumer_group_id}/consumers/{consumer_id}", "getKafkaConsumer", "One consumer.",
+          resources.get_consumer, "Consumer"),
+    Route("GET", C + "/consumer-groups/{consumer_group_id}/consumers/{consumer_id}/assignments",
+          "listKafkaConsumerAssignment", "A consumer's partitions.", resources.list_consumer_assignments,
+          "ConsumerAssignmentList"),
+    Route("GET", C + "/consumer-groups/{consumer_group_id}/consumers/{consumer_id}/assignments/{topic_name}/partitions/{partition_id}",
+          "getKafkaConsumerAssignment", "One partition of a consumer.", resources.get_consumer_assignment,
+          "ConsumerAssignment"),
+    Route("GET", C + "/consumer-groups/{consumer_group_id}/lags/{topic_name}/partitions/{partition_id}",
+          "getKafkaConsumerLag", "A group's lag on one partition.", resources.get_lag, "ConsumerLag"),
     Route("GET", C + "/consumer-groups/{consumer_group_id}/lag-summary", "getKafkaConsumerGroupLagSummary",
           "A group's total and largest lag.", resources.lag_summary, "ConsumerGroupLagSummary"),
     Route("GET", C + "/consumer-groups/{consumer_group_id}/lags", "listKafkaConsumerLags",
           "A group's lag per partition.", resources.list_lags, "ConsumerLagList"),
+)
+
+G = "/consumers/{group_name}"
+I = G + "/instances/{instance}"
+
+
+def _v2(method: str, path: str, operation_id: str, summary: str, handle, response: str | None, request: str | None = None,
+        **more) -> Route:
+    return Route(method, path, operation_id, summary, handle, response, request=request, media=V2_TYPE, **more)
+
+
+# Confluent REST Proxy's v2 consumer API (broker/rest/consumer_routes.py).
+V2_ROUTES = (
+    _v2("POST", G, "createConsumerInstance", "Create a consumer instance in a group.", consumer_routes.create_instance,
+        "ConsumerInstance", "CreateConsumerInstanceRequest", body_optional=True),
+    _v2("DELETE", I, "deleteConsumerInstance", "Close a consumer instance (it leaves its group).",
+        consumer_routes.delete_instance, None),
+    _v2("POST", I + "/subscription", "subscribe", "Subscribe to topics or a topic pattern.", consumer_routes.subscribe, None,
+        "SubscriptionRequest"),
+    _v2("GET", I + "/subscription", "getSubscription", "The topics subscribed.", consumer_routes.get_subscription,
+        "Subscription"),
+    _v2("DELETE", I + "/subscription", "unsubscribe", "Unsubscribe (leave the group).", consumer_routes.unsubscribe, None),
+    _v2("POST", I + "/assignments", "assignPartitions", "Assign partitions by hand.", consumer_routes.assign, None,
+        "PartitionsRequest"),
+    _v2("GET", I + "/assignments", "getAssignments", "The partitions assigned.", consumer_routes.get_assignments,
+        "PartitionsRequest"),
+    _v2("POST", I + "/positions", "seek", "Set positions.", consumer_routes.seek, None, "OffsetsRequest"),
+    _v2("POST", I + "/positions/beginning", "seekToBeginning", "Move positions to the log start.",
+        consumer_routes.seek_to_beginning, None, "PartitionsRequest"),
+    _v2("POST", I + "/positions/end", "seekToEnd", "Move positions to the log end.", consumer_routes.seek_to_end, None,
+        "PartitionsRequest"),
+    _v2("POST", I + "/offsets", "commitOffsets", "Commit the positions, or the given offsets (each + 1).",
+        consumer_routes.commit_offsets, None, "OffsetsRequest", body_optional=True),
+    _v2("GET", I + "/committed/offsets", "getCommittedOffsets", "The group's committed offsets.",
+        consumer_routes.committed_offsets, "CommittedOffsets", "PartitionsRequest", body_optional=True),
+    _v2("GET", I + "/records", "readRecords", "Read records (Accept names the instance's format).",
+        consumer_routes.read_records, "Records", query=("timeout", "max_bytes"),
+        answers=tuple(consumer_routes.RECORD_TYPES.values())),
 )
 
 
@@ -130,13 +208,13 @@ def plain_users(config):
     )
 
 
-def _json(status: int, body) -> web.Response:
-    return web.Response(status=status, body=json.dumps(body).encode(), content_type=JSON_TYPE)
+def _json(status: int, body, media: str = JSON_TYPE) -> web.Response:
+    return web.Response(status=status, body=json.dumps(body).encode(), content_type=media)
 
 
-def _error(exc: RestError) -> web.Response:
+def _error(exc: RestError, media: str = JSON_TYPE) -> web.Response:
     headers = {"WWW-Authenticate": 'Basic realm="pybroker"'} if exc.status == 401 else None
-    response = _json(exc.status, exc.body())
+    response = _json(exc.status, exc.body(), media)
     if headers:
         response.headers.update(headers)
     return response
@@ -154,11 +232,13 @@ class RestProxy:
         self._runner: web.AppRunner | None = None
         # To the other nodes, for what this broker cannot answer (broker/rest/cluster.py).
         self.nodes = NodeConnections(broker)
-        self.openapi_document = openapi.document(ROUTES)
+        self.openapi_document = openapi.document(ROUTES + V2_ROUTES)
         app = web.Application(middlewares=[self._errors], client_max_size=REQUEST_BODY_MAX_BYTES)
         app.router.add_get("/v3/openapi.json", self._openapi)
-        for route in ROUTES:
+        app.router.add_get("/v3", self._v3)
+        for route in ROUTES + V2_ROUTES:
             app.router.add_route(route.method, route.path, self._handler(route))
+        self.consumers = ConsumerInstances(broker, broker.config["rest.consumer.instance.timeout.ms"])
         self.app = app
 
     @classmethod
@@ -193,26 +273,29 @@ class RestProxy:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await self.consumers.close()
         self.nodes.close()
 
     # ------------------------------------------------------------------ plumbing
 
     @web.middleware
     async def _errors(self, request: web.Request, handler):
+        # The v2 API answers its errors in its own content type, as Confluent's proxy.
+        media = V2_TYPE if request.path.startswith("/consumers/") else JSON_TYPE
         try:
             return await handler(request)
         except RestError as exc:
-            return _error(exc)
+            return _error(exc, media)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            return _error(RestError(exc.status, exc.status, f"HTTP {exc.status} {exc.reason}"))
+            return _error(RestError(exc.status, exc.status, f"HTTP {exc.status} {exc.reason}"), media)
         except KafkaCallFailed as exc:
-            return _error(RestError(500, 50003, str(exc)))
+            return _error(RestError(500, 50003, str(exc)), media)
         except Exception:
             # A bug of ours: logged, and answered in Confluent's shape rather than aiohttp's page.
             log.exception("REST proxy: %s %s failed", request.method, request.path)
-            return _error(RestError(500, 500, "Internal Server Error"))
+            return _error(RestError(500, 500, "Internal Server Error"), media)
 
     def _principal(self, request: web.Request) -> str:
         if self.plain_users is None:
@@ -233,31 +316,48 @@ class RestProxy:
         principal = self._principal(request)
         host = request.remote or ""
         base = f"{request.scheme}://{request.host}"
-        return Call(self.broker, ClusterKafka(self.broker, self.nodes, principal, host), base, dict(request.match_info))
+        return Call(self.broker, ClusterKafka(self.broker, self.nodes, principal, host), base, dict(request.match_info),
+                    query=dict(request.query), principal=principal, host=host, headers=request.headers,
+                    consumers=self.consumers)
 
     def _handler(self, route: Route):
+        types = V2_REQUEST_TYPES if route.media == V2_TYPE else (JSON_TYPE,)
+
         async def handle(request: web.Request) -> web.StreamResponse:
             call = self._call(request)
-            if route.request is not None:
-                _check_content_type(request)
+            has_body = request.body_exists and (request.content_length != 0)
+            if route.request is not None and (has_body or not route.body_optional):
+                _check_content_type(request, types)
             if route.handle is None:
                 return await self._produce(request, call)
             if route.request is not None:
-                try:
-                    call.body = json.loads(await request.read())
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise bad_request(f"Malformed JSON: {exc}") from None
+                raw = await request.read()
+                if raw.strip() or not route.body_optional:
+                    try:
+                        call.body = json.loads(raw)
+                    except (ValueError, UnicodeDecodeError) as exc:
+                        raise bad_request(f"Malformed JSON: {exc}") from None
             answer = await route.handle(call)
             if isinstance(answer, tuple):
-                return _json(*answer)
+                status, body, *media = answer
+                return _json(status, body, media[0] if media else route.media)
             if answer is None:
                 return web.Response(status=204)
-            return _json(route.status, answer)
+            return _json(route.status, answer, route.media)
 
         return handle
 
     async def _openapi(self, request: web.Request) -> web.Response:
         return _json(200, self.openapi_document)
+
+    async def _v3(self, request: web.Request) -> web.Response:
+        """What a client finds at the API's root: where the clusters and the API's description are."""
+        self._principal(request)
+        base = f"{request.scheme}://{request.host}/v3"
+        return _json(200, {
+            "kind": "KafkaRestApi", "metadata": {"self": base},
+            "clusters": {"related": base + "/clusters"}, "openapi": {"related": base + "/openapi.json"},
+        })
 
     async def _produce(self, request: web.Request, call: Call) -> web.StreamResponse:
         """Single or streaming produce (broker/rest/records.py): answer with the one
@@ -324,6 +424,6 @@ class RestProxy:
         return response
 
 
-def _check_content_type(request: web.Request) -> None:
-    if request.content_type != JSON_TYPE:
+def _check_content_type(request: web.Request, types: tuple[str, ...] = (JSON_TYPE,)) -> None:
+    if request.content_type not in types:
         raise RestError(415, 415, "HTTP 415 Unsupported Media Type")

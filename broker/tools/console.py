@@ -359,13 +359,15 @@ class GroupMember:
     session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT
 
 
-def _versioned(message, version: int, **fields) -> bytes:
+def encode_versioned(message, version: int, **fields) -> bytes:
+    """A consumer-protocol data message (subscription, assignment): its int16 version, then the struct."""
     out = bytearray(struct.pack(">h", version))
     encode_struct(message.struct, version, False, message.struct.cls(**fields), out)
     return bytes(out)
 
 
-def _decode_versioned(message, data: bytes):
+def decode_versioned(message, data: bytes):
+    """The struct of a consumer-protocol data message (a newer version read as ours); None when unreadable."""
     if data is None or len(data) < 2:
         return None
     version = min(struct.unpack_from(">h", data)[0], message.versions.high)
@@ -482,7 +484,7 @@ class ConsoleConsumer(ToolClient):
                 raise Refused(f"no coordinator for group {group_id!r}: {error_text(answer.error_code)}")
             self.group.coordinator = self._connection((answer.host, answer.port))
         group = self.group
-        subscription = _versioned(_SUBSCRIPTION, 0, topics=[self.topic], user_data=None)
+        subscription = encode_versioned(_SUBSCRIPTION, 0, topics=[self.topic], user_data=None)
         for _ in range(JOIN_ATTEMPTS_MAX):  # MEMBER_ID_REQUIRED and rebalances make a few rounds
             joined = group.coordinator.call(
                 "JoinGroup", JOIN_VERSION, group_id=group_id, session_timeout_ms=session_timeout_ms,
@@ -502,11 +504,11 @@ class ConsoleConsumer(ToolClient):
             if joined.leader == joined.member_id:
                 members = {}
                 for m in joined.members:
-                    sub = _decode_versioned(_SUBSCRIPTION, m.metadata)
+                    sub = decode_versioned(_SUBSCRIPTION, m.metadata)
                     members[m.member_id] = list(sub.topics) if sub is not None else []
                 counts = {n: len(t.partitions) for n, t in fetch_metadata(self, sorted({t for ts in members.values() for t in ts})).topics.items()}
                 assignments = [
-                    _SYNC.SyncGroupRequestAssignment(member_id=m, assignment=_versioned(
+                    _SYNC.SyncGroupRequestAssignment(member_id=m, assignment=encode_versioned(
                         _ASSIGNMENT, 0,
                         assigned_partitions=[_ASSIGNED.TopicPartition(topic=t, partitions=[p for tt, p in tps if tt == t])
                                              for t in sorted({tt for tt, _ in tps})],
@@ -521,7 +523,7 @@ class ConsoleConsumer(ToolClient):
                 continue
             if synced.error_code != ErrorCode.NONE:
                 raise Refused(f"SyncGroup {group_id!r}: {error_text(synced.error_code)}")
-            decoded = _decode_versioned(_ASSIGNMENT, synced.assignment)
+            decoded = decode_versioned(_ASSIGNMENT, synced.assignment)
             group.assignment = sorted((t.topic, p) for t in (decoded.assigned_partitions if decoded else []) for p in t.partitions)
             group.last_heartbeat_s = time.monotonic()
             self._start_from_committed()

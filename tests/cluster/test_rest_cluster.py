@@ -9,7 +9,9 @@ a node that does not coordinate the group, with each partition's end offset
 from its leader; another broker's configs come from that broker (its own
 ``broker.rack``); a user without WRITE (or DESCRIBE on the group) is refused
 403 for a partition (a group) another node owns, though that node hears the
-proxy node as a super user, and allowed once the ACL is there; and after a
+proxy node as a super user, and allowed once the ACL is there; a v2 consumer
+instance on a node that does not coordinate its group joins it there, reads every
+partition from its leader and commits the group's offsets; and after a
 leader is SIGKILLed, REST produce to its partition succeeds once the
 partition has failed over, with no record lost or doubled.
 """
@@ -242,6 +244,38 @@ def test_the_remote_path_authorizes_as_the_caller(cluster):
     assert status == 200 and group not in [g["consumer_group_id"] for g in listed["data"]], raw
     status, listed, raw = _rest(cluster, via).get(base)
     assert status == 200 and group in [g["consumer_group_id"] for g in listed["data"]], raw
+
+
+def test_a_v2_consumer_on_a_node_that_does_not_coordinate_its_group(cluster):
+    group = f"rest-v2-{uuid.uuid4().hex[:6]}"
+    coordinator = _coordinator(cluster, group)
+    via = next(n for n in NODE_IDS if n != coordinator)
+    rest = _rest(cluster, via)
+    v2 = "application/vnd.kafka.v2+json"
+    status, _, raw = rest.request("POST", f"/consumers/{group}", {"name": "remote", "auto.offset.reset": "earliest",
+                                                                         "auto.commit.enable": "false"}, content_type=v2)
+    assert status == 200, raw
+    base = f"/consumers/{group}/instances/remote"
+    assert rest.request("POST", f"{base}/subscription", {"topics": [TOPIC]}, content_type=v2)[0] == 204
+    ends = {p: cluster.watermarks(TOPIC, p)[1] for p in range(3)}
+    got: list[dict] = []
+    deadline = time.monotonic() + BOUND_S
+    while len(got) < sum(ends.values()) and time.monotonic() < deadline:
+        status, records, raw = rest.request("GET", f"{base}/records?timeout=500", accept="application/vnd.kafka.binary.v2+json")
+        assert status == 200, raw
+        got += records
+    # Every partition, led by nodes 1, 2 and 3, read from its leader; the group on its coordinator.
+    assert sorted((r["partition"], r["offset"]) for r in got) == [(p, o) for p in range(3) for o in range(ends[p])]
+    assert rest.request("POST", f"{base}/offsets", content_type=None)[0] == 204
+    status, members, raw = _rest(cluster, coordinator).get(f"/v3/clusters/{rest.cluster_id()}/consumer-groups/{group}/consumers")
+    assert status == 200 and len(members["data"]) == 1, raw
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = consumer.committed([TopicPartition(TOPIC, p) for p in range(3)], timeout=20)
+    finally:
+        consumer.close()
+    assert {tp.partition: tp.offset for tp in committed} == ends
+    assert rest.request("DELETE", base, content_type=None)[0] == 204
 
 
 def test_produce_to_a_killed_leaders_partition_after_failover(cluster):

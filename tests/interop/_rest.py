@@ -24,8 +24,10 @@ class Rest:
         self.port = port
         self.auth = auth
 
-    def headers(self, content_type: str | None = JSON) -> dict:
+    def headers(self, content_type: str | None = JSON, accept: str | None = None) -> dict:
         headers = {}
+        if accept:
+            headers["Accept"] = accept
         if content_type:
             headers["Content-Type"] = content_type
         if self.auth is not None:
@@ -33,20 +35,23 @@ class Rest:
         return headers
 
     def request(self, method: str, path: str, body=None, *, content_type: str | None = JSON, raw: bytes | None = None,
-                chunks=None):
+                chunks=None, accept: str | None = None):
         """(status, parsed JSON or None, raw body)."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         try:
             data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
             if chunks is not None:
-                connection.request(method, path, body=chunks, headers=self.headers(content_type), encode_chunked=True)
+                connection.request(method, path, body=chunks, headers=self.headers(content_type, accept), encode_chunked=True)
             else:
-                connection.request(method, path, body=data, headers=self.headers(content_type if data is not None else None))
+                connection.request(method, path, body=data, headers=self.headers(content_type if data is not None else None, accept))
             response = connection.getresponse()
             payload = response.read()
         finally:
             connection.close()
-        parsed = json.loads(payload) if payload and response.getheader("Content-Type", "").startswith(JSON) and b"\n{" not in payload.strip() else None
+        media = response.getheader("Content-Type", "")
+        is_json = media.startswith(JSON) or (media.startswith("application/vnd.kafka") and "+json" in media)
+        parsed = json.loads(payload) if payload and is_json and b"\n{" not in payload.strip() else None
+        self.last_content_type = media
         return response.status, parsed, payload
 
     def get(self, path: str):
