@@ -40,6 +40,9 @@ are the admin tools of kafka-topics.sh, kafka-configs.sh and friends; see
 broker/tools/commands.py. Every tool that talks to brokers takes
 ``--command-config FILE`` (TLS, SASL; broker/tools/client.py).
 
+``pybroker dev-cluster --nodes N`` runs a local cluster of combined nodes as
+child processes until Ctrl-C; see broker/dev_cluster.py.
+
 ``pybroker healthcheck --bootstrap-server HOST:PORT`` exits 0 when the broker
 answers and lists itself among the live brokers (the Docker image's
 HEALTHCHECK); see `healthcheck`.
@@ -708,6 +711,9 @@ def main(argv: list[str] | None = None) -> int:
     storage_commands.add_parser("random-uuid", help="print a new cluster id")
     storage.set_defaults(func=cmd_storage)
     register_admin_commands(commands)
+    from broker.dev_cluster import register as register_dev_cluster
+
+    register_dev_cluster(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
