@@ -35,8 +35,6 @@ min(2, N); so do ``__consumer_offsets`` and ``__transaction_state``.
 
 from __future__ import annotations
 
-import argparse
-import os
 import queue
 import signal
 import socket
@@ -64,6 +62,7 @@ class DevClusterError(Exception):
 @dataclass
 class NodePlan:
     node_id: int
+    host: str
     ports: dict[str, int]
     config_file: Path
     data_dir: Path
@@ -103,7 +102,7 @@ def node_properties(node_id: int, nodes: int, host: str, ports: list[dict[str, i
     bracketed = f"[{host}]" if ":" in host else host
     return f"""\
 # pybroker dev-cluster: node {node_id} of {nodes} (process.roles=broker,controller).
-# Start it again by hand with: pybroker start --config {data_dir.parent / f'node-{node_id}.properties'}
+# Start it again by hand with: pybroker start --config {data_dir.parent.parent / f'node-{node_id}.properties'}
 process.roles=broker,controller
 node.id={node_id}
 cluster.id={cluster_id}
@@ -148,8 +147,8 @@ def prepare(root: Path, nodes: int, host: str, base_port: int | None, say) -> li
             if not config_file.exists():
                 raise DevClusterError(f"{root} has no {config_file.name}")
             raw = parse_properties(config_file.read_text())
-            ports = _ports_of(raw)
-            plans.append(NodePlan(node_id, ports, config_file, data_dir, log_file, pid_file))
+            ports, advertised_host = _ports_of(raw)
+            plans.append(NodePlan(node_id, advertised_host, ports, config_file, data_dir, log_file, pid_file))
     else:
         if host in WILDCARD_HOSTS:
             raise DevClusterError(f"--host {host!r}: give the address clients connect to (it is advertised)")
@@ -158,7 +157,7 @@ def prepare(root: Path, nodes: int, host: str, base_port: int | None, say) -> li
         for node_id in range(1, nodes + 1):
             config_file, data_dir, log_file, pid_file = _node_files(root, node_id)
             config_file.write_text(node_properties(node_id, nodes, host, ports, data_dir, cluster_id))
-            plans.append(NodePlan(node_id, ports[node_id - 1], config_file, data_dir, log_file, pid_file))
+            plans.append(NodePlan(node_id, host, ports[node_id - 1], config_file, data_dir, log_file, pid_file))
     for plan in plans:
         config = load_config_file(plan.config_file)
         dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
@@ -166,26 +165,33 @@ def prepare(root: Path, nodes: int, host: str, base_port: int | None, say) -> li
     return plans
 
 
-def _ports_of(raw: dict[str, str]) -> dict[str, int]:
+def _ports_of(raw: dict[str, str]) -> tuple[dict[str, int], str]:
+    """An earlier run's ports by kind, and the host it advertises."""
+
     def port_of(text: str) -> int:
         return int(text.rstrip("/").rsplit(":", 1)[1])
 
-    listeners = dict(item.split("://", 1) for item in raw["listeners"].split(","))
-    return {
-        "client": port_of(listeners["PLAINTEXT"]),
-        "controller": port_of(listeners["CONTROLLER"]),
-        "console": port_of(raw["console.listener"]),
-        "rest": port_of(raw["rest.listener"]),
-        "metrics": port_of(raw["metrics.listener"]),
-    }
+    try:
+        listeners = dict(item.split("://", 1) for item in raw["listeners"].split(","))
+        advertised = raw["advertised.listeners"].split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
+        return {
+            "client": port_of(listeners["PLAINTEXT"]),
+            "controller": port_of(listeners["CONTROLLER"]),
+            "console": port_of(raw["console.listener"]),
+            "rest": port_of(raw["rest.listener"]),
+            "metrics": port_of(raw["metrics.listener"]),
+        }, advertised
+    except (KeyError, IndexError, ValueError):
+        raise DevClusterError("the node files there are not dev-cluster's (listeners, advertised.listeners, "
+                              "console/rest/metrics.listener expected)") from None
 
 
 class Node:
     """One node's child process."""
 
-    def __init__(self, plan: NodePlan, host: str):
+    def __init__(self, plan: NodePlan):
         self.plan = plan
-        self.host = host
+        self.host = plan.host
         self.process: subprocess.Popen | None = None
         self.reported = False
 
@@ -256,9 +262,9 @@ def node_view(node: Node, timeout_s: float) -> set[int] | None:
 
 
 class DevCluster:
-    def __init__(self, root: Path, plans: list[NodePlan], host: str, out=sys.stdout, err=sys.stderr):
+    def __init__(self, root: Path, plans: list[NodePlan], out=sys.stdout, err=sys.stderr):
         self.root = root
-        self.nodes = [Node(plan, host) for plan in plans]
+        self.nodes = [Node(plan) for plan in plans]
         self.out = out
         self.err = err
         self.signals = 0
@@ -380,7 +386,7 @@ def cmd_dev_cluster(args) -> int:
         root.mkdir(parents=True, exist_ok=True)
         plans = prepare(root, args.nodes, args.host, args.base_port, lambda text: print(text, flush=True))
         print(f"pybroker dev-cluster: {args.nodes} node(s); configs, data and logs in {root}", flush=True)
-        cluster = DevCluster(root, plans, args.host)
+        cluster = DevCluster(root, plans)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, cluster.on_signal)
         for node in cluster.nodes:
@@ -393,6 +399,7 @@ def cmd_dev_cluster(args) -> int:
         cluster.print_ready()
         cluster.watch()
         cluster.stop(args.stop_timeout)
+        print("pybroker dev-cluster: every node stopped", flush=True)
         return 0
     except (DevClusterError, ConfigError, OSError) as exc:
         if cluster is not None:

@@ -11,20 +11,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.config import parse_properties
 from tests.cluster.test_quorum_processes import free_ports, start_together
 from tests.conftest import PROJECT_ROOT, BrokerProcess
-
-from confluent_kafka import TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
 
 CONFIGS = PROJECT_ROOT / "configs" / "cluster"
 NODES = (1, 2, 3)

@@ -17,12 +17,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.config import parse_properties
 from tests.conftest import PROJECT_ROOT
-
-from confluent_kafka import Consumer, Producer, TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
 
 READY_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
@@ -99,10 +98,14 @@ def isr_sizes(admin: AdminClient, topic: str) -> list[int] | None:
     return [len(p.isr) for p in description.partitions]
 
 
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
 @pytest.fixture
 def dev_cluster(tmp_path):
     data_dir = tmp_path / "dev"
-    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = _env()
     process = subprocess.Popen(
         [sys.executable, "-m", "broker", "dev-cluster", "--nodes", "3", "--data-dir", str(data_dir)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
@@ -194,6 +197,28 @@ def test_dev_cluster_round_trip_node_loss_restart_and_stop(dev_cluster):
     assert [port for port in ports if listening(port)] == []
     assert sum(1 for l in out.all if l.startswith("bootstrap.servers=")) == 1
     assert not list(data_dir.glob("node-*.pid"))
+
+    # The same data dir later: the same cluster again, its records kept.
+    again = subprocess.Popen(
+        [sys.executable, "-m", "broker", "dev-cluster", "--nodes", "3", "--data-dir", str(data_dir)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+    )
+    try:
+        again_out = Lines(again.stdout)
+        assert again_out.wait_for(lambda l: l.startswith("bootstrap.servers="), READY_TIMEOUT_S) == line
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g2-{topic}", "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        count = 0
+        deadline = time.monotonic() + 60
+        while count < 21 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            count += message is not None and message.error() is None
+        consumer.close()
+        assert count == 21
+    finally:
+        again.send_signal(signal.SIGINT)
+        assert again.wait(STOP_TIMEOUT_S) == 0
+    assert [port for port in ports if listening(port)] == []
 
 
 def _pids_of_config(config_file: Path) -> list[int]:

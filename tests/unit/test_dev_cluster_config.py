@@ -51,6 +51,13 @@ def test_an_earlier_run_is_reused_as_it_is(tmp_path):
     said = []
     again = prepare(tmp_path, 3, "127.0.0.1", 9092, said.append)
     assert [p.ports for p in again] == [p.ports for p in first]
+    assert {p.host for p in again} == {"127.0.0.1"}
     assert "again" in said[0]
     with pytest.raises(DevClusterError, match="of 3 node"):
         prepare(tmp_path, 2, "127.0.0.1", None, lambda text: None)
+
+
+def test_files_that_are_not_dev_clusters_are_refused(tmp_path):
+    (tmp_path / "node-1.properties").write_text("node.id=1\n")
+    with pytest.raises(DevClusterError, match="not dev-cluster's"):
+        prepare(tmp_path, 1, "127.0.0.1", None, lambda text: None)

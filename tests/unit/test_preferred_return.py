@@ -12,8 +12,8 @@ import random
 import uuid
 
 from broker import quorum_controller
-from controller.leader_election import plan_preferred_elections, preferred_leaders_returned
 from controller.broker_lifecycle import usable_broker_ids
+from controller.leader_election import plan_preferred_elections, preferred_leaders_returned
 from controller.metadata.records import (
     FENCE_BROKER_RECORD,
     PARTITION_CHANGE_RECORD,
@@ -138,7 +138,7 @@ def test_the_active_controller_elects_a_returned_preferred_replica_after_the_sho
     async def scenario():
         away = with_partition(registered(1, 2, 3), [1, 2, 3], [2, 3], 2)
         # The imbalance check is far away (Kafka's 300 s default).
-        controller, driver = await active_controller(away, leader_rebalance_interval_ms=300_000)
+        controller, _ = await active_controller(away, leader_rebalance_interval_ms=300_000)
         try:
             await controller._submit(lambda image: (None, [
                 PARTITION_CHANGE_RECORD(partition_id=0, topic_id=image.topics["t"].topic_id, isr=[2, 3, 1])
