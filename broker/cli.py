@@ -41,6 +41,9 @@ are the admin tools of kafka-topics.sh, kafka-configs.sh and friends; see
 broker/tools/commands.py. Every tool that talks to brokers takes
 ``--command-config FILE`` (TLS, SASL; broker/tools/client.py).
 
+``pybroker dev-cluster --nodes N`` runs a local cluster of combined nodes as
+child processes until Ctrl-C; see broker/dev_cluster.py.
+
 ``pybroker healthcheck --bootstrap-server HOST:PORT`` exits 0 when the broker
 answers and lists itself among the live brokers (the Docker image's
 HEALTHCHECK); see `healthcheck`.
@@ -741,6 +744,9 @@ def build_parser() -> argparse.ArgumentParser:
     storage_commands.add_parser("random-uuid", help="print a new cluster id")
     storage.set_defaults(func=cmd_storage)
     register_admin_commands(commands)
+    from broker.dev_cluster import register as register_dev_cluster
+
+    register_dev_cluster(commands)
     add_version_flags(parser)
     return parser
 

@@ -13,6 +13,11 @@ A new leader takes no command until its state machine has applied everything
 up to the start of its own epoch: records a previous leader proposed may still
 be uncommitted in its log and would otherwise be invisible to the planner
 (Kafka's controller waits for the same reason).
+
+Past 700 lines on purpose: the commands and the active controller's own
+duties (broker sessions, the leader rebalance, electing preferred replicas that
+came back) all plan against ``_planned`` and wait on ``_in_flight``, which only
+this class may touch.
 """
 
 from __future__ import annotations
@@ -39,7 +44,12 @@ from controller.broker_lifecycle import (
     usable_broker_ids,
 )
 from controller.config_commands import AlterConfigsResult, ConfigChange
-from controller.leader_election import plan_auto_rebalance, plan_elect_leaders
+from controller.leader_election import (
+    plan_auto_rebalance,
+    plan_elect_leaders,
+    plan_preferred_elections,
+    preferred_leaders_returned,
+)
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_BROKER, decode_record, encode_record, record_api_key
@@ -73,6 +83,14 @@ WRITE_READY_WAIT_MS = 5000
 # brokers heard from so far waits for the others' first heartbeats after a
 # failover; bounded below a forwarding broker's request timeout.
 PLACEMENT_HEARTBEAT_WAIT_MS = 5000
+# With auto.leader.rebalance.enable, how long after a preferred replica came back
+# (unfenced, or in the ISR again) its partition's preferred election waits: long
+# enough to gather the partitions that come back together (a restarted broker
+# rejoins its ISRs one AlterPartition at a time) into one batch, short enough
+# that leadership is spread again long before the imbalance check.
+PREFERRED_RETURN_DELAY_MS = 1000
+# At most this many of those elections per batch.
+PREFERRED_RETURN_BATCH = 1000
 
 
 class NotControllerError(Exception):
@@ -143,6 +161,10 @@ class QuorumController:
         self.leader_rebalance_interval_ms = leader_rebalance_interval_ms
         self.leader_imbalance_percentage = leader_imbalance_percentage
         self._rebalance_task: asyncio.Task | None = None
+        # Partitions whose preferred replica came back while this node was active
+        # (see _watch_preferred_returns), and the task electing them.
+        self._preferred_due: set[tuple[str, int]] = set()
+        self._preferred_task: asyncio.Task | None = None
         self._load_latest_snapshot()
 
     def attach(self, driver) -> None:
@@ -214,6 +236,7 @@ class QuorumController:
         self.applied_end_offset = offset
         self._bytes_since_snapshot += applied_bytes
         self._notify(old, image)
+        self._watch_preferred_returns(old, image)
         self._caught_up.set()
         # Commands waiting for their batch.
         still: list[tuple[int, asyncio.Future]] = []
@@ -254,6 +277,7 @@ class QuorumController:
             if self._rebalance_task is not None:
                 self._rebalance_task.cancel()
                 self._rebalance_task = None
+            self._stop_preferred_returns()
             self._fail_in_flight()
 
     def _maybe_write_bootstrap(self) -> None:
@@ -650,6 +674,43 @@ class QuorumController:
             if moved:
                 log.info("metadata: leader rebalance moved %d leaderships back to preferred replicas", moved)
 
+    def _watch_preferred_returns(self, old: MetadataImage, new: MetadataImage) -> None:
+        """On the active controller with auto.leader.rebalance.enable: partitions
+        whose preferred replica just came back (unfenced, or in the ISR again)
+        get their preferred election after PREFERRED_RETURN_DELAY_MS, not at the
+        next imbalance check (controller/leader_election.py)."""
+        if not self._is_leader or self.leader_rebalance_interval_ms is None:
+            return
+        returned = preferred_leaders_returned(old, new)
+        if not returned:
+            return
+        self._preferred_due.update(returned)
+        if self._preferred_task is None or self._preferred_task.done():
+            self._preferred_task = asyncio.get_running_loop().create_task(
+                self._elect_returned_preferred(), name="preferred leaders back"
+            )
+
+    async def _elect_returned_preferred(self) -> None:
+        while self._preferred_due and self._is_leader:
+            await asyncio.sleep(PREFERRED_RETURN_DELAY_MS / 1000)
+            targets = sorted(self._preferred_due)[:PREFERRED_RETURN_BATCH]
+            self._preferred_due.difference_update(targets)
+            try:
+                moved = await self._submit(lambda image: (len(records := plan_preferred_elections(image, targets)), records))
+            except NotControllerError:
+                return
+            except Exception:  # a bug of ours: log it; the imbalance check still runs
+                log.exception("metadata: electing returned preferred leaders failed")
+                continue
+            if moved:
+                log.info("metadata: %d preferred replica(s) back in sync lead their partitions again", moved)
+
+    def _stop_preferred_returns(self) -> None:
+        self._preferred_due.clear()
+        if self._preferred_task is not None:
+            self._preferred_task.cancel()
+            self._preferred_task = None
+
     async def elect_leaders(self, election_type: int, targets):
         """ElectLeaders on the active controller: {(topic, partition): (error, message)}
         once the elections are committed (see plan_elect_leaders)."""
@@ -683,6 +744,7 @@ class QuorumController:
         return list_partition_reassignments(self.image, topics)
 
     def close(self) -> None:
+        self._stop_preferred_returns()
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
         if self._session_task is not None:

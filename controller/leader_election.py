@@ -15,6 +15,14 @@ and maybeBalancePartitionLeaders).
   elections for the partitions whose preferred replica could lead but does not,
   of each broker whose share of such partitions (among those it is the
   preferred replica of) is above ``leader.imbalance.per.broker.percentage``.
+* A preferred replica that comes back (its broker unfenced again, or the
+  replica back in the ISR, caught up) is elected again soon after, without
+  waiting for that rebalance: ``preferred_leaders_returned`` finds those
+  partitions between two images, ``plan_preferred_elections`` elects the ones
+  that still qualify. After a full restart the node that came up first would
+  otherwise lead every partition until the next imbalance check (300 s by
+  default); Kafka's controller also makes a replica that rejoins in sync its
+  partition's leader again when it is the preferred one.
 """
 
 from __future__ import annotations
@@ -155,3 +163,59 @@ def plan_auto_rebalance(image: MetadataImage, percentage: int, max_elections: in
     replica could lead) for the partitions of the imbalanced brokers only."""
     over = imbalanced_brokers(image, percentage)
     return plan_leader_rebalance(image, max_elections, preferred_in=over) if over else []
+
+
+def _preferred_could_lead(partition: PartitionImage | None, usable: set[int]) -> bool:
+    """The preferred replica does not lead but could: in the ISR and usable."""
+    if partition is None or not partition.replicas:
+        return False
+    preferred = partition.replicas[0]
+    return partition.leader != preferred and preferred in partition.isr and preferred in usable
+
+
+def preferred_leaders_returned(old: MetadataImage, new: MetadataImage) -> list[TopicPartition]:
+    """Partitions whose preferred replica could lead in ``new`` but could not in
+    ``old``: it came back into the ISR, or its broker became usable again.
+
+    Called by the active controller on every committed change, so it only looks
+    at what changed: images share unchanged topics and partitions (copy on
+    write), and a partition whose object is the same only matters when its
+    preferred broker became usable."""
+    if old.topics is new.topics and old.brokers is new.brokers:
+        return []
+    usable_old = set(usable_broker_ids(old))
+    usable_new = set(usable_broker_ids(new))
+    back = usable_new - usable_old
+    returned: list[TopicPartition] = []
+    for name, topic in new.topics.items():
+        old_topic = old.topics.get(name)
+        if old_topic is topic and not back:
+            continue
+        same_topic = old_topic is not None and old_topic.topic_id == topic.topic_id
+        old_partitions = old_topic.partitions if same_topic else {}
+        for partition_id, partition in topic.partitions.items():
+            old_partition = old_partitions.get(partition_id)
+            if old_partition is partition and (not partition.replicas or partition.replicas[0] not in back):
+                continue
+            if _preferred_could_lead(partition, usable_new) and not _preferred_could_lead(old_partition, usable_old):
+                returned.append((name, partition_id))
+    return returned
+
+
+def plan_preferred_elections(image: MetadataImage, targets: Iterable[TopicPartition], max_elections: int = 1000) -> list:
+    """Preferred elections for those of ``targets`` whose preferred replica can
+    still lead and does not (gone topics and partitions, and those that no
+    longer qualify, are left alone); at most ``max_elections``."""
+    usable = set(usable_broker_ids(image))
+    records = []
+    for name, partition_id in sorted(set(targets)):
+        topic = image.topics.get(name)
+        partition = topic.partitions.get(partition_id) if topic is not None else None
+        if not _preferred_could_lead(partition, usable):
+            continue
+        _, _, record = elect_one(topic, partition, PREFERRED, usable)
+        if record is not None:
+            records.append(record)
+            if len(records) >= max_elections:
+                break
+    return records

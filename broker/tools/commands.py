@@ -699,9 +699,11 @@ def _reset_spec(args, parse_datetime_ms, parse_duration_ms) -> tuple[str, object
 def register(commands) -> None:
     """Add the admin subcommands to ``pybroker``'s subparsers."""
     from broker.tools.acls import register as register_acls
+    from broker.tools.leader_election import register as register_leader_election
 
     _register_topics(commands)
     _register_configs(commands)
     _register_console(commands)
     _register_offsets(commands)
     register_acls(commands)
+    register_leader_election(commands)
