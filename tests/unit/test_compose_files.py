@@ -1,7 +1,12 @@
 """docker/compose.yaml and docker/compose.combined.yaml: valid against the
 Compose Specification's JSON schema (as vendored by check-jsonschema), and
 each service's environment, read through the image's entrypoint rules, is a
-pybroker config that starts the topology the file describes."""
+pybroker config that starts the topology the file describes. The console and
+the REST proxy are published on the host's 127.0.0.1 only, the console
+read-only; every node keeps the image's HEALTHCHECK. Where a Compose
+implementation (`docker compose` or `docker-compose`) is installed, its
+`config` (no engine needed) accepts the files; where buildx and an engine
+answer, `docker build --check` accepts the Dockerfile."""
 
 from __future__ import annotations
 
