@@ -28,6 +28,18 @@ written for it work here:
 Arguments not starting with "-" are a command run instead (``docker run IMAGE
 pybroker storage random-uuid``).
 
+The data directories must be writable by the user the container runs as (the
+image's ``pybroker``, uid 1000, unless ``--user`` says otherwise). A bind mount
+of a host directory keeps its host owner, so a root-owned one is refused with
+one line saying what to do (``chown``, or ``--user``) and the storage exit
+code 3, as ``pybroker start`` uses, instead of a traceback.
+
+``python -m broker.container --healthcheck`` is the image's HEALTHCHECK: it
+reads the config the entrypoint wrote (found the same way, from the same
+environment) and checks the node on its own listener: a broker listener
+(PLAINTEXT preferred) with ``pybroker healthcheck``'s checks, or on a
+controller-only node its controller listener with an ApiVersions round trip.
+
 Keys pybroker does not know are written as given; pybroker warns about them at
 start, as it does for any config file.
 """
@@ -35,9 +47,12 @@ start, as it does for any config file.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
+import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -48,6 +63,11 @@ ENV_PREFIX = "KAFKA_"
 CLUSTER_ID_ENV = "CLUSTER_ID"
 BASE_CONFIG_ENV = "PYBROKER_BASE_CONFIG"
 CONFIG_FILE_ENV = "PYBROKER_CONFIG_FILE"
+# Client properties (as --command-config) for a healthcheck whose listener is not PLAINTEXT.
+HEALTHCHECK_CONFIG_ENV = "PYBROKER_HEALTHCHECK_COMMAND_CONFIG"
+# `pybroker start`'s exit code for storage errors (broker/cli.py EXIT_STORAGE),
+# so that a data directory the container cannot write ends the same way.
+EXIT_STORAGE = 3
 CONFIG_FILE_NAME = "server.properties"
 # Relative to the image's WORKDIR (/opt/pybroker), where the Dockerfile copies configs/.
 IMAGE_BASE_CONFIG = Path("configs") / "server.properties"
@@ -92,6 +112,52 @@ _UNDERSCORE_MEANING = {"___": "-", "__": "_", "_": "."}
 
 class ContainerError(RuntimeError):
     """A configuration the entrypoint refuses to start with (one line for the log)."""
+
+    exit_code = 1
+
+
+class DataDirNotWritable(ContainerError):
+    """A data directory the container's user cannot write (a bind mount owned by someone else)."""
+
+    exit_code = EXIT_STORAGE
+
+
+def check_writable(directory: Path) -> None:
+    """Make ``directory`` if needed and write a file into it; DataDirNotWritable if that fails.
+
+    Writing is the only reliable test: os.access says yes to root everywhere
+    and knows nothing of read-only mounts."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".pybroker-write-test-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise DataDirNotWritable(_not_writable(directory, exc)) from None
+
+
+def _not_writable(directory: Path, exc: OSError) -> str:
+    if exc.errno == errno.EROFS:
+        return f"the data directory {directory} is on a read-only file system: mount it read-write"
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        return f"the data directory {directory} cannot be made: {exc.filename or directory} is in the way (not a directory)"
+    if exc.errno not in (errno.EACCES, errno.EPERM):
+        return f"the data directory {directory} cannot be written: {exc.strerror or exc}"
+    uid, gid = os.geteuid(), os.getegid()
+    owned = ""
+    for existing in (directory, *directory.parents):
+        try:
+            info = existing.stat()
+        except OSError:
+            continue  # missing, or a parent this user cannot search: look further up
+        owned = f" ({existing} is owned by {info.st_uid}:{info.st_gid}, mode {stat.S_IMODE(info.st_mode):o})"
+        break
+    return (
+        f"the data directory {directory} is not writable by uid {uid}{owned}: chown it "
+        f"(chown -R {uid}:{gid} on the host's directory) or run with --user as its owner "
+        f"(docker run --user UID:GID, or user: \"UID:GID\" in compose)"
+    )
 
 
 def env_key(name: str) -> str | None:
@@ -190,6 +256,8 @@ def prepare_storage(config_file: Path, environ: Mapping[str, str], *, image_base
         # taking that id would be far worse than refusing to start.
         raise ContainerError("KAFKA_NODE_ID is not set: every node of a multi-node cluster needs its own id")
     directories = _storage_dirs(config)
+    for directory in directories:
+        check_writable(directory)
     unformatted = [d for d in directories if not (d / META_PROPERTIES).exists()]
     if not unformatted:
         say(f"storage already formatted ({', '.join(map(str, directories))}); not formatting again")
@@ -230,7 +298,11 @@ def prepare(
     properties, image_base = merged_properties(environ, base_config)
     for name in ignored_variables(environ):
         say(f"{name} is a JVM/launcher setting, not a broker key; ignored")
-    config_file = Path(config_file) if config_file is not None else default_config_file(properties)
+    if config_file is None:
+        config_file = default_config_file(properties)
+        # The config goes into the data volume: its ownership is checked here first.
+        check_writable(config_file.parent)
+    config_file = Path(config_file)
     try:
         config_file.parent.mkdir(parents=True, exist_ok=True)
         config_file.write_text(render_properties(properties))
@@ -242,6 +314,68 @@ def prepare(
     return [sys.executable, "-m", "broker", "start", "--config", str(config_file)]
 
 
+def config_file_of(environ: Mapping[str, str], base_config: Path | None, config_file: Path | None) -> Path:
+    """Where the entrypoint writes (wrote) the node's config for this environment."""
+    if config_file is not None:
+        return Path(config_file)
+    return default_config_file(merged_properties(environ, base_config)[0])
+
+
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+def healthcheck_listener(config) -> tuple[str, int, str, bool]:
+    """(host, port, security protocol, whether it is a broker listener) to check the node on.
+
+    A broker listener, PLAINTEXT first, else (controller-only node) a controller
+    listener; a wildcard bind address is dialled on loopback."""
+    candidates = config.broker_listeners
+    broker = bool(candidates)
+    if not broker:
+        candidates = config.controller_listeners
+    if not candidates:
+        raise ContainerError("the node's config has no listener to check")
+    plaintext = [l for l in candidates if config.security_protocol(l.name) == "PLAINTEXT"]
+    listener = (plaintext or candidates)[0]
+    host = "127.0.0.1" if listener.host in _WILDCARD_HOSTS else listener.host
+    return host, listener.port, config.security_protocol(listener.name), broker
+
+
+def healthcheck(config_file: Path, *, timeout_s: float, command_config: str | None = None) -> str:
+    """One line saying the node is healthy; ContainerError (one line) when it is not."""
+    from broker.group_tool import KafkaConnection, ToolError
+    from broker.tools.client import load_settings
+
+    if not Path(config_file).exists():
+        raise ContainerError(f"{config_file} does not exist: the node has not been started by the entrypoint")
+    try:
+        config = load_config_file(config_file, warn=lambda message: None)
+    except ConfigError as exc:
+        raise ContainerError(f"{config_file}: {exc}") from None
+    host, port, protocol, broker = healthcheck_listener(config)
+    if protocol != "PLAINTEXT" and not command_config:
+        raise ContainerError(
+            f"the listener on port {port} is {protocol}: set {HEALTHCHECK_CONFIG_ENV} to a client properties "
+            "file for it (as --command-config), or disable the healthcheck"
+        )
+    try:
+        settings = load_settings(command_config)
+        if broker:
+            from broker.cli import healthcheck as broker_healthcheck
+
+            return broker_healthcheck(f"{host}:{port}", timeout_s, config.node_id, settings)
+        connection = KafkaConnection(host, port, timeout_s, settings)
+        try:
+            versions = connection.call("ApiVersions", 0)
+        finally:
+            connection.close()
+    except ToolError as exc:
+        raise ContainerError(str(exc)) from None
+    if versions.error_code != 0:
+        raise ContainerError(f"controller {config.node_id} on {host}:{port} answered ApiVersions with error code {versions.error_code}")
+    return f"{host}:{port} is healthy: controller {config.node_id} answers ApiVersions"
+
+
 def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None, execvp=os.execvp) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m broker.container",
@@ -251,6 +385,12 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     parser.add_argument("--base-config", metavar="FILE", help=f"the properties to start from (env {BASE_CONFIG_ENV})")
     parser.add_argument("--config-file", metavar="FILE", help=f"where to write the result (env {CONFIG_FILE_ENV})")
     parser.add_argument("--dry-run", action="store_true", help="prepare, print the command, do not run it")
+    parser.add_argument(
+        "--healthcheck", action="store_true",
+        help="check the node the entrypoint started, on a listener of its config (the image's HEALTHCHECK); "
+        "exit 0 when healthy, 1 otherwise",
+    )
+    parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="--healthcheck's socket timeout")
     argv = sys.argv[1:] if argv is None else argv
     if argv and not argv[0].startswith("-"):
         # `docker run IMAGE pybroker storage random-uuid`: a command given to the
@@ -262,13 +402,22 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     base = args.base_config or environ.get(BASE_CONFIG_ENV) or None
     target = args.config_file or environ.get(CONFIG_FILE_ENV) or None
     say = lambda line: print(f"pybroker container: {line}", flush=True)  # noqa: E731
+    base_config, config_file = (Path(base) if base else None), (Path(target) if target else None)
+    if args.healthcheck:
+        try:
+            print(healthcheck(
+                config_file_of(environ, base_config, config_file), timeout_s=args.timeout,
+                command_config=environ.get(HEALTHCHECK_CONFIG_ENV) or None,
+            ))
+        except ContainerError as exc:
+            print(f"pybroker healthcheck: {exc}", file=sys.stderr)
+            return 1
+        return 0
     try:
-        command = prepare(
-            environ, base_config=Path(base) if base else None, config_file=Path(target) if target else None, say=say
-        )
+        command = prepare(environ, base_config=base_config, config_file=config_file, say=say)
     except ContainerError as exc:
         print(f"pybroker container: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     if args.dry_run:
         print(" ".join(command))
         return 0

@@ -10,6 +10,7 @@ file instead."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -122,6 +123,15 @@ CONTAINER_CLIENT = textwrap.dedent(
 )
 
 
+def image_healthcheck() -> list[str]:
+    """The Dockerfile's HEALTHCHECK CMD, run with this interpreter."""
+    text = (PROJECT_ROOT / "docker" / "Dockerfile").read_text().replace("\\\n", " ")
+    line = next(l for l in text.splitlines() if l.startswith("HEALTHCHECK "))
+    command = json.loads(line.split(" CMD ", 1)[1])
+    assert command[0] == "python"
+    return [sys.executable, *command[1:]]
+
+
 def docker_engine() -> str | None:
     """Why no Docker engine with compose can be used here, or None if one can."""
     if shutil.which("docker") is None:
@@ -174,6 +184,7 @@ def test_compose_services_run_as_namespaced_processes(tmp_path):
     hostnames = [service["hostname"] for service in services.values()] + ["client"]
     processes: dict[str, subprocess.Popen] = {}
     forwarders: list[PublishedPort] = []
+    envs: dict[str, dict[str, str]] = {}
     net = VirtualNetwork(hostnames)
     try:
         for name, service in services.items():
@@ -182,31 +193,37 @@ def test_compose_services_run_as_namespaced_processes(tmp_path):
             env.update({key: str(value) for key, value in service["environment"].items()})
             env["KAFKA_LOG_DIRS"] = str(tmp_path / host)  # the named volume
             env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+            envs[name] = env
             log = open(tmp_path / f"{host}.log", "w")
             processes[host] = subprocess.Popen(
                 [*net.exec_prefix(host), sys.executable, "-m", "broker.container"],
                 env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
             )
             for mapping in service.get("ports", []):
-                published, target = (int(p) for p in str(mapping).split(":"))
+                # "P:P" or "127.0.0.1:P:P": either way the host's 127.0.0.1 is forwarded here.
+                host_ip, published, target = ([""] + str(mapping).split(":"))[-3:]
+                assert host_ip in ("", "127.0.0.1"), mapping
+                published, target = int(published), int(target)
                 try:
                     forwarders.append(PublishedPort(published, (net.ips[host], target)))
                 except OSError as exc:
                     pytest.skip(f"port {published} of {name} cannot be published on 127.0.0.1: {exc}")
 
+        healthcheck = image_healthcheck()
+
         def healthy(name):
-            # The service's own compose healthcheck, run in its namespace.
-            test = services[name]["healthcheck"]["test"]
-            assert test[:3] == ["CMD", "pybroker", "healthcheck"]
+            # The image's HEALTHCHECK (no service overrides it), run in the
+            # service's namespace with its environment, as `docker exec` does.
+            assert "healthcheck" not in services[name]
             done = subprocess.run(
-                [*net.exec_prefix(services[name]["hostname"]), sys.executable, "-m", "broker", *test[2:]],
-                capture_output=True, text=True, timeout=30,
-                env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+                [*net.exec_prefix(services[name]["hostname"]), *healthcheck],
+                capture_output=True, text=True, timeout=30, env=envs[name], cwd=tmp_path,
             )
             return done.returncode == 0
 
-        brokers = [n for n, s in services.items() if "healthcheck" in s and not s["healthcheck"].get("disable")]
-        for name in brokers:
+        brokers = [n for n, s in services.items() if "broker" in s["environment"]["KAFKA_PROCESS_ROLES"]]
+        assert len(brokers) == 3
+        for name in services:  # controllers too: the image's check finds their controller listener
             assert wait_until(lambda name=name: healthy(name), START_BOUND_S), (
                 f"{name} never healthy:\n" + (tmp_path / f"{services[name]['hostname']}.log").read_text()[-3000:]
             )

@@ -1,7 +1,12 @@
 """docker/compose.yaml and docker/compose.combined.yaml: valid against the
 Compose Specification's JSON schema (as vendored by check-jsonschema), and
 each service's environment, read through the image's entrypoint rules, is a
-pybroker config that starts the topology the file describes."""
+pybroker config that starts the topology the file describes. The console and
+the REST proxy are published on the host's 127.0.0.1 only, the console
+read-only; every node keeps the image's HEALTHCHECK. Where a Compose
+implementation (`docker compose` or `docker-compose`) is installed, its
+`config` (no engine needed) accepts the files; where buildx and an engine
+answer, `docker build --check` accepts the Dockerfile."""
 
 from __future__ import annotations
 
@@ -79,3 +84,120 @@ def test_every_service_is_a_node_of_one_rf3_cluster(name, tmp_path):
         assert config.inter_broker_listener_name == "INTERNAL"
         published.append(host_port)
     assert len(set(published)) == 3
+
+
+def published(service: dict) -> dict[int, str]:
+    """Container port -> the host address it is published on ("" for every interface)."""
+    out = {}
+    for mapping in service.get("ports", []):
+        if isinstance(mapping, dict):  # Compose's long syntax, as `compose config` prints it
+            out[int(mapping["target"])] = str(mapping.get("host_ip", ""))
+            continue
+        parts = str(mapping).split("/")[0].rsplit(":", 2)
+        out[int(parts[-1])] = parts[0] if len(parts) == 3 else ""
+    return out
+
+
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_console_and_rest_are_published_on_loopback_and_the_console_is_read_only(name, tmp_path):
+    services = load_yaml(PROJECT_ROOT / name)["services"]
+    seen = 0
+    for service_name, service in services.items():
+        config = service_config(service, tmp_path)
+        http = [config[key] for key in ("console.listener", "rest.listener") if config[key]]
+        if config["console.listener"]:
+            # Nobody logs in to the console: it only shows, unless the file is changed.
+            assert config["console.read.only"] is True, service_name
+        for url in http:
+            port = url.port
+            if port in published(service):
+                assert published(service)[port] == "127.0.0.1", (service_name, port)
+                seen += 1
+    assert seen == 2  # the first broker's console and REST proxy
+    text = (PROJECT_ROOT / name).read_text()
+    assert 'KAFKA_CONSOLE_READ_ONLY to "false"' in text and '"8080:8080"' in text  # how to open them, said
+
+
+def test_monitoring_ports_are_published_on_loopback():
+    services = load_yaml(PROJECT_ROOT / "docker/compose.monitoring.yaml")["services"]
+    assert {n: published(s) for n, s in services.items()} == {"prometheus": {9090: "127.0.0.1"}, "grafana": {3000: "127.0.0.1"}}
+
+
+def image_healthcheck() -> list[str]:
+    """The exec-form CMD of the Dockerfile's HEALTHCHECK."""
+    text = (PROJECT_ROOT / "docker" / "Dockerfile").read_text().replace("\\\n", " ")
+    line = next(l for l in text.splitlines() if l.startswith("HEALTHCHECK "))
+    return json.loads(line.split(" CMD ", 1)[1])
+
+
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_every_node_keeps_the_images_healthcheck(name):
+    # The image's check finds each node's own listener: no service overrides or disables it.
+    assert image_healthcheck() == ["python", "-m", "broker.container", "--healthcheck"]
+    for service_name, service in load_yaml(PROJECT_ROOT / name)["services"].items():
+        assert "healthcheck" not in service, service_name
+
+
+def compose_command() -> list[str]:
+    """`docker compose` (the plugin) or `docker-compose`, whichever answers; skips otherwise."""
+    import shutil
+    import subprocess
+
+    reasons = []
+    for command in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(command[0]) is None:
+            reasons.append(f"no {command[0]} command")
+            continue
+        try:
+            done = subprocess.run([*command, "version"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            reasons.append(f"{' '.join(command)} version: {exc}")
+            continue
+        if done.returncode == 0:
+            return command
+        reasons.append(f"{' '.join(command)}: {(done.stderr or done.stdout).strip()[:120]}")
+    pytest.skip("no Compose implementation to validate with (" + "; ".join(reasons) + ")")
+
+
+@pytest.mark.parametrize(
+    "files", [["docker/compose.yaml"], ["docker/compose.combined.yaml"], ["docker/compose.yaml", "docker/compose.monitoring.yaml"]]
+)
+def test_compose_config_accepts_the_files(files):
+    """Compose's own parser and validation (`config` needs no engine): what the
+    files say is what Compose makes of them."""
+    import subprocess
+
+    command = compose_command()
+    done = subprocess.run(
+        [*command, *[a for f in files for a in ("-f", f)], "config"], cwd=PROJECT_ROOT,
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rendered = load_yaml_text(done.stdout)
+    broker = rendered["services"]["broker-4" if "broker-4" in rendered["services"] else "node-1"]
+    assert published(broker)[8080] == published(broker)[8082] == "127.0.0.1", broker["ports"]
+
+
+def load_yaml_text(text: str):
+    yaml = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
+    return yaml.YAML(typ="safe", pure=True).load(text)
+
+
+def test_docker_build_check_accepts_the_dockerfile():
+    """BuildKit's Dockerfile checks (`docker build --check`), where buildx and an engine answer."""
+    import shutil
+    import subprocess
+
+    if shutil.which("docker") is None:
+        pytest.skip("no docker command")
+    probe = subprocess.run(["docker", "buildx", "version"], capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(f"docker build --check needs buildx: {(probe.stderr or probe.stdout).strip()[:120]}")
+    engine = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=60)
+    if engine.returncode != 0:
+        pytest.skip(f"docker build --check needs an engine: {(engine.stderr or engine.stdout).strip()[:160]}")
+    done = subprocess.run(
+        ["docker", "build", "--check", "-f", "docker/Dockerfile", "."], cwd=PROJECT_ROOT,
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

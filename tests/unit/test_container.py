@@ -233,3 +233,100 @@ def test_a_command_runs_instead_of_the_node(tmp_path, monkeypatch):
     assert container.main(["pybroker", "storage", "random-uuid"], environ={}, execvp=lambda *a: calls.append(a)) == 0
     assert calls == [("pybroker", ["pybroker", "storage", "random-uuid"])]
     assert list(tmp_path.iterdir()) == []  # nothing prepared
+
+
+def test_a_data_directory_the_user_cannot_write_is_one_line_and_exit_code_3(tmp_path, monkeypatch, capsys):
+    # Root writes everywhere, so the refusal is made here by a fake; the
+    # entrypoint test runs it for real as another user.
+    import errno
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(data))
+
+    monkeypatch.setattr(container.tempfile, "mkstemp", refused)
+    calls = []
+    assert container.main([], environ=single_node_env(tmp_path), execvp=lambda *a: calls.append(a)) == 3
+    err = capsys.readouterr().err
+    assert calls == [] and err.count("\n") == 1, err
+    uid, gid = os.geteuid(), os.getegid()
+    info = data.stat()
+    assert err == (
+        f"pybroker container: the data directory {data} is not writable by uid {uid} ({data} is owned by "
+        f"{info.st_uid}:{info.st_gid}, mode {info.st_mode & 0o7777:o}): chown it (chown -R {uid}:{gid} on the "
+        "host's directory) or run with --user as its owner (docker run --user UID:GID, or user: \"UID:GID\" in compose)\n"
+    )
+
+
+def test_a_file_in_place_of_the_data_directory_is_one_line_and_exit_code_3(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").write_text("not a directory")
+    assert container.main([], environ=single_node_env(tmp_path), execvp=lambda *a: None) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is in the way (not a directory)" in err, err
+
+
+def test_every_log_dir_is_checked_before_formatting(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "b").write_text("a file")
+    env = quorum_env(tmp_path, CLUSTER_ID=CLUSTER_ID)
+    assert container.main([], environ=env, execvp=lambda *a: None) == 3
+    assert f"the data directory {tmp_path / 'b'} cannot be made" in capsys.readouterr().err
+    assert not (tmp_path / "a" / "meta.properties").exists()  # nothing formatted half-way
+
+
+def write_config(tmp_path, text: str):
+    path = tmp_path / "server.properties"
+    path.write_text(text + f"\nlog.dirs={tmp_path / 'data'}\n")
+    return load_config_file(path, warn=lambda message: None)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # A wildcard bind is dialled on loopback; the first PLAINTEXT broker listener is taken.
+        ("listeners=PLAINTEXT://:9092", ("127.0.0.1", 9092, "PLAINTEXT", True)),
+        (
+            "node.id=4\nprocess.roles=broker\ncontroller.listener.names=CONTROLLER\n"
+            "controller.quorum.voters=1@c1:9093\nlisteners=INTERNAL://:19092,EXTERNAL://0.0.0.0:9094\n"
+            "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+            "inter.broker.listener.name=INTERNAL",
+            ("127.0.0.1", 19092, "PLAINTEXT", True),
+        ),
+        (
+            "listeners=SECURE://127.0.0.1:9094,PLAIN://broker-1:9095\n"
+            "listener.security.protocol.map=SECURE:SASL_SSL,PLAIN:PLAINTEXT\n"
+            "inter.broker.listener.name=PLAIN\nsasl.enabled.mechanisms=SCRAM-SHA-512",
+            ("broker-1", 9095, "PLAINTEXT", True),
+        ),
+        # A controller-only node is checked on its controller listener.
+        (
+            "node.id=1\nprocess.roles=controller\ncontroller.listener.names=CONTROLLER\n"
+            "controller.quorum.voters=1@c1:9093\nlisteners=CONTROLLER://:9093",
+            ("127.0.0.1", 9093, "PLAINTEXT", False),
+        ),
+    ],
+)
+def test_the_healthcheck_dials_the_nodes_own_listener(tmp_path, text, expected):
+    assert container.healthcheck_listener(write_config(tmp_path, text)) == expected
+
+
+def test_the_healthcheck_of_a_secured_listener_needs_client_properties(tmp_path):
+    write_config(
+        tmp_path,
+        "listeners=SECURE://127.0.0.1:9094\nlistener.security.protocol.map=SECURE:SASL_PLAINTEXT\n"
+        "inter.broker.listener.name=SECURE\nsasl.enabled.mechanisms=SCRAM-SHA-512",
+    )
+    with pytest.raises(container.ContainerError, match="port 9094 is SASL_PLAINTEXT: set PYBROKER_HEALTHCHECK_COMMAND_CONFIG"):
+        container.healthcheck(tmp_path / "server.properties", timeout_s=1)
+
+
+def test_the_healthcheck_before_the_entrypoint_ran_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert container.main(["--healthcheck"], environ=single_node_env(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert err == f"pybroker healthcheck: {tmp_path / 'data' / 'server.properties'} does not exist: the node has not been started by the entrypoint\n"
