@@ -201,13 +201,22 @@ class Workspace:
         self._check(block, ["bash", "-c", "set -euo pipefail\n" + self.rewrite(script)], script)
 
     def _check(self, block: Block, argv: list[str], shown: str) -> None:
+        # A session of its own, killed afterwards: whatever the block left running
+        # in the background (a `cmd &`) goes with it instead of outliving the test.
+        process = subprocess.Popen(
+            argv, cwd=self.root, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         try:
-            done = subprocess.run(argv, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise BlockFailed(f"{block.where}: still running after {BLOCK_TIMEOUT_S} s:\n{shown}\n{exc.stdout}\n{exc.stderr}") from None
-        if done.returncode != 0 or "Traceback (most recent call last)" in done.stderr:
+            stdout, stderr = process.communicate(timeout=BLOCK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _kill_session(process)
+            stdout, stderr = process.communicate()
+            raise BlockFailed(f"{block.where}: still running after {BLOCK_TIMEOUT_S} s:\n{shown}\n{stdout[-3000:]}\n{stderr[-3000:]}") from None
+        finally:
+            _kill_session(process)
+        if process.returncode != 0 or "Traceback (most recent call last)" in stderr:
             raise BlockFailed(
-                f"{block.where}: exit code {done.returncode}\n--- block\n{shown}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-5000:]}"
+                f"{block.where}: exit code {process.returncode}\n--- block\n{shown}\n--- stdout\n{stdout[-3000:]}\n--- stderr\n{stderr[-5000:]}"
             )
 
     def _needs_broker(self, text: str) -> None:
@@ -223,7 +232,9 @@ class Workspace:
         self._logs += 1
         self.server_log = self.root / f"server-{self._logs}.log"
         with open(self.server_log, "w") as log:
-            self.server = subprocess.Popen(["bash", "-c", "exec " + command], cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            self.server = subprocess.Popen(
+                ["bash", "-c", "exec " + command], cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.server_command = command
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -250,6 +261,15 @@ class Workspace:
                 server.wait(10)
                 if check:
                     raise BlockFailed(f"{self.server_command!r} did not stop within {STOP_TIMEOUT_S} s of SIGINT") from None
+        _kill_session(server)
         output = self.server_log.read_text() if self.server_log else ""
         if check and (server.returncode != 0 or "Traceback (most recent call last)" in output):
             raise BlockFailed(f"{self.server_command!r} exited {server.returncode} on SIGINT:\n{output[-5000:]}")
+
+
+def _kill_session(process: subprocess.Popen) -> None:
+    """SIGKILL what is left of the session ``process`` leads (its own pid is its session's id)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
