@@ -7,7 +7,7 @@ with confluent-kafka (one value is a ``<script>``), sees the messages in the
 browser (the script shown as text, never run), starts a consumer group and
 watches its lag graph change in the open page (the page's script re-fetches the
 SVG). A screenshot of each page is saved under the test's tmp dir; with
-PYBROKER_CONSOLE_SCREENSHOT=path the overview is copied there too (the README's
+PYBROKER_CONSOLE_SCREENSHOT=path the overview is copied there too (docs/operations.md's
 docs/console-overview.png is made that way).
 """
 

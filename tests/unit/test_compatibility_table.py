@@ -1,4 +1,4 @@
-"""README's API table says exactly what the broker advertises."""
+"""docs/COMPATIBILITY.md's API table says exactly what the broker advertises."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from broker.app import Broker
 from broker.config import load_config
 from protocol.registry import APIS_BY_NAME
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+COMPATIBILITY = Path(__file__).resolve().parents[2] / "docs" / "COMPATIBILITY.md"
 
 
-def readme_table() -> dict[str, tuple[int, int]]:
+def documented_table() -> dict[str, tuple[int, int]]:
     rows = {}
-    for line in README.read_text().splitlines():
+    for line in COMPATIBILITY.read_text().splitlines():
         match = re.match(r"^\|\s*([A-Za-z]+)\s*\|\s*(\d+)(?:-(\d+))?\s*\|", line)
         if match and match.group(1) in APIS_BY_NAME:
             low = int(match.group(2))
@@ -22,7 +22,7 @@ def readme_table() -> dict[str, tuple[int, int]]:
     return rows
 
 
-def test_readme_table_matches_the_handler_registry(tmp_path):
+def test_documented_table_matches_the_handler_registry(tmp_path):
     broker = Broker(load_config({"log.dirs": str(tmp_path / "logs")}))
     try:
         advertised = {
@@ -31,4 +31,4 @@ def test_readme_table_matches_the_handler_registry(tmp_path):
         }
     finally:
         broker.close_storage()
-    assert readme_table() == advertised
+    assert documented_table() == advertised

@@ -1,9 +1,10 @@
-"""README's "A secured broker, step by step", run as printed, then every unauthorized attempt.
+"""docs/security.md's "A secured broker, step by step", run as printed, then every unauthorized attempt.
 
-The blocks marked ``<!-- security walkthrough: ... -->`` are taken from README.md
+The blocks marked ``<!-- security walkthrough: ... -->`` are taken from docs/security.md
 and run in a temporary directory: the openssl commands, the storage format with
 three SCRAM users, the broker started with a copy of configs/secure.properties,
-the admin tools with admin.properties, the clients. Only the port changes (a
+admin.properties written, the admin tools with it, the clients. (tests/interop/
+test_docs_commands.py runs the other blocks of the docs and leaves these to this test.) Only the port changes (a
 free one instead of 9094) and ``pybroker`` is this checkout's. Then the broker
 configured from it must refuse everything the walkthrough does not allow, each
 with Kafka's error.
@@ -12,7 +13,6 @@ with Kafka's error.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import socket
 import subprocess
@@ -22,27 +22,22 @@ import time
 import pytest
 
 from tests.conftest import PROJECT_ROOT
+from tests.interop._docs_blocks import free_port, page_blocks
 from tests.tls_certs import openssl_or_skip
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-README_PORT = "9094"
+DOCS_PORT = "9094"
 START_TIMEOUT_S = 60
 
 
 def walkthrough_blocks() -> dict[str, str]:
-    text = (PROJECT_ROOT / "README.md").read_text()
-    found = dict(re.findall(r"<!-- security walkthrough: ([^>]+?) -->\n```\w+\n(.*?)```", text, re.S))
+    prefix = "security walkthrough: "
+    found = {b.marker[len(prefix):]: b.text for b in page_blocks("docs/security.md") if b.marker.startswith(prefix)}
     assert set(found) == {"certificates", "format and start", "admin.properties", "topic and ACLs", "clients"}, found.keys()
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def shell(script: str, cwd, timeout_s: float = 120) -> subprocess.CompletedProcess:
@@ -60,14 +55,14 @@ def walkthrough(tmp_path_factory):
     port = str(free_port())
 
     def here(text: str) -> str:
-        return text.replace(f"localhost:{README_PORT}", f"localhost:{port}").replace(f":{README_PORT}\n", f":{port}\n")
+        return text.replace(f"localhost:{DOCS_PORT}", f"localhost:{port}").replace(f":{DOCS_PORT}\n", f":{port}\n")
 
     done = shell(blocks["certificates"], root)
     assert done.returncode == 0, done.stderr
     (root / "configs").mkdir()
     config = (PROJECT_ROOT / "configs" / "secure.properties").read_text()
-    assert f"127.0.0.1:{README_PORT}" in config and f"localhost:{README_PORT}" in config
-    (root / "configs" / "secure.properties").write_text(config.replace(README_PORT, port))
+    assert f"127.0.0.1:{DOCS_PORT}" in config and f"localhost:{DOCS_PORT}" in config
+    (root / "configs" / "secure.properties").write_text(config.replace(DOCS_PORT, port))
     format_lines, start_line = blocks["format and start"].rstrip().rsplit("\n", 1)
     assert start_line == "pybroker start --config configs/secure.properties"
     done = shell(format_lines, root)
@@ -90,7 +85,8 @@ def walkthrough(tmp_path_factory):
             if line.startswith("pybroker started"):
                 break
         assert output and output[-1].startswith("pybroker started"), "".join(output)
-        (root / "admin.properties").write_text(blocks["admin.properties"])
+        done = shell(blocks["admin.properties"], root)
+        assert done.returncode == 0, done.stdout + done.stderr
         done = shell(here(blocks["topic and ACLs"]), root)
         assert done.returncode == 0, done.stdout + done.stderr
         yield root, port, blocks, here

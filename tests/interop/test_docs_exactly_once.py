@@ -1,6 +1,6 @@
-"""The README's exactly-once example, run as it is printed there.
+"""docs/transactions.md's exactly-once example, run as it is printed there.
 
-The code block after the README's ``exactly-once example`` marker is taken
+The code block after the page's ``exactly-once example`` marker is taken
 as text, its bootstrap address pointed at a test broker, and run as a
 process, twice: the first run turns the 30 records of ``orders`` into
 ``invoices``; 20 more orders then arrive and a second run (a restarted
@@ -20,14 +20,14 @@ from pathlib import Path
 from tests.interop._support import consume, create_topic
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-MARKER = "<!-- exactly-once example: run by tests/interop/test_readme_example.py -->"
+MARKER = "<!-- exactly-once example: run by tests/interop/test_docs_exactly_once.py -->"
 
 
-def readme_example() -> str:
-    text = (PROJECT_ROOT / "README.md").read_text()
+def docs_example() -> str:
+    text = (PROJECT_ROOT / "docs" / "transactions.md").read_text()
     after = text.split(MARKER, 1)[1]
     match = re.match(r"\s*```python\n(.*?)```", after, re.S)
-    assert match, "the README's exactly-once example lost its code block"
+    assert match, "docs/transactions.md's exactly-once example lost its code block"
     return match.group(1)
 
 
@@ -48,12 +48,12 @@ def produce_orders(bootstrap: str, first: int, count: int) -> None:
     assert producer.flush(30) == 0
 
 
-def test_readme_exactly_once_example(broker_factory):
+def test_docs_exactly_once_example(broker_factory):
     broker = broker_factory({"transaction.state.log.num.partitions": "2", "offsets.topic.num.partitions": "2"})
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "orders")
     create_topic(bootstrap, "invoices")
-    code = readme_example()
+    code = docs_example()
     produce_orders(bootstrap, 0, 30)
     run_example(code, bootstrap)
     produce_orders(bootstrap, 30, 20)
