@@ -4,7 +4,7 @@ be pulled; skips saying which is missing otherwise (without an engine,
 tests/interop/test_container_entrypoint.py and tests/cluster/test_compose_topology.py
 run the same entrypoint and topology as processes).
 
-* The README's ``docker run`` cluster: three combined nodes on a user-defined
+* The ``docker run`` cluster of docs/clusters.md: three combined nodes on a user-defined
   network, each reaching the others by container name, all three reported
   healthy by the image's own HEALTHCHECK (which needs the quorum: a broker is
   healthy once it is registered and unfenced), on ports other than 9092.

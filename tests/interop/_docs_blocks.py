@@ -30,7 +30,7 @@ RUNNABLE_LANGUAGES = SHELL_LANGUAGES | {"python"}
 
 # Commands that serve until they are stopped, and the stdout line saying they are ready.
 LONG_RUNNING_READY_LINES = {"pybroker start": "pybroker started", "pybroker dev-cluster": "bootstrap.servers="}
-START_TIMEOUT_S = 60
+START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 30
 BLOCK_TIMEOUT_S = 180
 
@@ -44,6 +44,9 @@ _MARKER = re.compile(r"^\s*<!--(.*?)-->\s*$")
 _PORT = re.compile(r"(?<=:)(\d{4,5})\b")
 _ADDRESS = re.compile(r"(?:127\.0\.0\.1|localhost):(\d{4,5})\b")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+# `pybroker dev-cluster --base-port P` uses 5 ports a node from P on.
+_BASE_PORT = re.compile(r"--base-port[ =](\d{4,5})\b")
+BASE_PORT_RUN = 50
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port_run(count: int, taken: set[int]) -> int:
+    """The first of ``count`` consecutive ports that are free now and not in ``taken``."""
+    for _ in range(200):
+        start = free_port()
+        run = set(range(start, start + count))
+        if start + count <= 65536 and not run & taken and all(bindable(p) for p in run):
+            return start
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
 def ports_in(text: str) -> set[int]:
     return {int(p) for p in _PORT.findall(text) if 1024 <= int(p) <= 65535}
 
@@ -154,10 +177,16 @@ class Workspace:
         for block in blocks:
             wanted |= ports_in(block.text)
         self.ports = {port: free_port() for port in sorted(wanted)}
+        for block in blocks:
+            for base in _BASE_PORT.findall(block.text):
+                taken = set(self.ports.values()) - {self.ports[int(base)]}
+                self.ports[int(base)] = free_port_run(BASE_PORT_RUN, taken)
         for path in (root / "configs").rglob("*.properties"):
             path.write_text(self.rewrite(path.read_text()))
         bin_dir = root / ".bin"
         bin_dir.mkdir()
+        tmp_dir = root / ".tmp"
+        tmp_dir.mkdir()
         for name, target in (("pybroker", f'"{sys.executable}" -m broker'), ("python", f'"{sys.executable}"'), ("python3", f'"{sys.executable}"')):
             shim = bin_dir / name
             shim.write_text(f'#!/bin/sh\nexec {target} "$@"\n')
@@ -166,10 +195,10 @@ class Workspace:
             os.environ,
             PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            TMPDIR=str(tmp_dir),
         )
-        self.server: subprocess.Popen | None = None
-        self.server_command = ""
-        self.server_log: Path | None = None
+        # The running long-running commands: (process, command, log file).
+        self.servers: list[tuple[subprocess.Popen, str, Path]] = []
         self._logs = 0
 
     def rewrite(self, text: str) -> str:
@@ -184,15 +213,23 @@ class Workspace:
             return
         script = shell_script(block)
         before: list[str] = []
+        starts: list[tuple[str, str]] = []  # consecutive long-running commands, started together
         for command in commands(script):
             ready = long_running_ready_line(command)
             if ready is None:
+                if starts and (not command.strip() or command.strip().startswith("#")):
+                    continue  # a blank or comment line between the nodes of one cluster
+                if starts:
+                    self.start_servers(starts, block.where)
+                    starts = []
                 before.append(command)
                 continue
             if before:
                 self._run_shell(block, "\n".join(before))
                 before = []
-            self.start_server(self.rewrite(command), ready, block.where)
+            starts.append((self.rewrite(command), ready))
+        if starts:
+            self.start_servers(starts, block.where)
         if before:
             self._run_shell(block, "\n".join(before))
 
@@ -227,44 +264,58 @@ class Workspace:
     # ------------------------------------------------------------------ servers
 
     def start_server(self, command: str, ready_line: str, where: str) -> None:
-        """Run a long-running command in the background (one at a time: the previous one is stopped)."""
+        self.start_servers([(command, ready_line)], where)
+
+    def start_servers(self, started: list[tuple[str, str]], where: str) -> None:
+        """Run long-running commands in the background, all at once, until each
+        printed its ready line (the ones running before are stopped first)."""
         self.stop_server()
-        self._logs += 1
-        self.server_log = self.root / f"server-{self._logs}.log"
-        with open(self.server_log, "w") as log:
-            self.server = subprocess.Popen(
-                ["bash", "-c", "exec " + command], cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        self.server_command = command
+        for command, _ in started:
+            self._logs += 1
+            log_path = self.root / f"server-{self._logs}.log"
+            with open(log_path, "w") as log:
+                process = subprocess.Popen(
+                    ["bash", "-c", "exec " + command], cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            self.servers.append((process, command, log_path))
         deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if ready_line in self.server_log.read_text():
-                return
-            if self.server.poll() is not None:
-                break
-            time.sleep(0.1)
-        output = self.server_log.read_text()
-        self.stop_server(check=False)
-        raise BlockFailed(f"{where}: {command!r} did not print {ready_line!r} within {START_TIMEOUT_S} s:\n{output[-5000:]}")
+        for (process, command, log_path), (_, ready_line) in zip(list(self.servers), started):
+            while time.monotonic() < deadline:
+                if ready_line in log_path.read_text():
+                    break
+                if process.poll() is not None:
+                    deadline = 0
+                    break
+                time.sleep(0.1)
+            else:
+                deadline = 0
+            if ready_line not in log_path.read_text():
+                outputs = "\n".join(f"--- {c}\n{p.read_text()[-3000:]}" for _, c, p in self.servers)
+                self.stop_server(check=False)
+                raise BlockFailed(f"{where}: {command!r} did not print {ready_line!r} within {START_TIMEOUT_S} s:\n{outputs}")
 
     def stop_server(self, check: bool = True) -> None:
-        """Stop the running server as Ctrl-C does; it must exit 0 without a traceback."""
-        server, self.server = self.server, None
-        if server is None:
-            return
-        if server.poll() is None:
-            server.send_signal(signal.SIGINT)
+        """Stop the running servers as Ctrl-C does; each must exit 0 without a traceback."""
+        servers, self.servers = self.servers, []
+        for process, _, _ in servers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        failures = []
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for process, command, log_path in servers:
             try:
-                server.wait(STOP_TIMEOUT_S)
+                process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait(10)
-                if check:
-                    raise BlockFailed(f"{self.server_command!r} did not stop within {STOP_TIMEOUT_S} s of SIGINT") from None
-        _kill_session(server)
-        output = self.server_log.read_text() if self.server_log else ""
-        if check and (server.returncode != 0 or "Traceback (most recent call last)" in output):
-            raise BlockFailed(f"{self.server_command!r} exited {server.returncode} on SIGINT:\n{output[-5000:]}")
+                process.kill()
+                process.wait(10)
+                failures.append(f"{command!r} did not stop within {STOP_TIMEOUT_S} s of SIGINT")
+            _kill_session(process)
+            output = log_path.read_text()
+            if process.returncode != 0 or "Traceback (most recent call last)" in output:
+                failures.append(f"{command!r} exited {process.returncode} on SIGINT:\n{output[-5000:]}")
+        if check and failures:
+            raise BlockFailed("\n".join(failures))
 
 
 def _kill_session(process: subprocess.Popen) -> None:

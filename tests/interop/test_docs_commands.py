@@ -4,8 +4,9 @@ Each shell block (```sh, ```shell, ```bash, ```console) and each ```python block
 of README.md and of every docs/ page but the reports is run in order, in a
 temporary directory of its own per page (a copy of ``configs/``, nothing
 written into the checkout), by ``tests/interop/_docs_blocks.py``: ports moved
-to free ones, ``pybroker start`` lines run in the background until the broker
-says it serves and stopped with SIGINT (which must exit 0), the quick start's
+to free ones, ``pybroker start`` lines (consecutive ones together, as the
+nodes of one cluster) and ``pybroker dev-cluster`` run in the background until
+they say they serve and stopped with SIGINT (which must exit 0), the quick start's
 broker started for a block that talks to 127.0.0.1:9092 when the page started
 none. A block fails on a non-zero exit or a traceback on stderr; an unknown
 ``pybroker`` subcommand fails like any other error. New blocks on these pages
@@ -31,7 +32,8 @@ PAGES = ["README.md"] + sorted(
 
 INSTALLS = "installs packages into a new .venv: done by CI itself before this test runs"
 DOCKER = "starts Docker: no engine in CI (tests/cluster/test_compose_topology.py runs the compose topology as processes)"
-DEV_CLUSTER = "added with the dev-cluster tool"
+CLOSED_PIPE = ("exits 141 or 0, whichever of head and the tool finishes first, and blocks run with pipefail: "
+               "tests/interop/test_cli_rough_edges.py checks the quiet closed pipe")
 
 # (page, first line of the block) -> why the test does not run it.
 NOT_RUN = {
@@ -39,14 +41,15 @@ NOT_RUN = {
         INSTALLS + "; its `pybroker start` is the page's default broker, which the test starts",
     ("README.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest"):
         "installs packages and runs the whole suite: .ci/run's command, the one running this test",
-    ("README.md", "pybroker dev-cluster --nodes 3"): DEV_CLUSTER,
     ("README.md", "docker compose -f docker/compose.yaml up"): DOCKER,
     ("docs/index.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e ."): INSTALLS,
     ("docs/index.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest"):
         "installs packages and runs the whole suite: .ci/run's command, the one running this test",
-    ("docs/clusters.md", "pybroker dev-cluster --nodes 3"): DEV_CLUSTER,
+    ("docs/cli.md", "pybroker configs --bootstrap-server 127.0.0.1:9092 --describe --all --entity-type brokers --entity-name 1 | head -n 5"):
+        CLOSED_PIPE,
     ("docs/clusters.md", "docker build -f docker/Dockerfile -t pybroker ."): DOCKER,
-    ("docs/clusters.md", "docker run -d --name c1 -e KAFKA_NODE_ID=1 -e KAFKA_PROCESS_ROLES=broker,controller \\"): DOCKER,
+    ("docs/clusters.md", "docker network create pybroker"): DOCKER + "; tests/cluster/test_docker_image.py runs this cluster where an engine answers",
+    ("docs/clusters.md", "mkdir -p data/node-1 && sudo chown -R 1000:1000 data/node-1"): DOCKER + ", and sudo",
     ("docs/clusters.md", "docker compose -f docker/compose.yaml up -d"): DOCKER,
     ("docs/operations.md", "docker compose -f docker/compose.yaml -f docker/compose.monitoring.yaml up -d"): DOCKER,
     ("docs/operations.md", "pip install -e '.[test]'"):
