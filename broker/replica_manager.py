@@ -44,7 +44,8 @@ from protocol.schema import struct_classes
 from replication.partition import IsrProposal, LeaderPartition, truncation_for_divergence
 from replication.purgatory import Purgatory
 from replication.throttle import UNLIMITED_RATE, ReplicationQuota, is_throttled
-from storage.log import AppendError, PartitionLog
+from storage.append_checks import AppendError
+from storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 

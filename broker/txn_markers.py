@@ -24,7 +24,7 @@ import asyncio
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
-from storage.log import AppendError
+from storage.append_checks import AppendError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # How long a marker waits for the in-sync replicas (Kafka uses the broker's

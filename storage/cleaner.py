@@ -120,7 +120,8 @@ from protocol.records import (
     update_crc,
 )
 from storage.index import OFFSET_ENTRY, TIME_ENTRY
-from storage.log import CLEANED_SUFFIX, PartitionLog
+from storage.log import PartitionLog
+from storage.log_loader import CLEANED_SUFFIX
 from storage.segment import LogSegment, segment_file_stem
 from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, encode_entry
 

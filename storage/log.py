@@ -20,86 +20,66 @@ lands in (storage.txn_index), from which
 The index files are truncated, deleted and swapped with their segments, and
 rebuilt from the markers when a segment is recovered after a crash.
 
-This file is longer than most: appending, reading, transactions, truncation,
-retention and crash recovery all act on the same segment list, producer state
-and index files, and splitting them would spread one set of invariants over
-several modules.
+Opening a log directory (crash recovery, index rebuilds, producer state from
+snapshots) is storage.log_loader, and removing whole segments (retention,
+DeleteRecords, the cleaner's swap) is storage.log_retention: base classes of
+PartitionLog that act on its state. The checks a produce request's batches
+pass before anything is written are the pure functions of
+storage.append_checks. AppendError and AppendResult are re-exported here, as
+most callers of the log use them with it.
+
+This file is still longer than most: the leader's, the coordinator's and the
+follower's appends, rolling, reads, flushes, truncation and closing all move
+the segment list, the log end, the recovery point and the leader epochs in
+step, and are kept together so that those invariants can be read in one place.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import (
-    MAGIC_OFFSET,
     ControlType,
     build_control_batch,
     decode_batch_records,
     first_control_record,
-    iter_batches,
     parse_batch_header,
     patch_base_offset,
     patch_log_append_time,
     patch_partition_leader_epoch,
-    validate_batch,
+)
+from storage.append_checks import (
+    AppendError,
+    AppendResult,
+    check_follower_batches,
+    check_produced_batches,
+    check_producer,
+    check_producers,
+    check_records,
+    check_transactions,
 )
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, fsync_dir, read_leader_epochs, write_leader_epochs
 from storage.deferred_io import DeferredFileDeleter, PendingFlush
 from storage.file_slice import FileSlice
 from storage.handle_pool import FileHandlePool
-from storage.producer_snapshot import (
-    CorruptSnapshotError,
-    read_snapshot,
-    snapshot_file_name,
-    snapshot_offset,
-    write_snapshot,
-)
-from storage.producer_state import (
-    ProducerStateError,
-    ProducerStateManager,
-    VerificationGuard,
-    last_sequence_of,
-    next_sequence,
-)
+from storage.log_retention import LogRetention
+from storage.producer_snapshot import write_snapshot
+from storage.producer_state import ProducerStateManager, VerificationGuard
 from storage.segment import LogSegment, segment_file_stem
-from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, CorruptTxnIndexError
+from storage.txn_index import AbortedTxn
+
+# Re-exported: the names most callers of the log import with it.
+__all__ = ["AppendError", "AppendResult", "LogConfig", "PartitionLog", "epoch_end_offset", "partition_dir_name"]
 
 log = logging.getLogger(__name__)
-
-_INT32 = struct.Struct(">i")
-_LEGACY_MESSAGE_MIN_BYTES = 14  # crc + magic + attributes + key and value lengths (magic 0)
-
-
-class RecordError(NamedTuple):
-    """One record that made its batch be refused (KIP-467)."""
-
-    batch_index: int  # the record's position among the appended records, 0-based
-    message: str
-
-
-class AppendError(Exception):
-    """A produce request's records were refused; carries Kafka's error code.
-
-    ``record_errors`` names the records at fault, ascending by index, when the
-    refusal comes from checks of single records (keys, timestamps): Produce
-    v8+ returns them so that a client fails those records with the error and
-    the rest of the batch as collateral. Empty for batch-level refusals.
-    """
-
-    def __init__(self, error_code: ErrorCode, message: str, record_errors: tuple[RecordError, ...] = ()):
-        super().__init__(message)
-        self.error_code = error_code
-        self.record_errors = record_errors
 
 
 @dataclass(frozen=True)
@@ -135,31 +115,8 @@ class LogConfig:
         return "compact" in self.cleanup_policy.split(",")
 
 
-@dataclass(frozen=True)
-class AppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
-    duplicate: bool = False  # a retried idempotent batch: nothing was written
-    # flush.messages was reached by an append that left the flush to its caller
-    # (``defer_flush``): the batch is durable only after begin/end_flush.
-    flush_due: bool = False
-
-
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
-
-
-# Suffixes of files left by an interrupted segment replacement or deletion.
-# An empty producer state over fewer bytes of batches than this past the
-# newest snapshot is replayed when the log is opened rather than snapshotted
-# at a clean shutdown or after such a replay: reading 64 KiB of batch headers
-# costs about what creating a snapshot file does.
-SNAPSHOT_TAIL_MIN_BYTES = 64 << 10
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-DELETED_SUFFIX = ".deleted"
-_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
 
 
 EPOCH_UNDEFINED = (-1, -1)
@@ -198,10 +155,10 @@ def epoch_end_offset(
     return floor[-1][0], higher[1]
 
 
-class PartitionLog:
+class PartitionLog(LogRetention):
     """One partition's log.
 
-    Opening: with ``clean_shutdown`` the files are trusted and only the tail
+    Opening (storage.log_loader): with ``clean_shutdown`` the files are trusted and only the tail
     of the active segment is read; otherwise every segment from the one
     holding ``recovery_point`` (all of them when it is unknown) is re-read
     with CRC checks and cut at the first bad batch.
@@ -288,327 +245,6 @@ class PartitionLog:
             index.preallocate()
         return segment
 
-    def _complete_interrupted_operations(self) -> None:
-        """Finish or undo what a crash interrupted, the way Kafka's log loader does:
-        ``.cleaned`` files are an unfinished cleaning (dropped), ``.swap`` files a
-        finished one that was being swapped in (completed), ``.deleted`` files a
-        deletion (finished)."""
-        swaps = []
-        for path in self.directory.iterdir():
-            name = path.name
-            if name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp")):
-                path.unlink()
-            elif name.endswith(SWAP_SUFFIX):
-                swaps.append(path)
-        # Segment .log swaps first: completing one removes the files it replaces,
-        # which must not include the index swaps that belong to it.
-        for path in sorted(swaps, key=lambda p: (not p.name.endswith(".log" + SWAP_SUFFIX), p.name)):
-            final = path.with_name(path.name[: -len(SWAP_SUFFIX)])
-            if final.suffix == ".log":
-                # The swapped-in segment replaces every older segment it covers;
-                # those were renamed to .deleted (and removed above) or still
-                # exist if the crash came first: remove them by offset range.
-                self._remove_segments_covered_by(path, int(final.stem))
-            os.replace(path, final)
-
-    def _remove_segments_covered_by(self, swap_log: Path, base: int) -> None:
-        """Delete the segments a swap file replaces: those from ``base`` up to its last offset."""
-        last_offset = base
-        with open(swap_log, "rb") as f:
-            data = f.read()
-        for _, _, header in iter_batches(data, allow_truncated_tail=True):
-            last_offset = header.base_offset + header.last_offset_delta
-        for path in list(self.directory.glob("*.log")):
-            if path.stem.isdigit() and base <= int(path.stem) <= last_offset:
-                for suffix in _SEGMENT_SUFFIXES:
-                    path.with_suffix(suffix).unlink(missing_ok=True)
-
-    def _open_segments(self, recovery_point: int | None, clean_shutdown: bool) -> None:
-        self._complete_interrupted_operations()
-        sizes = {}
-        txn_indexes = set()  # base offsets of the segments with a .txnindex
-        with os.scandir(self.directory) as entries:
-            for entry in entries:
-                name = entry.name
-                if name.endswith(".log") and name[:-4].isdigit():
-                    sizes[int(name[:-4])] = entry.stat().st_size
-                elif name.endswith(TXN_INDEX_SUFFIX) and name[: -len(TXN_INDEX_SUFFIX)].isdigit():
-                    txn_indexes.add(int(name[: -len(TXN_INDEX_SUFFIX)]))
-                else:
-                    offset = snapshot_offset(name)
-                    if offset is not None:
-                        self._snapshots.append(offset)
-        self._snapshots.sort()
-        if not sizes and not self._snapshots:
-            # A new log (or one whose every file is gone): nothing to recover or
-            # load, so none of the recovery's file rewrites, which would make
-            # opening a new partition several times as slow.
-            start = 0
-            active = self._new_empty_segment(start)
-            self.segments = [active]
-            self._segment_bases = [start]
-            self.recovery_point = start
-            return
-        if not sizes:
-            sizes = {0: None}
-        for orphan in txn_indexes.difference(sizes):  # its segment is gone: nothing to index
-            (self.directory / f"{segment_file_stem(orphan)}{TXN_INDEX_SUFFIX}").unlink(missing_ok=True)
-        for base in sorted(sizes):
-            self.segments.append(self._new_segment(base, sizes[base], base in txn_indexes))
-        self._segment_bases = [s.base_offset for s in self.segments]
-        for older, newer in zip(self.segments, self.segments[1:]):
-            older.next_offset = newer.base_offset
-        damaged = self._first_damaged_txn_index(txn_indexes)
-        if damaged is not None:
-            # Rebuilt from the markers by recovering from that segment on.
-            clean_shutdown = False
-            recovery_point = damaged if recovery_point is None else min(recovery_point, damaged)
-        active = self.segments[-1]
-        if clean_shutdown and recovery_point is not None and recovery_point >= active.base_offset:
-            for older in self.segments[:-1]:
-                if older.indexes_missing:
-                    log.info("%s: rebuilding the indexes of %s", self.directory.name, older.log_path.name)
-                    older.recover(verify_crc=False)
-            active.load_after_clean_shutdown()
-            active.index.preallocate()
-            active.time_index.preallocate()
-            self.recovery_point = active.next_offset
-            self._load_producer_state()
-            return
-        self._recover(recovery_point)
-
-    def _first_damaged_txn_index(self, bases: set[int]) -> int | None:
-        """Base offset of the first segment whose ``.txnindex`` cannot be read (its
-        size or an entry's version is wrong), or None. The files are read now: only
-        segments where a transaction aborted have one, and they are small."""
-        for segment in self.segments:
-            if segment.base_offset in bases:
-                try:
-                    segment.txn_index.load()
-                except CorruptTxnIndexError as exc:
-                    log.warning("%s: rebuilding %s: %s", self.directory.name, segment.txn_index.path.name, exc)
-                    return segment.base_offset
-        return None
-
-    def _recover(self, recovery_point: int | None) -> None:
-        """Re-read every segment that may hold unflushed data, cut at the first bad batch."""
-        if recovery_point is None:
-            first = 0
-        else:
-            first = max(bisect_right(self._segment_bases, recovery_point) - 1, 0)
-        for older in self.segments[:first]:
-            if older.indexes_missing:
-                older.recover(verify_crc=False)
-        # Producer state: the newest valid snapshot at or below the first segment
-        # re-read (everything below it is durable), then the batches after it; the
-        # segments re-read below feed it as they are checked, and their aborted
-        # transaction indexes are rebuilt from it, so it must describe exactly the
-        # batches below each of them (as Kafka's recoverSegment rebuilds it).
-        recovered_from = self.segments[first].base_offset
-        loaded = self._load_snapshot(recovered_from)
-        replay_from = loaded if loaded is not None else self.segments[0].base_offset
-        if replay_from < recovered_from:
-            # Batches below the recovery point are trusted: headers only, no CRC.
-            self._replay_producers(replay_from, recovered_from)
-            self._write_snapshot(recovered_from)
-            replay_from = recovered_from
-        floor = self._first_offset()
-        segment = self.segments[first]  # rebound by the loop below: on_batch indexes into the one being read
-
-        def on_batch(header, data, position) -> None:
-            if header.base_offset >= replay_from and header.base_offset + header.last_offset_delta >= floor:
-                self._track_batch(header, data, position, segment)
-
-        total_bytes = sum(s.size_bytes for s in self.segments[first:])
-        done_bytes = 0
-        started = time.monotonic()
-        index = first
-        while index < len(self.segments):
-            segment = self.segments[index]
-            segment.txn_index.reset()  # rebuilt from the segment's markers
-            truncated = segment.recover(on_batch=on_batch)
-            done_bytes += segment.size_bytes + truncated
-            if total_bytes > 64 << 20:
-                log.info(
-                    "%s: recovered %s (%d of %d MB, %.1f s)",
-                    self.directory.name, segment.log_path.name, done_bytes >> 20, total_bytes >> 20, time.monotonic() - started,
-                )
-            if truncated:
-                log.warning("%s: cut %d bytes of a torn or corrupt tail from %s", self.directory.name, truncated, segment.log_path.name)
-                # Nothing after a corrupt batch can be trusted, later segments included.
-                for later in self.segments[index + 1 :]:
-                    log.warning("%s: deleting %s, which follows a corrupt batch", self.directory.name, later.log_path.name)
-                    later.delete()
-                del self.segments[index + 1 :]
-                self._segment_bases = [s.base_offset for s in self.segments]
-                break
-            if index + 1 < len(self.segments) and segment.next_offset > self.segments[index + 1].base_offset:
-                raise RuntimeError(f"{self.directory}: segment {segment.log_path.name} overlaps the next one")
-            index += 1
-        active = self.segments[-1]
-        active.index.preallocate()
-        active.time_index.preallocate()
-        self.flush(fsync=True)
-        if loaded is not None and loaded > self.log_end_offset:
-            # Recovery cut batches the loaded snapshot had seen (fsynced data
-            # was damaged): rebuild from a snapshot at or below the new end.
-            self.producer_state.clear()
-            self._load_producer_state()
-        else:
-            self._delete_snapshots_above(self.log_end_offset)
-
-    # ----------------------------------------------------------------- producer state
-
-    def _first_offset(self) -> int:
-        """The log start offset as far as it is known while opening."""
-        return max(self.segments[0].base_offset, self.log_start_offset)
-
-    def _load_producer_state(self) -> None:
-        """Producer state at the log end: the newest valid snapshot at or below it,
-        then the batches after it (from the log start when there is none). A
-        replay of SNAPSHOT_TAIL_MIN_BYTES or more is followed by a snapshot at
-        the log end, so the next open is fast."""
-        end = self.log_end_offset
-        self._delete_snapshots_above(end)
-        loaded = self._load_snapshot(end)
-        start = loaded if loaded is not None else self.segments[0].base_offset
-        if start < end:
-            self._replay_producers(start, end)
-            if not self._cheap_to_replay(start):
-                self._write_snapshot(end)
-
-    def _cheap_to_replay(self, start: int) -> bool:
-        """Whether a snapshot at the log end may be left out: no producer state
-        to keep, and fewer than SNAPSHOT_TAIL_MIN_BYTES of segments from the one
-        holding ``start`` (the newest snapshot, or the log start) to the end,
-        which the next open replays faster than a snapshot file is written."""
-        if self.producer_state.producers:
-            return False
-        tail_bytes = 0
-        for segment in self.segments[self._segment_for(start) :]:
-            tail_bytes += segment.size_bytes
-            if tail_bytes >= SNAPSHOT_TAIL_MIN_BYTES:
-                return False
-        return True
-
-    def _snapshot_offset_for_close(self) -> int | None:
-        """Where a clean shutdown writes a snapshot: the log end, as Kafka does,
-        unless one is there already or the log is ``_cheap_to_replay`` from its
-        newest snapshot (100,000 partitions of a few plain records each spent
-        most of their shutdown creating empty snapshot files)."""
-        end = self.log_end_offset
-        if end <= 0 or end in self._snapshots:
-            return None
-        older = [o for o in self._snapshots if o <= end]
-        if self._cheap_to_replay(older[-1] if older else self.segments[0].base_offset):
-            return None
-        return end
-
-    def _load_snapshot(self, upper: int) -> int | None:
-        """Load the newest valid snapshot at or below ``upper`` into the (empty)
-        producer state; a corrupt one is deleted and the next older one tried.
-        Returns the loaded snapshot's offset, or None."""
-        for offset in reversed([o for o in self._snapshots if o <= upper]):
-            try:
-                entries = read_snapshot(self.directory / snapshot_file_name(offset))
-            except CorruptSnapshotError as exc:
-                log.warning("%s: ignoring producer snapshot %s: %s", self.directory.name, snapshot_file_name(offset), exc)
-                self._delete_snapshot(offset)
-                continue
-            now_ms = self._clock_ms()
-            expiration_ms = self.producer_id_expiration_ms
-            floor = self._first_offset()
-            for entry in entries:
-                if (
-                    expiration_ms is not None
-                    and not entry.in_transaction
-                    and now_ms - entry.last_timestamp_ms >= expiration_ms
-                ):
-                    continue
-                if entry.batches and entry.batches[-1].last_offset < floor:
-                    continue
-                self.producer_state.load_entry(entry)
-            return offset
-        return None
-
-    def _replay_producers(self, start: int, end: int) -> None:
-        """Feed the headers of the batches in [start, end) to the producer state,
-        except those wholly below the log start (``start`` is a batch boundary:
-        a snapshot's offset or the first segment's base offset)."""
-        floor = self._first_offset()
-        index = self._segment_for(start)
-        for segment in self.segments[index:]:
-            if segment.base_offset >= end:
-                return
-            found = segment.find_batch_position(max(start, segment.base_offset))
-            if found is None:
-                continue
-            for position, size, header in segment.headers_from(found[0]):
-                if header.base_offset >= end:
-                    return
-                if header.base_offset >= start and header.base_offset + header.last_offset_delta >= floor:
-                    if header.is_control and header.producer_id >= 0:
-                        # A marker: its type is in its record. The index files are trusted.
-                        self._track_batch(header, segment.read(position, size), 0, None)
-                    else:
-                        self._track_batch(header)
-
-    def _write_snapshot(self, offset: int) -> None:
-        """Snapshot the producer state, which must describe exactly the batches below ``offset``."""
-        if self.file_deleter is not None:
-            self.file_deleter.reclaim(self.directory, segment_file_stem(offset))
-        write_snapshot(self.directory, offset, self.producer_state.producers)
-        if offset not in self._snapshots:
-            insort(self._snapshots, offset)
-
-    def _delete_snapshot(self, offset: int, *, deferred: bool = False) -> None:
-        if deferred and self.file_deleter is not None:
-            # Only for snapshots below the log start: one left by a crash is
-            # below the first segment and removed as a stray at the next open.
-            self.file_deleter.defer(self.directory, [snapshot_file_name(offset)])
-        else:
-            (self.directory / snapshot_file_name(offset)).unlink(missing_ok=True)
-        if offset in self._snapshots:
-            self._snapshots.remove(offset)
-
-    def _delete_snapshots_above(self, end: int) -> None:
-        """Snapshots past the log end describe batches that are gone. Their removal
-        is made durable (directory fsync): if one came back after a power loss
-        once the log had grown past it again, it would describe other batches."""
-        above = [o for o in self._snapshots if o > end]
-        for offset in above:
-            self._delete_snapshot(offset)
-        if above:
-            fsync_dir(self.directory)
-
-    def _delete_snapshots_below(self, offset: int) -> None:
-        count = bisect_left(self._snapshots, offset)  # ascending: a prefix goes
-        below, self._snapshots = self._snapshots[:count], self._snapshots[count:]
-        for old in below:
-            self._delete_snapshot(old, deferred=True)
-
-    def _remove_stray_snapshots(self) -> None:
-        """Keep a snapshot per segment base offset and the newest other one if it is
-        above the last segment's base (the one a clean shutdown wrote), as Kafka's
-        ``removeStraySnapshots`` does: at most one snapshot more than segments."""
-        bases = set(self._segment_bases)
-        strays = [o for o in self._snapshots if o not in bases]
-        if strays and strays[-1] > self._segment_bases[-1]:
-            strays.pop()
-        for offset in strays:
-            self._delete_snapshot(offset)
-
-    def _on_log_start_moved(self) -> None:
-        """Retention or DeleteRecords moved the log start (and maybe deleted
-        segments): producers whose last batch is gone are dropped, and so are the
-        snapshots below the first remaining segment."""
-        self.producer_state.remove_below(self.log_start_offset)
-        self._delete_snapshots_below(self.segments[0].base_offset)
-
-    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
-        """producer.id.expiration.ms: drop producers idle that long; returns how many."""
-        return len(self.producer_state.remove_expired(now_ms, expiration_ms))
-
     def _track_batch(self, header, data=None, position: int = 0, index_into: LogSegment | None = None) -> None:
         """Feed a batch that is in the log to the producer state. A marker's record
         is read from ``data`` at ``position``; when it closes an aborted transaction,
@@ -690,44 +326,27 @@ class PartitionLog:
         # Offsets and epochs are patched into the batches in place: a writable view
         # of the request's own buffer is used as it is, anything else is copied.
         data = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
-        if len(data) > MAGIC_OFFSET and data[MAGIC_OFFSET] in (0, 1) and _INT32.unpack_from(data, 8)[0] >= _LEGACY_MESSAGE_MIN_BYTES:
-            # Produce v3+ may only carry v2 batches (Kafka answers INVALID_RECORD).
-            raise AppendError(ErrorCode.INVALID_RECORD, f"magic {data[MAGIC_OFFSET]} message sets are not accepted")
-        batches = []
-        consumed = 0
-        try:
-            for position, size, header in iter_batches(data):
-                if header.is_control and (header.is_transactional or header.producer_id >= 0):
-                    raise AppendError(ErrorCode.INVALID_RECORD, "transaction markers are written by the broker only")
-                if header.is_transactional and header.producer_id < 0:
-                    raise AppendError(ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id")
-                if size > self.config.max_message_bytes:
-                    raise AppendError(
-                        ErrorCode.MESSAGE_TOO_LARGE,
-                        f"batch of {size} bytes exceeds max.message.bytes={self.config.max_message_bytes}",
-                    )
-                validate_batch(data, position, size)
-                batches.append((position, size, header))
-                consumed = position + size
-        except ProtocolError as exc:
-            raise AppendError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
-        if consumed != len(data) or not batches:
-            raise AppendError(ErrorCode.CORRUPT_MESSAGE, "records end with a partial batch")
+        batches = check_produced_batches(data, self.config.max_message_bytes)
 
         idempotent = [h for _, _, h in batches if h.producer_id >= 0]
         if idempotent:
             if from_coordinator:
                 for h in idempotent:
-                    self._producer_check(self.producer_state.check_epoch, h.producer_id, h.producer_epoch)
+                    check_producer(self.producer_state.check_epoch, h.producer_id, h.producer_epoch)
             else:
-                duplicate = self._check_producers(idempotent)
+                duplicate = check_producers(self.producer_state, idempotent)
                 if duplicate is not None:
                     return duplicate
-            self._check_transactions(idempotent, verification_guard)
+            check_transactions(self.producer_state, idempotent, verification_guard)
 
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         now_ms = self._clock_ms()
-        self._check_records(data, batches, now_ms, check_timestamps=not log_append_time)
+        config = self.config
+        check_records(
+            data, batches, now_ms, check_timestamps=not log_append_time, compacted=config.compacts,
+            timestamp_after_max_ms=config.timestamp_after_max_ms, timestamp_before_max_ms=config.timestamp_before_max_ms,
+            partition_name=self.directory.name,
+        )
         next_offset = self.log_end_offset
         base_offset = next_offset
         if not self.leader_epochs or self.leader_epochs[-1][0] < leader_epoch:
@@ -783,7 +402,7 @@ class PartitionLog:
         the producer's last marker's, INVALID_PRODUCER_EPOCH for a producer epoch
         older than the producer's (a newer one is the coordinator's bump, and
         becomes the producer's epoch). ``defer_flush`` as for :meth:`append`."""
-        self._producer_check(self.producer_state.check_marker, producer_id, producer_epoch, coordinator_epoch)
+        check_producer(self.producer_state.check_marker, producer_id, producer_epoch, coordinator_epoch)
         now_ms = self._clock_ms()
         data = bytearray(
             build_control_batch(
@@ -826,24 +445,7 @@ class PartitionLog:
         if not records:
             return 0
         data = records if isinstance(records, (bytes, bytearray)) else bytes(records)
-        batches = []
-        next_offset = self.log_end_offset
-        consumed = 0
-        try:
-            for position, size, header in iter_batches(data, allow_truncated_tail=True):
-                if header.magic != 2:
-                    raise AppendError(ErrorCode.CORRUPT_MESSAGE, f"batch of magic {header.magic} from the leader")
-                validate_batch(data, position, size)
-                if header.base_offset < next_offset:
-                    raise AppendError(
-                        ErrorCode.CORRUPT_MESSAGE,
-                        f"batch at offset {header.base_offset} is below the log end offset {next_offset}",
-                    )
-                batches.append((position, size, header))
-                next_offset = header.base_offset + header.last_offset_delta + 1
-                consumed = position + size
-        except ProtocolError as exc:
-            raise AppendError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        batches, consumed, next_offset = check_follower_batches(data, self.log_end_offset)
         if not batches:
             return 0
         if consumed != len(data):
@@ -926,137 +528,6 @@ class PartitionLog:
             self.leader_epochs, epoch, current_epoch=current_epoch,
             log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset,
         )
-
-    def _check_records(self, data, batches, now_ms: int, *, check_timestamps: bool) -> None:
-        """The checks of single records, all or nothing: a compacted topic refuses
-        records without a key (compaction keeps the latest record per key), and
-        CreateTime timestamps must lie within message.timestamp.before.max.ms /
-        after.max.ms of the broker's clock. Every bad record is reported in
-        AppendError.record_errors, once (a record without a key for its key);
-        the error is INVALID_TIMESTAMP when any timestamp is bad, else
-        INVALID_RECORD, as Kafka answers. Indexes count the records of all
-        ``batches`` (Produce v3+ sends one batch: its record positions).
-
-        Records are decoded only where a check needs them: for compacted topics,
-        when a batch header's max timestamp is too new, and when before.max.ms
-        is set (the oldest record may be anywhere in a batch). Other topics stay
-        on the batch-level path."""
-        compacted = self.config.compacts
-        after_max = self.config.timestamp_after_max_ms
-        before_max = self.config.timestamp_before_max_ms
-        before_limited = check_timestamps and before_max < 2**63 - 1
-        record_errors: list[RecordError] = []
-        any_bad_timestamp = False
-        first_index = 0  # of the batch's first record among all appended records
-        for position, _, header in batches:
-            check_keys = compacted and not header.is_control
-            too_new = check_timestamps and header.max_timestamp_ms - now_ms > after_max
-            if check_keys or too_new or before_limited:
-                try:
-                    # validate_batch checked the CRC already.
-                    _, records = decode_batch_records(data, position, verify_crc=False)
-                except ProtocolError as exc:
-                    raise AppendError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
-                too_new_record_seen = False
-                for index, record in enumerate(records, first_index):
-                    timestamp_problem = None
-                    if check_timestamps:
-                        if record.timestamp_ms - now_ms > after_max:
-                            too_new_record_seen = True
-                            timestamp_problem = (
-                                f"timestamp {record.timestamp_ms} is more than {after_max} ms"
-                                f" after the broker's time {now_ms}"
-                            )
-                        elif now_ms - record.timestamp_ms > before_max:
-                            timestamp_problem = (
-                                f"timestamp {record.timestamp_ms} is more than {before_max} ms"
-                                f" before the broker's time {now_ms}"
-                            )
-                    # One error per record; a missing key is named first, as Kafka does.
-                    if check_keys and record.key is None:
-                        # The directory is named <topic>-<partition>, as Kafka names a partition.
-                        record_errors.append(RecordError(
-                            index,
-                            "Compacted topic cannot accept message without key"
-                            f" in topic partition {self.directory.name}.",
-                        ))
-                    elif timestamp_problem is not None:
-                        any_bad_timestamp = True
-                        record_errors.append(RecordError(index, timestamp_problem))
-                if too_new and not too_new_record_seen:
-                    # The header's max timestamp is what the log and its time
-                    # index keep, so a header newer than all of its records is
-                    # refused too, for the batch as a whole.
-                    raise AppendError(
-                        ErrorCode.INVALID_TIMESTAMP,
-                        f"timestamp {header.max_timestamp_ms} is more than {after_max} ms"
-                        f" after the broker's time {now_ms}",
-                    )
-            first_index += header.records_count
-        if not record_errors:
-            return
-        error_code = ErrorCode.INVALID_TIMESTAMP if any_bad_timestamp else ErrorCode.INVALID_RECORD
-        first = record_errors[0]
-        if len(record_errors) == 1:
-            summary = first.message
-        else:
-            summary = (
-                f"{len(record_errors)} records were refused,"
-                f" the first at batch index {first.batch_index}: {first.message}"
-            )
-        raise AppendError(error_code, summary, tuple(record_errors))
-
-    def _check_producers(self, headers) -> AppendResult | None:
-        """Sequence checks for idempotent batches; a retried batch returns its first result."""
-        if len(headers) == 1:
-            h = headers[0]
-            try:
-                duplicate = self.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
-            except ProducerStateError as exc:
-                raise AppendError(exc.error_code, str(exc)) from None
-            if duplicate is not None:
-                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate=True)
-            return None
-        # Several batches of one request: each must follow the one before it.
-        seen: dict[int, tuple[int, int]] = {}
-        for h in headers:
-            previous = seen.get(h.producer_id)
-            try:
-                if previous is None:
-                    duplicate = self.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta)
-                    if duplicate is not None:
-                        raise AppendError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER, "a retried batch inside a multi-batch request")
-                elif h.producer_epoch != previous[0] or h.base_sequence != previous[1]:
-                    raise AppendError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "batches of one request are not consecutive")
-            except ProducerStateError as exc:
-                raise AppendError(exc.error_code, str(exc)) from None
-            seen[h.producer_id] = (h.producer_epoch, next_sequence(last_sequence_of(h.base_sequence, h.last_offset_delta)))
-        return None
-
-    @staticmethod
-    def _producer_check(check, *args) -> None:
-        """Run a producer state check, its refusal as an AppendError."""
-        try:
-            check(*args)
-        except ProducerStateError as exc:
-            raise AppendError(exc.error_code, str(exc)) from None
-
-    def _check_transactions(self, headers, verification_guard: object | None) -> None:
-        """The transaction rules of the producers' batches (see :meth:`append`); a
-        request's later batches of a producer count the transaction its earlier
-        ones open."""
-        open_after: dict[int, bool] = {}  # producer id -> in a transaction after its batches so far
-        for h in headers:
-            producer_id = h.producer_id
-            if producer_id in open_after:
-                if open_after[producer_id] and not h.is_transactional:
-                    raise AppendError(ErrorCode.INVALID_TXN_STATE, f"producer {producer_id} mixed batches inside a transaction")
-                open_after[producer_id] = open_after[producer_id] or h.is_transactional
-                continue
-            self._producer_check(
-                self.producer_state.check_transaction, producer_id, h.producer_epoch, h.is_transactional, verification_guard
-            )
-            open_after[producer_id] = h.is_transactional or self.producer_state.has_ongoing_transaction(producer_id)
 
     def _maybe_roll(self, incoming_bytes: int, incoming_timestamp_ms: int) -> None:
         active = self.active_segment
@@ -1328,119 +799,6 @@ class PartitionLog:
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
         self._unflushed_messages = 0
         fsync_dir(self.directory)
-
-    # ----------------------------------------------------------------- retention
-
-    def delete_records(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to ``offset`` (-1: the high
-        watermark); whole segments below it are deleted. Returns the new log start."""
-        if offset == -1:
-            offset = self.high_watermark
-        if offset < 0 or offset > self.high_watermark:
-            raise AppendError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is outside [0, {self.high_watermark}]")
-        if offset > self.log_start_offset:
-            self.log_start_offset = offset
-            self._delete_segments_below_log_start()
-            self._on_log_start_moved()
-        return self.log_start_offset
-
-    def _delete_segments_below_log_start(self) -> int:
-        deleted = 0
-        # The active segment stays even when everything in it is below the start.
-        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
-            self._delete_segment(self.segments.pop(0))
-            deleted += 1
-        self._segment_bases = [s.base_offset for s in self.segments]
-        if deleted:
-            log.info("%s: deleted %d segments below the log start offset %d", self.directory.name, deleted, self.log_start_offset)
-        return deleted
-
-    def _delete_segment(self, segment: LogSegment) -> None:
-        """Drop a segment below the log start. With a ``file_deleter`` its files
-        are handed over to be unlinked later (off the caller's thread): if a
-        crash comes first they reappear below the log start and the next
-        retention pass drops them again."""
-        if self.file_deleter is None:
-            segment.delete()
-            return
-        segment.close_files()
-        self.file_deleter.defer(self.directory, segment.file_names())
-
-    def apply_retention(self, now_ms: int) -> int:
-        """cleanup.policy=delete: drop the oldest segments past retention.ms or
-        beyond retention.bytes; never the active segment. Returns segments deleted."""
-        if not self.config.deletes:
-            deleted = self._delete_segments_below_log_start()
-            if deleted:
-                self._on_log_start_moved()
-            return deleted
-        deleted = 0
-        retention_ms = self.config.retention_ms
-        retention_bytes = self.config.retention_bytes
-        size = self.size_bytes
-        while len(self.segments) > 1:
-            oldest = self.segments[0]
-            expired = retention_ms >= 0 and now_ms - oldest.max_timestamp_ms > retention_ms
-            oversize = retention_bytes >= 0 and size - oldest.size_bytes >= retention_bytes
-            below_start = self.segments[1].base_offset <= self.log_start_offset
-            if not (expired or oversize or below_start):
-                break
-            self.segments.pop(0)
-            size -= oldest.size_bytes
-            self._delete_segment(oldest)
-            deleted += 1
-        if deleted:
-            log.info(
-                "%s: retention deleted %d segments, the log now starts at offset %d",
-                self.directory.name, deleted, self.segments[0].base_offset,
-            )
-            self._segment_bases = [s.base_offset for s in self.segments]
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            self._on_log_start_moved()
-        return deleted
-
-    def holds_consecutive(self, segments: list[LogSegment]) -> bool:
-        """Whether ``segments`` are still consecutive non-active segments of this log."""
-        if not segments or segments[-1] is self.active_segment or self.closed:
-            return False
-        first = bisect_right(self._segment_bases, segments[0].base_offset) - 1
-        return first >= 0 and self.segments[first : first + len(segments)] == segments
-
-    def replace_segments(self, old: list[LogSegment], cleaned_base: int) -> LogSegment:
-        """Swap ``old`` (consecutive, not the active one) for the segment whose files
-        were written as ``<cleaned_base>.{log,index,timeindex}.cleaned``.
-
-        Crash-safe in Kafka's way: .cleaned -> .swap (the new files are complete),
-        old segments deleted, .swap -> final names. Opening a log completes or
-        drops an interrupted swap (see _complete_interrupted_operations).
-        """
-        if not self.holds_consecutive(old):
-            raise ValueError("replace_segments needs consecutive non-active segments")
-        first = self.segments.index(old[0])
-        next_base = self.segments[first + len(old)].base_offset
-        stem = f"{cleaned_base:020d}"
-        for suffix in _SEGMENT_SUFFIXES:
-            cleaned = self.directory / f"{stem}{suffix}{CLEANED_SUFFIX}"
-            if cleaned.exists():
-                os.replace(cleaned, self.directory / f"{stem}{suffix}{SWAP_SUFFIX}")
-        fsync_dir(self.directory)
-        for segment in old:
-            segment.delete()
-        for suffix in _SEGMENT_SUFFIXES:
-            swap = self.directory / f"{stem}{suffix}{SWAP_SUFFIX}"
-            if swap.exists():
-                os.replace(swap, self.directory / f"{stem}{suffix}")
-        fsync_dir(self.directory)
-        new = self._new_segment(cleaned_base)
-        if new.indexes_missing:
-            new.recover(verify_crc=False)
-        else:
-            new.load_after_clean_shutdown()
-        new.next_offset = next_base
-        self.segments[first : first + len(old)] = [new]
-        self._segment_bases = [s.base_offset for s in self.segments]
-        self._remove_stray_snapshots()  # those of the segments merged into this one
-        return new
 
     # ----------------------------------------------------------------- lifecycle
 

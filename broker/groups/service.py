@@ -41,7 +41,7 @@ from controller.topic_commands import CreateTopicSpec
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import NO_SEQUENCE, build_batch, decode_batch_records, iter_batches
-from storage.log import AppendError
+from storage.append_checks import AppendError
 
 # What an offsets-partition append or its replication failed with, as the group
 # APIs report it (Kafka's coordinator maps them the same way).

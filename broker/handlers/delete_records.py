@@ -27,7 +27,7 @@ from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
-from storage.log import AppendError
+from storage.append_checks import AppendError
 
 API = APIS_BY_KEY[21]
 R = struct_classes(API.response)

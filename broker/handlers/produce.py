@@ -9,7 +9,7 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum
 meanwhile, NOT_LEADER_OR_FOLLOWER when leadership moved. Only the partition's
 leader appends (NOT_LEADER_OR_FOLLOWER on a follower and on a broker that does
 not host the partition, naming the leader for v10+, KIP-951). Batches are checked
-and appended at the batch level (see storage.log). Errors per partition:
+and appended at the batch level (see storage.log and storage.append_checks). Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD (not exactly one v2 batch),
 CORRUPT_MESSAGE (CRC or framing), MESSAGE_TOO_LARGE, INVALID_TIMESTAMP
 (message.timestamp.after/before.max.ms), INVALID_RECORD (a record without a
@@ -72,7 +72,7 @@ from protocol.records import (
 )
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
-from storage.log import AppendError
+from storage.append_checks import AppendError
 
 API = APIS_BY_KEY[0]
 R = struct_classes(API.response)

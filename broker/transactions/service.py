@@ -65,7 +65,7 @@ from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import build_batch, decode_batch_records, iter_batches
 from protocol.transaction_state import TRANSACTION_STATE_TOPIC
-from storage.log import AppendError
+from storage.append_checks import AppendError
 
 log = logging.getLogger(__name__)
 

@@ -160,7 +160,8 @@ def test_no_snapshot_for_a_small_log_without_producers(tmp_path):
 
 
 def test_a_snapshot_for_a_long_tail_even_without_producers(tmp_path):
-    from storage.log import SNAPSHOT_TAIL_MIN_BYTES, PartitionLog
+    from storage.log import PartitionLog
+    from storage.log_loader import SNAPSHOT_TAIL_MIN_BYTES
 
     log_dir = tmp_path / "plain-0"
     plog = PartitionLog(log_dir, LogConfig())
