@@ -3,17 +3,16 @@
 Each is off unless its listener key is set (``metrics.listener``,
 ``console.listener``, ``rest.listener``) and then bound when the broker starts,
 right after its Kafka listeners, so a port in use stops the node at once as a
-listener error. The REST proxy's module (aiohttp) is imported only when it is
-configured. They stop after the Kafka listeners close.
+listener error. They stop after the Kafka listeners close.
+
+All three are aiohttp applications with the same limits (broker/http_server.py).
+Each endpoint's module, and so aiohttp, is imported only when it is configured.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-
-from broker.console import Console
-from broker.metrics import BrokerMetrics
 
 
 class EndpointUnavailable(Exception):
@@ -37,15 +36,24 @@ class HttpEndpoints:
     when off), where the others read it (the console charts the metrics' counters)."""
 
     def __init__(self, broker):
+        config = broker.config
+        # Each endpoint's module is imported when it is configured: they import aiohttp.
         # metrics.listener: the Prometheus endpoint (broker/metrics.py), counting every dispatcher's requests.
-        self.metrics = broker.metrics = BrokerMetrics.from_config(broker)
-        if self.metrics is not None:
+        self.metrics = broker.metrics = None
+        if config["metrics.listener"] is not None:
+            from broker.metrics import BrokerMetrics
+
+            self.metrics = broker.metrics = BrokerMetrics.from_config(broker)
             self.metrics.instrument(broker.dispatcher, broker.controller_dispatcher)
         # console.listener: the web console (broker/console/).
-        self.console = broker.console = Console.from_config(broker)
+        self.console = broker.console = None
+        if config["console.listener"] is not None:
+            from broker.console import Console
+
+            self.console = broker.console = Console.from_config(broker)
         # rest.listener: the REST proxy (broker/rest/).
         self.rest = broker.rest = None
-        if broker.config["rest.listener"] is not None:
+        if config["rest.listener"] is not None:
             from broker.rest.server import RestProxy
 
             self.rest = broker.rest = RestProxy.from_config(broker)

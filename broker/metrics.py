@@ -10,7 +10,8 @@ The hot path only bumps plain ints: per produced batch and per fetched
 partition (the Produce and Fetch handlers are wrapped, not edited), and per
 request in the dispatcher (count and latency per API). Everything else is read
 from the broker's state when Prometheus scrapes, by :class:`_BrokerCollector`,
-on the event loop (the HTTP server is an asyncio server): no thread, no lock.
+on the event loop (the endpoint is an aiohttp application, broker/http_server.py):
+no thread, no lock.
 
 Cardinality is bounded: ``metrics.topic.series.max`` topics get per-topic and
 per-partition series (the first ones by name, so the set is stable across
@@ -30,11 +31,11 @@ until it does, as before its first refresh.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import logging
 from dataclasses import replace
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import choose_encoder
@@ -42,6 +43,7 @@ from prometheus_client.exposition import choose_encoder
 from broker.cluster_reader import ClusterReader, HighWatermarkCache
 from broker.config import MetricsListener
 from broker.dispatch import AnswerLater
+from broker.http_server import MAX_HTTP_CONNECTIONS, HttpServer, application  # noqa: F401 (re-exported: this endpoint's limit)
 from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS
 from protocol.records import RECORDS_COUNT_OFFSET, RECORDS_OFFSET
 from protocol.registry import APIS_BY_KEY
@@ -68,14 +70,6 @@ TOPIC_COUNTER_FAMILIES = (
     ("kafka_server_brokertopicmetrics_failedproducerequests", "Produce partitions answered with an error"),
     ("kafka_server_brokertopicmetrics_failedfetchrequests", "Fetch partitions answered to consumers with an error"),
 )
-
-# The HTTP side: a scrape request is a request line and a few headers. Anything
-# bigger, or slower, is not Prometheus: the connection is closed.
-MAX_REQUEST_HEAD_BYTES = 16 * 1024
-REQUEST_HEAD_TIMEOUT_S = 10.0
-# Scrapers at once: a few Prometheus servers; more are closed at once, so idle
-# connections to this port cannot pile up.
-MAX_HTTP_CONNECTIONS = 16
 
 DEFAULT_TOPIC_SERIES_MAX = 1000
 DEFAULT_GROUP_SERIES_MAX = 10000
@@ -109,9 +103,11 @@ class BrokerMetrics:
         self.registry.register(_BrokerCollector(self))
         # CPU, memory and open files of this process (Linux /proc), as every Prometheus client offers.
         ProcessCollector(namespace="", registry=self.registry)
-        self._server: asyncio.base_events.Server | None = None
+        # One request per connection (``Connection: close``): Prometheus opens one per scrape anyway.
+        app = application(one_request_per_connection=True)
+        app.router.add_route("*", "/{path:.*}", self._scrape)
+        self.http = HttpServer(app, listener)
         self.bound_port: int | None = None
-        self._http_connections = 0
         # High watermarks of committed partitions led elsewhere, refreshed while the endpoint serves.
         self.remote_hws: HighWatermarkCache | None = None
 
@@ -265,10 +261,7 @@ class BrokerMetrics:
     async def start(self) -> None:
         """Bind and serve the endpoint; an OSError (port in use...) is the caller's to report."""
         listener = self.listener
-        self._server = await asyncio.start_server(
-            self._serve_connection, host=listener.host or None, port=listener.port, reuse_address=True, limit=MAX_REQUEST_HEAD_BYTES
-        )
-        self.bound_port = self._server.sockets[0].getsockname()[1]
+        self.bound_port = await self.http.start()
         self.remote_hws = HighWatermarkCache(
             ClusterReader(self.broker, f"pybroker-metrics-{self.broker.node_id}"), self._remote_lag_partitions, REMOTE_HW_REFRESH_MS
         )
@@ -277,9 +270,7 @@ class BrokerMetrics:
         log.info("metrics: serving Prometheus metrics on %s/metrics", shown)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        await self.http.stop()
         if self.remote_hws is not None:
             await self.remote_hws.stop()
             self.remote_hws = None
@@ -290,48 +281,22 @@ class BrokerMetrics:
         encoder, content_type = choose_encoder(accept)
         return encoder(self.registry), content_type
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One request per connection (``Connection: close``): Prometheus opens one per scrape anyway."""
-        if self._http_connections >= MAX_HTTP_CONNECTIONS:
-            writer.close()
-            return
-        self._http_connections += 1
+    async def _scrape(self, request: web.Request) -> web.Response:
+        """Every path and method comes here, so that the answers are this endpoint's own."""
+        if request.rel_url.raw_path != "/metrics":
+            return _plain(404, b"not found: the metrics are at /metrics\n")
+        if request.method not in ("GET", "HEAD"):
+            return _plain(405, b"method not allowed\n", Allow="GET, HEAD")
         try:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_HEAD_TIMEOUT_S)
-            except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                return
-            lines = head.decode("latin-1").split("\r\n")
-            parts = lines[0].split(" ")
-            if len(parts) != 3:
-                await _respond(writer, 400, b"bad request\n")
-                return
-            method, target, _ = parts
-            headers = {}
-            for line in lines[1:]:
-                name, sep, value = line.partition(":")
-                if sep:
-                    headers[name.strip().lower()] = value.strip()
-            path = target.split("?", 1)[0]
-            if path != "/metrics":
-                await _respond(writer, 404, b"not found: the metrics are at /metrics\n")
-                return
-            if method not in ("GET", "HEAD"):
-                await _respond(writer, 405, b"method not allowed\n", extra=(("Allow", "GET, HEAD"),))
-                return
-            body, content_type = self.exposition(headers.get("accept"))
-            await _respond(writer, 200, body, content_type=content_type, head_only=method == "HEAD")
-        except ConnectionError:
-            pass
+            body, content_type = self.exposition(request.headers.get("Accept"))
         except Exception:  # a collector bug must not take the listener down
             log.exception("metrics: scrape failed")
-            try:
-                await _respond(writer, 500, b"internal error\n")
-            except ConnectionError:
-                pass
-        finally:
-            self._http_connections -= 1
-            writer.close()
+            return _plain(500, b"internal error\n")
+        return web.Response(status=200, body=body, headers={"Content-Type": content_type})
+
+
+def _plain(status: int, body: bytes, **headers) -> web.Response:
+    return web.Response(status=status, body=body, headers={"Content-Type": "text/plain; charset=utf-8", **headers})
 
 
 async def _then_count_produce(answer, produced, request):
@@ -349,18 +314,6 @@ def _produce_errors(response) -> dict[tuple[str, int], int] | None:
         for partition in topic.partition_responses
         if partition.error_code
     }
-
-
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}
-
-
-async def _respond(writer, status: int, body: bytes, *, content_type: str = "text/plain; charset=utf-8", head_only: bool = False, extra=()) -> None:
-    head = [f"HTTP/1.1 {status} {_REASONS[status]}", f"Content-Type: {content_type}", f"Content-Length: {len(body)}", "Connection: close"]
-    head += [f"{name}: {value}" for name, value in extra]
-    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-    if not head_only:
-        writer.write(body)
-    await writer.drain()
 
 
 # --------------------------------------------------------------------------- scrape time

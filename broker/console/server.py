@@ -1,8 +1,9 @@
-"""The console's HTTP side: an asyncio server on ``console.listener``, routing, sessions, CSRF.
+"""The console's HTTP side: an aiohttp application on ``console.listener``, routing, sessions, CSRF.
 
-One request per connection (``Connection: close``), a request head of at most
-16 KiB read within 10 s, a form body of at most 64 KiB, at most 32
-connections at once: anything else is answered 400/413 or closed. Pages are
+One request per connection (``Connection: close``), a form body of at most
+64 KiB read within 10 s, and the limits every endpoint has (broker/http_server.py:
+connections at once, request head size and time): anything else is answered
+400/413 or closed. Pages are
 Jinja2 templates with autoescaping on, so every topic name, key, value and
 header from the cluster reaches the page as text; the Content-Security-Policy
 allows only the console's own script and style besides (nothing is loaded
@@ -27,6 +28,7 @@ from collections import OrderedDict
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode
 
+from aiohttp import web
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from broker.cluster_reader import ClusterReader
@@ -34,13 +36,13 @@ from broker.config import MetricsListener
 from broker.console import views
 from broker.console.admin import Admin, AdminRefused
 from broker.console.history import History, svg_chart
+from broker.http_server import REQUEST_HEAD_TIMEOUT_S, HttpServer, application
 
 log = logging.getLogger(__name__)
 
-MAX_REQUEST_HEAD_BYTES = 16 * 1024
 MAX_FORM_BYTES = 64 * 1024
-REQUEST_HEAD_TIMEOUT_S = 10.0
-MAX_HTTP_CONNECTIONS = 32
+# A form's body, once its head came, arrives within as long as a head may take.
+FORM_TIMEOUT_S = REQUEST_HEAD_TIMEOUT_S
 MAX_SESSIONS = 1000
 SESSION_COOKIE = "pybroker_console"
 HERE = Path(__file__).parent
@@ -51,8 +53,8 @@ SECURITY_HEADERS = (
     ("Referrer-Policy", "no-referrer"),
     ("Cache-Control", "no-store"),
 )
-_REASONS = {200: "OK", 303: "See Other", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Content Too Large", 500: "Internal Server Error"}
+# The phrases older Pythons' http.HTTPStatus lack (RFC 9110's name for 413).
+_REASONS = {413: "Content Too Large"}
 
 
 class Response:
@@ -62,7 +64,6 @@ class Response:
         self.content_type = content_type
         self.headers = list(headers)
         self.flash: tuple[str, str] | None = None
-        self.head_only = False
 
 
 class BadRequest(Exception):
@@ -86,10 +87,12 @@ class Console:
         # session id -> (message, error) the page after a form shows once (kept here, not
         # in the redirect's URL, so that a link cannot make the console say anything).
         self._flashes: dict[str, tuple[str, str]] = {}
-        self._server: asyncio.base_events.Server | None = None
+        # Every path and method comes to _serve, so that the answers are the console's own.
+        app = application(one_request_per_connection=True, client_max_size=MAX_FORM_BYTES)
+        app.router.add_route("*", "/{path:.*}", self._serve)
+        self.http = HttpServer(app, listener)
         self._sampler: asyncio.Task | None = None
         self.bound_port: int | None = None
-        self._http_connections = 0
 
     @classmethod
     def from_config(cls, broker) -> Console | None:
@@ -104,18 +107,13 @@ class Console:
     async def start(self) -> None:
         """Bind and serve; an OSError (port in use...) is the caller's to report."""
         listener = self.listener
-        self._server = await asyncio.start_server(
-            self._serve_connection, host=listener.host or None, port=listener.port, reuse_address=True, limit=MAX_REQUEST_HEAD_BYTES
-        )
-        self.bound_port = self._server.sockets[0].getsockname()[1]
+        self.bound_port = await self.http.start()
         self._sampler = asyncio.get_running_loop().create_task(self._sample_forever(), name="console samples")
         shown = MetricsListener(listener.host, self.bound_port)
         log.info("console: serving the web console on %s/%s", shown, " (read-only)" if self.read_only else "")
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        await self.http.stop()
         if self._sampler is not None:
             self._sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -136,64 +134,42 @@ class Console:
 
     # ------------------------------------------------------------- HTTP
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._http_connections >= MAX_HTTP_CONNECTIONS:
-            writer.close()
-            return
-        self._http_connections += 1
+    async def _serve(self, request: web.Request) -> web.Response:
         try:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_HEAD_TIMEOUT_S)
-            except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                return
-            try:
-                response = await self._handle(head, reader, writer)
-            except BadRequest as exc:
-                response = Response(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
-            except Exception:
-                log.exception("console: request failed")
-                response = Response(500, b"internal error\n", "text/plain; charset=utf-8")
-            await _respond(writer, response)
-        except ConnectionError:
-            pass
-        finally:
-            self._http_connections -= 1
-            writer.close()
+            response = await self._handle(request)
+        except BadRequest as exc:
+            response = Response(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+        except Exception:
+            log.exception("console: request failed")
+            response = Response(500, b"internal error\n", "text/plain; charset=utf-8")
+        headers = [("Content-Type", response.content_type), *SECURITY_HEADERS, *response.headers]
+        # aiohttp leaves a HEAD answer's body out itself, keeping its Content-Length.
+        return web.Response(status=response.status, reason=_REASONS.get(response.status), body=response.body, headers=headers)
 
-    async def _handle(self, head: bytes, reader, writer) -> Response:
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3:
-            raise BadRequest("malformed request line")
-        method, target, _ = parts
-        headers = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if sep:
-                headers[name.strip().lower()] = value.strip()
-        path, _, query_string = target.partition("?")
-        query = _single(parse_qs(query_string, keep_blank_values=True))
-        session, new_cookie = self._session(headers.get("cookie", ""))
-        peer = writer.get_extra_info("peername")
-        host = peer[0] if peer else ""
+    async def _handle(self, request: web.Request) -> Response:
+        method = request.method
+        # The path as sent (not percent-decoded), as the pages' links are written.
+        path = request.rel_url.raw_path
+        query = _single(parse_qs(request.rel_url.raw_query_string, keep_blank_values=True))
+        session, new_cookie = self._session(request.headers.get("Cookie", ""))
+        host = request.remote or ""
         if method == "POST":
             try:
-                length = int(headers.get("content-length", ""))
+                length = int(request.headers.get("Content-Length", ""))
             except ValueError:
                 raise BadRequest("a form needs a Content-Length") from None
             if length < 0 or length > MAX_FORM_BYTES:
                 return Response(413, b"form too large\n", "text/plain; charset=utf-8")
-            if not headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+            if not request.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
                 raise BadRequest("forms are application/x-www-form-urlencoded")
             try:
-                body = await asyncio.wait_for(reader.readexactly(length), REQUEST_HEAD_TIMEOUT_S)
-            except (TimeoutError, asyncio.IncompleteReadError):
+                body = await asyncio.wait_for(request.read(), FORM_TIMEOUT_S)
+            except (TimeoutError, ConnectionError):
                 raise BadRequest("incomplete form") from None
             form = _single(parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True))
             response = await self._post(path, form, session, host)
         elif method in ("GET", "HEAD"):
             response = await self._get(path, query, session, host)
-            response.head_only = method == "HEAD"
         else:
             response = Response(405, b"method not allowed\n", "text/plain; charset=utf-8", (("Allow", "GET, HEAD, POST"),))
         if new_cookie:
@@ -376,18 +352,3 @@ def _parse_time(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
-
-
-async def _respond(writer, response: Response) -> None:
-    head = [
-        f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Error')}",
-        f"Content-Type: {response.content_type}",
-        f"Content-Length: {len(response.body)}",
-        "Connection: close",
-    ]
-    head += [f"{name}: {value}" for name, value in (*SECURITY_HEADERS, *response.headers)]
-    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1", errors="replace"))
-    if not response.head_only:
-        writer.write(response.body)
-    await writer.drain()
-

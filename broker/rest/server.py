@@ -1,6 +1,8 @@
 """The REST proxy's HTTP server (``rest.listener=http://HOST:PORT``), on the broker's event loop.
 
-aiohttp serves HTTP/1.1 (keep-alive, chunked request and response bodies);
+aiohttp serves HTTP/1.1 (keep-alive, chunked request and response bodies), under
+the limits every endpoint has (broker/http_server.py: connections at once,
+request head size and time, the idle time of a kept-alive connection);
 routes come from ``ROUTES``, which also makes the OpenAPI document served at
 ``GET /v3/openapi.json`` (broker/rest/openapi.py), so the document says
 exactly what is served.
@@ -33,6 +35,7 @@ from typing import Any
 
 from aiohttp import web
 
+from broker.http_server import HttpServer, application
 from broker.rest import cluster_resources, consumer_routes, openapi, resources
 from broker.rest.cluster import ClusterKafka, NodeConnections
 from broker.rest.consumer_instances import ConsumerInstances
@@ -49,8 +52,6 @@ REQUEST_BODY_MAX_BYTES = 1 << 20
 # A streaming produce may last as long as its client sends; a body that stops
 # arriving is ended after this long, so a stalled client does not hold it forever.
 BODY_IDLE_TIMEOUT_S = 60.0
-# At broker stop, requests in flight get this long to finish (aiohttp's default is 60 s).
-SHUTDOWN_GRACE_S = 2.0
 JSON_TYPE = "application/json"
 
 
@@ -229,17 +230,17 @@ class RestProxy:
         # None: no authentication (everyone is User:ANONYMOUS); else a PlainUsers check.
         self.plain_users = plain_users
         self.bound_port: int | None = None
-        self._runner: web.AppRunner | None = None
         # To the other nodes, for what this broker cannot answer (broker/rest/cluster.py).
         self.nodes = NodeConnections(broker)
         self.openapi_document = openapi.document(ROUTES + V2_ROUTES)
-        app = web.Application(middlewares=[self._errors], client_max_size=REQUEST_BODY_MAX_BYTES)
+        app = application(middlewares=[self._errors], client_max_size=REQUEST_BODY_MAX_BYTES)
         app.router.add_get("/v3/openapi.json", self._openapi)
         app.router.add_get("/v3", self._v3)
         for route in ROUTES + V2_ROUTES:
             app.router.add_route(route.method, route.path, self._handler(route))
         self.consumers = ConsumerInstances(broker, broker.config["rest.consumer.instance.timeout.ms"])
         self.app = app
+        self.http = HttpServer(app, listener)
 
     @classmethod
     def from_config(cls, broker) -> RestProxy | None:
@@ -256,23 +257,12 @@ class RestProxy:
         return cls(broker, listener, plain_users=users)
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_S)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.listener.host or None, self.listener.port, reuse_address=True)
-        try:
-            await site.start()
-        except OSError:
-            await self._runner.cleanup()
-            self._runner = None
-            raise
-        self.bound_port = site._server.sockets[0].getsockname()[1]
+        self.bound_port = await self.http.start()
         host = f"[{self.listener.host}]" if ":" in self.listener.host else (self.listener.host or "0.0.0.0")
         log.info("rest: serving the REST proxy on http://%s:%d/v3", host, self.bound_port)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.http.stop()
         await self.consumers.close()
         self.nodes.close()
 
