@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from broker.leader_append import append_as_leader
 from protocol.errors import ErrorCode
-from storage.append_checks import AppendError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # How long a marker waits for the in-sync replicas (Kafka uses the broker's
@@ -48,49 +48,22 @@ async def write_markers_here(broker, marker: TxnMarker) -> dict[tuple[str, int],
     the in-sync replicas; the outcome per partition. The appends happen before the
     first await, in the order of ``marker.partitions``."""
     results: dict[tuple[str, int], ErrorCode] = {}
-    waits: list[tuple[tuple[str, int], asyncio.Future | None, object]] = []
+    waits: list[tuple[tuple[str, int], asyncio.Future | None, ErrorCode]] = []
     flushes = []
-    replicas = broker.replicas
     for key in marker.partitions:
-        topic_name, partition_id = key
-        topic = broker.image.topics.get(topic_name)
-        if topic is None or partition_id not in topic.partitions:
+        topic = broker.image.topics.get(key[0])
+        if topic is None or key[1] not in topic.partitions:
             results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
-        leader = replicas.leader_for(topic_name, partition_id)
-        plog = broker.partition_log(topic_name, partition_id)
-        if leader is None or plog is None:
-            results[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # The leader's errors go back to the coordinator as they are: it retries
+        # or stops on them (broker.transactions.service).
+        written = append_as_leader(broker, key, marker=marker, timeout_ms=MARKER_REPLICATION_TIMEOUT_MS, defer_flush=True)
+        if written.error != ErrorCode.NONE:
+            results[key] = written.error
             continue
-        enough = leader.check_enough_replicas()
-        if enough != ErrorCode.NONE:
-            results[key] = enough
-            continue
-        try:
-            result = plog.append_marker(
-                marker.producer_id,
-                marker.producer_epoch,
-                marker.coordinator_epoch,
-                marker.commit,
-                leader_epoch=leader.leader_epoch,
-                defer_flush=True,
-            )
-        except AppendError as exc:
-            results[key] = exc.error_code
-            continue
-        except OSError as exc:
-            broker.log_dir_failed(plog, exc)
-            results[key] = ErrorCode.KAFKA_STORAGE_ERROR
-            continue
-        if result.flush_due:
-            flushes.append(broker.flusher.flush(plog))
-        replicas.leader_appended(key, leader, plog)
-        broker.partition_watch.notify(key)
-        outcome = leader.produce_outcome(result.last_offset + 1)
-        if outcome is None:
-            waits.append((key, replicas.wait_for_acks(key, leader, result.last_offset + 1, MARKER_REPLICATION_TIMEOUT_MS), plog))
-        else:
-            waits.append((key, None, outcome))
+        if written.flush is not None:
+            flushes.append(written.flush)
+        waits.append((key, written.acks_future, written.acks_error))
     if flushes:
         await asyncio.gather(*flushes)
     for key, future, outcome in waits:

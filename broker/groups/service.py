@@ -5,7 +5,9 @@ broker. It creates the internal topic ``__consumer_offsets`` (compacted,
 ``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor``
 replicas) the first time a group needs it, and fires the coordinator's
 deadlines from one timer on the event loop. Everything runs on the event loop,
-so the coordinator needs no locks.
+so the coordinator needs no locks. What it shares with the transaction
+coordinator (the topic, following leadership, replay, writes as the leader) is
+broker.coordinator_shell's.
 
 A group is coordinated by the leader of its ``__consumer_offsets`` partition,
 as in Kafka. The service follows that leadership in the metadata: when this
@@ -34,17 +36,16 @@ import logging
 import time
 import uuid
 
+from broker.coordinator_shell import CoordinatorShell, InternalTopic
 from broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, JoinResult, StoreError, SyncResult
-from broker.single_node_profile import single_node_hint
-from broker.transactions.peers import RateLimitedLog
-from controller.topic_commands import CreateTopicSpec
+from broker.leader_append import replication_outcome
 from protocol.errors import ErrorCode
-from protocol.exceptions import ProtocolError
-from protocol.records import NO_SEQUENCE, build_batch, decode_batch_records, iter_batches
-from storage.append_checks import AppendError
+from protocol.records import NO_SEQUENCE, build_batch
 
 # What an offsets-partition append or its replication failed with, as the group
-# APIs report it (Kafka's coordinator maps them the same way).
+# APIs report it (Kafka's coordinator maps them the same way); anything else is
+# UNKNOWN_SERVER_ERROR. The leader's own refusals come first: not led here (or
+# the partition not loaded), a failed disk, too few in-sync replicas.
 _STORE_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
@@ -88,14 +89,24 @@ class GroupService:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         )
         self.coordinator = GroupCoordinator(self.config, self._store, self._new_member_id, self._store_transactional)
-        self.replication_factor = config["offsets.topic.replication.factor"]
-        self._log_limited = RateLimitedLog(log)
+        topic = InternalTopic(
+            OFFSETS_TOPIC,
+            num_partitions=self.config.offsets_partitions,
+            replication_factor=config["offsets.topic.replication.factor"],
+            replication_factor_config="offsets.topic.replication.factor",
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                "compression.type": "producer",
+            },
+        )
+        self.shell = CoordinatorShell(broker, topic, self, log)
         self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms: int | None = None
         # __consumer_offsets partitions whose groups are in the coordinator, with
         # the leader epoch they were loaded at.
-        self.loaded: dict[int, int] = {}
+        self.loaded = self.shell.loaded
         # partition -> its log end after this broker's last append to it: what
         # a request must see replicated before it is answered.
         self._written_offsets: dict[int, int] = {}
@@ -111,53 +122,18 @@ class GroupService:
     # ----------------------------------------------------------------- the internal topic
 
     def offsets_topic_exists(self) -> bool:
-        return OFFSETS_TOPIC in self._broker.image.topics
+        return self.shell.topic_exists()
 
     async def ensure_offsets_topic(self) -> ErrorCode:
         """Create ``__consumer_offsets`` if it is missing (Kafka does it on the first
         FindCoordinator for a group, or the first Metadata request naming it)."""
-        if self.offsets_topic_exists():
-            return ErrorCode.NONE
-        config = self._broker.config
-        spec = CreateTopicSpec(
-            OFFSETS_TOPIC,
-            num_partitions=self.config.offsets_partitions,
-            replication_factor=self.replication_factor,
-            configs={
-                "cleanup.policy": "compact",
-                "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-                "compression.type": "producer",
-            },
-        )
-        (result,) = await self._broker.controller.create_topics([spec], internal=True)
-        if result.error_code == ErrorCode.INVALID_REPLICATION_FACTOR:
-            # As Kafka: wait (clients retry) until enough brokers have registered.
-            # Clients ask every few hundred ms: one line per interval says it.
-            self._log_limited(
-                logging.WARNING, "create", "cannot create %s yet: %s (offsets.topic.replication.factor=%d)%s",
-                OFFSETS_TOPIC, result.error_message, self.replication_factor,
-                single_node_hint(self._broker.config, "offsets.topic.replication.factor", self.replication_factor),
-            )
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            self._log_limited(
-                logging.ERROR, "create", "cannot create %s: %s %s", OFFSETS_TOPIC, result.error_code.name, result.error_message
-            )
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        log.info("created %s with %d partitions", OFFSETS_TOPIC, self.config.offsets_partitions)
-        return ErrorCode.NONE
+        return await self.shell.ensure_topic()
 
     def coordinator_of(self, group_id: str) -> tuple[ErrorCode, int]:
         """(error, broker id) of the group's coordinator: the leader of its
         ``__consumer_offsets`` partition, as in Kafka. COORDINATOR_NOT_AVAILABLE
         while that partition has no leader or its leader is not serving."""
-        topic = self._broker.image.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        partition = topic.partitions.get(self.coordinator.partition_for(group_id))
-        if partition is None or partition.leader < 0:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        return ErrorCode.NONE, partition.leader
+        return self.shell.leader_of(self.coordinator.partition_for(group_id))
 
     def not_coordinator(self, group_id: str) -> ErrorCode | None:
         """The error for a group request that reached a broker other than the
@@ -168,19 +144,7 @@ class GroupService:
         answered here."""
         if not self.offsets_topic_exists():
             return None
-        error, leader = self.coordinator_of(group_id)
-        if error != ErrorCode.NONE:
-            return error
-        if leader != self._broker.node_id:
-            return ErrorCode.NOT_COORDINATOR
-        if not self._broker.lifecycle.may_serve_as_leader():
-            # Cut off from the controllers for a session: the group may have a
-            # new coordinator already, and answering from here would serve
-            # committed offsets older than ones it has acknowledged.
-            return ErrorCode.NOT_COORDINATOR
-        if self.coordinator.partition_for(group_id) not in self.loaded:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return None
+        return self.shell.not_coordinator(self.coordinator.partition_for(group_id))
 
     def not_writable(self, group_id: str) -> ErrorCode | None:
         """``not_coordinator`` for a request that writes: it needs the topic."""
@@ -205,36 +169,19 @@ class GroupService:
         self._append(partition, batch, transactional=True)
 
     def _append(self, partition: int, batch: bytes, *, transactional: bool) -> None:
-        if partition not in self.loaded:
-            raise StoreError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} is not led here")
-        replicas = self._broker.replicas
-        leader = replicas.leader_for(OFFSETS_TOPIC, partition)
-        plog = self._broker.partition_log(OFFSETS_TOPIC, partition)
-        if leader is None or plog is None:
-            raise StoreError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{partition} is not led here")
-        enough = leader.check_enough_replicas()
-        if enough != ErrorCode.NONE:
-            # Checked before the append, as for an acks=all produce: nothing is written.
-            raise StoreError(_STORE_ERRORS[enough], f"{OFFSETS_TOPIC}-{partition}: in-sync replicas {list(leader.isr)}")
-        key = (OFFSETS_TOPIC, partition)
-        try:
-            if transactional:
-                # The coordinator's own write: no sequence checks, the open transaction tracked.
-                plog.append(batch, leader_epoch=leader.leader_epoch, from_coordinator=True)
-            else:
-                plog.append(batch, leader_epoch=leader.leader_epoch)
-        except AppendError as exc:
-            if transactional and exc.error_code in _PRODUCER_ERRORS:
-                raise StoreError(exc.error_code, str(exc)) from None
+        # A transactional batch is the coordinator's own write (from_coordinator):
+        # its producer epoch is checked, not its sequences; the open transaction tracked.
+        written = self.shell.write(partition, batch, from_coordinator=transactional)
+        error = written.error
+        if error == ErrorCode.NONE:
+            self._written_offsets[partition] = written.last_offset + 1
+            return
+        if transactional and error in _PRODUCER_ERRORS:
+            raise StoreError(error, written.message or "")
+        if written.refused_by_log:
             # Kafka tells the client to retry elsewhere or later, never the storage detail.
-            log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            raise StoreError(_STORE_ERRORS.get(exc.error_code, ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
-        except OSError as exc:
-            self._broker.log_dir_failed(plog, exc)
-            raise StoreError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
-        self._written_offsets[partition] = plog.log_end_offset
-        replicas.leader_appended(key, leader, plog)
-        self._broker.partition_watch.notify(key)
+            log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, written.message)
+        raise StoreError(_STORE_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR), written.message or f"{OFFSETS_TOPIC}-{partition}")
 
     async def replicated(self, group_id: str) -> ErrorCode:
         """Wait until every in-sync replica has what this broker last wrote to the
@@ -252,9 +199,7 @@ class GroupService:
         leader = replicas.leaders.get(key)
         if leader is None or self.loaded.get(partition) != leader.leader_epoch:
             return ErrorCode.NOT_COORDINATOR
-        outcome = leader.produce_outcome(required_offset)
-        if outcome is None:
-            outcome = await replicas.wait_for_acks(key, leader, required_offset, self.commit_timeout_ms)
+        outcome = await replication_outcome(replicas, key, leader, required_offset, self.commit_timeout_ms)
         if outcome == ErrorCode.NONE:
             if self._written_offsets.get(partition) == required_offset:
                 del self._written_offsets[partition]
@@ -283,83 +228,28 @@ class GroupService:
     def follow_leadership(self) -> None:
         """Load the groups of the ``__consumer_offsets`` partitions this broker now
         leads (at a new leader epoch) and drop those of partitions it stopped leading."""
-        image = self._broker.image
-        topic = image.topics.get(OFFSETS_TOPIC)
-        led: dict[int, int] = {}
-        if topic is not None and self._broker.replicas.may_lead:
-            node_id = self._broker.node_id
-            replicas = self._broker.replicas
-            led = {
-                p: part.leader_epoch
-                for p, part in topic.partitions.items()
-                if part.leader == node_id and not replicas.is_superseded((OFFSETS_TOPIC, p), part.leader_epoch)
-            }
-        for partition, epoch in sorted(self.loaded.items()):
-            if led.get(partition) != epoch:
-                del self.loaded[partition]
-                self._written_offsets.pop(partition, None)
-                dropped = self.coordinator.unload_partition(partition)
-                log.info("groups: %s-%d no longer led here at epoch %d: %d groups unloaded", OFFSETS_TOPIC, partition, epoch, dropped)
-        for partition, epoch in sorted(led.items()):
-            if partition not in self.loaded:
-                self._load_partition(partition, epoch)
+        self.shell.follow_leadership()
 
-    def _load_partition(self, partition: int, epoch: int) -> None:
-        plog = self._broker.partition_log(OFFSETS_TOPIC, partition)
-        if plog is None:
-            return
-        groups_before = len(self.coordinator.groups)
-        records = self._replay_partition(plog, partition)
+    # What the shell replays and the leadership changes it makes.
+
+    def replay_record(self, partition: int, producer_id: int, key, value) -> None:
+        self.coordinator.load_record(key, value, producer_id)
+
+    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        self.coordinator.complete_transaction(partition, producer_id, commit)
+
+    def partition_loaded(self, partition: int, epoch: int, records: int) -> None:
         self.coordinator.finish_loading(self.now_ms())
-        self.loaded[partition] = epoch
         if records:
-            log.info(
-                "groups: loaded %s-%d at leader epoch %d: %d records, %d groups",
-                OFFSETS_TOPIC, partition, epoch, records, len(self.coordinator.groups) - groups_before,
-            )
+            partition_for = self.coordinator.partition_for
+            groups = sum(1 for group_id in self.coordinator.groups if partition_for(group_id) == partition)
+            log.info("groups: loaded %s-%d at leader epoch %d: %d records, %d groups", OFFSETS_TOPIC, partition, epoch, records, groups)
         self.after_operation()
 
-    def _replay_partition(self, plog, partition: int) -> int:
-        count = 0
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            # To the log end, as Kafka loads: a new leader's high watermark may still
-            # be below records that were acknowledged by the old one.
-            data = plog.read(offset, 1 << 20, upper_offset=plog.log_end_offset)
-            if not data:
-                break
-            start = offset
-            for position, size, header in iter_batches(data):
-                last = header.base_offset + header.last_offset_delta
-                if last < offset:
-                    continue
-                try:
-                    _, batch_records = decode_batch_records(data[position : position + size])
-                except ProtocolError as exc:  # one bad batch must not stop the broker from starting
-                    log.warning("skipping unreadable %s-%d batch at offset %d: %s", OFFSETS_TOPIC, partition, header.base_offset, exc)
-                    offset = last + 1
-                    continue
-                if header.is_control:
-                    # A transaction marker completes the producer's pending offsets
-                    # (other control records say nothing to the groups).
-                    for record in batch_records:
-                        if record.offset >= offset and record.control is not None and (record.control.is_commit or record.control.is_abort):
-                            self.coordinator.complete_transaction(partition, header.producer_id, record.control.is_commit)
-                    offset = last + 1
-                    continue
-                producer_id = header.producer_id if header.is_transactional else -1
-                for record in batch_records:
-                    if record.offset < offset or record.key is None:
-                        continue
-                    try:
-                        self.coordinator.load_record(record.key, record.value, producer_id)
-                    except ProtocolError as exc:  # one bad record must not stop the broker from starting
-                        log.warning("skipping unreadable %s record at offset %d: %s", OFFSETS_TOPIC, record.offset, exc)
-                    count += 1
-                offset = last + 1
-            if offset == start:
-                break  # a read that yields nothing past the position: do not spin
-        return count
+    def partition_unloaded(self, partition: int, epoch: int) -> None:
+        self._written_offsets.pop(partition, None)
+        dropped = self.coordinator.unload_partition(partition)
+        log.info("groups: %s-%d no longer led here at epoch %d: %d groups unloaded", OFFSETS_TOPIC, partition, epoch, dropped)
 
     # ----------------------------------------------------------------- timers
 

@@ -55,6 +55,7 @@ import asyncio
 
 from broker.authorization import TOPIC, TRANSACTIONAL_ID, allowed, denied
 from broker.dispatch import AnswerLater
+from broker.leader_append import append_as_leader
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
@@ -72,7 +73,6 @@ from protocol.records import (
 )
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
-from storage.append_checks import AppendError
 
 API = APIS_BY_KEY[0]
 R = struct_classes(API.response)
@@ -123,9 +123,7 @@ def single_batch_problem(records) -> str | None:
 
 
 def register(dispatcher, broker) -> None:
-    notify = broker.partition_watch.notify
     replicas = broker.replicas
-    flush = broker.flusher.flush
     quotas = broker.quotas
 
     def handle(ctx, request):
@@ -234,49 +232,37 @@ def register(dispatcher, broker) -> None:
                 elif (name, index) in refused:
                     error = refused[(name, index)]
                     message = "the transaction coordinator did not verify this partition for the transaction"
-                elif (leader := replicas.leader_for(name, index)) is None:
-                    error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                elif acks == -1 and (error := leader.check_enough_replicas()) != ErrorCode.NONE:
-                    message = (
-                        f"The size of the current ISR {list(leader.isr)} is insufficient to satisfy "
-                        f"the min.isr requirement of {leader.min_insync_replicas} for partition {name}-{index}"
-                    )
                 else:
-                    try:
-                        result = plog.append(
-                            pdata.records,
-                            leader_epoch=leader.leader_epoch,
-                            defer_flush=True,
-                            verification_guard=guards.get((name, index)),
-                        )
-                    except AppendError as exc:
-                        error, message = exc.error_code, str(exc)
+                    written = append_as_leader(
+                        broker,
+                        (name, index),
+                        pdata.records,
+                        plog=plog,
+                        acks=acks,
+                        timeout_ms=request.timeout_ms,
+                        defer_flush=True,
+                        verification_guard=guards.get((name, index)),
+                    )
+                    error = written.error
+                    if error == ErrorCode.NONE:
+                        if written.flush is not None:
+                            durable.append(written.flush)
+                        base_offset = written.base_offset
+                        append_time = written.log_append_time_ms
+                        log_start = written.log_start_offset
+                        if written.acks_future is not None:
+                            waits.append((len(responses), len(partition_responses), written.acks_future))
+                        elif written.acks_error != ErrorCode.NONE:
+                            error = written.acks_error
+                    else:
+                        message = written.message
                         # KIP-467 (v8+; older versions leave the field out): the
                         # records at fault, so that a client fails the others of
                         # the batch as collateral rather than as invalid.
                         record_errors = [
                             R.BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
-                            for e in exc.record_errors
+                            for e in written.record_errors
                         ]
-                    except OSError as exc:
-                        broker.log_dir_failed(plog, exc)
-                        raise
-                    else:
-                        if result.flush_due:
-                            durable.append(flush(plog))
-                        base_offset = result.base_offset
-                        append_time = result.log_append_time_ms
-                        log_start = plog.log_start_offset
-                        if not result.duplicate:
-                            replicas.leader_appended((name, index), leader, plog)
-                            notify((name, index))
-                        if acks == -1:
-                            outcome = leader.produce_outcome(result.last_offset + 1)
-                            if outcome is None:
-                                future = replicas.wait_for_acks((name, index), leader, result.last_offset + 1, request.timeout_ms)
-                                waits.append((len(responses), len(partition_responses), future))
-                            elif outcome != ErrorCode.NONE:
-                                error = outcome
                 response = R.PartitionProduceResponse(
                     index=index,
                     error_code=error,

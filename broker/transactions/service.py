@@ -12,7 +12,8 @@ coordinator needs no locks:
   while fewer brokers are registered), ``min.insync.replicas`` =
   ``transaction.state.log.min.isr``, no unclean leader election.
 - A transactional id is coordinated by the leader of its partition. The service
-  follows that leadership in the metadata like the group coordinator does:
+  follows that leadership in the metadata with the group coordinator's shell
+  (broker.coordinator_shell):
   a partition newly led (at a new leader epoch, the coordinator epoch) is
   replayed from its log start to its log end and loaded; one no longer led is
   unloaded and its waiting requests answered NOT_COORDINATOR. A broker answers
@@ -43,9 +44,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+from broker.coordinator_shell import CoordinatorShell, InternalTopic
 from broker.handlers.init_producer_id import ProducerIdAllocator
 from broker.quorum_controller import NotControllerError
-from broker.single_node_profile import single_node_hint
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.transactions.model import (
     AllocateProducerId,
@@ -60,19 +61,19 @@ from broker.transactions.model import (
 from broker.transactions.peers import MarkerChannel, Peers, RateLimitedLog, verify_remote
 from broker.txn_markers import TxnMarker
 from broker.txn_markers import write_markers_here as write_markers_here_default
-from controller.topic_commands import CreateTopicSpec
 from protocol.errors import ErrorCode
-from protocol.exceptions import ProtocolError
-from protocol.records import build_batch, decode_batch_records, iter_batches
+from protocol.records import build_batch
 from protocol.transaction_state import TRANSACTION_STATE_TOPIC
-from storage.append_checks import AppendError
 
 log = logging.getLogger(__name__)
 
 TXN_TOPIC = TRANSACTION_STATE_TOPIC
 
 # What an append to __transaction_state (or its replication) failed with, as the
-# transaction APIs report it (Kafka's TransactionStateManager maps them so).
+# transaction APIs report it (Kafka's TransactionStateManager maps them so);
+# anything else as it is. The leader's own refusals are among them: not led here
+# (or not loaded at the store's coordinator epoch), a failed disk, too few
+# in-sync replicas.
 _STORE_ERRORS = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -116,7 +117,20 @@ class TransactionService:
             transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
         )
         self.coordinator = TransactionCoordinator(self.config)
-        self.replication_factor = config["transaction.state.log.replication.factor"]
+        topic = InternalTopic(
+            TXN_TOPIC,
+            num_partitions=self.config.transaction_partitions,
+            replication_factor=config["transaction.state.log.replication.factor"],
+            replication_factor_config="transaction.state.log.replication.factor",
+            configs={
+                "cleanup.policy": "compact",
+                "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+                "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                "unclean.leader.election.enable": "false",
+                "compression.type": "uncompressed",
+            },
+        )
+        self.shell = CoordinatorShell(broker, topic, self, log)
         self.store_timeout_ms = STORE_TIMEOUT_MS
         # One allocator for the whole broker: idempotent producers (the InitProducerId
         # handler) and transactional ids draw from the same reserved blocks.
@@ -126,7 +140,7 @@ class TransactionService:
         self._write_markers_here = write_markers_here or write_markers_here_default
         # __transaction_state partitions loaded into the coordinator, with the
         # leader epoch (coordinator epoch) they were loaded at.
-        self.loaded: dict[int, int] = {}
+        self.loaded = self.shell.loaded
         self._tasks: set[asyncio.Task] = set()
         self._marker_tasks: dict[str, tuple[int, asyncio.Task]] = {}
         self._peers = Peers(broker)
@@ -141,71 +155,24 @@ class TransactionService:
     # ----------------------------------------------------------------- the internal topic
 
     def topic_exists(self) -> bool:
-        return TXN_TOPIC in self._broker.image.topics
+        return self.shell.topic_exists()
 
     async def ensure_topic(self) -> ErrorCode:
         """Create ``__transaction_state`` if it is missing."""
-        if self.topic_exists():
-            return ErrorCode.NONE
-        config = self._broker.config
-        spec = CreateTopicSpec(
-            TXN_TOPIC,
-            num_partitions=self.config.transaction_partitions,
-            replication_factor=self.replication_factor,
-            configs={
-                "cleanup.policy": "compact",
-                "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
-                "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-                "unclean.leader.election.enable": "false",
-                "compression.type": "uncompressed",
-            },
-        )
-        (result,) = await self._broker.controller.create_topics([spec], internal=True)
-        if result.error_code == ErrorCode.INVALID_REPLICATION_FACTOR:
-            # As Kafka: transactional producers wait until enough brokers have registered.
-            self._log_limited(
-                logging.WARNING, "create", "cannot create %s yet: %s (transaction.state.log.replication.factor=%d)%s",
-                TXN_TOPIC, result.error_message, self.replication_factor,
-                single_node_hint(self._broker.config, "transaction.state.log.replication.factor", self.replication_factor),
-            )
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            self._log_limited(logging.ERROR, "create", "cannot create %s: %s %s", TXN_TOPIC, result.error_code.name, result.error_message)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if result.error_code == ErrorCode.NONE:
-            log.info("created %s with %d partitions", TXN_TOPIC, self.config.transaction_partitions)
-        return ErrorCode.NONE
+        return await self.shell.ensure_topic()
 
     def coordinator_of(self, transactional_id: str) -> tuple[ErrorCode, int]:
         """(error, broker id) of the id's coordinator: the leader of its
         ``__transaction_state`` partition. COORDINATOR_NOT_AVAILABLE while that
         partition (or the topic) does not exist or has no leader."""
-        topic = self._broker.image.topics.get(TXN_TOPIC)
-        if topic is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        partition = topic.partitions.get(self.coordinator.partition_for(transactional_id))
-        if partition is None or partition.leader < 0:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        return ErrorCode.NONE, partition.leader
+        return self.shell.leader_of(self.coordinator.partition_for(transactional_id))
 
     def not_coordinator(self, transactional_id: str) -> ErrorCode | None:
         """The error for a request about ``transactional_id`` that this broker
         cannot answer as its coordinator, or None when it can."""
         if not self.topic_exists():
             return ErrorCode.NOT_COORDINATOR
-        error, leader = self.coordinator_of(transactional_id)
-        if error != ErrorCode.NONE:
-            return error
-        if leader != self._broker.node_id:
-            return ErrorCode.NOT_COORDINATOR
-        if not self._broker.lifecycle.may_serve_as_leader():
-            # Cut off from the controllers for a session: another broker may
-            # coordinate the id already, and answering from here could let two
-            # coordinators decide one transaction.
-            return ErrorCode.NOT_COORDINATOR
-        if self.coordinator.partition_for(transactional_id) not in self.loaded:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return None
+        return self.shell.not_coordinator(self.coordinator.partition_for(transactional_id))
 
     # ----------------------------------------------------------------- requests
 
@@ -325,45 +292,21 @@ class TransactionService:
     def _store(self, store: Store) -> None:
         """Append ``store.records`` now (so stores keep their order), then report
         once the in-sync replicas have them."""
-        partition = store.partition
-        key = (TXN_TOPIC, partition)
-        replicas = self._broker.replicas
-        leader = replicas.leader_for(TXN_TOPIC, partition)
-        plog = self._broker.partition_log(TXN_TOPIC, partition)
-        if (
-            self.loaded.get(partition) != store.coordinator_epoch
-            or leader is None
-            or plog is None
-            or leader.leader_epoch != store.coordinator_epoch
-        ):
-            self._store_done(store.token, ErrorCode.NOT_COORDINATOR)
-            return
-        enough = leader.check_enough_replicas()
-        if enough != ErrorCode.NONE:
-            # Checked before the append, as for an acks=all produce: nothing is written.
-            self._log_limited(logging.WARNING, f"isr-{partition}", "%s-%d: in-sync replicas %s are too few", TXN_TOPIC, partition, list(leader.isr))
-            self._store_done(store.token, enough)
-            return
         now_ms = self.now_ms()
         batch = build_batch([(k, v, [], now_ms) for k, v in store.records])
-        try:
-            plog.append(batch, leader_epoch=leader.leader_epoch)
-        except AppendError as exc:
-            log.error("appending to %s-%d failed: %s", TXN_TOPIC, partition, exc)
-            self._store_done(store.token, exc.error_code)
+        written = self.shell.write(store.partition, batch, leader_epoch=store.coordinator_epoch, timeout_ms=self.store_timeout_ms)
+        if written.error != ErrorCode.NONE:
+            if written.error == ErrorCode.NOT_ENOUGH_REPLICAS:
+                # Checked before the append, as for an acks=all produce: nothing is written.
+                self._log_limited(logging.WARNING, f"isr-{store.partition}", "%s-%d: %s", TXN_TOPIC, store.partition, written.message)
+            elif written.refused_by_log:
+                log.error("appending to %s-%d failed: %s", TXN_TOPIC, store.partition, written.message)
+            self._store_done(store.token, written.error)
             return
-        except OSError as exc:
-            self._broker.log_dir_failed(plog, exc)
-            self._store_done(store.token, ErrorCode.KAFKA_STORAGE_ERROR)
+        future = written.acks_future
+        if future is None:
+            self._store_done(store.token, written.acks_error)
             return
-        required_offset = plog.log_end_offset
-        replicas.leader_appended(key, leader, plog)
-        self._broker.partition_watch.notify(key)
-        outcome = leader.produce_outcome(required_offset)
-        if outcome is not None:
-            self._store_done(store.token, outcome)
-            return
-        future = replicas.wait_for_acks(key, leader, required_offset, self.store_timeout_ms)
 
         async def replicated() -> None:
             self._store_done(store.token, await future)
@@ -494,26 +437,10 @@ class TransactionService:
         new leader epoch) and unload those it stopped leading."""
         if self.stopped:
             return
-        image = self._broker.image
-        topic = image.topics.get(TXN_TOPIC)
-        led: dict[int, int] = {}
+        topic = self._broker.image.topics.get(TXN_TOPIC)
         if topic is not None:
             self._follow_partition_count(len(topic.partitions))
-            if self._broker.replicas.may_lead:
-                node_id = self._broker.node_id
-                replicas = self._broker.replicas
-                led = {
-                    p: part.leader_epoch
-                    for p, part in topic.partitions.items()
-                    if part.leader == node_id and not replicas.is_superseded((TXN_TOPIC, p), part.leader_epoch)
-                }
-        for partition, epoch in sorted(self.loaded.items()):
-            if led.get(partition) != epoch:
-                self._unload(partition)
-                log.info("transactions: %s-%d no longer led here at epoch %d: unloaded", TXN_TOPIC, partition, epoch)
-        for partition, epoch in sorted(led.items()):
-            if partition not in self.loaded:
-                self._load_partition(partition, epoch)
+        self.shell.follow_leadership()
 
     def _follow_partition_count(self, count: int) -> None:
         # Kafka places ids over the topic's actual partition count, whatever the config says now.
@@ -524,55 +451,33 @@ class TransactionService:
             TXN_TOPIC, count, self.coordinator.config.transaction_partitions,
         )
         for partition in list(self.loaded):
-            self._unload(partition)
+            self.shell.unload(partition)
         self.coordinator.shutdown()
         self.config = replace(self.config, transaction_partitions=count)
         self.coordinator = TransactionCoordinator(self.config)
+        self.shell.topic = replace(self.shell.topic, num_partitions=count)
 
-    def _unload(self, partition: int) -> None:
-        del self.loaded[partition]
+    # What the shell replays and the leadership changes it makes.
+
+    def replay_record(self, partition: int, producer_id: int, key, value) -> None:
+        self.coordinator.load_record(partition, bytes(key), None if value is None else bytes(value))
+
+    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        pass  # __transaction_state holds no transactions of its own
+
+    def partition_loaded(self, partition: int, epoch: int, records: int) -> None:
+        effects = self.coordinator.finish_loading(partition, epoch, self.now_ms())
+        if records:
+            log.info("transactions: loaded %s-%d at coordinator epoch %d: %d records", TXN_TOPIC, partition, epoch, records)
+        self._run(effects)
+
+    def partition_unloaded(self, partition: int, epoch: int) -> None:
         self.coordinator.unload_partition(partition)
         for txn_id, (txn_partition, task) in list(self._marker_tasks.items()):
             if txn_partition == partition:
                 task.cancel()
                 del self._marker_tasks[txn_id]
-
-    def _load_partition(self, partition: int, epoch: int) -> None:
-        plog = self._broker.partition_log(TXN_TOPIC, partition)
-        if plog is None:
-            return
-        records = self._replay_partition(partition, plog)
-        effects = self.coordinator.finish_loading(partition, epoch, self.now_ms())
-        self.loaded[partition] = epoch
-        if records:
-            log.info("transactions: loaded %s-%d at coordinator epoch %d: %d records", TXN_TOPIC, partition, epoch, records)
-        self._run(effects)
-
-    def _replay_partition(self, partition: int, plog) -> int:
-        count = 0
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            # To the log end, as Kafka loads: a new leader's high watermark may still
-            # be below records that were acknowledged by the old one.
-            data = plog.read(offset, 1 << 20, upper_offset=plog.log_end_offset)
-            if not data:
-                break
-            for position, size, header in iter_batches(data):
-                last = header.base_offset + header.last_offset_delta
-                if last < offset or header.is_control:
-                    offset = max(offset, last + 1)
-                    continue
-                _, batch_records = decode_batch_records(data[position : position + size])
-                for record in batch_records:
-                    if record.offset < offset or record.key is None:
-                        continue
-                    try:
-                        self.coordinator.load_record(partition, bytes(record.key), None if record.value is None else bytes(record.value))
-                    except ProtocolError as exc:  # one bad record must not stop the broker from starting
-                        log.warning("skipping unreadable %s-%d record at offset %d: %s", TXN_TOPIC, partition, record.offset, exc)
-                    count += 1
-                offset = last + 1
-        return count
+        log.info("transactions: %s-%d no longer led here at epoch %d: unloaded", TXN_TOPIC, partition, epoch)
 
     # ----------------------------------------------------------------- periodic jobs
 

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from broker.config import load_config
 from broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, StoreError, SyncResult
 from broker.groups.group import GroupState
 from broker.groups.pending_offsets import PendingOffset, PendingTxnOffsets
@@ -550,7 +551,7 @@ def test_random_histories_agree_with_a_model_and_with_a_replay(seed):
 
 
 def test_the_service_replays_transactional_batches_and_markers_from_a_real_log(tmp_path):
-    """GroupService._replay_partition over a partition log holding what the
+    """The group service's replay (broker.coordinator_shell) over a partition log holding what the
     coordinator and the transaction markers write: plain batches, transactional
     batches of two producers, a COMMIT and an ABORT marker, and an open transaction."""
     coordinator, fake_log = make()
@@ -583,7 +584,9 @@ def test_the_service_replays_transactional_batches_and_markers_from_a_real_log(t
             plog.append_as_follower(data)
             next_offset = plog.log_end_offset
         restored, _ = make()
-        records = GroupService._replay_partition(SimpleNamespace(coordinator=restored), plog, partition)
+        service = GroupService(SimpleNamespace(config=load_config({"offsets.topic.num.partitions": str(PARTITIONS)})))
+        service.coordinator = restored
+        records = service.shell.replay(partition, plog)
         restored.finish_loading(0)
     finally:
         plog.close()

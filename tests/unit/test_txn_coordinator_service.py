@@ -41,6 +41,7 @@ class FakeLeader:
     def __init__(self, leader_epoch: int):
         self.leader_epoch = leader_epoch
         self.isr = (NODE,)
+        self.min_insync_replicas = 1
         self.enough = ErrorCode.NONE
         self.outcome: ErrorCode | None = ErrorCode.NONE  # None: wait for wait_for_acks
 
