@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import struct
+from itertools import pairwise
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,7 +28,7 @@ from protocol.client import (
     UndecodableResponse,
 )
 from protocol.exceptions import ProtocolError
-from protocol.framing import SIZE_PREFIX_BYTES, FrameTooLarge, decode_request, encode_response
+from protocol.framing import SIZE_PREFIX_BYTES, FrameTooLarge, decode_request, encode_request, encode_response
 from protocol.registry import APIS_BY_NAME
 from tests.property.strategies import values_for
 
@@ -72,7 +73,7 @@ def reencoded(state_response: Response, api, version) -> bytes:
 
 def chunks(stream: bytes, cuts: list[int]) -> list[bytes]:
     edges = [0, *sorted({c for c in cuts if 0 < c < len(stream)}), len(stream)]
-    return [stream[a:b] for a, b in zip(edges, edges[1:])]
+    return [stream[a:b] for a, b in pairwise(edges)]
 
 
 @SETTINGS
@@ -85,6 +86,7 @@ def test_responses_match_their_requests_however_the_bytes_are_cut(exchange, data
         header, body = decode_request(memoryview(request_bytes)[SIZE_PREFIX_BYTES:])
         assert (header.request_api_key, header.request_api_version, header.correlation_id) == (api.key, version, correlation_id)
         assert header.client_id == state.client_id
+        assert encode_request(api, version, correlation_id, state.client_id, body) == request_bytes
         assert struct.unpack_from(">i", request_bytes)[0] == len(request_bytes) - SIZE_PREFIX_BYTES
     stream = b"".join(frame for *_, frame in answered)
     cuts = data.draw(st.lists(st.integers(min_value=0, max_value=len(stream)), max_size=30), label="cuts")
