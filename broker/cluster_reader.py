@@ -36,6 +36,13 @@ from collections.abc import Callable, Iterable
 
 from broker.kafka_client import KafkaClientConnection
 from protocol.errors import ErrorCode
+from protocol.leader_offsets import (
+    LIST_OFFSETS,
+    LIST_OFFSETS_VERSION,
+    group_by_leader,
+    list_offsets_answers,
+    list_offsets_request,
+)
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
@@ -46,14 +53,12 @@ REQUEST_TIMEOUT_MS = 5000
 CONNECT_TIMEOUT_MS = 3000
 
 FETCH = APIS_BY_NAME["Fetch"]
-LIST_OFFSETS = APIS_BY_NAME["ListOffsets"]
 LIST_GROUPS = APIS_BY_NAME["ListGroups"]
 DESCRIBE_GROUPS = APIS_BY_NAME["DescribeGroups"]
 OFFSET_FETCH = APIS_BY_NAME["OffsetFetch"]
 DESCRIBE_LOG_DIRS = APIS_BY_NAME["DescribeLogDirs"]
 # Fetch v12: topics by name, no session (session id 0, epoch -1: a one-off full fetch).
 FETCH_VERSION = 12
-LIST_OFFSETS_VERSION = 7
 LIST_GROUPS_VERSION = 4
 DESCRIBE_GROUPS_VERSION = 5
 OFFSET_FETCH_VERSION = 8
@@ -62,7 +67,6 @@ LATEST, EARLIEST = -1, -2
 CONSUMER_REPLICA_ID = -1
 
 _F = struct_classes(FETCH.request)
-_LO = struct_classes(LIST_OFFSETS.request)
 _OF = struct_classes(OFFSET_FETCH.request)
 _DLD = struct_classes(DESCRIBE_LOG_DIRS.request)
 
@@ -144,25 +148,8 @@ class ClusterReader:
         self, node_id: int, partitions: Iterable[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, tuple[int, int]]:
         """(error code, offset) per partition, from one ListOffsets (read_uncommitted) to ``node_id``."""
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
-        request = _LO.ListOffsetsRequest(
-            replica_id=CONSUMER_REPLICA_ID,
-            isolation_level=0,
-            topics=[
-                _LO.ListOffsetsTopic(
-                    name=topic,
-                    partitions=[
-                        _LO.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
-                        for p in parts
-                    ],
-                )
-                for topic, parts in by_topic.items()
-            ],
-        )
-        response = await self.request(node_id, LIST_OFFSETS, LIST_OFFSETS_VERSION, request)
-        return {(t.name, p.partition_index): (p.error_code, p.offset) for t in response.topics for p in t.partitions}
+        response = await self.request(node_id, LIST_OFFSETS, LIST_OFFSETS_VERSION, list_offsets_request(partitions, timestamp))
+        return {key: (p.error_code, p.offset) for key, p in list_offsets_answers(response).items()}
 
     async def offsets_by_leader(
         self, partitions: Iterable[TopicPartition], timestamp: int = LATEST
@@ -170,14 +157,8 @@ class ClusterReader:
         """Offsets (the high watermark for LATEST) of ``partitions``: one ListOffsets per
         leader, all at once. Returns (offset by partition, partitions left unknown:
         no leader, the leader unavailable, or an error in its answer)."""
-        by_leader: dict[int, list[TopicPartition]] = {}
-        unknown: set[TopicPartition] = set()
-        for key in partitions:
-            leader = self.leader_of(*key)
-            if leader < 0:
-                unknown.add(key)
-            else:
-                by_leader.setdefault(leader, []).append(key)
+        by_leader, leaderless = group_by_leader(partitions, lambda key: leader if (leader := self.leader_of(*key)) >= 0 else None)
+        unknown: set[TopicPartition] = set(leaderless)
         leaders = list(by_leader)
         answers = await asyncio.gather(
             *(self.list_offsets(leader, by_leader[leader], timestamp) for leader in leaders), return_exceptions=True

@@ -33,12 +33,18 @@ from broker.tools.client import (  # noqa: F401
 from protocol.codec import decode_struct
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
+from protocol.leader_offsets import (
+    LIST_OFFSETS,
+    LIST_OFFSETS_VERSION,
+    group_by_leader,
+    list_offsets_answers,
+    list_offsets_request,
+)
 from protocol.registry import APIS_BY_NAME, DATA_MESSAGES
 from protocol.schema import struct_classes
 
 _ASSIGNMENT = DATA_MESSAGES["ConsumerProtocolAssignment"]
 _METADATA = struct_classes(APIS_BY_NAME["Metadata"].request)
-_LIST_OFFSETS = struct_classes(APIS_BY_NAME["ListOffsets"].request)
 
 
 @dataclass
@@ -161,32 +167,15 @@ class GroupTool(ToolClient):
             for p in topic.partitions:
                 if p.error_code == ErrorCode.NONE:
                     leaders[(topic.name, p.partition_index)] = p.leader_id
-        by_leader: dict[int, list[tuple[str, int]]] = {}
-        for tp in partitions:
-            if tp in leaders and leaders[tp] in brokers:
-                by_leader.setdefault(leaders[tp], []).append(tp)
+        by_leader, _ = group_by_leader(partitions, lambda tp: leaders[tp] if leaders.get(tp) in brokers else None)
         end_offsets = {}
         for leader, tps in by_leader.items():
-            wanted: dict[str, list[int]] = {}
-            for topic, partition in tps:
-                wanted.setdefault(topic, []).append(partition)
-            response = self._connection(brokers[leader]).call(
-                "ListOffsets", 7, replica_id=-1, isolation_level=0,
-                topics=[
-                    _LIST_OFFSETS.ListOffsetsTopic(
-                        name=topic,
-                        partitions=[
-                            _LIST_OFFSETS.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP)
-                            for p in ps
-                        ],
-                    )
-                    for topic, ps in wanted.items()
-                ],
+            response = self._connection(brokers[leader]).request(
+                LIST_OFFSETS, LIST_OFFSETS_VERSION, list_offsets_request(tps, LATEST_TIMESTAMP)
             )
-            for topic in response.topics:
-                for p in topic.partitions:
-                    if p.error_code == ErrorCode.NONE:
-                        end_offsets[(topic.name, p.partition_index)] = p.offset
+            for key, p in list_offsets_answers(response).items():
+                if p.error_code == ErrorCode.NONE:
+                    end_offsets[key] = p.offset
         return end_offsets
 
 

@@ -27,10 +27,8 @@ end, so requests in flight on it still get their answers.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import ssl
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,17 +36,16 @@ from broker.config import BrokerConfig, ConfigError
 from broker.security.jaas import JaasConfigError, parse_jaas_entry
 from broker.security.sasl_client import MechanismClient, SaslClientError, client_factory
 from broker.tls import client_context, tls_settings
+from protocol.client import RESPONSE_BYTES_MAX, ClientConnectionState, UndecodableResponse
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
-from protocol.framing import decode_response, encode_request
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import Api
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
-# A response larger than this is a protocol error, not something to buffer.
-RESPONSE_BYTES_MAX = 256 << 20
+# Bytes asked of the stream per read: a large response arrives in pieces of this size.
+READ_CHUNK_BYTES = 256 << 10
 
 
 SASL_HANDSHAKE = APIS_BY_KEY[17]
@@ -144,8 +141,9 @@ class KafkaClientConnection:
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
         self._connecting: asyncio.Future | None = None
-        self._pending: dict[int, tuple[asyncio.Future, Api, int]] = {}
-        self._correlation_ids = itertools.count(1)
+        # The current connection's protocol state and the requests waiting on it.
+        self._state: ClientConnectionState | None = None
+        self._pending: dict[int, asyncio.Future] = {}
         self._closed = False
 
     async def request(self, api: Api, api_version: int, body, *, timeout_ms: int):
@@ -153,13 +151,13 @@ class KafkaClientConnection:
         if self._closed:
             raise ConnectionFailed("connection closed")
         await asyncio.wait_for(self._ensure_connected(), self.connect_timeout_ms / 1000)
-        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        correlation_id, data = self._state.send(api, api_version, body)
         future = asyncio.get_running_loop().create_future()
         pending = self._pending
-        pending[correlation_id] = (future, api, api_version)
+        pending[correlation_id] = future
         writer = self._writer
         try:
-            writer.write(encode_request(api, api_version, correlation_id, self.client_id, body))
+            writer.write(data)
             return await asyncio.wait_for(future, timeout_ms / 1000)
         except asyncio.TimeoutError:
             self._abort(writer)
@@ -207,6 +205,8 @@ class KafkaClientConnection:
         except OSError as exc:
             raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
         lifetime_ms = 0
+        # Before authentication a peer's answers are small: a larger one is refused.
+        state = ClientConnectionState(self.client_id, response_bytes_max=SASL_RESPONSE_BYTES_MAX)
         try:
             if context is not None:
                 try:
@@ -217,7 +217,7 @@ class KafkaClientConnection:
                     raise AuthenticationFailed(f"TLS handshake with {self.host}:{self.port} ({security.listener}) failed: {reason}") from exc
             if security.sasl_client is not None:
                 try:
-                    lifetime_ms = await self._authenticate(reader, writer)
+                    lifetime_ms = await self._authenticate(reader, writer, state)
                 except AuthenticationFailed:
                     raise
                 except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
@@ -236,36 +236,40 @@ class KafkaClientConnection:
             self._renew_at_s = now_s + lifetime_ms * SESSION_RENEW_SHARE / 1000
         else:
             self._renew_at_s = None
+        state.response_bytes_max = RESPONSE_BYTES_MAX
         self._writer = writer
-        # Each connection has its own pending table, so the end of an old one
-        # can never fail requests sent on its successor.
+        self._state = state
+        # Each connection has its own state and pending table, so the end of an
+        # old one can never fail requests sent on its successor.
         self._pending = {}
-        self._reader_task = asyncio.get_running_loop().create_task(self._read_responses(reader, writer, self._pending))
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_responses(reader, writer, state, self._pending))
 
     def _log_failure(self, failure: AuthenticationFailed) -> None:
         if not self._failure_logged:
             self._failure_logged = True
             log.warning("%s; retrying (logged once until it succeeds)", failure)
 
-    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api: Api, api_version: int, body):
+    @staticmethod
+    async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ClientConnectionState,
+                        api: Api, api_version: int, body):
         """One request and its response on a connection not yet handed to the reader task."""
-        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
-        writer.write(encode_request(api, api_version, correlation_id, self.client_id, body))
-        size = _SIZE.unpack(await reader.readexactly(4))[0]
-        if not 4 <= size <= SASL_RESPONSE_BYTES_MAX:
-            raise ProtocolError(f"{api.name} response frame of {size} bytes")
-        frame = await reader.readexactly(size)
-        if _SIZE.unpack_from(frame, 0)[0] != correlation_id:
-            raise ProtocolError(f"{api.name} response with another correlation id")
-        return decode_response(api, api_version, frame)[1]
+        _, data = state.send(api, api_version, body)
+        writer.write(data)
+        while (response := state.next_response()) is None:
+            chunk = await reader.read(READ_CHUNK_BYTES)
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"", None)
+            state.receive_data(chunk)
+        return response.body
 
-    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            state: ClientConnectionState) -> int:
         """SaslHandshake v1, then SaslAuthenticate v2 rounds until the mechanism
         completes; the session's lifetime in ms (0: none)."""
         security = self.security
         peer = f"{self.host}:{self.port} ({security.listener}, SASL {security.sasl_mechanism})"
         handshake = await self._exchange(
-            reader, writer, SASL_HANDSHAKE, 1, SASL_HANDSHAKE.request.cls(mechanism=security.sasl_mechanism)
+            reader, writer, state, SASL_HANDSHAKE, 1, SASL_HANDSHAKE.request.cls(mechanism=security.sasl_mechanism)
         )
         if handshake.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
             raise AuthenticationFailed(
@@ -278,7 +282,7 @@ class KafkaClientConnection:
         mechanism = security.sasl_client()
         token = mechanism.initial_token()
         for _ in range(SASL_ROUNDS_MAX):
-            answer = await self._exchange(reader, writer, SASL_AUTHENTICATE, 2, SASL_AUTHENTICATE.request.cls(auth_bytes=token))
+            answer = await self._exchange(reader, writer, state, SASL_AUTHENTICATE, 2, SASL_AUTHENTICATE.request.cls(auth_bytes=token))
             if answer.error_code != ErrorCode.NONE:
                 reason = answer.error_message or _error_name(answer.error_code)
                 raise AuthenticationFailed(f"authentication failed with {peer}: {reason}")
@@ -290,35 +294,29 @@ class KafkaClientConnection:
                 return answer.session_lifetime_ms or 0
         raise AuthenticationFailed(f"authentication failed with {peer}: no end after {SASL_ROUNDS_MAX} rounds")
 
-    async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pending: dict) -> None:
+    async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                              state: ClientConnectionState, pending: dict[int, asyncio.Future]) -> None:
         error: Exception = ConnectionFailed(f"connection to {self.host}:{self.port} closed")
         try:
-            while True:
-                size = _SIZE.unpack(await reader.readexactly(4))[0]
-                if not 4 <= size <= RESPONSE_BYTES_MAX:
-                    raise ProtocolError(f"response frame of {size} bytes")
-                frame = await reader.readexactly(size)
-                correlation_id = _SIZE.unpack_from(frame, 0)[0]
-                entry = pending.pop(correlation_id, None)
-                if entry is None:
-                    continue  # its caller timed out and left
-                future, api, api_version = entry
-                if future.done():
-                    continue
+            while chunk := await reader.read(READ_CHUNK_BYTES):
+                state.receive_data(chunk)
                 try:
-                    _, body = decode_response(api, api_version, frame)
-                except ProtocolError as exc:
-                    future.set_exception(exc)
+                    for correlation_id, body in state.responses():
+                        future = pending.pop(correlation_id, None)
+                        if future is not None and not future.done():  # else its caller timed out and left
+                            future.set_result(body)
+                except UndecodableResponse as exc:
+                    future = pending.pop(exc.correlation_id, None)
+                    if future is not None and not future.done():
+                        future.set_exception(exc)
                     raise
-                future.set_result(body)
-        except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
-            if not isinstance(exc, asyncio.IncompleteReadError):
-                error = ConnectionFailed(f"connection to {self.host}:{self.port}: {exc}")
+        except (OSError, ProtocolError) as exc:
+            error = ConnectionFailed(f"connection to {self.host}:{self.port}: {exc}")
         finally:
             writer.close()
             if self._writer is writer:
                 self._writer = None
-            for future, _, _ in list(pending.values()):
+            for future in list(pending.values()):
                 if not future.done():
                     future.set_exception(error)
             pending.clear()

@@ -20,30 +20,30 @@ fails at once: its directory in the log dirs is a leftover (a deleted topic).
 from __future__ import annotations
 
 import socket
-import struct
 import time
 
+from protocol.client import ClientConnectionState
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
-from protocol.framing import decode_response, encode_request
+from protocol.leader_offsets import (
+    LATEST_TIMESTAMP,
+    LIST_OFFSETS,
+    LIST_OFFSETS_VERSION,
+    group_by_leader,
+    list_offsets_answers,
+    list_offsets_request,
+)
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
 
 METADATA = APIS_BY_KEY[3]
 METADATA_VERSION = 9
-LIST_OFFSETS = APIS_BY_KEY[2]
-LIST_OFFSETS_VERSION = 7
 _MD = struct_classes(METADATA.request)
-_LO = struct_classes(LIST_OFFSETS.request)
-LATEST_TIMESTAMP = -1
-READ_UNCOMMITTED = 0
-CONSUMER_REPLICA_ID = -1  # a client, not a follower
 NO_LEADER = -1
 CLIENT_ID = "pybroker-spark"
 REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms
 RETRY_BACKOFF_MS = 100  # Kafka's retry.backoff.ms
-MAX_RESPONSE_BYTES = 100 << 20  # as Kafka's socket.request.max.bytes: anything larger is not a response
-_SIZE = struct.Struct(">i")
+READ_CHUNK_BYTES = 256 << 10  # bytes asked of the socket per read
 
 Key = tuple[str, int]
 
@@ -76,31 +76,21 @@ class _Connection:
         except OSError as exc:
             raise _Retry(f"cannot connect to {address[0]}:{address[1]}: {exc}") from None
         self.address = address
-        self._correlation_id = 0
+        self._state = ClientConnectionState(CLIENT_ID)
 
     def call(self, api, version: int, body, timeout_s: float):
-        self._correlation_id += 1
+        state = self._state
         try:
             self._sock.settimeout(timeout_s)
-            self._sock.sendall(encode_request(api, version, self._correlation_id, CLIENT_ID, body))
-            size = _SIZE.unpack(self._read(4))[0]
-            if not 0 <= size <= MAX_RESPONSE_BYTES:
-                raise ProtocolError(f"a response of {size} bytes")
-            correlation_id, response = decode_response(api, version, self._read(size))
+            self._sock.sendall(state.send(api, version, body)[1])
+            while (response := state.next_response()) is None:
+                chunk = self._sock.recv(READ_CHUNK_BYTES)
+                if not chunk:
+                    raise ConnectionError("the broker closed the connection")
+                state.receive_data(chunk)
         except (OSError, ProtocolError) as exc:
             raise _Retry(f"{api.name} to {self.address[0]}:{self.address[1]} failed: {exc}") from None
-        if correlation_id != self._correlation_id:
-            raise _Retry(f"{api.name}: a response to another request ({correlation_id})")
-        return response
-
-    def _read(self, count: int) -> bytes:
-        data = bytearray()
-        while len(data) < count:
-            chunk = self._sock.recv(count - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
+        return response.body
 
     def close(self) -> None:
         self._sock.close()
@@ -227,36 +217,25 @@ def _ask_leaders(cluster: _Cluster, pending: set[Key], found: dict[Key, int]) ->
     metadata = cluster.metadata(sorted({topic for topic, _ in pending}))
     leaders, waiting = _leaders(metadata, pending)
     problem = ", ".join(waiting)
-    by_leader: dict[tuple[str, int], dict[str, list]] = {}
-    for (topic, partition), (address, leader_epoch) in leaders.items():
-        by_leader.setdefault(address, {}).setdefault(topic, []).append(
-            _LO.ListOffsetsPartition(
-                partition_index=partition, current_leader_epoch=leader_epoch, timestamp=LATEST_TIMESTAMP
-            )
-        )
-    for address, topics in by_leader.items():
-        body = _LO.ListOffsetsRequest(
-            replica_id=CONSUMER_REPLICA_ID,
-            isolation_level=READ_UNCOMMITTED,
-            topics=[_LO.ListOffsetsTopic(name=topic, partitions=parts) for topic, parts in topics.items()],
-        )
+    by_leader, _ = group_by_leader(leaders, lambda key: leaders[key][0])
+    epochs = {key: epoch for key, (_, epoch) in leaders.items()}
+    for address, keys in by_leader.items():
+        body = list_offsets_request(keys, LATEST_TIMESTAMP, leader_epochs=epochs)
         try:
             response = cluster.call(address, LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
         except _Retry as exc:
             problem = str(exc)
             continue
-        for topic in response.topics:
-            for answer in topic.partitions:
-                key = (topic.name, answer.partition_index)
-                if key not in pending:
-                    continue
-                where = f"ListOffsets of {key[0]}-{key[1]} at {address[0]}:{address[1]}"
-                if answer.error_code != ErrorCode.NONE:
-                    if not _is_retriable(answer.error_code):
-                        raise HighWatermarkError(f"{where}: {_error_name(answer.error_code)}")
-                    problem = f"{where}: {_error_name(answer.error_code)}"
-                elif answer.offset < 0:
-                    problem = f"{where}: no offset"
-                else:
-                    found[key] = answer.offset
+        for key, answer in list_offsets_answers(response).items():
+            if key not in pending:
+                continue
+            where = f"ListOffsets of {key[0]}-{key[1]} at {address[0]}:{address[1]}"
+            if answer.error_code != ErrorCode.NONE:
+                if not _is_retriable(answer.error_code):
+                    raise HighWatermarkError(f"{where}: {_error_name(answer.error_code)}")
+                problem = f"{where}: {_error_name(answer.error_code)}"
+            elif answer.offset < 0:
+                problem = f"{where}: no offset"
+            else:
+                found[key] = answer.offset
     return problem

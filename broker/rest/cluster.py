@@ -55,6 +55,7 @@ from broker.rest.kafka import REQUESTS, VERSIONS, InProcessKafka
 from controller.authorizer import AclOperation
 from controller.metadata.records import RESOURCE_BROKER
 from protocol.errors import ErrorCode
+from protocol.leader_offsets import group_by_leader, list_offsets_answers, list_offsets_fields
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
@@ -78,6 +79,7 @@ COORDINATOR_ERRORS = frozenset(
 )
 RESPONSES = {name: struct_classes(APIS_BY_NAME[name].response) for name in VERSIONS}
 LOCAL = None  # the route of what this broker answers itself
+NO_LEADER = -1  # the route of a partition without a leader now
 
 
 class _Unsent(Exception):
@@ -301,28 +303,18 @@ class ClusterKafka:
     async def list_offsets(self, wanted: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], Any]:
         """The ListOffsetsPartitionResponse of each (topic, partition), asked of its leader;
         a partition that could not be asked is left out."""
-        R = REQUESTS["ListOffsets"]
         answers: dict[tuple[str, int], Any] = {}
         pending = list(dict.fromkeys(wanted))
 
         async def send(node_id, keys):
-            by_topic: dict[str, list[int]] = {}
-            for topic, index in keys:
-                by_topic.setdefault(topic, []).append(index)
-            response = await self._send(
-                node_id, "ListOffsets", replica_id=-1, isolation_level=0,
-                topics=[R.ListOffsetsTopic(name=t, partitions=[
-                    R.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=timestamp) for i in ixs
-                ]) for t, ixs in by_topic.items()],
-            )
-            return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
+            return list_offsets_answers(await self._send(node_id, "ListOffsets", **list_offsets_fields(keys, timestamp)))
+
+        def route(key: tuple[str, int]):
+            node_id = self._leader_route(key[0], key[1], AclOperation.DESCRIBE)
+            return node_id if node_id is LOCAL or node_id >= 0 else NO_LEADER
 
         async def attempt(last: bool) -> bool:
-            routes: dict[Any, list] = {}
-            for key in pending:
-                node_id = self._leader_route(key[0], key[1], AclOperation.DESCRIBE)
-                if node_id is LOCAL or node_id >= 0:
-                    routes.setdefault(node_id, []).append(key)
+            routes, _ = group_by_leader(pending, route, no_leader=NO_LEADER)
             outcomes = await asyncio.gather(*(self._settle(send(n, keys)) for n, keys in routes.items()))
             for (node_id, keys), outcome in zip(routes.items(), outcomes):
                 if isinstance(outcome, (_Unsent, _Lost)):

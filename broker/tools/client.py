@@ -30,32 +30,27 @@ import hmac
 import os
 import socket
 import ssl
-import struct
 from dataclasses import dataclass, field
 
+from protocol.client import RESPONSE_BYTES_MAX, ClientConnectionState  # noqa: F401 (RESPONSE_BYTES_MAX: importable here)
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
-from protocol.framing import decode_response, encode_request
+from protocol.leader_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP  # noqa: F401 (importable here)
 from protocol.registry import APIS_BY_NAME
 from protocol.scram import ScramMechanism, client_key, salted_password, server_key, stored_key
 
-_SIZE = struct.Struct(">i")
 CLIENT_ID = "pybroker-tools"
 # The first bytes of a TLS record: an alert (21) or a handshake (22), then major version 3.
 _TLS_RECORD_STARTS = (b"\x15\x03", b"\x16\x03")
 COMMAND_CONFIG_HINT = "if this listener uses SSL or SASL, pass its client settings with --command-config FILE"
-# A response larger than this is a broken peer, not something to buffer.
-RESPONSE_BYTES_MAX = 256 << 20
+# Bytes asked of the socket per read (a response may take several).
+READ_CHUNK_BYTES = 256 << 10
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SASL_HANDSHAKE_VERSION = 1
 SASL_AUTHENTICATE_VERSION = 1
 # Java keystore formats: Python's ssl module reads PEM only.
 _JAVA_STORE_TYPES = ("JKS", "PKCS12", "P12", "JCEKS")
-# Kafka's -1/-2/-3 ListOffsets specs.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
 
 
 class ToolError(Exception):
@@ -238,7 +233,7 @@ class KafkaConnection:
 
     def __init__(self, host: str, port: int, timeout_s: float, settings: ClientSettings | None = None,
                  client_id: str = CLIENT_ID):
-        self._client_id = client_id
+        self._state = ClientConnectionState(client_id)
         settings = settings or ClientSettings()
         self._address = f"{host}:{port}"
         self._host, self._port, self._timeout_s = host, port, timeout_s
@@ -255,7 +250,6 @@ class KafkaConnection:
                 sock.close()
                 raise ToolError(f"TLS handshake with {host}:{port} failed: {exc}") from None
         self._sock = sock
-        self._correlation_id = 0
         if settings.sasl_mechanism is not None:
             try:
                 self._authenticate(settings)
@@ -267,38 +261,37 @@ class KafkaConnection:
         """Send one request and return the response body (None when ``expect_response``
         is false: a Produce with acks=0 gets no response)."""
         api = APIS_BY_NAME[api_name]
-        self._correlation_id += 1
+        return self.request(api, version, api.request.cls(**fields), expect_response=expect_response)
+
+    def request(self, api, version: int, body, *, expect_response: bool = True):
+        """:meth:`call` with a request body already built."""
+        api_name = api.name
+        state = self._state
         try:
-            self._sock.sendall(encode_request(api, version, self._correlation_id, self._client_id, api.request.cls(**fields)))
+            _, data = state.send(api, version, body, expect_response=expect_response)
+            self._sock.sendall(data)
             if not expect_response:
                 return None
-            head = self._read(4, api_name)
-            if head[:2] in _TLS_RECORD_STARTS and self._protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
-                raise ToolError(
-                    f"{self._address} answered {api_name} with TLS: the listener expects SSL or SASL_SSL, and this "
-                    f"client speaks {self._protocol}; pass security.protocol (and the truststore) with "
-                    "--command-config FILE"
-                )
-            size = _SIZE.unpack(head)[0]
-            if not 0 <= size <= RESPONSE_BYTES_MAX:
-                raise ToolError(f"{api_name}: impossible response size {size}")
-            correlation_id, body = decode_response(api, version, self._read(size, api_name))
+            # Requests go one at a time: the first bytes received start this response.
+            head = b""
+            while (response := state.next_response()) is None:
+                chunk = self._sock.recv(READ_CHUNK_BYTES)
+                if not chunk:
+                    raise ToolError(self._closed_text(api_name))
+                if len(head) < 2:
+                    head += chunk[: 2 - len(head)]
+                    if head in _TLS_RECORD_STARTS and self._protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+                        raise ToolError(
+                            f"{self._address} answered {api_name} with TLS: the listener expects SSL or SASL_SSL, and "
+                            f"this client speaks {self._protocol}; pass security.protocol (and the truststore) with "
+                            "--command-config FILE"
+                        )
+                state.receive_data(chunk)
         except (OSError, ProtocolError) as exc:
             if isinstance(exc, (ConnectionResetError, BrokenPipeError)) and self._protocol == "PLAINTEXT":
                 raise ToolError(f"{api_name} to {self._address} failed: {exc}; {COMMAND_CONFIG_HINT}") from None
             raise ToolError(f"{api_name} failed: {exc}") from None
-        if correlation_id != self._correlation_id:
-            raise ToolError(f"{api_name}: response to another request ({correlation_id})")
-        return body
-
-    def _read(self, count: int, api_name: str) -> bytes:
-        data = bytearray()
-        while len(data) < count:  # each recv returns at least one byte or ends the loop
-            chunk = self._sock.recv(count - len(data))
-            if not chunk:
-                raise ToolError(self._closed_text(api_name))
-            data += chunk
-        return bytes(data)
+        return response.body
 
     def _closed_text(self, api_name: str) -> str:
         """Why a broker may close a connection without an answer, as far as the client can tell."""

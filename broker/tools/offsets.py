@@ -29,13 +29,13 @@ from broker.tools.client import (
     ToolError,
 )
 from broker.tools.topics import ClusterMetadata, error_text, fetch_metadata, topic_filter
+from protocol import leader_offsets
 from protocol.errors import ErrorCode
+from protocol.leader_offsets import LIST_OFFSETS, LIST_OFFSETS_VERSION, list_offsets_answers, list_offsets_request
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-_LIST_OFFSETS = struct_classes(APIS_BY_NAME["ListOffsets"].request)
 _DELETE_RECORDS = struct_classes(APIS_BY_NAME["DeleteRecords"].request)
-LIST_OFFSETS_VERSION = 7  # -3 (max timestamp) needs v7
 DELETE_RECORDS_VERSION = 2
 REQUEST_TIMEOUT_MS = 30_000
 TIME_WORDS = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
@@ -72,13 +72,15 @@ def parse_partitions(text: str | None) -> set[int] | None:
 
 def group_by_leader(metadata: ClusterMetadata, partitions) -> dict[int, list[tuple[str, int]]]:
     """Partitions by their leader's node id; a partition without a live leader raises."""
-    by_leader: dict[int, list[tuple[str, int]]] = {}
-    for topic, partition in partitions:
-        info = metadata.topics.get(topic)
-        leader = next((p.leader for p in info.partitions if p.partition == partition), -1) if info else -1
-        if leader < 0 or leader not in metadata.brokers:
-            raise Refused(f"{topic}-{partition} has no live leader")
-        by_leader.setdefault(leader, []).append((topic, partition))
+
+    def live_leader(key: tuple[str, int]) -> int | None:
+        info = metadata.topics.get(key[0])
+        leader = next((p.leader for p in info.partitions if p.partition == key[1]), -1) if info else -1
+        return leader if leader >= 0 and leader in metadata.brokers else None
+
+    by_leader, leaderless = leader_offsets.group_by_leader(partitions, live_leader)
+    if leaderless:
+        raise Refused(f"{leaderless[0][0]}-{leaderless[0][1]} has no live leader")
     return by_leader
 
 
@@ -88,24 +90,13 @@ def list_offsets(client: ToolClient, metadata: ClusterMetadata, partitions, time
     -1 where no record's timestamp is that late."""
     offsets: dict[tuple[str, int], int] = {}
     for leader, tps in group_by_leader(metadata, partitions).items():
-        wanted: dict[str, list[int]] = {}
-        for topic, partition in tps:
-            wanted.setdefault(topic, []).append(partition)
-        response = client.broker_connection(leader, metadata.brokers).call(
-            "ListOffsets", LIST_OFFSETS_VERSION, replica_id=-1, isolation_level=isolation_level,
-            topics=[
-                _LIST_OFFSETS.ListOffsetsTopic(name=topic, partitions=[
-                    _LIST_OFFSETS.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
-                    for p in ps
-                ])
-                for topic, ps in wanted.items()
-            ],
+        response = client.broker_connection(leader, metadata.brokers).request(
+            LIST_OFFSETS, LIST_OFFSETS_VERSION, list_offsets_request(tps, timestamp, isolation_level=isolation_level)
         )
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.error_code != ErrorCode.NONE:
-                    raise Refused(f"ListOffsets of {topic.name}-{p.partition_index}: {error_text(p.error_code)}")
-                offsets[(topic.name, p.partition_index)] = p.offset
+        for (topic, partition), p in list_offsets_answers(response).items():
+            if p.error_code != ErrorCode.NONE:
+                raise Refused(f"ListOffsets of {topic}-{partition}: {error_text(p.error_code)}")
+            offsets[(topic, partition)] = p.offset
     return offsets
 
 
