@@ -298,19 +298,27 @@ class KafkaClientConnection:
                               state: ClientConnectionState, pending: dict[int, asyncio.Future]) -> None:
         error: Exception = ConnectionFailed(f"connection to {self.host}:{self.port} closed")
         try:
-            while chunk := await reader.read(READ_CHUNK_BYTES):
-                state.receive_data(chunk)
+            if state.buffered_bytes:
+                raise ProtocolError(f"{state.buffered_bytes} bytes arrived before any request was sent")
+            while True:
+                # Whole frames read here (one copy, by the stream) rather than fed to
+                # the state in chunks: replica fetches are most of these bytes.
                 try:
-                    for correlation_id, body in state.responses():
-                        future = pending.pop(correlation_id, None)
-                        if future is not None and not future.done():  # else its caller timed out and left
-                            future.set_result(body)
+                    prefix = await reader.readexactly(4)
+                except asyncio.IncompleteReadError:
+                    break  # the peer closed the connection
+                frame = await reader.readexactly(state.frame_size(prefix))
+                try:
+                    correlation_id, body = state.receive_frame(frame)
                 except UndecodableResponse as exc:
                     future = pending.pop(exc.correlation_id, None)
                     if future is not None and not future.done():
                         future.set_exception(exc)
                     raise
-        except (OSError, ProtocolError) as exc:
+                future = pending.pop(correlation_id, None)
+                if future is not None and not future.done():  # else its caller timed out and left
+                    future.set_result(body)
+        except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
             error = ConnectionFailed(f"connection to {self.host}:{self.port}: {exc}")
         finally:
             writer.close()

@@ -127,6 +127,28 @@ class ClientConnectionState:
             self._start = 0
         if size < 4:
             raise ProtocolError(f"a response frame of {size} bytes is shorter than its header")
+        return self._decode_frame(frame)
+
+    def frame_size(self, prefix) -> int:
+        """The size a frame's 4-byte prefix announces, checked as ``next_response``
+        checks it: for a transport that reads whole frames itself (the asyncio node
+        client's ``readexactly``, which spares the large replica fetches a copy
+        into this state's buffer and out again) and hands them to ``receive_frame``."""
+        size = INT32.unpack(prefix)[0]
+        if size < 0:
+            raise ProtocolError(f"negative response size {size}")
+        if size > self.response_bytes_max:
+            raise FrameTooLarge(size, self.response_bytes_max)
+        if size < 4:
+            raise ProtocolError(f"a response frame of {size} bytes is shorter than its header")
+        return size
+
+    def receive_frame(self, frame: bytes) -> Response:
+        """One whole response frame (after its size prefix, see ``frame_size``),
+        decoded; not to be mixed with ``receive_data`` on one connection."""
+        return self._decode_frame(frame)
+
+    def _decode_frame(self, frame: bytes) -> Response:
         correlation_id = INT32.unpack_from(frame, 0)[0]
         request = self._in_flight.pop(correlation_id, None)
         if request is None:

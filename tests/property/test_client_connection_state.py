@@ -6,6 +6,8 @@
   peer answers; nothing is left buffered or awaited afterwards.
 * Correlation ids are distinct, non-negative, and wrap within int32; the bytes
   ``send`` returns are the request as the broker's own decoder reads it.
+* A transport that reads whole frames itself (``frame_size``, then
+  ``receive_frame``) gets the same answers and the same checks.
 * Frames over the limit, negative sizes, answers to nothing sent (or answered
   twice) and bytes that do not decode raise ProtocolError, and only that, on
   any input.
@@ -102,6 +104,27 @@ def test_responses_match_their_requests_however_the_bytes_are_cut(exchange, data
     assert state.in_flight == 0
     assert state.buffered_bytes == 0
     assert state.next_response() is None
+
+
+@SETTINGS
+@given(exchange=exchanges())
+def test_whole_frames_read_by_the_transport_decode_as_the_stream_does(exchange):
+    """The asyncio client reads each frame itself (size prefix, then body) and hands
+    it over whole: the same answers, the same checks, nothing buffered."""
+    state, _, answered = exchange
+    for correlation_id, _, api, version, _, frame in answered:
+        size = state.frame_size(frame[:SIZE_PREFIX_BYTES])
+        assert size == len(frame) - SIZE_PREFIX_BYTES
+        response = state.receive_frame(frame[SIZE_PREFIX_BYTES:])
+        assert response.correlation_id == correlation_id
+        assert reencoded(response, api, version) == frame
+    assert state.in_flight == 0 and state.buffered_bytes == 0
+
+
+@pytest.mark.parametrize("size", [-1, 0, 3, RESPONSE_BYTES_MAX + 1])
+def test_a_frame_size_the_transport_reads_is_checked(size):
+    with pytest.raises(ProtocolError):
+        ClientConnectionState("c").frame_size(struct.pack(">i", size))
 
 
 @SETTINGS
