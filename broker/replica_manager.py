@@ -306,7 +306,7 @@ class ReplicaManager:
             return
         self._hw_initialised.add(key)
         checkpointed = self.broker.logs.checkpointed_high_watermark(*key)
-        plog.high_watermark = min(max(checkpointed or 0, plog.log_start_offset), plog.log_end_offset)
+        plog.reset_high_watermark(min(max(checkpointed or 0, plog.log_start_offset), plog.log_end_offset))
 
     def _become_leader(self, image: MetadataImage, topic: TopicImage, partition: PartitionImage, now_ms: int) -> LeaderPartition | None:
         key = (topic.name, partition.partition_id)
@@ -332,9 +332,9 @@ class ReplicaManager:
             min_insync_replicas=int(config.get("min.insync.replicas", 1)),
             ineligible=self._ineligible(image),
             registered_epochs=self._registered_epochs(image),
+            log=plog,
         )
         self.leaders[key] = leader
-        plog.high_watermark = max(plog.high_watermark, leader.high_watermark)
         if len(partition.replicas) > 1:
             log.info(
                 "%s-%d: leader at epoch %d, isr %s, high watermark %d",
@@ -495,9 +495,7 @@ class ReplicaManager:
             self._propose(key, leader, expanded)
 
     def _high_watermark_moved(self, key: Key, leader: LeaderPartition) -> None:
-        plog = self.broker.logs.logs.get(key)
-        if plog is not None and leader.high_watermark > plog.high_watermark:
-            plog.high_watermark = leader.high_watermark
+        """The leader state moved the high watermark (in its log, its one home)."""
         self.purgatory.check(key)
         self.broker.partition_watch.notify(key)
 
@@ -711,8 +709,7 @@ class ReplicaManager:
             return True
         if isinstance(step, StartOver):
             log.info("%s-%d: behind the leader's log start %d: starting over there", key[0], key[1], step.offset)
-            plog.truncate_fully_and_start_at(step.offset)
-            plog.high_watermark = step.offset
+            plog.truncate_fully_and_start_at(step.offset)  # the high watermark starts there too
             return True
         appended = False
         if step.records:

@@ -560,7 +560,7 @@ class Simulation:
         plog = PartitionLog(broker.directory, self.config, clock_ms=self.clock_ms, recovery_point=recovery_point)
         plog.replicated = True
         # As _init_high_watermark: the checkpointed high watermark, never the log end.
-        plog.high_watermark = min(max(broker.checkpoint_hw, plog.log_start_offset), plog.log_end_offset)
+        plog.reset_high_watermark(min(max(broker.checkpoint_hw, plog.log_start_offset), plog.log_end_offset))
         broker.plog = plog
         if after_crash:
             self.verify_disk(broker, "reopened after a crash")
@@ -685,9 +685,9 @@ class Simulation:
             min_insync_replicas=MIN_INSYNC,
             ineligible=state.fenced,
             registered_epochs=dict(state.broker_epochs),
+            log=plog,
         )
         broker.leader = leader
-        plog.high_watermark = max(plog.high_watermark, leader.high_watermark)
         broker.leader_hw = (id(leader), plog.high_watermark)
         self.schedule(self.now + self.isr_check_interval(), ("isr_check", broker.node_id, broker.incarnation, id(leader)))
 
@@ -709,10 +709,7 @@ class Simulation:
         broker.follower = None
 
     def high_watermark_moved(self, broker: SimBroker) -> None:
-        leader = broker.leader
-        plog = broker.plog
-        if leader.high_watermark > plog.high_watermark:
-            plog.high_watermark = leader.high_watermark
+        """ReplicaManager._high_watermark_moved: the leader state moved it in the log."""
         broker.purgatory.check(KEY)
 
     def isr_check_interval(self) -> int:

@@ -138,3 +138,28 @@ def test_roles(leader_id, may_lead, superseded, led, followed, role):
 
 def test_not_a_replica():
     assert role_for(5, 5, 4, (1, 2), may_lead=True, superseded=False, led_epoch=None, followed=None) is Role.NOT_A_REPLICA
+
+
+def test_the_log_owns_the_high_watermark_and_refuses_moves_back_or_past_its_end(tmp_path):
+    from protocol.records import build_batch
+    from storage.log import LogConfig, PartitionLog
+
+    plog = PartitionLog(tmp_path / "t-0", LogConfig())
+    try:
+        plog.replicated = True
+        for value in (b"a", b"b", b"c"):
+            plog.append(bytearray(build_batch([(None, value, [], 0)])), leader_epoch=0)
+        plog.reset_high_watermark(1)  # a replica taking the log over from its checkpoint
+        state = LeaderPartition(
+            local_id=1, replicas=(1,), isr=(1,), leader_epoch=0, partition_epoch=0,
+            log_end_offset=3, high_watermark=plog.high_watermark, now_ms=0, lag_max_ms=1000, log=plog,
+        )
+        assert state.high_watermark == plog.high_watermark == 3  # moved there, read from there
+        with pytest.raises(AssertionError):
+            plog.high_watermark = 2
+        with pytest.raises(AssertionError):
+            plog.high_watermark = 4
+        plog.truncate_to(2)  # a truncation lowers it with the log end
+        assert plog.high_watermark == 2
+    finally:
+        plog.close()
