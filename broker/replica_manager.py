@@ -44,6 +44,8 @@ from controller.metadata.records import RESOURCE_BROKER
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
+from replication.delayed import DelayedDeleteRecords, DelayedProduce
+from replication.partition import IsrProposal, LeaderPartition
 from replication.replica_core import (
     Backoff,
     FollowerState,
@@ -56,9 +58,6 @@ from replication.replica_core import (
     role_for,
     should_resend,
 )
-from replication.delayed import DelayedDeleteRecords, DelayedProduce
-from replication.partition import IsrProposal, LeaderPartition
-from replication.purgatory import Purgatory
 from replication.throttle import UNLIMITED_RATE, ReplicationQuota, is_throttled
 from storage.log import AppendError, PartitionLog
 
@@ -114,11 +113,11 @@ class ReplicaManager:
         self.lag_max_ms = config["replica.lag.time.max.ms"]
         self.leaders: dict[Key, LeaderPartition] = {}
         self.followers: dict[Key, FollowerState] = {}
-        self.purgatory = Purgatory()
+        # The broker's one purgatory and its timer (acks=all, DeleteRecords and
+        # long-polling fetches wait there).
+        self.purgatory = broker.partition_watch
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.fetcher_count = config["num.replica.fetchers"]
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline_ms: int | None = None
         self._hw_initialised: set[Key] = set()
         # key -> (leader, the proposal as it was made): sent as made, so a proposal
         # overtaken by a newer ISR or a follower's restart is refused, not applied.
@@ -168,8 +167,7 @@ class ReplicaManager:
             task.cancel()
         for key in list(self.leaders):
             self.purgatory.cancel_key(key)
-        if self._timer is not None:
-            self._timer.cancel()
+        self.purgatory.close()
 
     # ----------------------------------------------------------------- throttles
 
@@ -503,10 +501,8 @@ class ReplicaManager:
         """A future resolved with the acks=all outcome of a batch ending before ``required_offset``."""
         future = asyncio.get_running_loop().create_future()
         operation = DelayedProduce(leader, required_offset, lambda: self.leaders.get(key) is leader, _resolver(future))
-        deadline_ms = _now_ms() + max(timeout_ms, 0)
         try:
-            if not self.purgatory.add(operation, (key,), deadline_ms):
-                self._arm_timer()
+            self.purgatory.add(operation, (key,), timeout_ms)
         except OverflowError:
             future.set_result(ErrorCode.REQUEST_TIMED_OUT)
         return future
@@ -519,29 +515,11 @@ class ReplicaManager:
         operation = DelayedDeleteRecords(
             leader, lambda: plog.log_start_offset, required_offset, lambda: self.leaders.get(key) is leader, _resolver(future)
         )
-        deadline_ms = _now_ms() + max(timeout_ms, 0)
         try:
-            if not self.purgatory.add(operation, (key,), deadline_ms):
-                self._arm_timer()
+            self.purgatory.add(operation, (key,), timeout_ms)
         except OverflowError:
             future.set_result((ErrorCode.REQUEST_TIMED_OUT, -1))
         return future
-
-    def _arm_timer(self) -> None:
-        deadline_ms = self.purgatory.next_deadline_ms()
-        if deadline_ms is None or (self._timer is not None and self._timer_deadline_ms is not None and self._timer_deadline_ms <= deadline_ms):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer_deadline_ms = deadline_ms
-        self._timer = loop.call_later(max(deadline_ms - _now_ms(), 0) / 1000, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_deadline_ms = None
-        self.purgatory.expire(_now_ms())
-        self._arm_timer()
 
     # ----------------------------------------------------------------- ISR changes
 

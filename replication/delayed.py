@@ -1,8 +1,8 @@
-"""The operations a partition leader delays in its purgatory (replication/purgatory.py).
+"""The operations a broker delays in its purgatory (replication/purgatory.py).
 
-Each holds the leader state it was made under and asks ``is_current`` whether
-that is still this broker's leadership of the partition; it answers through
-``resolve``, exactly once. The shell (broker/replica_manager.py) resolves
+A produce or DeleteRecords holds the leader state it was made under and asks
+``is_current`` whether that is still this broker's leadership of the
+partition. Each answers through ``resolve``, exactly once. The shell (broker/replica_manager.py) resolves
 asyncio futures with them, the replication simulation its produce answers.
 """
 
@@ -54,6 +54,33 @@ class DelayedProduce:
 
     def on_cancel(self, key) -> None:
         self.resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+class DelayedFetch:
+    """A long-polling fetch that found too little, waiting for news on any of its
+    partitions (an append, a high watermark move); resolves True when woken (it
+    then reads again) and False at its deadline."""
+
+    __slots__ = ("added", "resolve")
+
+    def __init__(self, resolve: Callable[[bool], None]):
+        self.resolve = _Once(resolve)
+        self.added = False
+
+    def try_complete(self) -> bool:
+        # The first try is the purgatory's on adding it: the fetch has just read
+        # and found too little, so only news after that wakes it.
+        if not self.added:
+            self.added = True
+            return False
+        self.resolve(True)
+        return True
+
+    def on_expire(self) -> None:
+        self.resolve(False)
+
+    def on_cancel(self, key) -> None:
+        self.resolve(True)
 
 
 class DelayedDeleteRecords:
