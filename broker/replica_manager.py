@@ -54,7 +54,9 @@ from replication.replica_core import (
     Truncate,
     adopt_leader_marks,
     apply_alter_partition_answer,
+    isr_shrink,
     on_fetch_response,
+    on_follower_fetch,
     role_for,
     should_resend,
 )
@@ -481,16 +483,13 @@ class ReplicaManager:
         broker_epoch: int = -1,
         log_start_offset: int = -1,
     ) -> None:
-        now_ms = _now_ms()
-        leader.log_end_offset = plog.log_end_offset  # also counts appends made outside Produce
-        start_before = leader.followers[replica_id].log_start_offset
-        if leader.follower_fetched(replica_id, fetch_offset, now_ms, broker_epoch, log_start_offset):
+        fetched = on_follower_fetch(leader, plog.log_end_offset, replica_id, fetch_offset, _now_ms(), broker_epoch, log_start_offset)
+        if fetched.high_watermark_moved:
             self._high_watermark_moved(key, leader)
-        elif leader.followers[replica_id].log_start_offset != start_before:
+        elif fetched.log_start_moved:
             self.purgatory.check(key)  # a DeleteRecords may be waiting for this follower
-        expanded = leader.proposed_expansion()
-        if expanded is not None:
-            self._propose(key, leader, expanded)
+        if fetched.expansion is not None:
+            self._propose(key, leader, fetched.expansion)
 
     def _high_watermark_moved(self, key: Key, leader: LeaderPartition) -> None:
         """The leader state moved the high watermark (in its log, its one home)."""
@@ -530,9 +529,7 @@ class ReplicaManager:
             now_ms = _now_ms()
             for key, leader in list(self.leaders.items()):
                 plog = self.broker.logs.logs.get(key)
-                if plog is not None:
-                    leader.log_end_offset = plog.log_end_offset
-                shrunk = leader.proposed_shrink(now_ms)
+                shrunk = isr_shrink(leader, leader.log_end_offset if plog is None else plog.log_end_offset, now_ms)
                 if shrunk is not None:
                     self._propose(key, leader, shrunk)
 

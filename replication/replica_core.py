@@ -95,6 +95,44 @@ def role_for(
     return Role.NEW_FOLLOWER
 
 
+# ----------------------------------------------------------------- the leader's side
+
+
+@dataclass(frozen=True)
+class FollowerFetched:
+    """What a follower's fetch did to the leader state: the high watermark moved
+    (re-test what waits on it), or else the follower's log start moved (a
+    DeleteRecords may be waiting for it); an ISR expansion to propose, or None."""
+
+    high_watermark_moved: bool
+    log_start_moved: bool
+    expansion: tuple[int, ...] | None
+
+
+def on_follower_fetch(
+    leader: LeaderPartition,
+    log_end_offset: int,
+    replica_id: int,
+    fetch_offset: int,
+    now_ms: int,
+    broker_epoch: int = -1,
+    log_start_offset: int = -1,
+) -> FollowerFetched:
+    """A follower fetched from ``fetch_offset`` while the leader's log ends at
+    ``log_end_offset`` (read now: appends made outside Produce count too)."""
+    leader.log_end_offset = log_end_offset
+    start_before = leader.followers[replica_id].log_start_offset
+    moved = leader.follower_fetched(replica_id, fetch_offset, now_ms, broker_epoch, log_start_offset)
+    start_moved = not moved and leader.followers[replica_id].log_start_offset != start_before
+    return FollowerFetched(moved, start_moved, leader.proposed_expansion())
+
+
+def isr_shrink(leader: LeaderPartition, log_end_offset: int, now_ms: int) -> tuple[int, ...] | None:
+    """The periodic ISR check: the shrunk ISR to propose, or None."""
+    leader.log_end_offset = log_end_offset
+    return leader.proposed_shrink(now_ms)
+
+
 # ----------------------------------------------------------------- a fetch answer
 
 

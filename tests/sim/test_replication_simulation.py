@@ -114,7 +114,9 @@ from replication.replica_core import (
     Truncate,
     adopt_leader_marks,
     apply_alter_partition_answer,
+    isr_shrink,
     on_fetch_response,
+    on_follower_fetch,
     role_for,
     should_resend,
 )
@@ -742,13 +744,12 @@ class Simulation:
                 return answer(hw=plog.high_watermark, diverging=diverging)
         if offset < plog.log_start_offset or offset > plog.log_end_offset:
             return answer(ErrorCode.OFFSET_OUT_OF_RANGE, hw=plog.high_watermark)
-        leader.log_end_offset = plog.log_end_offset
-        if leader.follower_fetched(replica_id, offset, self.now, request.replica_epoch):
+        fetched = on_follower_fetch(leader, plog.log_end_offset, replica_id, offset, self.now, request.replica_epoch)
+        if fetched.high_watermark_moved or fetched.log_start_moved:
             self.high_watermark_moved(broker)
-        expanded = leader.proposed_expansion()
-        if expanded is not None:
+        if fetched.expansion is not None:
             self.stats.expansions_proposed += 1
-            self.propose(broker, leader, expanded)
+            self.propose(broker, leader, fetched.expansion)
         records = plog.read(offset, request.max_bytes, upper_offset=plog.log_end_offset)
         return answer(hw=plog.high_watermark, records=records)
 
@@ -816,8 +817,7 @@ class Simulation:
         leader = broker.leader
         if leader is None or id(leader) != leader_id:
             return
-        leader.log_end_offset = broker.plog.log_end_offset
-        shrunk = leader.proposed_shrink(self.now)
+        shrunk = isr_shrink(leader, broker.plog.log_end_offset, self.now)
         if shrunk is not None:
             self.stats.shrinks_proposed += 1
             self.propose(broker, leader, shrunk)

@@ -18,7 +18,9 @@ from replication.replica_core import (
     Truncate,
     adopt_leader_marks,
     apply_alter_partition_answer,
+    isr_shrink,
     on_fetch_response,
+    on_follower_fetch,
     role_for,
     should_resend,
 )
@@ -163,3 +165,24 @@ def test_the_log_owns_the_high_watermark_and_refuses_moves_back_or_past_its_end(
         assert plog.high_watermark == 2
     finally:
         plog.close()
+
+
+def test_a_follower_fetch_moves_the_high_watermark_then_proposes_its_return_to_the_isr():
+    partition = LeaderPartition(
+        local_id=1, replicas=(1, 2, 3), isr=(1, 2), leader_epoch=4, partition_epoch=6,
+        log_end_offset=10, high_watermark=5, now_ms=0, lag_max_ms=1000,
+    )
+    fetched = on_follower_fetch(partition, 12, 2, 12, 10)  # the leader's log grew to 12 meanwhile
+    assert fetched.high_watermark_moved and partition.high_watermark == 12 and fetched.expansion is None
+    fetched = on_follower_fetch(partition, 12, 3, 12, 20, log_start_offset=3)
+    assert not fetched.high_watermark_moved and fetched.log_start_moved
+    assert fetched.expansion == (1, 2, 3)
+
+
+def test_the_isr_check_drops_a_follower_that_lagged_too_long():
+    partition = leader()
+    on_follower_fetch(partition, 10, 2, 10, 0)
+    on_follower_fetch(partition, 10, 3, 10, 0)
+    assert isr_shrink(partition, 10, 900) is None
+    on_follower_fetch(partition, 20, 2, 20, 1500)
+    assert isr_shrink(partition, 20, 1500) == (1, 2)
