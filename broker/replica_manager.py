@@ -19,12 +19,15 @@ broker with many such partitions opens no log it is not asked about;
 ``hosted()`` counts hosted and led partitions from the image, so that the
 metrics and the console count them all the same.
 
+This is the shell: it runs on the event loop and carries out decisions made
+by pure code the replication simulation runs too: roles, fetch answers and
+AlterPartition answers in ``replication/replica_core.py``, the leader's rules
+in ``replication/partition.py``, acks=all and DeleteRecords waits in
+``replication/delayed.py`` and ``replication/purgatory.py``. The follower's
+fetch loops are ``broker/replica_fetcher.py``.
+
 Past 700 lines on purpose: the roles, the leader side and the follower side
 all read and change the same maps of leader and follower state.
-
-Everything here runs on the event loop; the rules live in
-``replication/`` (pure) and the follower's fetch loops in
-``broker/replica_fetcher.py``.
 """
 
 from __future__ import annotations
@@ -41,8 +44,22 @@ from controller.metadata.records import RESOURCE_BROKER
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import struct_classes
-from replication.partition import IsrProposal, LeaderPartition, truncation_for_divergence
-from replication.purgatory import Purgatory
+from replication.delayed import DelayedDeleteRecords, DelayedProduce
+from replication.partition import IsrProposal, LeaderPartition
+from replication.replica_core import (
+    Backoff,
+    FollowerState,
+    Role,
+    StartOver,
+    Truncate,
+    adopt_leader_marks,
+    apply_alter_partition_answer,
+    isr_shrink,
+    on_fetch_response,
+    on_follower_fetch,
+    role_for,
+    should_resend,
+)
 from replication.throttle import UNLIMITED_RATE, ReplicationQuota, is_throttled
 from storage.append_checks import AppendError
 from storage.log import PartitionLog
@@ -52,17 +69,6 @@ log = logging.getLogger(__name__)
 ALTER_PARTITION = APIS_BY_KEY[56]
 ALTER_PARTITION_VERSION = 3
 _AP = struct_classes(ALTER_PARTITION.request)
-# Errors after which the leader waits for the metadata to tell it more.
-_NOT_APPLIED_ALTER_ERRORS = {ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED}
-_STALE_ALTER_ERRORS = {
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.INVALID_UPDATE_VERSION,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.NEW_LEADER_ELECTED,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.UNKNOWN_TOPIC_ID,
-}
-
 Key = tuple[str, int]
 
 
@@ -70,74 +76,14 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class DelayedProduce:
-    """One partition of an acks=all produce, waiting for the high watermark."""
+def _resolver(future: asyncio.Future):
+    """Sets the future's result unless its waiter went away (cancelled it)."""
 
-    __slots__ = ("future", "key", "leader", "manager", "required_offset")
+    def resolve(*answer) -> None:
+        if not future.done():
+            future.set_result(answer[0] if len(answer) == 1 else answer)
 
-    def __init__(self, manager: ReplicaManager, key: Key, leader: LeaderPartition, required_offset: int, future):
-        self.manager = manager
-        self.key = key
-        self.leader = leader
-        self.required_offset = required_offset
-        self.future = future
-
-    def _resolve(self, error: ErrorCode) -> None:
-        if not self.future.done():
-            self.future.set_result(error)
-
-    def try_complete(self) -> bool:
-        if self.manager.leaders.get(self.key) is not self.leader:
-            self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return True
-        outcome = self.leader.produce_outcome(self.required_offset)
-        if outcome is None:
-            return False
-        self._resolve(outcome)
-        return True
-
-    def on_expire(self) -> None:
-        self._resolve(ErrorCode.REQUEST_TIMED_OUT)
-
-    def on_cancel(self, key) -> None:
-        self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-
-
-class DelayedDeleteRecords:
-    """One partition of a DeleteRecords, waiting until every live replica's log
-    start offset reached the requested offset (Kafka's DelayedDeleteRecords): an
-    answer of NONE means no replica that could lead next still serves the deleted
-    records. Resolves to ``(error, low watermark)``."""
-
-    __slots__ = ("future", "key", "leader", "manager", "plog", "required_offset")
-
-    def __init__(self, manager: ReplicaManager, key: Key, leader: LeaderPartition, plog: PartitionLog, required_offset: int, future):
-        self.manager = manager
-        self.key = key
-        self.leader = leader
-        self.plog = plog
-        self.required_offset = required_offset
-        self.future = future
-
-    def _resolve(self, error: ErrorCode, low_watermark: int = -1) -> None:
-        if not self.future.done():
-            self.future.set_result((error, low_watermark))
-
-    def try_complete(self) -> bool:
-        if self.manager.leaders.get(self.key) is not self.leader:
-            self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return True
-        low = self.leader.low_watermark(self.plog.log_start_offset)
-        if low < self.required_offset:
-            return False
-        self._resolve(ErrorCode.NONE, low)
-        return True
-
-    def on_expire(self) -> None:
-        self._resolve(ErrorCode.REQUEST_TIMED_OUT)
-
-    def on_cancel(self, key) -> None:
-        self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    return resolve
 
 
 class LocalReplica(NamedTuple):
@@ -149,16 +95,6 @@ class LocalReplica(NamedTuple):
     partition: PartitionImage | None = None
     plog: PartitionLog | None = None
     leader: LeaderPartition | None = None
-
-
-class FollowerState:
-    __slots__ = ("failed", "leader_epoch", "leader_id", "topic_id")
-
-    def __init__(self, topic_id, leader_id: int, leader_epoch: int):
-        self.topic_id = topic_id
-        self.leader_id = leader_id
-        self.leader_epoch = leader_epoch
-        self.failed = False  # a batch from the leader failed its checks: stopped
 
 
 @dataclass(frozen=True)
@@ -180,11 +116,11 @@ class ReplicaManager:
         self.lag_max_ms = config["replica.lag.time.max.ms"]
         self.leaders: dict[Key, LeaderPartition] = {}
         self.followers: dict[Key, FollowerState] = {}
-        self.purgatory = Purgatory()
+        # The broker's one purgatory and its timer (acks=all, DeleteRecords and
+        # long-polling fetches wait there).
+        self.purgatory = broker.partition_watch
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.fetcher_count = config["num.replica.fetchers"]
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline_ms: int | None = None
         self._hw_initialised: set[Key] = set()
         # key -> (leader, the proposal as it was made): sent as made, so a proposal
         # overtaken by a newer ISR or a follower's restart is refused, not applied.
@@ -234,8 +170,7 @@ class ReplicaManager:
             task.cancel()
         for key in list(self.leaders):
             self.purgatory.cancel_key(key)
-        if self._timer is not None:
-            self._timer.cancel()
+        self.purgatory.close()
 
     # ----------------------------------------------------------------- throttles
 
@@ -314,42 +249,52 @@ class ReplicaManager:
         self, image: MetadataImage, topic: TopicImage, partition: PartitionImage, old: PartitionImage | None, now_ms: int
     ) -> None:
         key = (topic.name, partition.partition_id)
-        if self.node_id not in partition.replicas:
+        leader = self.leaders.get(key)
+        following = self.followers.get(key)
+        role = role_for(
+            self.node_id,
+            partition.leader,
+            partition.leader_epoch,
+            partition.replicas,
+            may_lead=self.may_lead,
+            superseded=self.is_superseded(key, partition.leader_epoch),
+            led_epoch=None if leader is None else leader.leader_epoch,
+            followed=None if following is None else (following.leader_id, following.leader_epoch),
+        )
+        if role is Role.NOT_A_REPLICA:
             if old is not None and self.node_id in old.replicas:
                 self._stop_replica(key)
             return
-        if partition.leader == self.node_id and (not self.may_lead or self.is_superseded(key, partition.leader_epoch)):
+        if role is Role.HELD_BACK:
             self._resign(key)
             self._stop_following(key)
             return
         self.superseded.pop(key, None)  # a newer epoch, or no longer ours: the image has caught up
-        if partition.leader == self.node_id:
+        if role is Role.LEADER_UPDATE:
             self._stop_following(key)
-            leader = self.leaders.get(key)
-            if leader is not None and leader.leader_epoch == partition.leader_epoch:
-                leader.set_replicas(partition.replicas)
-                plog = self.broker.logs.logs.get(key) if len(partition.replicas) > 1 else None
-                if plog is not None and not plog.replicated:
-                    # A reassignment gave a single replica followers: from now on
-                    # the high watermark waits for the ISR, not for the append.
-                    # (Its current one, the log end, is right: it was alone.)
-                    plog.replicated = True
-                    self._hw_initialised.add(key)
-                if leader.committed(partition.isr, partition.partition_epoch, now_ms):
-                    self._high_watermark_moved(key, leader)
-                return
+            leader.set_replicas(partition.replicas)
+            plog = self.broker.logs.logs.get(key) if len(partition.replicas) > 1 else None
+            if plog is not None and not plog.replicated:
+                # A reassignment gave a single replica followers: from now on
+                # the high watermark waits for the ISR, not for the append.
+                # (Its current one, the log end, is right: it was alone.)
+                plog.replicated = True
+                self._hw_initialised.add(key)
+            if leader.committed(partition.isr, partition.partition_epoch, now_ms):
+                self._high_watermark_moved(key, leader)
+        elif role is Role.NEW_LEADER:
+            self._stop_following(key)
             self._resign(key)
             if len(partition.replicas) > 1:
                 self._become_leader(image, topic, partition, now_ms)
-            return
-        self._resign(key)
-        if partition.leader < 0:
+        elif role is Role.LEADERLESS:
+            self._resign(key)
             self._stop_following(key)
-            return
-        following = self.followers.get(key)
-        if following is not None and following.leader_id == partition.leader and following.leader_epoch == partition.leader_epoch:
-            return
-        self._become_follower(topic, partition)
+        elif role is Role.FOLLOWING:
+            self._resign(key)
+        else:
+            self._resign(key)
+            self._become_follower(topic, partition)
 
     def _log(self, key: Key) -> PartitionLog | None:
         return self.broker.partition_log(*key)
@@ -362,7 +307,7 @@ class ReplicaManager:
             return
         self._hw_initialised.add(key)
         checkpointed = self.broker.logs.checkpointed_high_watermark(*key)
-        plog.high_watermark = min(max(checkpointed or 0, plog.log_start_offset), plog.log_end_offset)
+        plog.reset_high_watermark(min(max(checkpointed or 0, plog.log_start_offset), plog.log_end_offset))
 
     def _become_leader(self, image: MetadataImage, topic: TopicImage, partition: PartitionImage, now_ms: int) -> LeaderPartition | None:
         key = (topic.name, partition.partition_id)
@@ -388,9 +333,9 @@ class ReplicaManager:
             min_insync_replicas=int(config.get("min.insync.replicas", 1)),
             ineligible=self._ineligible(image),
             registered_epochs=self._registered_epochs(image),
+            log=plog,
         )
         self.leaders[key] = leader
-        plog.high_watermark = max(plog.high_watermark, leader.high_watermark)
         if len(partition.replicas) > 1:
             log.info(
                 "%s-%d: leader at epoch %d, isr %s, high watermark %d",
@@ -539,32 +484,25 @@ class ReplicaManager:
         broker_epoch: int = -1,
         log_start_offset: int = -1,
     ) -> None:
-        now_ms = _now_ms()
-        leader.log_end_offset = plog.log_end_offset  # also counts appends made outside Produce
-        start_before = leader.followers[replica_id].log_start_offset
-        if leader.follower_fetched(replica_id, fetch_offset, now_ms, broker_epoch, log_start_offset):
+        fetched = on_follower_fetch(leader, plog.log_end_offset, replica_id, fetch_offset, _now_ms(), broker_epoch, log_start_offset)
+        if fetched.high_watermark_moved:
             self._high_watermark_moved(key, leader)
-        elif leader.followers[replica_id].log_start_offset != start_before:
+        elif fetched.log_start_moved:
             self.purgatory.check(key)  # a DeleteRecords may be waiting for this follower
-        expanded = leader.proposed_expansion()
-        if expanded is not None:
-            self._propose(key, leader, expanded)
+        if fetched.expansion is not None:
+            self._propose(key, leader, fetched.expansion)
 
     def _high_watermark_moved(self, key: Key, leader: LeaderPartition) -> None:
-        plog = self.broker.logs.logs.get(key)
-        if plog is not None and leader.high_watermark > plog.high_watermark:
-            plog.high_watermark = leader.high_watermark
+        """The leader state moved the high watermark (in its log, its one home)."""
         self.purgatory.check(key)
         self.broker.partition_watch.notify(key)
 
     def wait_for_acks(self, key: Key, leader: LeaderPartition, required_offset: int, timeout_ms: int) -> asyncio.Future:
         """A future resolved with the acks=all outcome of a batch ending before ``required_offset``."""
         future = asyncio.get_running_loop().create_future()
-        operation = DelayedProduce(self, key, leader, required_offset, future)
-        deadline_ms = _now_ms() + max(timeout_ms, 0)
+        operation = DelayedProduce(leader, required_offset, lambda: self.leaders.get(key) is leader, _resolver(future))
         try:
-            if not self.purgatory.add(operation, (key,), deadline_ms):
-                self._arm_timer()
+            self.purgatory.add(operation, (key,), timeout_ms)
         except OverflowError:
             future.set_result(ErrorCode.REQUEST_TIMED_OUT)
         return future
@@ -574,30 +512,14 @@ class ReplicaManager:
         log start offset reached ``required_offset`` (REQUEST_TIMED_OUT after
         ``timeout_ms``; NOT_LEADER_OR_FOLLOWER when leadership moves first)."""
         future = asyncio.get_running_loop().create_future()
-        operation = DelayedDeleteRecords(self, key, leader, plog, required_offset, future)
-        deadline_ms = _now_ms() + max(timeout_ms, 0)
+        operation = DelayedDeleteRecords(
+            leader, lambda: plog.log_start_offset, required_offset, lambda: self.leaders.get(key) is leader, _resolver(future)
+        )
         try:
-            if not self.purgatory.add(operation, (key,), deadline_ms):
-                self._arm_timer()
+            self.purgatory.add(operation, (key,), timeout_ms)
         except OverflowError:
             future.set_result((ErrorCode.REQUEST_TIMED_OUT, -1))
         return future
-
-    def _arm_timer(self) -> None:
-        deadline_ms = self.purgatory.next_deadline_ms()
-        if deadline_ms is None or (self._timer is not None and self._timer_deadline_ms is not None and self._timer_deadline_ms <= deadline_ms):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer_deadline_ms = deadline_ms
-        self._timer = loop.call_later(max(deadline_ms - _now_ms(), 0) / 1000, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_deadline_ms = None
-        self.purgatory.expire(_now_ms())
-        self._arm_timer()
 
     # ----------------------------------------------------------------- ISR changes
 
@@ -608,9 +530,7 @@ class ReplicaManager:
             now_ms = _now_ms()
             for key, leader in list(self.leaders.items()):
                 plog = self.broker.logs.logs.get(key)
-                if plog is not None:
-                    leader.log_end_offset = plog.log_end_offset
-                shrunk = leader.proposed_shrink(now_ms)
+                shrunk = isr_shrink(leader, leader.log_end_offset if plog is None else plog.log_end_offset, now_ms)
                 if shrunk is not None:
                     self._propose(key, leader, shrunk)
 
@@ -642,10 +562,7 @@ class ReplicaManager:
                 retry = {k: v for k, v in batch.items() if k not in answered}
             for key, entry in retry.items():
                 leader, proposal = entry
-                # The change may have been applied even though no answer said so:
-                # it stays pending (counted in the maximal ISR) and the same
-                # request is sent again, as Kafka's AlterPartitionManager does.
-                if self.leaders.get(key) is leader and leader.pending_isr == proposal.isr:
+                if should_resend(leader, self.leaders.get(key) is leader, proposal):
                     self._alter_queue.setdefault(key, entry)
             if retry:
                 await asyncio.sleep(backoff_s)
@@ -701,33 +618,18 @@ class ReplicaManager:
                     continue
                 leader = entry[0]
                 error = ErrorCode(p.error_code)
-                if error == ErrorCode.NONE:
+                committed = (p.leader_epoch, p.isr, p.partition_epoch) if error == ErrorCode.NONE else None
+                outcome = apply_alter_partition_answer(leader, self.leaders.get(key) is leader, error, committed, now_ms)
+                if outcome.answered:
                     answered.add(key)
-                    if self.leaders.get(key) is leader and p.leader_epoch == leader.leader_epoch:
-                        isr_size = len(leader.isr)
-                        if leader.committed(p.isr, p.partition_epoch, now_ms):
-                            self._high_watermark_moved(key, leader)
-                        # Counted only when applied (an answer for an older partition epoch is not).
-                        if len(leader.isr) < isr_size:
-                            self.isr_shrinks += 1
-                        elif len(leader.isr) > isr_size:
-                            self.isr_expands += 1
-                elif error in _NOT_APPLIED_ALTER_ERRORS:
-                    # The controller says the change was not made and the partition
-                    # epoch is current: back to the committed ISR, proposed again
-                    # by a later check if still right.
-                    answered.add(key)
-                    log.info("%s-%d: AlterPartition refused: %s", key[0], key[1], error.name)
-                    if self.leaders.get(key) is leader:
-                        leader.change_failed()
-                elif error in _STALE_ALTER_ERRORS:
-                    # This leader's view is behind, and an earlier send of the same
-                    # change may have been applied: it stays pending until the
-                    # metadata brings the truth.
-                    answered.add(key)
-                    log.info("%s-%d: AlterPartition refused: %s", key[0], key[1], error.name)
-                    if error == ErrorCode.FENCED_LEADER_EPOCH and self.leaders.get(key) is leader:
-                        self._superseded_leader(key, leader)
+                if outcome.refused is not None and outcome.answered:
+                    log.info("%s-%d: AlterPartition refused: %s", key[0], key[1], outcome.refused.name)
+                if outcome.high_watermark_moved:
+                    self._high_watermark_moved(key, leader)
+                self.isr_shrinks += outcome.isr_change < 0
+                self.isr_expands += outcome.isr_change > 0
+                if outcome.superseded:
+                    self._superseded_leader(key, leader)
         return answered
 
     def _superseded_leader(self, key: Key, leader: LeaderPartition) -> None:
@@ -756,39 +658,39 @@ class ReplicaManager:
         return state, plog
 
     def follower_response(self, key: Key, state: FollowerState, partition_data) -> bool:
-        """Carry out the leader's answer for one partition; False when the partition
-        should back off (an error the metadata must resolve)."""
+        """Carry out the leader's answer for one partition (the decisions are
+        replication.follower's); False when the partition should back off (an
+        error the metadata must resolve)."""
         if self.followers.get(key) is not state:
             return True  # the role changed while the fetch was out
         plog = self._log(key)
         if plog is None:
             return False
-        error = ErrorCode(partition_data.error_code)
-        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            return self._out_of_range(key, plog, partition_data)
-        if error != ErrorCode.NONE:
-            log.debug("%s-%d: fetch from %d: %s", key[0], key[1], state.leader_id, error.name)
-            return False
         diverging = partition_data.diverging_epoch
-        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-            truncation = truncation_for_divergence(
-                diverging.epoch,
-                diverging.end_offset,
-                plog.end_offset_for_epoch(diverging.epoch) if diverging.epoch >= 0 else (-1, -1),
-                plog.log_end_offset,
-                plog.high_watermark,
-            )
-            log.info(
-                "%s-%d: diverging from leader %d at epoch %d (end offset %d): truncating to %d",
-                key[0], key[1], state.leader_id, diverging.epoch, diverging.end_offset, truncation.offset,
-            )
-            plog.truncate_to(truncation.offset)
+        step = on_fetch_response(
+            ErrorCode(partition_data.error_code),
+            None if diverging is None else (diverging.epoch, diverging.end_offset),
+            partition_data.high_watermark,
+            partition_data.log_start_offset,
+            partition_data.records,
+            plog,
+        )
+        if isinstance(step, Backoff):
+            if step.error != ErrorCode.OFFSET_OUT_OF_RANGE:
+                log.debug("%s-%d: fetch from %d: %s", key[0], key[1], state.leader_id, step.error.name)
+            return False
+        if isinstance(step, Truncate):
+            log.info("%s-%d: leader %d: %s: truncating to %d", key[0], key[1], state.leader_id, step.reason, step.offset)
+            plog.truncate_to(step.offset)
             return True
-        records = partition_data.records
+        if isinstance(step, StartOver):
+            log.info("%s-%d: behind the leader's log start %d: starting over there", key[0], key[1], step.offset)
+            plog.truncate_fully_and_start_at(step.offset)  # the high watermark starts there too
+            return True
         appended = False
-        if records:
+        if step.records:
             try:
-                appended = plog.append_as_follower(records) > 0
+                appended = plog.append_as_follower(step.records) > 0
             except OSError as exc:
                 self.broker.log_dir_failed(plog, exc)
                 raise
@@ -799,27 +701,12 @@ class ReplicaManager:
                     key[0], key[1], state.leader_id, exc,
                 )
                 return False
-        high_watermark = min(partition_data.high_watermark, plog.log_end_offset)
-        if high_watermark > plog.high_watermark:
-            plog.high_watermark = high_watermark
+        marks = adopt_leader_marks(partition_data.high_watermark, partition_data.log_start_offset, plog)
+        if marks.high_watermark is not None:
+            plog.high_watermark = marks.high_watermark
             appended = True
-        leader_start = partition_data.log_start_offset
-        if leader_start is not None and leader_start > plog.log_start_offset and leader_start <= plog.high_watermark:
-            plog.delete_records(leader_start)
+        if marks.delete_records_to is not None:
+            plog.delete_records(marks.delete_records_to)
         if appended:
             self.broker.partition_watch.notify(key)
         return True
-
-    def _out_of_range(self, key: Key, plog: PartitionLog, partition_data) -> bool:
-        leader_start = partition_data.log_start_offset
-        if leader_start is not None and leader_start >= 0 and plog.log_end_offset < leader_start:
-            log.info("%s-%d: behind the leader's log start %d: starting over there", key[0], key[1], leader_start)
-            plog.truncate_fully_and_start_at(leader_start)
-            plog.high_watermark = leader_start
-            return True
-        leader_hw = partition_data.high_watermark
-        if leader_hw is not None and 0 <= leader_hw < plog.log_end_offset:
-            log.info("%s-%d: ahead of the leader: truncating to its high watermark %d", key[0], key[1], leader_hw)
-            plog.truncate_to(leader_hw)
-            return True
-        return False

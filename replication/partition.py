@@ -36,10 +36,38 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from protocol.errors import ErrorCode
 
 UNKNOWN_OFFSET = -1
+
+
+class HighWatermarkOwner(Protocol):
+    """Where a partition's high watermark lives (``storage.log.PartitionLog``: its
+    setter refuses a move backwards or past the log end)."""
+
+    high_watermark: int
+
+
+class _OwnHighWatermark:
+    """The high watermark of leader state bound to no log (the rules' own tests),
+    held to the same checks as the log's."""
+
+    __slots__ = ("_offset",)
+
+    def __init__(self, offset: int):
+        self._offset = offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._offset
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        if offset < self._offset:
+            raise AssertionError(f"high watermark moved back from {self._offset} to {offset}")
+        self._offset = offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +124,11 @@ class LeaderPartition:
         min_insync_replicas: int = 1,
         ineligible: Iterable[int] = (),
         registered_epochs: Mapping[int, int] | None = None,
+        log: HighWatermarkOwner | None = None,
     ):
+        """``log`` owns the high watermark: this state moves it there and reads it
+        from there, so it has one home (without one, ``high_watermark`` starts a
+        private one)."""
         self.local_id = local_id
         self.replicas = tuple(replicas)
         self.isr = tuple(isr)
@@ -107,7 +139,7 @@ class LeaderPartition:
         # The offset this leader epoch started at: a follower must hold at least
         # this much to be in sync (it has seen every earlier epoch's end).
         self.leader_epoch_start_offset = log_end_offset
-        self.high_watermark = min(high_watermark, log_end_offset)
+        self._owner = _OwnHighWatermark(min(high_watermark, log_end_offset)) if log is None else log
         self.lag_max_ms = lag_max_ms
         self.min_insync_replicas = min_insync_replicas
         self.ineligible = set(ineligible)
@@ -122,6 +154,10 @@ class LeaderPartition:
         self.maybe_advance_high_watermark(now_ms)
 
     # ----------------------------------------------------------------- views
+
+    @property
+    def high_watermark(self) -> int:
+        return self._owner.high_watermark
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
@@ -179,8 +215,8 @@ class LeaderPartition:
             )
             if replica in maximal or joining:
                 new_hw = progress.log_end_offset
-        if new_hw > self.high_watermark:
-            self.high_watermark = new_hw
+        if new_hw > self._owner.high_watermark:
+            self._owner.high_watermark = new_hw
             return True
         return False
 

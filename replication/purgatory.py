@@ -1,9 +1,11 @@
 """Delayed operations waiting on partitions, with one deadline heap (Kafka's purgatory).
 
-An acks=all produce waits until the high watermark passes its batch; a
-long-polling fetch waits for data. Each waiting operation is *watched* under
-the keys (partitions) whose progress may complete it; when a key moves, the
-owner calls :meth:`Purgatory.check` and the operations watched there re-test
+An acks=all produce waits until the high watermark passes its batch, a
+DeleteRecords until every replica's log start passed its offset, a
+long-polling fetch for data (replication/delayed.py; the broker drives one
+purgatory for all of them, broker/partition_watch.py). Each waiting
+operation is *watched* under the keys (partitions) whose progress may
+complete it; when a key moves, the owner calls :meth:`Purgatory.check` and the operations watched there re-test
 themselves. Deadlines live in one heap, so a thousand waiting requests cost
 one timer in the driver, not a thousand. Pure: times are arguments.
 
@@ -48,6 +50,9 @@ class Purgatory:
         self._deadlines: list[tuple[int, int, _Entry]] = []
         self._sequence = itertools.count()
         self._pending = 0
+        # Entries in the watch lists, finished ones included: an operation
+        # finished through one key stays in its other keys' lists until swept.
+        self._watched = 0
 
     def __len__(self) -> int:
         return self._pending
@@ -64,6 +69,7 @@ class Purgatory:
         entry = _Entry(operation, tuple(keys), deadline_ms)
         for key in entry.keys:
             self._watchers.setdefault(key, []).append(entry)
+        self._watched += len(entry.keys)
         heapq.heappush(self._deadlines, (deadline_ms, next(self._sequence), entry))
         self._pending += 1
         return False
@@ -87,15 +93,19 @@ class Purgatory:
                 completed += 1
             else:
                 waiting.append(entry)
+        self._watched -= len(entries) - len(waiting)
         if waiting:
             self._watchers[key] = waiting
         else:
             del self._watchers[key]
+        if completed:
+            self._purge_done_watchers()
         return completed
 
     def cancel_key(self, key: Hashable) -> int:
         """Every operation watching ``key`` ends with ``on_cancel``; returns how many."""
         entries = self._watchers.pop(key, [])
+        self._watched -= len(entries)
         cancelled = 0
         for entry in entries:
             if not entry.done:
@@ -120,15 +130,24 @@ class Purgatory:
         return expired
 
     def _purge_done_watchers(self) -> None:
-        # Finished entries are dropped from the watch lists lazily; when many
-        # expire at once, sweep so that idle keys do not keep them alive.
-        if sum(len(v) for v in self._watchers.values()) > 2 * self._pending + 64:
+        # Finished entries are dropped from the watch lists lazily (a fetch woken
+        # through one of its partitions is still listed under the others); once
+        # they outnumber the live ones, sweep, so that idle keys do not keep them
+        # alive. Each sweep removes at least as many entries as it keeps.
+        if self._watched > 2 * self._pending + 64:
+            watched = 0
             for key in list(self._watchers):
                 live = [e for e in self._watchers[key] if not e.done]
                 if live:
                     self._watchers[key] = live
+                    watched += len(live)
                 else:
                     del self._watchers[key]
+            self._watched = watched
+
+    def watched_keys(self) -> list[Hashable]:
+        """The keys some operation waits under (finished ones may linger until swept)."""
+        return list(self._watchers)
 
     def next_deadline_ms(self) -> int | None:
         heap = self._deadlines

@@ -215,9 +215,10 @@ class PartitionLog(LogRetention):
         self.log_start_offset = max(first_base, log_start_offset or 0)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         # A single broker acknowledges what it wrote. A replicated partition's
-        # high watermark belongs to the replication layer, which sets
-        # ``replicated`` and moves it; appends then leave it alone.
-        self.high_watermark = self.log_end_offset
+        # high watermark is moved by the replication layer, which sets
+        # ``replicated``; appends then leave it alone. Either way it lives here
+        # only (see the ``high_watermark`` property).
+        self._high_watermark = self.log_end_offset
         self.replicated = False
 
     def _new_segment(self, base: int, size_bytes: int | None = None, txn_index_exists: bool | None = None) -> LogSegment:
@@ -290,6 +291,33 @@ class PartitionLog(LogRetention):
     @property
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
+
+    @property
+    def high_watermark(self) -> int:
+        """The partition's high watermark (everything below is committed). This is
+        its one home: a replicated partition's leader state
+        (replication/partition.py) and follower moves it here. It only moves
+        forward and never past the log end; a truncation lowers it with the log
+        end, and ``reset_high_watermark`` sets it when a replica takes the log
+        over from a checkpoint."""
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        if not self._high_watermark <= offset <= self.log_end_offset:
+            raise AssertionError(
+                f"{self.directory.name}: high watermark {self._high_watermark} moved to {offset} "
+                f"(log end {self.log_end_offset}): it only moves forward, up to the log end"
+            )
+        self._high_watermark = offset
+
+    def reset_high_watermark(self, offset: int) -> None:
+        """Start the high watermark over at ``offset`` (at most the log end): a replica
+        taking the log over (the checkpointed value, which may be below what
+        opening the log assumed), not a move of committed data."""
+        if not 0 <= offset <= self.log_end_offset:
+            raise AssertionError(f"{self.directory.name}: high watermark reset to {offset}, the log ends at {self.log_end_offset}")
+        self._high_watermark = offset
 
     @property
     def log_end_offset(self) -> int:
@@ -376,7 +404,7 @@ class PartitionLog(LogRetention):
         for *update, transactional in producer_updates:
             self.producer_state.update(*update, transactional=transactional)
         if not self.replicated:
-            self.high_watermark = self.log_end_offset
+            self._high_watermark = self.log_end_offset
         self._unflushed_messages += next_offset - base_offset
         flush_due = self._unflushed_messages >= self.config.flush_messages
         if flush_due and not defer_flush:
@@ -426,7 +454,7 @@ class PartitionLog(LogRetention):
         segment.append(data, offset, [(0, offset, now_ms)])
         self._track_batch(parse_batch_header(data), data, 0, segment)
         if not self.replicated:
-            self.high_watermark = self.log_end_offset
+            self._high_watermark = self.log_end_offset
         self._unflushed_messages += 1
         flush_due = self._unflushed_messages >= self.config.flush_messages
         if flush_due and not defer_flush:
@@ -758,7 +786,7 @@ class PartitionLog(LogRetention):
         if kept != self.leader_epochs:
             self.leader_epochs = kept
             write_leader_epochs(self.directory / LEADER_EPOCH_CHECKPOINT, kept)
-        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.flush(fsync=True)
@@ -796,7 +824,7 @@ class PartitionLog(LogRetention):
         new = self._new_empty_segment(offset)
         self.segments = [new]
         self._segment_bases = [offset]
-        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self.log_start_offset = self.recovery_point = self._high_watermark = offset
         self._unflushed_messages = 0
         fsync_dir(self.directory)
 

@@ -9,16 +9,20 @@ acks=all producers. What is real: each replica's log is a
 replication layer owns its high watermark); the leader's rules are
 :class:`replication.partition.LeaderPartition` (ISR, maximal ISR, high
 watermark, shrink/expand proposals, acks=all outcomes) and the KIP-320
-decisions ``diverging_epoch_for_fetch`` / ``truncation_for_divergence``; acks=all
-waits sit in a real :class:`replication.purgatory.Purgatory`. What is modelled
-here, mirroring broker/replica_manager.py, broker/replica_fetcher.py and the
-Fetch/Produce handlers decision for decision (they are asyncio drivers, so they
-are not imported): roles from metadata, the follower's fetch loop (one request
-in flight per leader, backoff after errors, answers for a follower state that
-has since been replaced ignored), the AlterPartition sender (one request in
-flight, the pending change dropped after a failure or a stale answer), and a
-pure model controller (leader, leader epoch, ISR, partition epoch, broker
-registrations and fencing, clean elections only, KIP-903 broker epochs).
+check ``diverging_epoch_for_fetch``; the replica's decisions are the ones
+broker/replica_manager.py carries out, from replication/replica_core.py (the
+role each metadata update gives, what a follower does with a fetch answer:
+truncate by diverging epoch, out of range, append and adopt the leader's
+marks; what an AlterPartition answer does to the leader and whether to send
+it again); acks=all waits are :class:`replication.delayed.DelayedProduce` in a
+real :class:`replication.purgatory.Purgatory`. What is modelled here is the
+asyncio shell around them (broker/replica_manager.py, broker/replica_fetcher.py
+and the Fetch/Produce handlers): the follower's fetch loop (one request in
+flight per leader, backoff after errors, answers for a follower state that has
+since been replaced ignored), the AlterPartition sender (one request in
+flight), timers, and a pure model controller (leader, leader epoch, ISR,
+partition epoch, broker registrations and fencing, clean elections only,
+KIP-903 broker epochs).
 
 Time is simulated and every choice comes from one seeded ``random.Random``, so
 a failing seed replays exactly::
@@ -99,8 +103,23 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.records import build_batch, decode_batch_records, iter_batches, parse_batch_header
-from replication.partition import IsrProposal, LeaderPartition, diverging_epoch_for_fetch, truncation_for_divergence
+from replication.delayed import DelayedProduce
+from replication.partition import IsrProposal, LeaderPartition, diverging_epoch_for_fetch
 from replication.purgatory import Purgatory
+from replication.replica_core import (
+    Backoff,
+    FollowerState,
+    Role,
+    StartOver,
+    Truncate,
+    adopt_leader_marks,
+    apply_alter_partition_answer,
+    isr_shrink,
+    on_fetch_response,
+    on_follower_fetch,
+    role_for,
+    should_resend,
+)
 from storage.log import AppendError, LogConfig, PartitionLog
 
 REPLICAS = (1, 2, 3)
@@ -124,18 +143,6 @@ VERIFY_EVERY = 64  # events between full reads of one replica's log
 DEFAULT_SEEDS = 40
 TRACE = bool(os.environ.get("REPLICATION_SIM_TRACE"))
 TRACE_TAIL = 60
-
-# Errors after which the AlterPartition sender waits for the metadata (broker/replica_manager.py).
-NOT_APPLIED_ALTER_ERRORS = {ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED}
-STALE_ALTER_ERRORS = {
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.INVALID_UPDATE_VERSION,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.NEW_LEADER_ELECTED,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.UNKNOWN_TOPIC_ID,
-}
-
 
 class Violation(AssertionError):
     pass
@@ -357,59 +364,12 @@ class ModelController:
 
 
 @dataclass
-class FollowerState:
-    """broker/replica_manager.py's FollowerState: one per (leader, leader epoch) followed."""
-
-    token: int
-    leader_id: int
-    leader_epoch: int
-    failed: bool = False
-    backoff_until: int = 0
-
-
-@dataclass
 class Fetcher:
     """A fetch loop towards one leader broker: one request in flight at a time."""
 
     leader_id: int
     in_flight: int | None = None
     scheduled: bool = False
-
-
-class SimDelayedProduce:
-    """broker/replica_manager.py's DelayedProduce, answering into the simulation."""
-
-    def __init__(self, sim: "Simulation", broker: "SimBroker", leader: LeaderPartition, required_offset: int, request, offset: int, duplicate: bool):
-        self.sim = sim
-        self.broker = broker
-        self.incarnation = broker.incarnation
-        self.leader = leader
-        self.required_offset = required_offset
-        self.request = request
-        self.offset = offset
-        self.duplicate = duplicate
-        self.done = False
-
-    def _resolve(self, error: ErrorCode) -> None:
-        if not self.done:
-            self.done = True
-            self.sim.produce_answered(self.broker, self.request, error, self.offset, self.duplicate)
-
-    def try_complete(self) -> bool:
-        if self.broker.leader is not self.leader or self.broker.incarnation != self.incarnation:
-            self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return True
-        outcome = self.leader.produce_outcome(self.required_offset)
-        if outcome is None:
-            return False
-        self._resolve(outcome)
-        return True
-
-    def on_expire(self) -> None:
-        self._resolve(ErrorCode.REQUEST_TIMED_OUT)
-
-    def on_cancel(self, key) -> None:
-        self._resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
 @dataclass
@@ -423,6 +383,12 @@ class SimBroker:
     min_metadata_version: int = 0  # the controller's version when this incarnation registered
     leader: LeaderPartition | None = None
     follower: FollowerState | None = None
+    # The fetcher's view of the partition followed: which FollowerState its
+    # requests were made for (an answer for another is ignored), and its backoff.
+    follower_token: int = 0
+    fetch_backoff_until: int = 0
+    # A leader epoch the controller said is over (ReplicaManager.superseded).
+    superseded_epoch: int = -1
     purgatory: Purgatory = field(default_factory=Purgatory)
     fetchers: dict[int, Fetcher] = field(default_factory=dict)
     alter_queue: tuple[LeaderPartition, IsrProposal] | None = None
@@ -596,7 +562,7 @@ class Simulation:
         plog = PartitionLog(broker.directory, self.config, clock_ms=self.clock_ms, recovery_point=recovery_point)
         plog.replicated = True
         # As _init_high_watermark: the checkpointed high watermark, never the log end.
-        plog.high_watermark = min(max(broker.checkpoint_hw, plog.log_start_offset), plog.log_end_offset)
+        plog.reset_high_watermark(min(max(broker.checkpoint_hw, plog.log_start_offset), plog.log_end_offset))
         broker.plog = plog
         if after_crash:
             self.verify_disk(broker, "reopened after a crash")
@@ -666,25 +632,45 @@ class Simulation:
                 self.high_watermark_moved(broker)
 
     def apply_partition(self, broker: SimBroker, state: PartitionState) -> None:
-        if state.leader == broker.node_id:
+        """ReplicaManager._apply_partition: the role from replica_core.role_for. (A
+        restarted broker acts on no metadata from before its registration, so it
+        may always lead here.)"""
+        leader = broker.leader
+        following = broker.follower
+        role = role_for(
+            broker.node_id,
+            state.leader,
+            state.leader_epoch,
+            REPLICAS,
+            may_lead=True,
+            superseded=state.leader_epoch <= broker.superseded_epoch,
+            led_epoch=None if leader is None else leader.leader_epoch,
+            followed=None if following is None else (following.leader_id, following.leader_epoch),
+        )
+        if role is Role.HELD_BACK:
+            self.resign(broker)
             self.stop_following(broker)
-            leader = broker.leader
-            if leader is not None and leader.leader_epoch == state.leader_epoch:
-                leader.replicas = REPLICAS
-                if leader.committed(state.isr, state.partition_epoch, self.now):
-                    self.high_watermark_moved(broker)
-                return
+            return
+        broker.superseded_epoch = -1  # a newer epoch, or no longer ours: the metadata has caught up
+        if role is Role.LEADER_UPDATE:
+            self.stop_following(broker)
+            leader.set_replicas(REPLICAS)
+            if leader.committed(state.isr, state.partition_epoch, self.now):
+                self.high_watermark_moved(broker)
+        elif role is Role.NEW_LEADER:
+            self.stop_following(broker)
             self.resign(broker)
             self.become_leader(broker, state)
-            return
-        self.resign(broker)
-        if state.leader < 0:
+        elif role is Role.LEADERLESS:
+            self.resign(broker)
             self.stop_following(broker)
-            return
-        following = broker.follower
-        if following is not None and following.leader_id == state.leader and following.leader_epoch == state.leader_epoch:
-            return
-        self.become_follower(broker, state)
+        elif role is Role.FOLLOWING:
+            self.resign(broker)
+        elif role is Role.NEW_FOLLOWER:
+            self.resign(broker)
+            self.become_follower(broker, state)
+        else:
+            self.fail(f"broker {broker.node_id}: {role} of a partition all brokers replicate")
 
     def become_leader(self, broker: SimBroker, state: PartitionState) -> None:
         plog = broker.plog
@@ -701,9 +687,9 @@ class Simulation:
             min_insync_replicas=MIN_INSYNC,
             ineligible=state.fenced,
             registered_epochs=dict(state.broker_epochs),
+            log=plog,
         )
         broker.leader = leader
-        plog.high_watermark = max(plog.high_watermark, leader.high_watermark)
         broker.leader_hw = (id(leader), plog.high_watermark)
         self.schedule(self.now + self.isr_check_interval(), ("isr_check", broker.node_id, broker.incarnation, id(leader)))
 
@@ -716,17 +702,16 @@ class Simulation:
 
     def become_follower(self, broker: SimBroker, state: PartitionState) -> None:
         self.stop_following(broker)
-        broker.follower = FollowerState(next(self.ids), state.leader, state.leader_epoch)
+        broker.follower = FollowerState(KEY, state.leader, state.leader_epoch)
+        broker.follower_token = next(self.ids)
+        broker.fetch_backoff_until = 0
         self.wake_fetcher(broker, state.leader, 0)
 
     def stop_following(self, broker: SimBroker) -> None:
         broker.follower = None
 
     def high_watermark_moved(self, broker: SimBroker) -> None:
-        leader = broker.leader
-        plog = broker.plog
-        if leader.high_watermark > plog.high_watermark:
-            plog.high_watermark = leader.high_watermark
+        """ReplicaManager._high_watermark_moved: the leader state moved it in the log."""
         broker.purgatory.check(KEY)
 
     def isr_check_interval(self) -> int:
@@ -759,13 +744,12 @@ class Simulation:
                 return answer(hw=plog.high_watermark, diverging=diverging)
         if offset < plog.log_start_offset or offset > plog.log_end_offset:
             return answer(ErrorCode.OFFSET_OUT_OF_RANGE, hw=plog.high_watermark)
-        leader.log_end_offset = plog.log_end_offset
-        if leader.follower_fetched(replica_id, offset, self.now, request.replica_epoch):
+        fetched = on_follower_fetch(leader, plog.log_end_offset, replica_id, offset, self.now, request.replica_epoch)
+        if fetched.high_watermark_moved or fetched.log_start_moved:
             self.high_watermark_moved(broker)
-        expanded = leader.proposed_expansion()
-        if expanded is not None:
+        if fetched.expansion is not None:
             self.stats.expansions_proposed += 1
-            self.propose(broker, leader, expanded)
+            self.propose(broker, leader, fetched.expansion)
         records = plog.read(offset, request.max_bytes, upper_offset=plog.log_end_offset)
         return answer(hw=plog.high_watermark, records=records)
 
@@ -792,7 +776,13 @@ class Simulation:
         required = result.last_offset + 1
         outcome = leader.produce_outcome(required)
         if outcome is None:
-            operation = SimDelayedProduce(self, broker, leader, required, request, result.base_offset, result.duplicate)
+            incarnation = broker.incarnation
+            operation = DelayedProduce(
+                leader,
+                required,
+                lambda: broker.leader is leader and broker.incarnation == incarnation,
+                lambda error: self.produce_answered(broker, request, error, result.base_offset, result.duplicate),
+            )
             deadline = self.now + PRODUCE_TIMEOUT_MS
             if not broker.purgatory.add(operation, (KEY,), deadline):
                 self.schedule(deadline, ("expire", broker.node_id, broker.incarnation))
@@ -827,8 +817,7 @@ class Simulation:
         leader = broker.leader
         if leader is None or id(leader) != leader_id:
             return
-        leader.log_end_offset = broker.plog.log_end_offset
-        shrunk = leader.proposed_shrink(self.now)
+        shrunk = isr_shrink(leader, broker.plog.log_end_offset, self.now)
         if shrunk is not None:
             self.stats.shrinks_proposed += 1
             self.propose(broker, leader, shrunk)
@@ -875,21 +864,21 @@ class Simulation:
         retry = response is None or response.error != ErrorCode.NONE
         if not retry:
             error = response.partition_error
-            if error == ErrorCode.NONE:
-                if broker.leader is leader and response.leader_epoch == leader.leader_epoch:
-                    if leader.committed(response.isr, response.partition_epoch, self.now):
-                        self.high_watermark_moved(broker)
-            elif error in NOT_APPLIED_ALTER_ERRORS:
+            committed = (response.leader_epoch, response.isr, response.partition_epoch) if error == ErrorCode.NONE else None
+            outcome = apply_alter_partition_answer(leader, broker.leader is leader, error, committed, self.now)
+            if outcome.refused is not None:
                 self.stats.alter_failures += 1
-                if broker.leader is leader:
-                    leader.change_failed()
-            elif error in STALE_ALTER_ERRORS:
-                self.stats.alter_failures += 1  # stays pending until the metadata says
-            else:
-                retry = True
+            if outcome.high_watermark_moved:
+                self.high_watermark_moved(broker)
+            if outcome.superseded:
+                # ReplicaManager._superseded_leader: not leading until the metadata catches up.
+                broker.superseded_epoch = leader.leader_epoch
+                self.resign(broker)
+            retry = not outcome.answered
         if retry:
-            self.stats.alter_failures += 1
-            if broker.leader is leader and leader.pending_isr == proposal.isr and broker.alter_queue is None:
+            if response is None or response.error != ErrorCode.NONE:
+                self.stats.alter_failures += 1
+            if should_resend(leader, broker.leader is leader, proposal) and broker.alter_queue is None:
                 broker.alter_queue = entry  # it may have been applied: send it again
             broker.alter_backoff_until = self.now + ALTER_BACKOFF_MS
         self.kick_alter(broker)
@@ -908,9 +897,9 @@ class Simulation:
         state = broker.follower
         if state is None or state.failed or state.leader_id != leader_id:
             return  # no partition to fetch from this leader: the loop idles
-        if state.backoff_until > self.now:
+        if broker.fetch_backoff_until > self.now:
             fetcher.scheduled = True
-            self.schedule(state.backoff_until, ("fetch", broker.node_id, broker.incarnation, leader_id))
+            self.schedule(broker.fetch_backoff_until, ("fetch", broker.node_id, broker.incarnation, leader_id))
             return
         plog = broker.plog
         request = FetchRequest(
@@ -922,7 +911,7 @@ class Simulation:
             log_start_offset=plog.log_start_offset,
             max_bytes=self.fetch_max_bytes,
             fetch_id=next(self.ids),
-            state_token=state.token,
+            state_token=broker.follower_token,
         )
         fetcher.in_flight = request.fetch_id
         self.send(broker.node_id, leader_id, request)
@@ -944,56 +933,49 @@ class Simulation:
             return  # an answer on a connection closed since, or a duplicate
         fetcher.in_flight = None
         state = broker.follower
-        if state is None or state.token != response.state_token:
+        if state is None or broker.follower_token != response.state_token:
             # follower_response: the role changed while the fetch was out.
             self.wake_fetcher(broker, leader_id, 0)
             return
         if not self.follower_response(broker, state, response):
             self.stats.fetch_errors += 1
-            state.backoff_until = self.now + FETCH_BACKOFF_MS
+            broker.fetch_backoff_until = self.now + FETCH_BACKOFF_MS
         if broker.follower is state and not state.failed:
             # The leader long-polls an empty fetch; here the follower waits instead.
             self.wake_fetcher(broker, leader_id, self.rng.randint(0, 2) if response.records else self.fetch_idle_ms)
 
     def follower_response(self, broker: SimBroker, state: FollowerState, response: FetchResponse) -> bool:
+        """ReplicaManager.follower_response: replica_core decides, this carries it out."""
         plog = broker.plog
-        error = response.error
-        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            leader_hw = response.high_watermark
-            if 0 <= leader_hw < plog.log_end_offset:
-                self.truncate(broker, leader_hw, "ahead of the leader")
-                return True
+        step = on_fetch_response(
+            response.error, response.diverging, response.high_watermark, response.log_start_offset, response.records, plog
+        )
+        if isinstance(step, Backoff):
             return False
-        if error != ErrorCode.NONE:
-            return False
-        diverging = response.diverging
-        if diverging is not None and (diverging[0] >= 0 or diverging[1] >= 0):
-            epoch, end_offset = diverging
-            truncation = truncation_for_divergence(
-                epoch,
-                end_offset,
-                plog.end_offset_for_epoch(epoch) if epoch >= 0 else (-1, -1),
-                plog.log_end_offset,
-                plog.high_watermark,
-            )
-            self.stats.divergences += 1
-            self.truncate(broker, truncation.offset, f"diverging epoch {diverging}")
+        if isinstance(step, Truncate):
+            if response.error == ErrorCode.NONE:
+                self.stats.divergences += 1
+            self.truncate(broker, step.offset, step.reason)
             return True
-        if response.records:
+        if isinstance(step, StartOver):
+            self.fail(f"broker {broker.node_id} told to start over at {step.offset}: no log here deletes records")
+        if step.records:
             start = plog.log_end_offset
             try:
-                appended = plog.append_as_follower(response.records)
+                appended = plog.append_as_follower(step.records)
             except AppendError as exc:
                 state.failed = True
                 self.fail(f"broker {broker.node_id} stopped replicating: a batch from leader {state.leader_id} failed its checks: {exc}")
             if appended:
                 self.read_back(broker, start)
-                fetched = [bytes(response.records[p : p + s]) for p, s, _ in iter_batches(response.records, allow_truncated_tail=True)]
+                fetched = [bytes(step.records[p : p + s]) for p, s, _ in iter_batches(step.records, allow_truncated_tail=True)]
                 if broker.mirror[start:] != fetched[: len(broker.mirror) - start]:
                     self.fail(f"broker {broker.node_id} holds other bytes than leader {state.leader_id} sent from {start}")
-        high_watermark = min(response.high_watermark, plog.log_end_offset)
-        if high_watermark > plog.high_watermark:
-            plog.high_watermark = high_watermark
+        marks = adopt_leader_marks(response.high_watermark, response.log_start_offset, plog)
+        if marks.high_watermark is not None:
+            plog.high_watermark = marks.high_watermark
+        if marks.delete_records_to is not None:
+            self.fail(f"broker {broker.node_id} told to delete records below {marks.delete_records_to}: no log here deletes records")
         return True
 
     # -- crashes -------------------------------------------------------------------
@@ -1016,6 +998,9 @@ class Simulation:
         broker.leader = None
         broker.leader_hw = None
         broker.follower = None
+        broker.follower_token = 0
+        broker.fetch_backoff_until = 0
+        broker.superseded_epoch = -1
         broker.metadata = None
         broker.purgatory = Purgatory()  # waiting produces are never answered
         broker.fetchers = {}

@@ -263,7 +263,7 @@ def test_cleaning_stops_at_the_high_watermark(logs):
     plog = logs.open()
     written = fill(plog, keys=2, rounds=30)
     bases = [s.base_offset for s in plog.segments]
-    plog.high_watermark = bases[2]  # as a follower's unreplicated tail would leave it
+    plog.reset_high_watermark(bases[2])  # as a follower's unreplicated tail would leave it
     result = clean_log(plog, T0 + DAY)
     assert result.first_uncleanable_offset == bases[2]
     assert result.first_dirty_offset == bases[2]

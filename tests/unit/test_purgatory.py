@@ -105,3 +105,17 @@ def test_every_operation_ends_exactly_once(steps):
         assert len(purgatory) == sum(1 for op in ops if not op.outcomes)
     purgatory.expire(now_ms + 10_000)
     assert all(len(op.outcomes) == 1 for op in ops)
+
+
+def test_operations_finished_through_one_key_do_not_pile_up_under_idle_ones():
+    """A long-polling fetch waits under all its partitions and is woken through one;
+    the idle partitions' lists must not keep every woken fetch alive."""
+    purgatory = Purgatory()
+    idle = [f"idle-{i}" for i in range(50)]
+    for _ in range(1000):
+        op = Op()
+        purgatory.add(op, ["busy", *idle], 10**9)
+        op.ready = True
+        assert purgatory.check("busy") == 1
+    assert len(purgatory) == 0
+    assert sum(len(v) for v in purgatory._watchers.values()) <= 64 + 51

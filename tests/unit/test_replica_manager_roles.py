@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from types import SimpleNamespace
 
+from broker.partition_watch import PartitionWatch
 from broker.replica_manager import HostedPartitions, ReplicaManager
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from storage.log import LogConfig, PartitionLog
@@ -30,7 +31,7 @@ def fake_broker(tmp_path, image):
         partition_log=lambda topic, partition: plog if (topic, partition) == ("t", 0) else None,
         logs=SimpleNamespace(logs={("t", 0): plog}, checkpointed_high_watermark=lambda topic, partition: None),
         topic_config=lambda topic: {},
-        partition_watch=SimpleNamespace(notify=lambda key: None),
+        partition_watch=PartitionWatch(),
     ), plog
 
 

@@ -364,14 +364,14 @@ def test_oversized_first_batch_is_returned_whole_unless_disabled(new_log):
 def test_read_never_returns_batches_at_or_past_the_high_watermark(new_log):
     plog = new_log()
     _three_batches(plog)
-    plog.high_watermark = 5  # batches [0-2], [3-4] committed; [5-8] not
+    plog.reset_high_watermark(5)  # batches [0-2], [3-4] committed; [5-8] not
     data = plog.read(0, 1 << 20)
     assert [h.base_offset for h in batch_headers(data)] == [0, 3]
     assert plog.read(5, 1 << 20) == b""
     assert plog.read(6, 1 << 20) == b""
-    plog.high_watermark = 4  # inside batch [3-4]: a batch *starting* below the HWM is returned
+    plog.reset_high_watermark(4)  # inside batch [3-4]: a batch *starting* below the HWM is returned
     assert [h.base_offset for h in batch_headers(plog.read(0, 1 << 20))] == [0, 3]
-    plog.high_watermark = 3
+    plog.reset_high_watermark(3)
     assert [h.base_offset for h in batch_headers(plog.read(0, 1 << 20))] == [0]
     assert plog.read(3, 1 << 20) == b""
     # An explicit upper bound works the same way.
@@ -538,7 +538,7 @@ def test_offset_for_timestamp_ignores_records_past_the_high_watermark(new_log):
     plog = new_log()
     plog.append(make_batch(2, ts=T0))
     plog.append(make_batch(2, ts=T0 + 100))
-    plog.high_watermark = 2
+    plog.reset_high_watermark(2)
     assert plog.offset_for_timestamp(T0 + 50) is None
     assert plog.offset_for_timestamp(T0) == (0, T0)
 
@@ -557,7 +557,7 @@ def test_max_timestamp_offset(new_log):
     assert plog.max_timestamp_offset() == (5, T0 + 95)
     # Records past the high watermark are not visible.
     plog.append(build_batch([(b"h", b"8", [], T0 + 999)]))
-    plog.high_watermark = 7
+    plog.reset_high_watermark(7)
     assert plog.max_timestamp_offset() == (5, T0 + 95)
 
 

@@ -195,7 +195,7 @@ def test_markers_above_the_high_watermark_are_left_alone(plog):
     plog.roll()
     plain(plog, ("d", "1"))
     plog.roll()
-    plog.high_watermark = abort_at  # the marker is not replicated yet
+    plog.reset_high_watermark(abort_at)  # the marker is not replicated yet
     assert plog.last_stable_offset == 1
     clean_log(plog, T0, force=True)
     # The aborted batch stays until its marker is below the high watermark.
