@@ -30,6 +30,7 @@ class Echo(asyncio.BufferedProtocol):
         self.limit_lease = None
         self.connections = connections
         self.listener_name = listener
+        self.sasl_enabled = False  # read by the TLS layer when it names a failed handshake's protocol
         self.last_active_s = 0.0
         self.peer = "?"
         self.transport = None
