@@ -43,11 +43,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from broker.kafka_client import KafkaClientConnection
 from controller.raft import wire
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-CREATE_TOPICS = APIS_BY_KEY[19]
-DESCRIBE_QUORUM = APIS_BY_KEY[55]
+CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
+DESCRIBE_QUORUM = APIS_BY_NAME["DescribeQuorum"]
 CT = struct_classes(CREATE_TOPICS.request)
 CLUSTER_ID = "YmVuY2htYXJrLWNsdXN0ZXI"
 

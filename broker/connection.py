@@ -63,6 +63,7 @@ from broker.tls import ANONYMOUS, peer_principal
 from controller.authorizer import kafka_host_address
 from protocol.exceptions import ProtocolError
 from protocol.framing import SIZE_PREFIX_BYTES, FrameReceiver, FrameTooLarge
+from protocol.registry import APIS_BY_NAME
 
 if TYPE_CHECKING:
 
@@ -80,7 +81,7 @@ PENDING_REQUESTS_MAX = 64
 # their answers (fsyncs, followers) at once; librdkafka and the Java client
 # send up to five at a time by default.
 PIPELINED_PRODUCES_MAX = 8
-PRODUCE_API_KEY = 0
+PRODUCE_API_KEY = APIS_BY_NAME["Produce"].key
 
 # Queued after the last request of a connection: end of stream, or shutdown.
 # Not an empty frame, which is a (malformed) request of its own.

@@ -37,14 +37,14 @@ from broker.quorum_controller import NotControllerError
 from controller.authorizer import AclOperation
 from controller.raft import wire
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
 from protocol.schema import struct_classes
 
-DESCRIBE_QUORUM_KEY = 55
-BROKER_REGISTRATION_KEY = 62
-BROKER_HEARTBEAT_KEY = 63
-ALLOCATE_PRODUCER_IDS_KEY = 67
-ALTER_PARTITION_KEY = 56
+DESCRIBE_QUORUM_KEY = APIS_BY_NAME["DescribeQuorum"].key
+BROKER_REGISTRATION_KEY = APIS_BY_NAME["BrokerRegistration"].key
+BROKER_HEARTBEAT_KEY = APIS_BY_NAME["BrokerHeartbeat"].key
+ALLOCATE_PRODUCER_IDS_KEY = APIS_BY_NAME["AllocateProducerIds"].key
+ALTER_PARTITION_KEY = APIS_BY_NAME["AlterPartition"].key
 _APID = struct_classes(APIS_BY_KEY[ALLOCATE_PRODUCER_IDS_KEY].response)
 _REG = struct_classes(APIS_BY_KEY[BROKER_REGISTRATION_KEY].response)
 _HB = struct_classes(APIS_BY_KEY[BROKER_HEARTBEAT_KEY].response)

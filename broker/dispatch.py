@@ -17,14 +17,13 @@ from typing import Any, Awaitable, Callable
 from broker.quotas import EXEMPT_API_KEYS
 from protocol.exceptions import ProtocolError
 from protocol.framing import decode_request, encode_response
-from protocol.headers import peek_request_header
+from protocol.headers import API_VERSIONS_KEY, peek_request_header
 from protocol.registry import APIS_BY_KEY
 from protocol.schema import Api
 
 log = logging.getLogger(__name__)
 ANONYMOUS = "User:ANONYMOUS"
 
-API_VERSIONS_KEY = 18
 
 
 @dataclass

@@ -33,7 +33,7 @@ import random
 from broker.kafka_client import KafkaClientConnection
 from controller.topic_commands import CreateTopicResult, CreateTopicSpec
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 # ListPartitionReassignments (46) only reads, but the controller answers it in
 # Kafka too: its view of running reassignments is the authoritative one.
 FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51})
-CREATE_TOPICS = APIS_BY_KEY[19]
-ALLOCATE_PRODUCER_IDS = APIS_BY_KEY[67]
+CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
+ALLOCATE_PRODUCER_IDS = APIS_BY_NAME["AllocateProducerIds"]
 CREATE_TOPICS_VERSION = 7
 # How long a forwarded request waits for a leader to answer (across a failover).
 FORWARD_TIMEOUT_MS = 15000

@@ -39,7 +39,7 @@ from broker.tls import client_context, tls_settings
 from protocol.client import RESPONSE_BYTES_MAX, ClientConnectionState, UndecodableResponse
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import Api
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 256 << 10
 
 
-SASL_HANDSHAKE = APIS_BY_KEY[17]
-SASL_AUTHENTICATE = APIS_BY_KEY[36]
+SASL_HANDSHAKE = APIS_BY_NAME["SaslHandshake"]
+SASL_AUTHENTICATE = APIS_BY_NAME["SaslAuthenticate"]
 # Before authentication a peer's answers are small (a SCRAM message, a mechanism list).
 SASL_RESPONSE_BYTES_MAX = 1 << 20
 # SCRAM takes two SaslAuthenticate rounds, PLAIN one: more is a misbehaving peer.

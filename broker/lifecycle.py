@@ -23,13 +23,13 @@ import uuid
 
 from broker.controller_listener import broker_heartbeat_response, broker_registration_response
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
 log = logging.getLogger(__name__)
 
-REGISTRATION = APIS_BY_KEY[62]
-HEARTBEAT = APIS_BY_KEY[63]
+REGISTRATION = APIS_BY_NAME["BrokerRegistration"]
+HEARTBEAT = APIS_BY_NAME["BrokerHeartbeat"]
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 _REG = struct_classes(REGISTRATION.request)

@@ -46,12 +46,12 @@ from broker.dispatch import AnswerLater
 from broker.http_server import MAX_HTTP_CONNECTIONS, HttpServer, application  # noqa: F401 (re-exported: this endpoint's limit)
 from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS
 from protocol.records import RECORDS_COUNT_OFFSET, RECORDS_OFFSET
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
 
 log = logging.getLogger(__name__)
 
-PRODUCE_KEY = 0
-FETCH_KEY = 1
+PRODUCE_KEY = APIS_BY_NAME["Produce"].key
+FETCH_KEY = APIS_BY_NAME["Fetch"].key
 
 # Upper bounds (seconds) of the request latency histograms: a Produce answered
 # from memory takes well under a millisecond, a long-polling Fetch waits up to

@@ -26,14 +26,14 @@ import time
 
 from broker.kafka_client import KafkaClientConnection
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from replication.fetch_session import FetchSessionBuilder
 from replication.throttle import FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS
 
 log = logging.getLogger(__name__)
 
-FETCH = APIS_BY_KEY[1]
+FETCH = APIS_BY_NAME["Fetch"]
 # v15+ names the follower in ReplicaState (with its broker epoch); v12+ carries
 # diverging epochs; v13+ topic ids. Our leaders serve up to 17.
 FETCH_VERSION = 17

@@ -42,7 +42,7 @@ from broker.replica_fetcher import ReplicaFetcher
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from controller.metadata.records import RESOURCE_BROKER
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from replication.delayed import DelayedDeleteRecords, DelayedProduce
 from replication.partition import IsrProposal, LeaderPartition
@@ -66,7 +66,7 @@ from storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
-ALTER_PARTITION = APIS_BY_KEY[56]
+ALTER_PARTITION = APIS_BY_NAME["AlterPartition"]
 ALTER_PARTITION_VERSION = 3
 _AP = struct_classes(ALTER_PARTITION.request)
 Key = tuple[str, int]

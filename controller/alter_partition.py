@@ -45,10 +45,10 @@ from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from controller.metadata.records import NO_LEADER, NO_LEADER_CHANGE, PARTITION_CHANGE_RECORD
 from controller.reassignment import assignment_fields, completed_reassignment
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
 
-ALTER_PARTITION_KEY = 56
+ALTER_PARTITION_KEY = APIS_BY_NAME["AlterPartition"].key
 _RESPONSE = struct_classes(APIS_BY_KEY[ALTER_PARTITION_KEY].response)
 
 LEADER_RECOVERY_STATE_RECOVERED = 0

@@ -33,10 +33,10 @@ from protocol.leader_offsets import (
     list_offsets_answers,
     list_offsets_request,
 )
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-METADATA = APIS_BY_KEY[3]
+METADATA = APIS_BY_NAME["Metadata"]
 METADATA_VERSION = 9
 _MD = struct_classes(METADATA.request)
 NO_LEADER = -1

@@ -41,10 +41,10 @@ from broker.authorization import TOPIC, TRANSACTIONAL_ID, allowed, cluster_allow
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[24]
+API = APIS_BY_NAME["AddPartitionsToTxn"]
 R = struct_classes(API.response)
 BROKER_VERSION_MIN = 4
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 from broker.authorization import MESSAGES, config_refusal, split_entries
 from controller.authorizer import AclOperation
 from controller.config_commands import OP_SET, ConfigChange, ConfigOp
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[33]
+API = APIS_BY_NAME["AlterConfigs"]
 R = struct_classes(API.response)
 
 

@@ -34,10 +34,10 @@ from broker.authorization import cluster_refusal, refuse_whole
 from broker.quorum_controller import NotControllerError
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[45]
+API = APIS_BY_NAME["AlterPartitionReassignments"]
 R = struct_classes(API.response)
 ALLOW_RF_CHANGE_VERSION = 1
 

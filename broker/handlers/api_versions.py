@@ -9,10 +9,10 @@ finalized features) is left empty: no feature flags are implemented yet.
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[18]
+API = APIS_BY_NAME["ApiVersions"]
 R = struct_classes(API.response)
 
 

@@ -36,10 +36,10 @@ from broker.quotas import THROTTLED_MESSAGE, mutation_quota
 from controller.authorizer import AclOperation
 from controller.topic_commands import CreatePartitionsSpec
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[37]
+API = APIS_BY_NAME["CreatePartitions"]
 R = struct_classes(API.response)
 
 

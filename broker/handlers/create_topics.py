@@ -35,10 +35,10 @@ from controller.metadata.image import TopicImage
 from controller.raft.wire import METADATA_TOPIC
 from controller.topic_commands import CreateTopicSpec
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
 
-API = APIS_BY_KEY[19]
+API = APIS_BY_NAME["CreateTopics"]
 R = struct_classes(API.response)
 CONFIGS_VERSION = 5
 AUTHORIZATION_FAILED = "Authorization failed."

@@ -25,11 +25,11 @@ from __future__ import annotations
 from broker.authorization import TOPIC, denied, split_entries
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from storage.append_checks import AppendError
 
-API = APIS_BY_KEY[21]
+API = APIS_BY_NAME["DeleteRecords"]
 R = struct_classes(API.response)
 
 

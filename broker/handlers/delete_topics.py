@@ -29,10 +29,10 @@ from broker.authorization import MESSAGES, TOPIC, allowed, split_entries
 from broker.quotas import THROTTLED_MESSAGE, mutation_quota
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
 
-API = APIS_BY_KEY[20]
+API = APIS_BY_NAME["DeleteTopics"]
 R = struct_classes(API.response)
 TOPIC_IDS_VERSION = 6
 _DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED

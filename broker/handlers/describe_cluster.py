@@ -22,10 +22,10 @@ from broker.authorization import CLUSTER, cluster_allowed, operations
 from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
 from controller.authorizer import CLUSTER_NAME, AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[60]
+API = APIS_BY_NAME["DescribeCluster"]
 R = struct_classes(API.response)
 
 ENDPOINT_BROKERS = 1

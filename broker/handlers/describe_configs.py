@@ -57,7 +57,7 @@ from controller.dynamic_broker_configs import HONOURED as DYNAMIC_HONOURED
 from controller.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from controller.topic_commands import topic_name_error
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from replication.throttle import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE, UNLIMITED_RATE
 from storage.topic_config import (
@@ -70,7 +70,7 @@ from storage.topic_config import (
     is_sensitive_config,
 )
 
-API = APIS_BY_KEY[32]
+API = APIS_BY_NAME["DescribeConfigs"]
 R = struct_classes(API.response)
 
 # DescribeConfigsResponse.ConfigSource ids.

@@ -18,10 +18,10 @@ from broker.authorization import operations as _operations
 from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, DELETE, DESCRIBE, READ, bitfield
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[15]
+API = APIS_BY_NAME["DescribeGroups"]
 R = struct_classes(API.response)
 GROUP_OPERATIONS = bitfield((READ, DESCRIBE, DELETE))
 

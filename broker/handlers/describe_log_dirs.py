@@ -26,10 +26,10 @@ import os
 from broker.authorization import cluster_allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[35]
+API = APIS_BY_NAME["DescribeLogDirs"]
 R = struct_classes(API.response)
 
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 from broker.authorization import MESSAGES, TOPIC, denied, split_entries
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[61]
+API = APIS_BY_NAME["DescribeProducers"]
 R = struct_classes(API.response)
 
 

@@ -17,9 +17,9 @@ from broker.controller_listener import describe_quorum_response
 from controller.authorizer import AclOperation
 from controller.raft import wire
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 
-API = APIS_BY_KEY[55]
+API = APIS_BY_NAME["DescribeQuorum"]
 log = logging.getLogger(__name__)
 
 

@@ -33,10 +33,10 @@ from broker.authorized_operations import TOPIC_OPERATIONS
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS, topic_name_error
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
 
-API = APIS_BY_KEY[75]
+API = APIS_BY_NAME["DescribeTopicPartitions"]
 R = struct_classes(API.response)
 
 

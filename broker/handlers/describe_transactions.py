@@ -18,10 +18,10 @@ from __future__ import annotations
 from broker.authorization import TOPIC, TRANSACTIONAL_ID, allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[65]
+API = APIS_BY_NAME["DescribeTransactions"]
 R = struct_classes(API.response)
 
 

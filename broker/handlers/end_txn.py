@@ -24,10 +24,10 @@ from __future__ import annotations
 from broker.authorization import TRANSACTIONAL_ID, allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[26]
+API = APIS_BY_NAME["EndTxn"]
 R = struct_classes(API.response)
 
 

@@ -54,13 +54,13 @@ import time
 from broker.authorization import TOPIC, allowed, cluster_allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
 from replication.fetch_session import FetchContext
 from replication.partition import diverging_epoch_for_fetch
 from replication.throttle import LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS
 
-API = APIS_BY_KEY[1]
+API = APIS_BY_NAME["Fetch"]
 R = struct_classes(API.response)
 READ_COMMITTED = 1
 

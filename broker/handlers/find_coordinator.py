@@ -22,10 +22,10 @@ from __future__ import annotations
 from broker.authorization import GROUP, TRANSACTIONAL_ID, allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[10]
+API = APIS_BY_NAME["FindCoordinator"]
 R = struct_classes(API.response)
 
 KEY_TYPE_GROUP = 0

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from broker.handlers.alter_configs import authorize_resources
 from controller.config_commands import ConfigChange, ConfigOp
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[44]
+API = APIS_BY_NAME["IncrementalAlterConfigs"]
 R = struct_classes(API.response)
 
 

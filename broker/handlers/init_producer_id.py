@@ -34,10 +34,10 @@ from broker.authorization import TRANSACTIONAL_ID, allowed, cluster_allowed
 from broker.quorum_controller import NotControllerError
 from controller.authorizer import AclOperation, ResourceType
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[22]
+API = APIS_BY_NAME["InitProducerId"]
 R = struct_classes(API.response)
 PRODUCER_ID_BLOCK_SIZE = 1000
 

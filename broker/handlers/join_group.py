@@ -19,10 +19,10 @@ from broker.authorization import GROUP, allowed
 from broker.groups.coordinator import JoinRequest
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[11]
+API = APIS_BY_NAME["JoinGroup"]
 R = struct_classes(API.response)
 
 

@@ -27,10 +27,10 @@ from broker.authorization import TOPIC, denied
 from broker.handlers.fetch import READ_COMMITTED
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[2]
+API = APIS_BY_NAME["ListOffsets"]
 R = struct_classes(API.response)
 
 LATEST = -1

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from broker.authorization import TRANSACTIONAL_ID, allowed
 from controller.authorizer import AclOperation
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[66]
+API = APIS_BY_NAME["ListTransactions"]
 R = struct_classes(API.response)
 
 

@@ -25,10 +25,10 @@ from broker.groups.service import OFFSETS_TOPIC
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS, CreateTopicSpec, topic_name_error
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
 
-API = APIS_BY_KEY[3]
+API = APIS_BY_NAME["Metadata"]
 R = struct_classes(API.response)
 
 

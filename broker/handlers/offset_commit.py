@@ -28,10 +28,10 @@ from broker.authorization import GROUP, TOPIC, allowed, denied
 from controller.authorizer import AclOperation
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[8]
+API = APIS_BY_NAME["OffsetCommit"]
 R = struct_classes(API.response)
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 from broker.authorization import GROUP, TOPIC, Partial, allowed, denied, refuse_whole, split_entries, with_fields
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[47]
+API = APIS_BY_NAME["OffsetDelete"]
 R = struct_classes(API.response)
 
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 from broker.authorization import GROUP, TOPIC, allowed, denied
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[9]
+API = APIS_BY_NAME["OffsetFetch"]
 R = struct_classes(API.response)
 
 

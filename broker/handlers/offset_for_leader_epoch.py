@@ -30,10 +30,10 @@ from __future__ import annotations
 from broker.authorization import TOPIC, cluster_allowed, denied, split_entries
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[23]
+API = APIS_BY_NAME["OffsetForLeaderEpoch"]
 R = struct_classes(API.response)
 
 def authorize(broker, ctx, request):

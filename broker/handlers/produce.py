@@ -71,10 +71,10 @@ from protocol.records import (
     TRANSACTIONAL_MASK,
     parse_batch_header,
 )
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[0]
+API = APIS_BY_NAME["Produce"]
 R = struct_classes(API.response)
 _VALID_ACKS = (-1, 0, 1)
 # What a failed verification answers a Produce with (Kafka's mapping): the

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from broker.security.sasl import AUTHENTICATE_AFTER_SUCCESS_MESSAGE
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 
-HANDSHAKE = APIS_BY_KEY[17]
-AUTHENTICATE = APIS_BY_KEY[36]
+HANDSHAKE = APIS_BY_NAME["SaslHandshake"]
+AUTHENTICATE = APIS_BY_NAME["SaslAuthenticate"]
 
 
 def register(dispatcher, broker) -> None:

@@ -38,10 +38,10 @@ from broker.authorization import GROUP, TOPIC, TRANSACTIONAL_ID, allowed, denied
 from controller.authorizer import AclOperation
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[28]
+API = APIS_BY_NAME["TxnOffsetCommit"]
 R = struct_classes(API.response)
 
 

@@ -29,10 +29,10 @@ from broker.authorization import cluster_allowed
 from broker.txn_markers import TxnMarker, write_markers_here
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API = APIS_BY_KEY[27]
+API = APIS_BY_NAME["WriteTxnMarkers"]
 R = struct_classes(API.response)
 
 

@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 
 from broker.security.mechanism import MechanismServer, SaslAuthenticationError
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.headers import API_VERSIONS_KEY
+from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
 
-SASL_HANDSHAKE_KEY = 17
-API_VERSIONS_KEY = 18
-SASL_AUTHENTICATE_KEY = 36
+SASL_HANDSHAKE_KEY = APIS_BY_NAME["SaslHandshake"].key
+SASL_AUTHENTICATE_KEY = APIS_BY_NAME["SaslAuthenticate"].key
 
 SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT = 524288  # Kafka's sasl.server.max.receive.size
 REAUTH_INTERVAL_MIN_MS = 1000  # KafkaChannel: at most one re-authentication start per second

@@ -25,14 +25,14 @@ import time
 from broker.kafka_client import ClientSecurity, KafkaClientConnection
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS = APIS_BY_KEY[27]
-ADD_PARTITIONS_TO_TXN = APIS_BY_KEY[24]
-API_VERSIONS = APIS_BY_KEY[18]
+WRITE_TXN_MARKERS = APIS_BY_NAME["WriteTxnMarkers"]
+ADD_PARTITIONS_TO_TXN = APIS_BY_NAME["AddPartitionsToTxn"]
+API_VERSIONS = APIS_BY_NAME["ApiVersions"]
 _MARKERS = struct_classes(WRITE_TXN_MARKERS.request)
 _ADD = struct_classes(ADD_PARTITIONS_TO_TXN.request)
 # AddPartitionsToTxn from v4 carries verify_only (sent by brokers).

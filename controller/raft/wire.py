@@ -41,7 +41,7 @@ from controller.raft.messages import (
 from controller.raft.node import QuorumInfo, ReplicaState
 from protocol.errors import ErrorCode
 from protocol.records import build_batch, decode_batch_records, iter_batches
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
 from protocol.schema import struct_classes
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -49,7 +49,9 @@ METADATA_PARTITION = 0
 # Kafka's fixed id of the metadata topic (Uuid(0, 1)).
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 
-FETCH_KEY, VOTE_KEY, BEGIN_QUORUM_EPOCH_KEY, END_QUORUM_EPOCH_KEY, DESCRIBE_QUORUM_KEY, FETCH_SNAPSHOT_KEY = 1, 52, 53, 54, 55, 59
+FETCH_KEY, VOTE_KEY, BEGIN_QUORUM_EPOCH_KEY, END_QUORUM_EPOCH_KEY, DESCRIBE_QUORUM_KEY, FETCH_SNAPSHOT_KEY = (
+    APIS_BY_NAME[name].key for name in ("Fetch", "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "DescribeQuorum", "FetchSnapshot")
+)
 
 # The versions this node sends.
 VOTE_VERSION = 2

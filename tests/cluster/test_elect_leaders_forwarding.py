@@ -18,12 +18,12 @@ pytest.importorskip("confluent_kafka")
 
 from broker.kafka_client import KafkaClientConnection  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402
-from protocol.registry import APIS_BY_KEY  # noqa: E402
+from protocol.registry import APIS_BY_NAME  # noqa: E402
 from protocol.schema import struct_classes  # noqa: E402
 from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster, wait_until  # noqa: E402
 from tests.cluster.test_leader_elections import BOUND_S, leader_away_from_preferred, start  # noqa: E402
 
-API = APIS_BY_KEY[43]
+API = APIS_BY_NAME["ElectLeaders"]
 Q = struct_classes(API.request)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from broker.kafka_client import KafkaClientConnection
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster, wait_until
 
@@ -20,7 +20,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
 
 PARTITIONS = 6
-OFFSET_FETCH = APIS_BY_KEY[9]
+OFFSET_FETCH = APIS_BY_NAME["OffsetFetch"]
 _OF = struct_classes(OFFSET_FETCH.request)
 
 
@@ -106,8 +106,8 @@ def test_members_bootstrapped_to_different_brokers_share_one_group(tmp_path):
         cluster.stop()
 
 
-FIND_COORDINATOR = APIS_BY_KEY[10]
-DESCRIBE_GROUPS = APIS_BY_KEY[15]
+FIND_COORDINATOR = APIS_BY_NAME["FindCoordinator"]
+DESCRIBE_GROUPS = APIS_BY_NAME["DescribeGroups"]
 _FC = struct_classes(FIND_COORDINATOR.request)
 _DG = struct_classes(DESCRIBE_GROUPS.request)
 

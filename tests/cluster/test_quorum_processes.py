@@ -21,7 +21,7 @@ import pytest
 from broker.kafka_client import KafkaClientConnection
 from controller.raft import wire
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from tests.conftest import PROJECT_ROOT, BrokerProcess
 
@@ -32,9 +32,9 @@ FETCH_TIMEOUT_MS = 1000
 SESSION_TIMEOUT_MS = 1500
 FAILOVER_BOUND_S = (FETCH_TIMEOUT_MS + 2 * ELECTION_TIMEOUT_MS) / 1000 + 4.0
 
-CREATE_TOPICS = APIS_BY_KEY[19]
-METADATA = APIS_BY_KEY[3]
-DESCRIBE_QUORUM = APIS_BY_KEY[55]
+CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
+METADATA = APIS_BY_NAME["Metadata"]
+DESCRIBE_QUORUM = APIS_BY_NAME["DescribeQuorum"]
 CT = struct_classes(CREATE_TOPICS.request)
 MD = struct_classes(METADATA.request)
 

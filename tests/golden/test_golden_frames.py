@@ -23,12 +23,12 @@ from crc32c import crc32c
 
 from protocol.framing import FrameSplitter, decode_request, decode_response, encode_request, encode_response
 from protocol.records import build_batch, decode_records
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-API_VERSIONS = APIS_BY_KEY[18]
-METADATA = APIS_BY_KEY[3]
-PRODUCE = APIS_BY_KEY[0]
+API_VERSIONS = APIS_BY_NAME["ApiVersions"]
+METADATA = APIS_BY_NAME["Metadata"]
+PRODUCE = APIS_BY_NAME["Produce"]
 
 
 def hexbytes(text: str) -> bytes:

@@ -17,7 +17,7 @@ from itertools import count
 from protocol.framing import decode_response, encode_request
 from protocol.primitives import INT32
 from protocol.records import decode_batch_records, iter_batches
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
 from protocol.schema import struct_classes
 
 CLIENTS = ("kafka-python", "confluent", "aiokafka")
@@ -349,13 +349,13 @@ async def _consume_aiokafka(bootstrap, topic, expected_count, partitions, start_
 
 # --------------------------------------------------------------------------- raw protocol
 
-API_VERSIONS = APIS_BY_KEY[18]
-METADATA = APIS_BY_KEY[3]
-PRODUCE = APIS_BY_KEY[0]
-FETCH = APIS_BY_KEY[1]
-LIST_OFFSETS = APIS_BY_KEY[2]
-CREATE_TOPICS = APIS_BY_KEY[19]
-DELETE_TOPICS = APIS_BY_KEY[20]
+API_VERSIONS = APIS_BY_NAME["ApiVersions"]
+METADATA = APIS_BY_NAME["Metadata"]
+PRODUCE = APIS_BY_NAME["Produce"]
+FETCH = APIS_BY_NAME["Fetch"]
+LIST_OFFSETS = APIS_BY_NAME["ListOffsets"]
+CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
+DELETE_TOPICS = APIS_BY_NAME["DeleteTopics"]
 
 REQ = {key: struct_classes(APIS_BY_KEY[key].request) for key in (0, 1, 2, 3, 18, 19, 20)}
 

@@ -13,7 +13,7 @@ import pytest
 
 from protocol.framing import decode_response, encode_request
 from protocol.records import CRC_OFFSET, build_batch
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from tests.interop._support import (
     API_VERSIONS,
     FETCH,
@@ -152,7 +152,7 @@ def test_truncated_frame_then_close_does_not_hurt_the_broker(shared_broker):
 def test_api_versions_too_new_is_answered_in_v0(shared_broker):
     with RawConnection(shared_broker) as conn:
         conn.send_bytes(encode_request(API_VERSIONS, 99, 777, "future-client", api_versions_body()))
-        correlation_id, body = decode_response(APIS_BY_KEY[18], 0, conn.read_frame())
+        correlation_id, body = decode_response(APIS_BY_NAME["ApiVersions"], 0, conn.read_frame())
     assert correlation_id == 777
     assert body.error_code == UNSUPPORTED_VERSION
     ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}

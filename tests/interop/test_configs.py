@@ -14,7 +14,7 @@ import time
 import pytest
 
 from protocol.records import build_batch
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from storage.topic_config import TOPIC_CONFIG_KEYS
 from tests.conftest import BrokerProcess
@@ -64,9 +64,9 @@ KAFKA_TOPIC_DEFAULTS = {
     "unclean.leader.election.enable": "false",
 }
 
-DESCRIBE = APIS_BY_KEY[32]
-ALTER = APIS_BY_KEY[33]
-INCREMENTAL = APIS_BY_KEY[44]
+DESCRIBE = APIS_BY_NAME["DescribeConfigs"]
+ALTER = APIS_BY_NAME["AlterConfigs"]
+INCREMENTAL = APIS_BY_NAME["IncrementalAlterConfigs"]
 DQ = struct_classes(DESCRIBE.request)
 AQ = struct_classes(ALTER.request)
 IQ = struct_classes(INCREMENTAL.request)

@@ -402,13 +402,13 @@ def test_groups_wait_until_enough_brokers_for_the_offsets_topic(broker_factory):
     says so once per interval, not once per request, and, as this node is its
     own quorum (no other broker can ever join), what to set."""
     from protocol.errors import ErrorCode
-    from protocol.registry import APIS_BY_KEY
+    from protocol.registry import APIS_BY_NAME
     from protocol.schema import struct_classes
     from tests.interop._support import RawConnection
 
     broker = broker_factory({"offsets.topic.replication.factor": "3"})
-    find_coordinator = APIS_BY_KEY[10]
-    metadata = APIS_BY_KEY[3]
+    find_coordinator = APIS_BY_NAME["FindCoordinator"]
+    metadata = APIS_BY_NAME["Metadata"]
     with RawConnection(broker.bootstrap) as connection:
         for _ in range(5):
             body = struct_classes(find_coordinator.request).FindCoordinatorRequest(key="g", key_type=0)

@@ -7,12 +7,12 @@ from kafka import KafkaConsumer
 from protocol.framing import decode_response, encode_request
 from protocol.primitives import INT32
 from protocol.records import build_batch
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-PRODUCE = APIS_BY_KEY[0]
-INIT = APIS_BY_KEY[22]
-CREATE = APIS_BY_KEY[19]
+PRODUCE = APIS_BY_NAME["Produce"]
+INIT = APIS_BY_NAME["InitProducerId"]
+CREATE = APIS_BY_NAME["CreateTopics"]
 
 
 def roundtrip(sock, api, version, correlation_id, body):

@@ -28,7 +28,7 @@ import time
 import pytest
 
 from protocol.records import build_batch
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offsets
 from tests.conftest import wait_until
 from tests.interop._support import (
@@ -43,7 +43,7 @@ from tests.interop._support import (
     unique_topic,
 )
 
-INIT_PRODUCER_ID = APIS_BY_KEY[22]
+INIT_PRODUCER_ID = APIS_BY_NAME["InitProducerId"]
 NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47

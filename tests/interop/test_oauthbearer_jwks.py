@@ -37,14 +37,14 @@ from broker.security.jwks import VALIDATOR_CLASSES
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response, encode_request
 from protocol.primitives import INT32
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from tests.conftest import BrokerProcess
 from tests.tls_certs import make_certs, openssl_or_skip
 
 TIMEOUT_S = 20
 AUDIENCE = "kafka-brokers"
 ISSUER = "https://issuer.test"
-HANDSHAKE, AUTHENTICATE = APIS_BY_KEY[17], APIS_BY_KEY[36]
+HANDSHAKE, AUTHENTICATE = APIS_BY_NAME["SaslHandshake"], APIS_BY_NAME["SaslAuthenticate"]
 
 
 class Keys:

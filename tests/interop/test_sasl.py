@@ -31,7 +31,7 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response, encode_request
 from protocol.primitives import INT32
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from tests.conftest import BrokerProcess
 from tests.tls_certs import make_certs, openssl_or_skip
 
@@ -48,7 +48,7 @@ MESSAGES = 20
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 SCRAM_USERS = {"SCRAM-SHA-256": ("bob", "bob-secret"), "SCRAM-SHA-512": ("carol", "carol-secret")}
 REAUTH_MS = 3000
-HANDSHAKE, AUTHENTICATE, PRODUCE = APIS_BY_KEY[17], APIS_BY_KEY[36], APIS_BY_KEY[0]
+HANDSHAKE, AUTHENTICATE, PRODUCE = APIS_BY_NAME["SaslHandshake"], APIS_BY_NAME["SaslAuthenticate"], APIS_BY_NAME["Produce"]
 
 
 def _plain_jaas() -> str:

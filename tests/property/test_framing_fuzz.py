@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from protocol.exceptions import ProtocolError, UnsupportedVersionError
 from protocol.framing import FrameReceiver, FrameSplitter, FrameTooLarge, decode_request, encode_request
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
 from tests.property.strategies import values_for
 
 SETTINGS = settings(
@@ -371,11 +371,11 @@ def test_seeded_mutation_sweep_raises_only_protocol_error():
     """A deterministic sweep over the golden-style frames: every single-byte value at every position."""
     from protocol.schema import struct_classes
 
-    api = APIS_BY_KEY[3]
+    api = APIS_BY_NAME["Metadata"]
     R = struct_classes(api.request)
     bases = [
         encode_request(api, 1, 2, "c", api.request.cls(topics=[R.MetadataRequestTopic(name="abc")]))[4:],
-        encode_request(APIS_BY_KEY[18], 3, 7, "test", APIS_BY_KEY[18].request.cls(client_software_name="p", client_software_version="1"))[4:],
+        encode_request(APIS_BY_NAME["ApiVersions"], 3, 7, "test", APIS_BY_NAME["ApiVersions"].request.cls(client_software_name="p", client_software_version="1"))[4:],
     ]
     decoded = 0
     total = 0

@@ -33,11 +33,11 @@ from controller.topic_commands import ClusterDefaults, CreateTopicSpec
 from protocol.codec import decode_struct, encode_struct
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response, encode_request
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
 from tests.quorum_harness import SingleVoterController
 
-API = APIS_BY_KEY[56]
+API = APIS_BY_NAME["AlterPartition"]
 Q = struct_classes(API.request)
 CLUSTER = "c1"
 TOPIC_ID = uuid.UUID(int=9)

@@ -12,10 +12,10 @@ import asyncio
 
 from broker.dispatch import AnswerLater, Dispatcher
 from protocol.framing import encode_request
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-DESCRIBE_CLUSTER = APIS_BY_KEY[60]
+DESCRIBE_CLUSTER = APIS_BY_NAME["DescribeCluster"]
 R = struct_classes(DESCRIBE_CLUSTER.response)
 
 

@@ -13,10 +13,10 @@ from broker.dispatch import AnswerLater, Dispatcher, _Timed
 from broker.quotas import REQUEST_PERCENTAGE, ClientQuotaManager
 from controller.metadata.image import quota_entity
 from protocol.framing import decode_response, encode_request
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
-DESCRIBE_CLUSTER = APIS_BY_KEY[60]
+DESCRIBE_CLUSTER = APIS_BY_NAME["DescribeCluster"]
 R = struct_classes(DESCRIBE_CLUSTER.response)
 
 

@@ -20,12 +20,12 @@ from controller.raft.node import ProposeResult
 from controller.topic_commands import ClusterDefaults
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response, encode_request
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from tests.unit.test_broker_lifecycle import apply, partition, registered, with_partition
 from tests.unit.test_leader_election import many_partitions
 
-API = APIS_BY_KEY[43]
+API = APIS_BY_NAME["ElectLeaders"]
 Q = struct_classes(API.request)
 DEFAULTS = ClusterDefaults(broker_ids=(1, 2, 3), num_partitions=1, replication_factor=3)
 EPOCH = 1

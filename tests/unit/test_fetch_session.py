@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from replication.fetch_session import (
     FINAL_EPOCH,
@@ -27,7 +27,7 @@ from replication.fetch_session import (
     next_epoch,
 )
 
-API = APIS_BY_KEY[1]
+API = APIS_BY_NAME["Fetch"]
 Q = struct_classes(API.request)
 R = struct_classes(API.response)
 EVICTION_MS = 1000

@@ -26,17 +26,17 @@ from controller.reassignment import (
 )
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response, encode_request
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from tests.unit.test_alter_partition import TOPIC_ID, apply, brokers, partition_record
 from tests.unit.test_alter_partition import part as alter_partition_data
 from tests.unit.test_elect_leaders_controller import DEFAULTS, active_controller
 
-ALTER = APIS_BY_KEY[45]
-LIST = APIS_BY_KEY[46]
+ALTER = APIS_BY_NAME["AlterPartitionReassignments"]
+LIST = APIS_BY_NAME["ListPartitionReassignments"]
 AQ = struct_classes(ALTER.request)
 LQ = struct_classes(LIST.request)
-AP = struct_classes(APIS_BY_KEY[56].request)
+AP = struct_classes(APIS_BY_NAME["AlterPartition"].request)
 
 
 def topic_t(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1, *, broker_ids=(1, 2, 3, 4, 5), fenced=(), **extra):

@@ -15,13 +15,13 @@ from broker.security.sasl import SaslState
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response, encode_request
 from protocol.primitives import INT32
-from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
+from protocol.registry import APIS_BY_NAME
 from protocol.scram import ScramMechanism, credential_from_password
 
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="b0b";'
 OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-HANDSHAKE, AUTHENTICATE, API_VERSIONS = APIS_BY_KEY[17], APIS_BY_KEY[36], APIS_BY_KEY[18]
-METADATA, PRODUCE, FIND_COORDINATOR = APIS_BY_KEY[3], APIS_BY_KEY[0], APIS_BY_KEY[10]
+HANDSHAKE, AUTHENTICATE, API_VERSIONS = APIS_BY_NAME["SaslHandshake"], APIS_BY_NAME["SaslAuthenticate"], APIS_BY_NAME["ApiVersions"]
+METADATA, PRODUCE, FIND_COORDINATOR = APIS_BY_NAME["Metadata"], APIS_BY_NAME["Produce"], APIS_BY_NAME["FindCoordinator"]
 NOW_MS = 1_700_000_000_000
 
 

@@ -21,7 +21,7 @@ from broker.transactions.service import TXN_TOPIC, TransactionService
 from controller.metadata.image import BrokerRegistration, Endpoint, MetadataImage, PartitionImage, TopicImage
 from controller.topic_commands import CreateTopicResult
 from protocol.errors import ErrorCode
-from protocol.registry import APIS_BY_KEY
+from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from protocol.transaction_state import TxnState, partition_for
 from storage.log import LogConfig, PartitionLog
@@ -385,7 +385,7 @@ class Peer:
         self.marker_requests = []
         self.verify_requests = []
         self.marker_error = marker_error
-        markers_api, add_api = APIS_BY_KEY[27], APIS_BY_KEY[24]
+        markers_api, add_api = APIS_BY_NAME["WriteTxnMarkers"], APIS_BY_NAME["AddPartitionsToTxn"]
         M, A = struct_classes(markers_api.response), struct_classes(add_api.response)
 
         async def write_txn_markers(ctx, request):
