@@ -7,6 +7,10 @@ returns the exit code. Errors are one line on stderr, ``pybroker <command>:
 <what was wrong>``, with exit code 1 when the broker refused or the named
 thing does not exist and 2 for usage and connection problems (the
 ``exit_code`` of the ToolError raised).
+
+A little past 700 lines: the parsers of every admin subcommand sit together so
+that their shared options read alike; the tools move into their own
+sub-package with the broker's layout change, which splits this file by tool.
 """
 
 from __future__ import annotations
