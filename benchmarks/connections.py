@@ -38,7 +38,7 @@ CONNECT_BATCH = 64
 # Time for the broker to notice closed connections and let go of them.
 SETTLE_TIMEOUT_S = 60
 # After they are gone: the broker gives freed memory back to the system a
-# second after a burst of closes (broker.connection._HeapTrimmer).
+# second after a burst of closes (broker.net.connection._HeapTrimmer).
 AFTER_CLOSE_S = 2.5
 
 

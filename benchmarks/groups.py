@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.produce_consume import start_broker
-from broker.group_tool import KafkaConnection, parse_bootstrap
+from broker.tools.groups import KafkaConnection, parse_bootstrap
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 

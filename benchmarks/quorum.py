@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from broker.kafka_client import KafkaClientConnection
+from broker.net.node_client import KafkaClientConnection
 from controller.raft import wire
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -231,7 +231,7 @@ def bench_topics(count: int) -> None:
 def bench_replay(total: int) -> None:
     from metadata_replay import LogBuilder
 
-    from broker.quorum_controller import QuorumController
+    from broker.controller_node.quorum_controller import QuorumController
     from controller.metadata.records import encode_record
     from controller.metadata.snapshot_file import decode_snapshot_file, encode_snapshot_file
     from controller.raft.disk_log import DiskRaftLog

@@ -19,26 +19,26 @@ from broker.config import (
     ConfigError,
     format_broker_value,
 )
-from broker.connection import KafkaConnection, RequestMemoryBudget
-from broker.connection_gate import ConnectionGate
-from broker.connection_limits import ConnectionLimits
-from broker.controller_listener import build_controller_dispatcher
-from broker.dispatch import Dispatcher
-from broker.flusher import GroupFlusher
-from broker.forwarding import FORWARDED_API_KEYS, ControllerChannel
-from broker.groups.service import GroupService
-from broker.http_endpoints import EndpointUnavailable, HttpEndpoints
-from broker.kafka_client import KafkaClientConnection
+from broker.controller_node.forwarding import FORWARDED_API_KEYS, ControllerChannel
+from broker.controller_node.listener import build_controller_dispatcher
+from broker.controller_node.quorum_controller import QuorumController
+from broker.controller_node.raft_driver import RaftDriver
+from broker.coordinators.groups.service import GroupService
+from broker.coordinators.transactions.service import TransactionService
+from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
 from broker.loop_monitor import LoopMonitor
-from broker.partition_watch import PartitionWatch
-from broker.quorum_controller import QuorumController
-from broker.raft_driver import RaftDriver
-from broker.replica_manager import ReplicaManager
-from broker.sasl_listener import sasl_listeners
-from broker.security_setup import ListenerTls, node_security_of
-from broker.tls import TLSAcceptor
-from broker.transactions.service import TransactionService
+from broker.net.connection import KafkaConnection, RequestMemoryBudget
+from broker.net.dispatch import Dispatcher
+from broker.net.gate import ConnectionGate
+from broker.net.limits import ConnectionLimits
+from broker.net.node_client import KafkaClientConnection
+from broker.net.sasl_listener import sasl_listeners
+from broker.net.security_setup import ListenerTls, node_security_of
+from broker.net.tls import TLSAcceptor
+from broker.replica.flusher import GroupFlusher
+from broker.replica.manager import ReplicaManager
+from broker.replica.partition_watch import PartitionWatch
 from controller.authorizer import StandardAuthorizer, parse_super_users
 from controller.metadata.image import MetadataImage, TopicImage
 from controller.metadata.records import RESOURCE_BROKER
@@ -305,7 +305,7 @@ class Broker:
         return topic_defaults_from([image.configs_of(RESOURCE_BROKER, str(self.node_id)), image.broker_configs, static])
 
     def _apply_dynamic_tls(self, image: MetadataImage) -> None:
-        """This broker's dynamic listener TLS keys (per broker only, as Kafka) -> new contexts (broker/security_setup.py)."""
+        """This broker's dynamic listener TLS keys (per broker only, as Kafka) -> new contexts (broker/net/security_setup.py)."""
         self.listener_tls.apply_dynamic(image.configs_of(RESOURCE_BROKER, str(self.node_id)))
 
     def topic_config(self, topic: TopicImage) -> dict:
@@ -589,7 +589,7 @@ class Broker:
         def context():
             return self.listener_tls[listener.name][0]
 
-        if dispatcher is self.dispatcher:  # client listeners: connection limits first (broker/connection_gate.py)
+        if dispatcher is self.dispatcher:  # client listeners: connection limits first (broker/net/gate.py)
             factory = self.connection_gate.protocol_factory(listener.name, new, tls and context)
         else:
             factory = new if tls is None else lambda: TLSAcceptor(new(), context())

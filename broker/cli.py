@@ -17,24 +17,24 @@ readable form (like Kafka's kafka-dump-log.sh); see storage/FORMAT.md, "Tools".
 
 ``pybroker groups [--bootstrap-server HOST:PORT] list|describe GROUP`` lists
 consumer groups and shows one's members, assignments, committed offsets and
-lag per partition (like kafka-consumer-groups.sh); see broker/group_tool.py.
+lag per partition (like kafka-consumer-groups.sh); see broker/tools/groups.py.
 ``--reset-offsets``, ``--delete`` and ``--delete-offsets`` are in
 broker/tools/group_admin.py.
 
 ``pybroker transactions --bootstrap-server HOST:PORT list|describe|describe-producers|abort``
 lists and describes transactions and aborts one left hanging on a partition
-(like kafka-transactions.sh); see broker/transactions_tool.py.
+(like kafka-transactions.sh); see broker/tools/transactions.py.
 
 ``pybroker storage format|info|random-uuid`` prepares log directories for a
 multi-node cluster (like kafka-storage.sh); see storage/meta_properties.py.
 
 ``pybroker metadata-quorum (--bootstrap-server|--bootstrap-controller) HOST:PORT
 describe --status|--replication`` shows the metadata quorum (like
-kafka-metadata-quorum.sh); see broker/quorum_tool.py.
+kafka-metadata-quorum.sh); see broker/tools/metadata_quorum.py.
 
 ``pybroker reassign --bootstrap-server HOST:PORT --execute|--verify|--cancel
 --reassignment-json-file FILE`` moves partitions to other brokers (like
-kafka-reassign-partitions.sh); see broker/reassign_tool.py.
+kafka-reassign-partitions.sh); see broker/tools/reassign.py.
 
 ``pybroker topics|configs|console-producer|console-consumer|get-offsets|delete-records``
 are the admin tools of kafka-topics.sh, kafka-configs.sh and friends; see
@@ -42,7 +42,7 @@ broker/tools/commands.py. Every tool that talks to brokers takes
 ``--command-config FILE`` (TLS, SASL; broker/tools/client.py).
 
 ``pybroker dev-cluster --nodes N`` runs a local cluster of combined nodes as
-child processes until Ctrl-C; see broker/dev_cluster.py.
+child processes until Ctrl-C; see broker/tools/dev_cluster.py.
 
 ``pybroker healthcheck --bootstrap-server HOST:PORT`` exits 0 when the broker
 answers and lists itself among the live brokers (the Docker image's
@@ -177,8 +177,8 @@ def cmd_dump_log(args) -> int:
 
 
 def cmd_groups(args) -> int:
-    from broker.group_tool import GroupTool, ToolError, print_descriptions
     from broker.tools.commands import cmd_group_admin, group_usage_error, settings_of
+    from broker.tools.groups import GroupTool, ToolError, print_descriptions
 
     problem = group_usage_error(args)
     if problem is not None:
@@ -216,7 +216,7 @@ def cmd_groups(args) -> int:
 def cmd_transactions(args) -> int:
     from broker.tools.client import ToolError
     from broker.tools.commands import settings_of
-    from broker.transactions_tool import TransactionsTool, table
+    from broker.tools.transactions import TransactionsTool, table
 
     tool = None
     try:
@@ -268,9 +268,9 @@ def cmd_transactions(args) -> int:
 def cmd_metadata_quorum(args) -> int:
     import time
 
-    from broker.quorum_tool import describe_quorum, format_replication, format_status
     from broker.tools.client import ToolError
     from broker.tools.commands import settings_of
+    from broker.tools.metadata_quorum import describe_quorum, format_replication, format_status
 
     bootstrap = args.bootstrap_controller or args.bootstrap_server
     try:
@@ -292,9 +292,9 @@ def cmd_metadata_quorum(args) -> int:
 
 
 def cmd_reassign(args) -> int:
-    from broker.reassign_tool import ReassignTool, parse_reassignment_json
     from broker.tools.client import ToolError
     from broker.tools.commands import settings_of
+    from broker.tools.reassign import ReassignTool, parse_reassignment_json
 
     def fail(message: str) -> int:
         print(f"pybroker reassign: {message}", file=sys.stderr)
@@ -363,7 +363,7 @@ def healthcheck(bootstrap: str, timeout_s: float, node_id: int | None, settings=
     does not say which broker answered, so "itself" is ``node_id`` when known;
     otherwise the broker advertising the port it was reached on, or the only
     broker of a single-node cluster."""
-    from broker.group_tool import KafkaConnection, ToolError, parse_bootstrap
+    from broker.tools.groups import KafkaConnection, ToolError, parse_bootstrap
     from protocol.errors import ErrorCode
 
     host, port = parse_bootstrap(bootstrap)
@@ -394,7 +394,7 @@ def healthcheck(bootstrap: str, timeout_s: float, node_id: int | None, settings=
 
 
 def cmd_healthcheck(args) -> int:
-    from broker.group_tool import ToolError
+    from broker.tools.groups import ToolError
 
     node_id = args.node_id
     if node_id is None and os.environ.get("KAFKA_NODE_ID", "").strip().isdigit():
@@ -744,7 +744,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_commands.add_parser("random-uuid", help="print a new cluster id")
     storage.set_defaults(func=cmd_storage)
     register_admin_commands(commands)
-    from broker.dev_cluster import register as register_dev_cluster
+    from broker.tools.dev_cluster import register as register_dev_cluster
 
     register_dev_cluster(commands)
     add_version_flags(parser)

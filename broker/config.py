@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 # DescribeConfigs' type names and descriptions of the keys, re-exported from here.
 from broker.config_info import BROKER_CONFIG_INFO  # noqa: F401
-from broker.connection_limits import LimitSettings, limit_settings
+from broker.net.limits import LimitSettings, limit_settings
 from controller.authorizer import parse_super_users
 from controller.raft.node import RaftConfig
 from controller.raft.quorum_config import (
@@ -183,7 +184,7 @@ def parse_listeners(key: str, raw: str) -> list[Listener]:
 
 @dataclass(frozen=True)
 class MetricsListener:
-    """``metrics.listener`` (broker/metrics.py): where Prometheus scrapes; empty host: every interface."""
+    """``metrics.listener`` (broker/http/metrics.py): where Prometheus scrapes; empty host: every interface."""
 
     host: str
     port: int
@@ -216,7 +217,7 @@ INT32_MAX = 2**31 - 1
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's default: a listener named after a protocol speaks it.
 DEFAULT_SECURITY_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
-# Kafka's TLS keys, read by broker/tls.py. They are kept apart from the other
+# Kafka's TLS keys, read by broker/net/tls.py. They are kept apart from the other
 # keys (BrokerConfig.ssl), so that DescribeConfigs never sees key material.
 SSL_KEYS = frozenset(
     {
@@ -229,14 +230,14 @@ SSL_KEYS = frozenset(
     }
 )
 _LISTENER_SSL_KEY = re.compile(r"listener\.name\.([^.]+)\.(ssl\..+)")
-# A SASL listener's own keys, read by broker/sasl_listener.py: its mechanisms,
+# A SASL listener's own keys, read by broker/net/sasl_listener.py: its mechanisms,
 # and per mechanism its JAAS entry (PLAIN passwords: kept out of
 # DescribeConfigs with the TLS keys) and session lifetime.
 _LISTENER_SASL_KEY = re.compile(
     r"listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|[^.]+\.sasl\.jaas\.config|[^.]+\.connections\.max\.reauth\.ms"
     r"|[^.]+\.sasl\.server\.callback\.handler\.class)"
 )
-# A listener's own connection limits (broker/connection_limits.py).
+# A listener's own connection limits (broker/net/limits.py).
 _LISTENER_LIMIT_KEY = re.compile(r"listener\.name\.[^.]+\.max\.(connections|connection\.creation\.rate)")
 
 
@@ -277,7 +278,7 @@ _KEYS = [
     # Kafka's default -1 (any value <= 0): no bound on the request bytes
     # received and not yet answered; otherwise at least socket.request.max.bytes.
     ConfigKey("queued.max.request.bytes", _int_parser(), -1),
-    # Connection limits (broker/connection_limits.py), Kafka's names and defaults (no limit);
+    # Connection limits (broker/net/limits.py), Kafka's names and defaults (no limit);
     # listener.name.<l>.max.connections and .max.connection.creation.rate too.
     ConfigKey("max.connections", _int_parser(0, INT32_MAX), INT32_MAX),
     ConfigKey("max.connections.per.ip", _int_parser(0, INT32_MAX), INT32_MAX),
@@ -368,7 +369,7 @@ _KEYS = [
     # KIP-392: unset means consumers read from leaders; Kafka's rack-aware
     # selector is the one implementation pybroker has.
     ConfigKey("replica.selector.class", _choice_parser(RACK_AWARE_REPLICA_SELECTOR), None),
-    # SASL listeners (broker/sasl_listener.py), Kafka's names and defaults.
+    # SASL listeners (broker/net/sasl_listener.py), Kafka's names and defaults.
     # GSSAPI, Kafka's default mechanism, is not served: a SASL listener must name its mechanisms.
     ConfigKey("sasl.enabled.mechanisms", _list, ["GSSAPI"]),
     ConfigKey("connections.max.reauth.ms", _int_parser(0), 0),
@@ -390,17 +391,17 @@ _KEYS = [
     ConfigKey("sasl.oauthbearer.scope.claim.name", _string, "scope"),
     ConfigKey("sasl.oauthbearer.sub.claim.name", _string, "sub"),
     ConfigKey("sasl.oauthbearer.clock.skew.seconds", _int_parser(0, INT32_MAX), 30),
-    # Prometheus metrics (broker/metrics.py): off unless metrics.listener is set; the
+    # Prometheus metrics (broker/http/metrics.py): off unless metrics.listener is set; the
     # series caps bound what a scrape returns, however many topics and groups there are.
     ConfigKey("metrics.listener", parse_metrics_listener, None),
     ConfigKey("metrics.topic.series.max", _int_parser(0, INT32_MAX), 1000),
     ConfigKey("metrics.group.series.max", _int_parser(0, INT32_MAX), 10000),
-    # The web console (broker/console/): off unless console.listener is set; read-only
+    # The web console (broker/http/console/): off unless console.listener is set; read-only
     # refuses every form that changes the cluster; the lag graphs keep this much history.
     ConfigKey("console.listener", parse_metrics_listener, None),
     ConfigKey("console.read.only", _parse_bool, False),
     ConfigKey("console.lag.history.ms", _int_parser(10_000, 86_400_000), 900_000),
-    # The REST proxy (broker/rest/): off unless rest.listener is set. BASIC checks HTTP
+    # The REST proxy (broker/http/rest/): off unless rest.listener is set. BASIC checks HTTP
     # basic credentials against the PLAIN users of rest.authentication.listener's JAAS config.
     ConfigKey("rest.listener", parse_metrics_listener, None),
     ConfigKey("rest.authentication.method", _choice_parser("NONE", "BASIC"), "NONE"),
@@ -411,7 +412,7 @@ _KEYS = [
     ConfigKey("authorizer.class.name", _string, None),
     ConfigKey("super.users", _string, None),
     ConfigKey("allow.everyone.if.no.acl.found", _parse_bool, False),
-    # Client quotas (broker/quotas.py): rates are measured over this many samples of this many seconds.
+    # Client quotas (broker/net/quotas.py): rates are measured over this many samples of this many seconds.
     ConfigKey("quota.window.num", _int_parser(1, INT32_MAX), 11),
     ConfigKey("quota.window.size.seconds", _int_parser(1, INT32_MAX), 1),
     # controller_mutation_rate: a token bucket whose burst is the quota over this many samples of this length.
@@ -459,12 +460,12 @@ def format_broker_value(value: Any) -> str | None:
 class BrokerConfig:
     values: dict[str, Any]
     explicit: dict[str, str] = field(default_factory=dict)
-    # The ssl.* and listener.name.<name>.ssl.* keys as given (broker/tls.py reads them).
+    # The ssl.* and listener.name.<name>.ssl.* keys as given (broker/net/tls.py reads them).
     ssl: dict[str, str] = field(default_factory=dict)
     # Listener name -> security protocol (listener.security.protocol.map with Kafka's defaults).
     security_protocols: dict[str, str] = field(default_factory=dict)
     # The listener.name.<name>.sasl.enabled.mechanisms and .<mechanism>.sasl.jaas.config
-    # / .connections.max.reauth.ms keys as given (broker/sasl_listener.py reads them).
+    # / .connections.max.reauth.ms keys as given (broker/net/sasl_listener.py reads them).
     sasl: dict[str, str] = field(default_factory=dict)
     # max.connections* and the creation rates, with the listener.name.<l>.* forms (load_config).
     connection_limits: LimitSettings = field(default_factory=LimitSettings)
@@ -676,13 +677,22 @@ def load_config(overrides: dict[str, str], *, base_dir: Path | None = None, warn
 
 
 def _connection_limits(values: dict[str, Any], limit_values: dict[str, str], warn: Callable[[str], None]) -> LimitSettings:
-    """The connection limits, by Kafka's rules (broker/connection_limits.limit_settings)."""
+    """The connection limits, by Kafka's rules (broker/net/limits.limit_settings)."""
     try:
         return limit_settings(
-            values, limit_values, [l.name for l in values["listeners"]], _inter_broker_listener(values), warn
+            values, limit_values, [l.name for l in values["listeners"]], _inter_broker_listener(values), warn, _resolve_host
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _resolve_host(host: str) -> list[str]:
+    """Every address a host name in max.connections.per.ip.overrides names, resolved once
+    as the configuration is read (as Kafka does); none when it does not resolve."""
+    try:
+        return sorted({info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)})
+    except OSError:
+        return []
 
 
 def _security_protocols(values: dict[str, Any], explicit: bool) -> dict[str, str]:

@@ -343,8 +343,8 @@ def healthcheck_listener(config) -> tuple[str, int, str, bool]:
 
 def healthcheck(config_file: Path, *, timeout_s: float, command_config: str | None = None) -> str:
     """One line saying the node is healthy; ContainerError (one line) when it is not."""
-    from broker.group_tool import KafkaConnection, ToolError
     from broker.tools.client import load_settings
+    from broker.tools.groups import KafkaConnection, ToolError
 
     if not Path(config_file).exists():
         raise ContainerError(f"{config_file} does not exist: the node has not been started by the entrypoint")

@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 
-from broker.controller_listener import broker_heartbeat_response, broker_registration_response
+from broker.controller_node.listener import broker_heartbeat_response, broker_registration_response
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes

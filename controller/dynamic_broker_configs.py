@@ -30,7 +30,7 @@ the listener TLS keys of ``is_listener_tls_config``):
   checks only what needs no file (a listener name, a non-empty value, PEM
   text, none/requested/required); the broker they name loads the files when
   its image has them and keeps serving the old certificate, with one logged
-  line, when they cannot be loaded (broker/security_setup.py). A SET of one
+  line, when they cannot be loaded (broker/net/security_setup.py). A SET of one
   of these keys is written even when the value is unchanged: that is how a
   file rotated at the same path is re-read. The unprefixed ``ssl.*`` forms
   answer Kafka's "These security configs can be dynamically updated only

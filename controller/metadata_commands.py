@@ -1,7 +1,7 @@
 """The controller's commands as pure functions of an image: (image, command) -> (results, records).
 
 Nothing here writes: the caller (the active controller, see
-``broker/quorum_controller.py``) proposes the records to the Raft quorum and answers the request only
+``broker/controller_node/quorum_controller.py``) proposes the records to the Raft quorum and answers the request only
 when they are committed. A request naming several topics or resources plans
 each against the image the earlier ones left, and all their records go into
 one batch, so a request applies whole or not at all.

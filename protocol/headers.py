@@ -5,7 +5,9 @@ from __future__ import annotations
 from protocol.codec import decode_struct, encode_struct
 from protocol.exceptions import ProtocolError
 from protocol.primitives import INT16, INT32
-from protocol.schema import INT16 as T_INT16, INT32 as T_INT32, STRING, DataMessage, F
+from protocol.schema import INT16 as T_INT16
+from protocol.schema import INT32 as T_INT32
+from protocol.schema import STRING, DataMessage, F
 
 REQUEST_HEADER = DataMessage(
     "RequestHeader",

@@ -2,7 +2,7 @@
 
 A produce or DeleteRecords holds the leader state it was made under and asks
 ``is_current`` whether that is still this broker's leadership of the
-partition. Each answers through ``resolve``, exactly once. The shell (broker/replica_manager.py) resolves
+partition. Each answers through ``resolve``, exactly once. The shell (broker/replica/manager.py) resolves
 asyncio futures with them, the replication simulation its produce answers.
 """
 

@@ -3,7 +3,7 @@
 An acks=all produce waits until the high watermark passes its batch, a
 DeleteRecords until every replica's log start passed its offset, a
 long-polling fetch for data (replication/delayed.py; the broker drives one
-purgatory for all of them, broker/partition_watch.py). Each waiting
+purgatory for all of them, broker/replica/partition_watch.py). Each waiting
 operation is *watched* under the keys (partitions) whose progress may
 complete it; when a key moves, the owner calls :meth:`Purgatory.check` and the operations watched there re-test
 themselves. Deadlines live in one heap, so a thousand waiting requests cost

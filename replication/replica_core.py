@@ -1,7 +1,7 @@
 """A replica's decisions, as pure rules returning effects (the leader's own rules
 are replication/partition.py's).
 
-The broker's shell (broker/replica_manager.py) and the replication simulation
+The broker's shell (broker/replica/manager.py) and the replication simulation
 (tests/sim/test_replication_simulation.py) both call these and carry out what
 they return: the role a new metadata image gives this broker; on the follower
 side the truncations, the append and the marks adopted from the leader; and

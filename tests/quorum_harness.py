@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.quorum_controller import QuorumController
-from broker.raft_driver import RaftDriver
+from broker.controller_node.quorum_controller import QuorumController
+from broker.controller_node.raft_driver import RaftDriver
 from controller.raft.disk_log import DiskRaftLog
 from controller.raft.node import RaftConfig
 from controller.raft.quorum_state_store import QuorumStateStore

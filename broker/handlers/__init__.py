@@ -6,7 +6,7 @@ what ApiVersions advertises.
 
 from __future__ import annotations
 
-from broker.dispatch import Dispatcher
+from broker.net.dispatch import Dispatcher
 
 
 def register_all(dispatcher: Dispatcher, broker) -> None:
@@ -14,7 +14,7 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
     (not imported: the application imports the handlers, never the reverse).
     The broker's client quotas (``broker.quotas``, made here when the broker has
     none) are the dispatcher's too: it throttles every API by them."""
-    from broker.quotas import ClientQuotaManager
+    from broker.net.quotas import ClientQuotaManager
 
     if getattr(broker, "quotas", None) is None:
         broker.quotas = ClientQuotaManager(

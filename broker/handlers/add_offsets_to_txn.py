@@ -16,7 +16,7 @@ GROUP_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, TRANSACTIONAL_ID, allowed
+from broker.security.authorization import GROUP, TRANSACTIONAL_ID, allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.authorization import TOPIC, TRANSACTIONAL_ID, allowed, cluster_allowed, denied
+from broker.security.authorization import TOPIC, TRANSACTIONAL_ID, allowed, cluster_allowed, denied
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode

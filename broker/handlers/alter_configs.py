@@ -23,7 +23,7 @@ on. A resource given twice is left to the handler's INVALID_REQUEST.
 
 from __future__ import annotations
 
-from broker.authorization import MESSAGES, config_refusal, split_entries
+from broker.security.authorization import MESSAGES, config_refusal, split_entries
 from controller.authorizer import AclOperation
 from controller.config_commands import OP_SET, ConfigChange, ConfigOp
 from protocol.registry import APIS_BY_NAME

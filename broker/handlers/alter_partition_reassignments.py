@@ -3,7 +3,7 @@
 Moves partitions to new replicas (KIP-455), or cancels a move. The plan is the
 active controller's (controller/reassignment.py, Kafka's
 ReplicationControlManager.alterPartitionReassignments): a broker forwards the
-request there (broker/forwarding.py), and the answer comes once the
+request there (broker/controller_node/forwarding.py), and the answer comes once the
 PartitionChangeRecords are committed. A partition's ``replicas`` is the target
 list; null cancels the running reassignment (NO_REASSIGNMENT_IN_PROGRESS when
 there is none). Per partition: UNKNOWN_TOPIC_OR_PARTITION,
@@ -30,8 +30,8 @@ and every partition answer CLUSTER_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from broker.authorization import cluster_refusal, refuse_whole
-from broker.quorum_controller import NotControllerError
+from controller.errors import NotControllerError
+from broker.security.authorization import cluster_refusal, refuse_whole
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -3,11 +3,11 @@
 Describe is answered from this node's metadata image with Kafka's filters
 (EXACT, DEFAULT and SPECIFIED components, ``strict``; see
 controller/quota_commands.py). Alter is the active controller's: a broker
-forwards it (broker/forwarding.py) and the controller plans it with
+forwards it (broker/controller_node/forwarding.py) and the controller plans it with
 controller/quota_commands.py (Kafka's validation: unknown keys, bad values,
 duplicate entities and keys are INVALID_REQUEST; a removal is an op with
 ``remove``), writing ClientQuotaRecords; ``validate_only`` writes nothing. The
-broker enforces the quotas once the records reach its image (broker/quotas.py).
+broker enforces the quotas once the records reach its image (broker/net/quotas.py).
 
 Authorization (with an authorizer, as Kafka's KafkaApis): Describe needs
 DESCRIBE_CONFIGS on the cluster (else the request fails as a whole with
@@ -18,7 +18,7 @@ forwarded), decided by the broker the client asked.
 
 from __future__ import annotations
 
-from broker.authorization import cluster_refusal, refuse_whole
+from broker.security.authorization import cluster_refusal, refuse_whole
 from controller.authorizer import AclOperation
 from controller.quota_commands import describe_client_quotas
 from protocol.errors import ErrorCode

@@ -22,7 +22,7 @@ decided by the broker the client asked, before the request is forwarded: ALTER
 on each topic, else TOPIC_AUTHORIZATION_FAILED (no message) and the topic is not
 sent on; a name given twice is left to the handler's INVALID_REQUEST.
 
-A client with a ``controller_mutation_rate`` quota (broker/quotas.py) is
+A client with a ``controller_mutation_rate`` quota (broker/net/quotas.py) is
 charged the partitions each topic would add, in request order; once it is over,
 the next topics answer THROTTLING_QUOTA_EXCEEDED from v3 (Kafka's strict mode)
 and are not sent on, while older versions are served and only throttled. The
@@ -31,8 +31,8 @@ answer carries the throttle time either way.
 
 from __future__ import annotations
 
-from broker.authorization import TOPIC, denied, split_entries
-from broker.quotas import THROTTLED_MESSAGE, mutation_quota
+from broker.net.quotas import THROTTLED_MESSAGE, mutation_quota
+from broker.security.authorization import TOPIC, denied, split_entries
 from controller.authorizer import AclOperation
 from controller.topic_commands import CreatePartitionsSpec
 from protocol.errors import ErrorCode
@@ -44,7 +44,7 @@ R = struct_classes(API.response)
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py): the topics the caller may ALTER, and
+    """The pre-authorization hook (broker/net/dispatch.py): the topics the caller may ALTER, and
     whose new partitions its controller_mutation_rate admits, go on."""
     quota = mutation_quota(broker, ctx, request)
     if broker.authorizer is None and quota is None:

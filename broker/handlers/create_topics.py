@@ -16,7 +16,7 @@ INVALID_REQUEST). A created topic the caller may not DESCRIBE_CONFIGS is
 answered (v5+) without its configs, partition count and replication factor,
 with ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED.
 
-A client with a ``controller_mutation_rate`` quota (broker/quotas.py) is
+A client with a ``controller_mutation_rate`` quota (broker/net/quotas.py) is
 charged each new topic's partitions, in request order; once it is over, the
 next topics answer THROTTLING_QUOTA_EXCEEDED from v6 (Kafka's strict mode) and
 are not sent on, while older versions are served and only throttled. The
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from types import MappingProxyType, SimpleNamespace
 
-from broker.authorization import TOPIC, cluster_allowed, denied, split_entries, with_fields
 from broker.handlers.describe_configs import topic_entries
-from broker.quotas import THROTTLED_MESSAGE, mutation_quota
+from broker.net.quotas import THROTTLED_MESSAGE, mutation_quota
+from broker.security.authorization import TOPIC, cluster_allowed, denied, split_entries, with_fields
 from controller.authorizer import AclOperation
 from controller.metadata.image import TopicImage
 from controller.raft.wire import METADATA_TOPIC
@@ -45,7 +45,7 @@ AUTHORIZATION_FAILED = "Authorization failed."
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py): the topics the caller may create, and
+    """The pre-authorization hook (broker/net/dispatch.py): the topics the caller may create, and
     whose partitions its controller_mutation_rate admits, go on."""
     quota = mutation_quota(broker, ctx, request)
     if broker.authorizer is None and quota is None:

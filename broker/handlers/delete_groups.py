@@ -9,7 +9,7 @@ With an authorizer: a group the caller may not DELETE is answered GROUP_AUTHORIZ
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, denied
+from broker.security.authorization import GROUP, denied
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

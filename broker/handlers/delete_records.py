@@ -22,7 +22,7 @@ TOPIC_AUTHORIZATION_FAILED for each of its partitions, whether or not it exists.
 
 from __future__ import annotations
 
-from broker.authorization import TOPIC, denied, split_entries
+from broker.security.authorization import TOPIC, denied, split_entries
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -34,7 +34,7 @@ R = struct_classes(API.response)
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py): only topics the caller may DELETE go on."""
+    """The pre-authorization hook (broker/net/dispatch.py): only topics the caller may DELETE go on."""
     refused = denied(broker, ctx, AclOperation.DELETE, TOPIC, (t.name for t in request.topics))
     if not refused:
         return None

@@ -16,7 +16,7 @@ answers TOPIC_AUTHORIZATION_FAILED with the name only when the caller may
 describe it (unknown ids: the handler's UNKNOWN_TOPIC_ID). Names and ids given
 twice are left to the handler.
 
-A client with a ``controller_mutation_rate`` quota (broker/quotas.py) is
+A client with a ``controller_mutation_rate`` quota (broker/net/quotas.py) is
 charged each existing topic's partitions, in request order; once it is over,
 the next topics answer THROTTLING_QUOTA_EXCEEDED from v5 (Kafka's strict mode)
 and are not sent on, while older versions are served and only throttled. The
@@ -25,8 +25,8 @@ answer carries the throttle time either way.
 
 from __future__ import annotations
 
-from broker.authorization import MESSAGES, TOPIC, allowed, split_entries
-from broker.quotas import THROTTLED_MESSAGE, mutation_quota
+from broker.net.quotas import THROTTLED_MESSAGE, mutation_quota
+from broker.security.authorization import MESSAGES, TOPIC, allowed, split_entries
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -39,7 +39,7 @@ _DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py): the topics the caller may delete, and
+    """The pre-authorization hook (broker/net/dispatch.py): the topics the caller may delete, and
     whose partitions its controller_mutation_rate admits, go on."""
     quota = mutation_quota(broker, ctx)
     if broker.authorizer is None and quota is None:

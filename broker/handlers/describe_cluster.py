@@ -18,8 +18,8 @@ data; a v0 request cannot name an endpoint type.
 
 from __future__ import annotations
 
-from broker.authorization import CLUSTER, cluster_allowed, operations
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
+from broker.security.authorization import CLUSTER, cluster_allowed, operations
+from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
 from controller.authorizer import CLUSTER_NAME, AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -43,9 +43,9 @@ with no configs.
 
 from __future__ import annotations
 
-from broker.authorization import MESSAGES, config_refusal, split_entries
 from broker.config import BROKER_CONFIG_INFO, format_broker_value
 from broker.config import KEYS as BROKER_KEYS
+from broker.security.authorization import MESSAGES, config_refusal, split_entries
 from controller.authorizer import AclOperation
 from controller.config_commands import (
     DYNAMIC_BROKER_CONFIGS,
@@ -340,7 +340,7 @@ def describe_resource(broker, resource, include_synonyms: bool, include_document
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py): the resources the caller may describe are described."""
+    """The pre-authorization hook (broker/net/dispatch.py): the resources the caller may describe are described."""
     if broker.authorizer is None:
         return None
 

@@ -13,9 +13,9 @@ GROUP_AUTHORIZATION_FAILED; authorized operations are what it may do.
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, allowed
-from broker.authorization import operations as _operations
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, DELETE, DESCRIBE, READ, bitfield
+from broker.security.authorization import GROUP, allowed
+from broker.security.authorization import operations as _operations
+from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, DELETE, DESCRIBE, READ, bitfield
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

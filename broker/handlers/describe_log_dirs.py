@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from broker.authorization import cluster_allowed
+from broker.security.authorization import cluster_allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -18,7 +18,7 @@ for each partition asked.
 
 from __future__ import annotations
 
-from broker.authorization import MESSAGES, TOPIC, denied, split_entries
+from broker.security.authorization import MESSAGES, TOPIC, denied, split_entries
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -29,7 +29,7 @@ R = struct_classes(API.response)
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py)."""
+    """The pre-authorization hook (broker/net/dispatch.py)."""
     refused = denied(broker, ctx, AclOperation.READ, TOPIC, (t.name for t in request.topics))
     if not refused:
         return None

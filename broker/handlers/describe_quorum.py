@@ -1,6 +1,7 @@
 """DescribeQuorum (key 55), versions 0-2, on the client listener.
 
-Only the quorum's leader knows every replica's progress. A broker that is not
+Only the quorum's leader knows every replica's progress, so only it answers
+(as Kafka); the controller listener answers with the same function. A broker that is not
 the leader passes the request on to the leader's controller listener, as a
 Kafka broker forwards it to the active controller; with no leader known it
 answers NOT_LEADER_OR_FOLLOWER, which tools retry. With an authorizer the
@@ -12,8 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.authorization import cluster_allowed
-from broker.controller_listener import describe_quorum_response
+from broker.security.authorization import cluster_allowed
 from controller.authorizer import AclOperation
 from controller.raft import wire
 from protocol.errors import ErrorCode
@@ -44,3 +44,18 @@ def register(dispatcher, broker) -> None:
             connection.close()
 
     dispatcher.register(API.key, 0, 2, handle)
+
+
+def describe_quorum_response(broker, api_version: int, request):
+    """The leader's answer, on the client listener (here) and the controller listener."""
+    topics = request.topics
+    asked_metadata = (
+        len(topics) == 1
+        and topics[0].topic_name == wire.METADATA_TOPIC
+        and [p.partition_index for p in topics[0].partitions] == [wire.METADATA_PARTITION]
+    )
+    if not asked_metadata:
+        return wire.describe_quorum_error(api_version, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, request)
+    if not broker.raft.is_leader:
+        return wire.describe_quorum_error(api_version, ErrorCode.NOT_LEADER_OR_FOLLOWER, request)
+    return wire.describe_quorum_response(broker.raft.describe_quorum(), api_version)

@@ -28,8 +28,8 @@ it (DescribeTopicPartitionsRequestHandler and KRaftMetadataCache):
 
 from __future__ import annotations
 
-from broker.authorization import TOPIC, denied, operations
-from broker.authorized_operations import TOPIC_OPERATIONS
+from broker.security.authorization import TOPIC, denied, operations
+from broker.security.authorized_operations import TOPIC_OPERATIONS
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS, topic_name_error
 from protocol.errors import ErrorCode

@@ -15,7 +15,7 @@ DESCRIBE are left out of the answer (Kafka's handleDescribeTransactionsRequest).
 
 from __future__ import annotations
 
-from broker.authorization import TOPIC, TRANSACTIONAL_ID, allowed
+from broker.security.authorization import TOPIC, TRANSACTIONAL_ID, allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -2,7 +2,7 @@
 
 The elections are the active controller's (controller/leader_election.py,
 Kafka's ReplicationControlManager.electLeaders): a broker forwards the request
-there (broker/forwarding.py), and the answer comes once the leader changes are
+there (broker/controller_node/forwarding.py), and the answer comes once the leader changes are
 committed to the metadata log. PREFERRED (0) makes a partition's first replica
 its leader again when it is in the ISR and usable (ELECTION_NOT_NEEDED when it
 already leads, PREFERRED_LEADER_NOT_AVAILABLE when it cannot); UNCLEAN (1)
@@ -28,8 +28,8 @@ and replicas change roles only from the committed metadata.
 
 from __future__ import annotations
 
-from broker.authorization import cluster_refusal, refuse_whole
-from broker.quorum_controller import NotControllerError
+from controller.errors import NotControllerError
+from broker.security.authorization import cluster_refusal, refuse_whole
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

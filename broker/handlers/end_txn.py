@@ -21,7 +21,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from broker.authorization import TRANSACTIONAL_ID, allowed
+from broker.security.authorization import TRANSACTIONAL_ID, allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -7,7 +7,7 @@ reads up to the log end, not the high watermark. Its ``last_fetched_epoch``
 is checked against the leader's epochs first: a follower whose log diverged
 gets ``diverging_epoch`` and no records (KIP-320); otherwise its fetch offset
 tells the leader what it holds, which moves the high watermark and the ISR
-(see broker.replica_manager). Consumers read up to the high watermark from
+(see broker.replica.manager). Consumers read up to the high watermark from
 the leader, or from a follower (its own high watermark) for v11+ requests, as
 Kafka allows since KIP-392; with ``replica.selector.class`` set to Kafka's
 RackAwareReplicaSelector, a consumer naming its ``rack_id`` is sent to a
@@ -37,7 +37,7 @@ Authorization (with an authorizer, as Kafka): a follower needs CLUSTER_ACTION
 on the cluster, a consumer READ on each topic; a partition refused is answered
 TOPIC_AUTHORIZATION_FAILED (by name whether or not the topic exists; an
 unknown topic id stays UNKNOWN_TOPIC_ID).
-Client quotas (broker/quotas.py): a consumer under a ``consumer_byte_rate``
+Client quotas (broker/net/quotas.py): a consumer under a ``consumer_byte_rate``
 gets at most what the quota allows in one sample per response (``max_bytes``
 lowered, as Kafka does, by a smaller bound); the record bytes it is sent
 count towards the rate, and over it the response carries ``throttle_time_ms``
@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import time
 
-from broker.authorization import TOPIC, allowed, cluster_allowed
+from broker.security.authorization import TOPIC, allowed, cluster_allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -8,7 +8,7 @@ a static member whose instance id another member id has taken over.
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, allowed
+from broker.security.authorization import GROUP, allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -28,36 +28,15 @@ CLUSTER_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-import asyncio
-
-from broker.authorization import TRANSACTIONAL_ID, allowed, cluster_allowed
-from broker.quorum_controller import NotControllerError
+from broker.security.authorization import TRANSACTIONAL_ID, allowed, cluster_allowed
 from controller.authorizer import AclOperation, ResourceType
+from controller.errors import NotControllerError
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
 API = APIS_BY_NAME["InitProducerId"]
 R = struct_classes(API.response)
-PRODUCER_ID_BLOCK_SIZE = 1000
-
-
-class ProducerIdAllocator:
-    """Hands out ids from blocks the active controller reserves; one reservation at a time."""
-
-    def __init__(self, controller, broker_id: int):
-        self._controller = controller
-        self._broker_id = broker_id
-        self._block = iter(())
-        self._lock = asyncio.Lock()
-
-    async def next_id(self) -> int:
-        async with self._lock:
-            for producer_id in self._block:
-                return producer_id
-            block = await self._controller.allocate_producer_ids(self._broker_id, -1, PRODUCER_ID_BLOCK_SIZE)
-            self._block = iter(block)
-            return next(self._block)
 
 
 def _error(error: ErrorCode):

@@ -1,6 +1,6 @@
 """JoinGroup (key 11), versions 0-9.
 
-The first step of a classic group rebalance (see broker.groups.coordinator).
+The first step of a classic group rebalance (see broker.coordinators.groups.coordinator).
 v4+ members joining without a member id are answered MEMBER_ID_REQUIRED with
 one to join with; v0-3 members are admitted directly. v0 has no rebalance
 timeout: the session timeout serves as both, as in Kafka. The response waits
@@ -15,8 +15,8 @@ it does not run the assignor. The member's host is reported as Kafka does, ``/<a
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, allowed
-from broker.groups.coordinator import JoinRequest
+from broker.coordinators.groups.coordinator import JoinRequest
+from broker.security.authorization import GROUP, allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

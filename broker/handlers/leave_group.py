@@ -9,7 +9,7 @@ answers FENCED_INSTANCE_ID.
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, allowed
+from broker.security.authorization import GROUP, allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

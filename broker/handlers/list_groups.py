@@ -12,7 +12,7 @@ otherwise only the groups the caller may DESCRIBE.
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, allowed, cluster_allowed
+from broker.security.authorization import GROUP, allowed, cluster_allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

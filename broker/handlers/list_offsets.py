@@ -23,8 +23,8 @@ answered TOPIC_AUTHORIZATION_FAILED (Kafka's check, before existence).
 
 from __future__ import annotations
 
-from broker.authorization import TOPIC, denied
 from broker.handlers.fetch import READ_COMMITTED
+from broker.security.authorization import TOPIC, denied
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

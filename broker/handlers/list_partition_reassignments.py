@@ -2,7 +2,7 @@
 
 The running partition reassignments (KIP-455) as the active controller's
 committed metadata shows them (Kafka's controller answers this one too, so a
-broker forwards it like the admin writes, broker/forwarding.py). ``topics``
+broker forwards it like the admin writes, broker/controller_node/forwarding.py). ``topics``
 null lists every partition being reassigned; otherwise only the named ones,
 leaving out unknown topics and partitions and those not being reassigned, as
 Kafka does. Each partition carries its current replicas (the target followed
@@ -19,8 +19,8 @@ without replicas (Kafka's error answer).
 
 from __future__ import annotations
 
-from broker.authorization import cluster_refusal, refuse_whole
-from broker.quorum_controller import NotControllerError
+from controller.errors import NotControllerError
+from broker.security.authorization import cluster_refusal, refuse_whole
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

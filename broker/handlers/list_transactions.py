@@ -12,7 +12,7 @@ authorizer, only the ids the caller may DESCRIBE are listed.
 
 from __future__ import annotations
 
-from broker.authorization import TRANSACTIONAL_ID, allowed
+from broker.security.authorization import TRANSACTIONAL_ID, allowed
 from controller.authorizer import AclOperation
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes

@@ -6,10 +6,10 @@ created when both the request (v4+, always for older versions) and
 UNKNOWN_TOPIC_OR_PARTITION. Lookups by topic id (v10+) answer UNKNOWN_TOPIC_ID
 when unknown. Authorized operations (v8+) are INT32_MIN unless requested;
 then, as a Kafka broker without an authorizer answers, every operation of the
-resource type (see broker.authorized_operations), or with an authorizer what
+resource type (see broker.security.authorized_operations), or with an authorizer what
 the caller may do.
 
-With an authorizer (broker/authorization.py), as Kafka: a request for every
+With an authorizer (broker/security/authorization.py), as Kafka: a request for every
 topic lists only those the caller may DESCRIBE; a named topic it may not
 DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without saying whether it
 exists (by id: TOPIC_AUTHORIZATION_FAILED with the id and no name); a topic to
@@ -19,9 +19,9 @@ TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from broker.authorization import CLUSTER, TOPIC, allowed, cluster_allowed, operations
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
-from broker.groups.service import OFFSETS_TOPIC
+from broker.coordinators.groups.service import OFFSETS_TOPIC
+from broker.security.authorization import CLUSTER, TOPIC, allowed, cluster_allowed, operations
+from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS, CreateTopicSpec, topic_name_error
 from protocol.errors import ErrorCode

@@ -24,7 +24,7 @@ the committed partitions' own replicas are neither read nor changed.
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, TOPIC, allowed, denied
+from broker.security.authorization import GROUP, TOPIC, allowed, denied
 from controller.authorizer import AclOperation
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode

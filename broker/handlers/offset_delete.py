@@ -16,7 +16,16 @@ replica of the partitions named is read or changed.
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, TOPIC, Partial, allowed, denied, refuse_whole, split_entries, with_fields
+from broker.security.authorization import (
+    GROUP,
+    TOPIC,
+    Partial,
+    allowed,
+    denied,
+    refuse_whole,
+    split_entries,
+    with_fields,
+)
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -27,7 +36,7 @@ R = struct_classes(API.response)
 
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py)."""
+    """The pre-authorization hook (broker/net/dispatch.py)."""
     if broker.authorizer is None:
         return None
     if not allowed(broker, ctx, AclOperation.DELETE, GROUP, request.group_id):

@@ -23,7 +23,7 @@ replica of the partitions named is read.
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, TOPIC, allowed, denied
+from broker.security.authorization import GROUP, TOPIC, allowed, denied
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -27,7 +27,7 @@ TOPIC_AUTHORIZATION_FAILED for each of its partitions.
 
 from __future__ import annotations
 
-from broker.authorization import TOPIC, cluster_allowed, denied, split_entries
+from broker.security.authorization import TOPIC, cluster_allowed, denied, split_entries
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -37,7 +37,7 @@ API = APIS_BY_NAME["OffsetForLeaderEpoch"]
 R = struct_classes(API.response)
 
 def authorize(broker, ctx, request):
-    """The pre-authorization hook (broker/dispatch.py)."""
+    """The pre-authorization hook (broker/net/dispatch.py)."""
     if broker.authorizer is None or cluster_allowed(broker, ctx, AclOperation.CLUSTER_ACTION):
         return None
     refused = denied(broker, ctx, AclOperation.DESCRIBE, TOPIC, (t.topic for t in request.topics))

@@ -3,7 +3,7 @@
 acks=0 gets no response at all and acks=1 is answered after the leader's
 append. acks=-1 (all) needs ``min.insync.replicas`` in the ISR before the
 append (NOT_ENOUGH_REPLICAS) and is answered once every in-sync replica has
-the batch, i.e. the high watermark passed it (see broker.replica_manager), or
+the batch, i.e. the high watermark passed it (see broker.replica.manager), or
 with REQUEST_TIMED_OUT after the request's ``timeout_ms``;
 NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum
 meanwhile, NOT_LEADER_OR_FOLLOWER when leadership moved. Only the partition's
@@ -32,7 +32,7 @@ key, a timestamp out of range) refuse their whole batch; v8+ lists them in
 ``record_errors`` (KIP-467: index in the batch, reason), which clients use
 to fail the other records of the batch as collateral. When an append
 reaches the topic's ``flush.messages``, the response (acks 1 or all) also
-waits for the fsync, which broker.flusher runs off the event loop, grouped
+waits for the fsync, which broker.replica.flusher runs off the event loop, grouped
 with other partitions'.
 
 Authorization (with an authorizer, as Kafka 3+): a request with
@@ -42,7 +42,7 @@ partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs WRITE
 Kafka no longer asks for IDEMPOTENT_WRITE here (KIP-679): an idempotent
 producer's InitProducerId is where that is checked.
 
-Client quotas (broker/quotas.py): the request's bytes count towards the
+Client quotas (broker/net/quotas.py): the request's bytes count towards the
 client's ``producer_byte_rate`` when it arrives; over the quota, the request is
 still served and its answer carries ``throttle_time_ms`` while the connection
 is muted for that time (for acks=0 there is no answer, the muting alone slows
@@ -53,9 +53,9 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.authorization import TOPIC, TRANSACTIONAL_ID, allowed, denied
-from broker.dispatch import AnswerLater
-from broker.leader_append import append_as_leader
+from broker.net.dispatch import AnswerLater
+from broker.replica.leader_append import append_as_leader
+from broker.security.authorization import TOPIC, TRANSACTIONAL_ID, allowed, denied
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
@@ -192,7 +192,7 @@ def register(dispatcher, broker) -> None:
     def _append_all(ctx, request, guards, refused):
         # The appends happen here, in request order; what is left is waiting
         # (fsyncs, followers), which a pipelining connection overlaps with its
-        # next Produce requests (see broker/connection.py).
+        # next Produce requests (see broker/net/connection.py).
         acks = request.acks
         responses = []
         waits = []

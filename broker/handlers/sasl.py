@@ -2,7 +2,7 @@
 
 As Kafka does, every client listener advertises both. On a SASL listener the
 connection's session answers them until it is authenticated, and a
-re-authentication's too (broker/sasl_listener.py); what reaches these handlers
+re-authentication's too (broker/net/sasl_listener.py); what reaches these handlers
 is a SaslHandshake or SaslAuthenticate the session has no use for: on a
 PLAINTEXT or SSL listener, or on an authenticated connection without
 re-authentication under way. Both are answered ILLEGAL_SASL_STATE, as Kafka's

@@ -2,7 +2,7 @@
 
 Describe is answered from this node's metadata image: every user with a
 credential, or the users asked for, each with (mechanism, iterations), never a
-key. Alter is the active controller's: a broker forwards it (broker/forwarding.py)
+key. Alter is the active controller's: a broker forwards it (broker/controller_node/forwarding.py)
 and the controller plans it with controller/scram_commands.py, writing
 UserScramCredentialRecord / RemoveUserScramCredentialRecord; SCRAM
 authentications read the image, so a changed password counts once the records
@@ -17,7 +17,7 @@ the Alter is forwarded.
 
 from __future__ import annotations
 
-from broker.authorization import cluster_refusal, refuse_whole
+from broker.security.authorization import cluster_refusal, refuse_whole
 from controller.authorizer import AclOperation
 from controller.scram_commands import describe_user_scram_credentials
 from protocol.errors import ErrorCode

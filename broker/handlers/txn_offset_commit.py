@@ -34,7 +34,7 @@ the committed partitions' own replicas are neither read nor changed.
 
 from __future__ import annotations
 
-from broker.authorization import GROUP, TOPIC, TRANSACTIONAL_ID, allowed, denied
+from broker.security.authorization import GROUP, TOPIC, TRANSACTIONAL_ID, allowed, denied
 from controller.authorizer import AclOperation
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode

@@ -4,7 +4,7 @@ Sent by a transaction coordinator to the leaders of the partitions a
 transaction wrote to: each marker (producer id and epoch, COMMIT or ABORT,
 the coordinator's epoch) is appended as a control batch to every listed
 partition this broker leads and answered once the in-sync replicas hold it
-(see broker.txn_markers). Errors per partition: UNKNOWN_TOPIC_OR_PARTITION,
+(see broker.replica.txn_markers). Errors per partition: UNKNOWN_TOPIC_OR_PARTITION,
 NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 REQUEST_TIMED_OUT, TRANSACTION_COORDINATOR_FENCED (a coordinator older than
 the one that last wrote a marker for this producer),
@@ -16,7 +16,7 @@ With an authorizer: ALTER or CLUSTER_ACTION on the cluster (transaction
 coordinators, which are brokers), else every partition answers
 CLUSTER_AUTHORIZATION_FAILED and nothing is written.
 
-Leadership: only the partition's leader appends a marker (broker.txn_markers
+Leadership: only the partition's leader appends a marker (broker.replica.txn_markers
 asks the replica manager); a follower, or a broker that does not host the
 partition, answers NOT_LEADER_OR_FOLLOWER and changes nothing.
 """
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.authorization import cluster_allowed
-from broker.txn_markers import TxnMarker, write_markers_here
+from broker.replica.txn_markers import TxnMarker, write_markers_here
+from broker.security.authorization import cluster_allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -1,4 +1,4 @@
-"""Authentication for SASL listeners: pure state machines, wired by broker/sasl_listener.py.
+"""Authentication for SASL listeners: pure state machines, wired by broker/net/sasl_listener.py.
 
 Every module of this package is pure by convention (broker/ is not one of the
 layers the layering test keeps pure): no asyncio, no sockets, no clock of its

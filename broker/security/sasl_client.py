@@ -2,7 +2,7 @@
 
 A node whose inter-broker or controller listener speaks SASL authenticates
 like a Kafka client: SaslHandshake names the mechanism, then SaslAuthenticate
-carries the tokens of a :class:`MechanismClient` (broker/kafka_client.py
+carries the tokens of a :class:`MechanismClient` (broker/net/node_client.py
 drives the exchange). Two mechanisms, those a node can use without anything
 outside the cluster:
 

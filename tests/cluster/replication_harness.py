@@ -30,12 +30,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.kafka_client import KafkaClientConnection
-from tests.cluster.test_quorum_processes import METADATA, MD, describe_quorum, free_ports, start_together
-from tests.conftest import BrokerProcess
-
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.net.node_client import KafkaClientConnection
+from tests.cluster.test_quorum_processes import MD, METADATA, describe_quorum, free_ports, start_together
+from tests.conftest import BrokerProcess
 
 CLUSTER_ID = "UmVwbGljYXRpb24tdGVzdA"
 NODE_IDS = (1, 2, 3)

@@ -1,6 +1,6 @@
 """ElectLeaders sent to a node that is not the active controller, on three
 combined nodes (RF=3): the broker forwards it to the active controller
-(broker/forwarding.py) and relays the answer, for every version; with no
+(broker/controller_node/forwarding.py) and relays the answer, for every version; with no
 quorum to reach it answers NOT_CONTROLLER, which clients retry.
 
 Metadata names the contacted broker itself as the controller, so an admin
@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from broker.kafka_client import KafkaClientConnection  # noqa: E402
+from broker.net.node_client import KafkaClientConnection  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402
 from protocol.registry import APIS_BY_NAME  # noqa: E402
 from protocol.schema import struct_classes  # noqa: E402

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from broker.kafka_client import KafkaClientConnection
+from broker.net.node_client import KafkaClientConnection
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes

@@ -25,7 +25,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from broker.kafka_client import KafkaClientConnection  # noqa: E402
+from broker.net.node_client import KafkaClientConnection  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402
 from protocol.records import build_batch  # noqa: E402
 from protocol.registry import APIS_BY_NAME  # noqa: E402

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from broker.kafka_client import KafkaClientConnection
+from broker.net.node_client import KafkaClientConnection
 from controller.raft import wire
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

@@ -1,5 +1,5 @@
 """AlterClientQuotas sent to a node that is not the active controller, on three
-combined nodes: the broker forwards it (broker/forwarding.py), the controller
+combined nodes: the broker forwards it (broker/controller_node/forwarding.py), the controller
 writes the ClientQuotaRecords, DescribeClientQuotas on every node shows the
 quota once the records reach it, and every node enforces it (a Produce over
 the quota is answered with ``throttle_time_ms``)."""
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from broker.kafka_client import KafkaClientConnection
+from broker.net.node_client import KafkaClientConnection
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes

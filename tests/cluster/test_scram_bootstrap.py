@@ -46,7 +46,7 @@ from confluent_kafka.admin import (
 )
 
 from broker.config import STANDARD_AUTHORIZER
-from broker.kafka_client import ClientSecurity, KafkaClientConnection
+from broker.net.node_client import ClientSecurity, KafkaClientConnection
 from broker.security.sasl_client import ScramClient
 from controller.metadata.bootstrap import BOOTSTRAP_FILE, read_bootstrap_file
 from protocol.scram import ScramMechanism as Mechanism

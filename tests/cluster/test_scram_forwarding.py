@@ -1,5 +1,5 @@
 """AlterUserScramCredentials sent to a node that is not the active controller,
-on three combined nodes: the broker forwards it (broker/forwarding.py), the
+on three combined nodes: the broker forwards it (broker/controller_node/forwarding.py), the
 controller writes the credential records, and DescribeUserScramCredentials on
 every node lists the user once the records reach it (and no longer once
 removed)."""
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from broker.kafka_client import KafkaClientConnection
+from broker.net.node_client import KafkaClientConnection
 from protocol import scram
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME

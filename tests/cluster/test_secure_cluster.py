@@ -37,7 +37,7 @@ from confluent_kafka.admin import (
 )
 
 from broker.config import STANDARD_AUTHORIZER
-from broker.kafka_client import ClientSecurity, KafkaClientConnection
+from broker.net.node_client import ClientSecurity, KafkaClientConnection
 from broker.security.sasl_client import PlainClient
 from controller.raft import wire
 from protocol.errors import ErrorCode

@@ -26,7 +26,7 @@ from __future__ import annotations
 import signal
 import time
 
-from broker.group_tool import KafkaConnection, parse_bootstrap
+from broker.tools.groups import KafkaConnection, parse_bootstrap
 from tests.cluster.replication_harness import ReplicatedCluster, wait_until
 from tests.crash.eos_processor import EXIT_CLIENT_STALLED
 from tests.crash.test_exactly_once import (

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.group_tool import KafkaConnection, ToolError
-from broker.quorum_tool import describe_quorum
+from broker.tools.groups import KafkaConnection, ToolError
+from broker.tools.metadata_quorum import describe_quorum
 from tests.netns import VirtualNetwork
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -15,10 +15,10 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.interop._support import (
+    Msg,
+    consume,
     create_topics_raw,
     produce,
-    consume,
-    Msg,
     topic_partition_dirs,
     unique_topic,
 )

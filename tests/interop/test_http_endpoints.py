@@ -1,4 +1,4 @@
-"""The limits the three HTTP endpoints share (broker/http_server.py), on a real broker
+"""The limits the three HTTP endpoints share (broker/http/server.py), on a real broker
 process with metrics.listener, console.listener and rest.listener all set: each
 endpoint admits MAX_HTTP_CONNECTIONS connections at once and closes one more
 unanswered, the Kafka listener serves clients all the while, and a connection
@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import time
 
-from broker.http_server import MAX_HTTP_CONNECTIONS, REQUEST_HEAD_TIMEOUT_S
+from broker.http.server import MAX_HTTP_CONNECTIONS, REQUEST_HEAD_TIMEOUT_S
 from tests.conftest import wait_until
 from tests.interop._rest import REST_LINE
 from tests.interop._support import Msg, consume, create_topic, produce, unique_topic

@@ -251,7 +251,7 @@ def test_a_metrics_port_in_use_is_a_listener_error(tmp_path):
 def test_idle_connections_to_the_endpoint_are_bounded(metrics_broker):
     """Connections that send nothing hold a slot until their head times out; past
     MAX_HTTP_CONNECTIONS new ones are closed at once, and scrapes work again after."""
-    from broker.metrics import MAX_HTTP_CONNECTIONS
+    from broker.http.metrics import MAX_HTTP_CONNECTIONS
 
     port = metrics_port(metrics_broker)
     idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(MAX_HTTP_CONNECTIONS)]

@@ -1,4 +1,4 @@
-"""The streaming-mode parser of the REST proxy (broker/rest/records.py), without a broker:
+"""The streaming-mode parser of the REST proxy (broker/http/rest/records.py), without a broker:
 records concatenated in a body arrive cut anywhere (inside strings, literals, numbers,
 multi-byte characters) and come out whole and in order; bad text is one 400 error,
 after the records before it; a record past the bound is 413; payload types encode as
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from broker.rest.records import RecordStream, parse_record
+from broker.http.rest.records import RecordStream, parse_record
 
 RECORDS = [
     {"value": {"type": "JSON", "data": {"t": True, "f": False, "n": None, "x": -12.5e3, "s": "é\"\\x"}}, "partition_id": 3},

@@ -212,7 +212,7 @@ def test_a_set_with_the_same_value_is_written_again():
 
 def test_listener_tls_applies_trust_store_client_auth_and_pem_strings(certs, caplog):
     from broker.config import load_config
-    from broker.security_setup import ListenerTls
+    from broker.net.security_setup import ListenerTls
 
     config = load_config(
         {"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093", "ssl.keystore.location": str(certs.server_keystore)},

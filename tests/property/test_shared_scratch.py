@@ -188,7 +188,7 @@ def test_thread_scratch_is_one_per_size():
 
 
 class Budget:
-    """What broker.connection's budget does, for the receivers alone: admit a
+    """What broker.net.connection's budget does, for the receivers alone: admit a
     frame while less than ``limit`` bytes are admitted and not answered."""
 
     def __init__(self, limit: int):

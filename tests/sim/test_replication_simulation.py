@@ -10,13 +10,13 @@ replication layer owns its high watermark); the leader's rules are
 :class:`replication.partition.LeaderPartition` (ISR, maximal ISR, high
 watermark, shrink/expand proposals, acks=all outcomes) and the KIP-320
 check ``diverging_epoch_for_fetch``; the replica's decisions are the ones
-broker/replica_manager.py carries out, from replication/replica_core.py (the
+broker/replica/manager.py carries out, from replication/replica_core.py (the
 role each metadata update gives, what a follower does with a fetch answer:
 truncate by diverging epoch, out of range, append and adopt the leader's
 marks; what an AlterPartition answer does to the leader and whether to send
 it again); acks=all waits are :class:`replication.delayed.DelayedProduce` in a
 real :class:`replication.purgatory.Purgatory`. What is modelled here is the
-asyncio shell around them (broker/replica_manager.py, broker/replica_fetcher.py
+asyncio shell around them (broker/replica/manager.py, broker/replica/fetcher.py
 and the Fetch/Produce handlers): the follower's fetch loop (one request in
 flight per leader, backoff after errors, answers for a follower state that has
 since been replaced ignored), the AlterPartition sender (one request in

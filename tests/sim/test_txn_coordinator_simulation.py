@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from broker.transactions.coordinator import TransactionCoordinator
-from broker.transactions.model import AllocateProducerId, SendMarkers, Store, TxnConfig
+from broker.coordinators.transactions.coordinator import TransactionCoordinator
+from broker.coordinators.transactions.model import AllocateProducerId, SendMarkers, Store, TxnConfig
 from protocol.errors import ErrorCode
 from protocol.transaction_state import TxnState, key_bytes, value_bytes
 

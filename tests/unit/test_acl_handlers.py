@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 from broker.config import STANDARD_AUTHORIZER, ConfigError, load_config
-from broker.dispatch import Dispatcher, RequestContext
 from broker.handlers import acls
+from broker.net.dispatch import Dispatcher, RequestContext
 from controller.acl_commands import plan_create_acls, plan_delete_acls
 from controller.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType, StandardAuthorizer
 from controller.metadata.delta import apply_records
@@ -230,7 +230,7 @@ def test_list_offsets_refuses_topics_the_caller_may_not_describe():
 
     api = APIS_BY_NAME["ListOffsets"]
     Q = struct_classes(api.request)
-    from broker.replica_manager import LocalReplica
+    from broker.replica.manager import LocalReplica
 
     broker = make_broker(StandardAuthorizer(), {uuid.UUID(int=1): TOPIC_READ_ALICE})
     # Neither topic is in the image: the replica checks answer what the replica manager would.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.authorized_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, bitfield
+from broker.security.authorized_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, bitfield
 from protocol.records import build_batch
 from storage.log import LogConfig, epoch_end_offset
 from storage.manager import LogManager

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.controller_listener import build_controller_dispatcher
-from broker.quorum_controller import QuorumController
+from broker.controller_node.listener import build_controller_dispatcher
+from broker.controller_node.quorum_controller import QuorumController
 from controller.alter_partition import plan_alter_partition
 from controller.broker_lifecycle import (
     plan_broker_heartbeat,

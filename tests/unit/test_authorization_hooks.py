@@ -1,4 +1,4 @@
-"""The dispatcher's pre-authorization hooks (broker/dispatch.py, broker/authorization.py).
+"""The dispatcher's pre-authorization hooks (broker/net/dispatch.py, broker/security/authorization.py).
 
 A hook runs before a request is forwarded to the active controller or handled
 here: only the part the caller may do goes on (nothing, and no handler runs,
@@ -18,9 +18,9 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.authorization import Partial, refill, split_entries
-from broker.dispatch import AnswerLater, Dispatcher
 from broker.handlers import create_partitions, create_topics, elect_leaders
+from broker.net.dispatch import AnswerLater, Dispatcher
+from broker.security.authorization import Partial, refill, split_entries
 from controller.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType, StandardAuthorizer
 from controller.metadata.image import AclBinding
 from protocol.errors import ErrorCode

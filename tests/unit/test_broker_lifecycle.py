@@ -422,7 +422,7 @@ def test_the_controllers_static_unclean_setting_is_the_default_a_dynamic_one_ove
     """unclean.leader.election.enable in the controller's server.properties (found
     ignored by the fault suite's unsafe run): the cluster default for election
     plans while no dynamic cluster default is set, never shown as a dynamic one."""
-    from broker.quorum_controller import QuorumController
+    from broker.controller_node.quorum_controller import QuorumController
     from controller.broker_lifecycle import unclean_election_enabled
     from controller.raft.log import MemoryRaftLog
 

@@ -1,4 +1,4 @@
-"""broker/cluster_reader.py without processes: requests batched one per leader,
+"""broker/http/cluster_reader.py without processes: requests batched one per leader,
 an unavailable node's partitions reported unknown (never waited on), the
 connection pool's bound and close; and the metrics' consumer-group lag for
 partitions led elsewhere, read from the background cache at scrape time."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from broker import cluster_reader
-from broker.cluster_reader import ClusterReader, HighWatermarkCache, NodeUnavailable
+from broker.http import cluster_reader
+from broker.http.cluster_reader import ClusterReader, HighWatermarkCache, NodeUnavailable
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode
 from tests.unit.test_metrics import FakeLog, fake_broker, metrics_of, samples

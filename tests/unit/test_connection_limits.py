@@ -1,4 +1,4 @@
-"""The pure accounting of connection limits (broker/connection_limits.py) and its
+"""The pure accounting of connection limits (broker/net/limits.py) and its
 config keys: unit and property tests."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.config import ConfigError, load_config
-from broker.connection_limits import (
+from broker.net.limits import (
     UNLIMITED,
     ConnectionLimits,
     CreationRate,

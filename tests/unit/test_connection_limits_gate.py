@@ -1,4 +1,4 @@
-"""broker/connection_gate.py in-process, on the standard event loop and on uvloop
+"""broker/net/gate.py in-process, on the standard event loop and on uvloop
 (which starts reading after connection_made whatever the protocol asked, so a
 waiting socket may have read its first bytes: they must reach the connection)."""
 
@@ -9,9 +9,9 @@ import ssl
 
 import pytest
 
-from broker import connection_gate
-from broker.connection_gate import ConnectionGate
-from broker.connection_limits import ConnectionLimits, LimitSettings
+from broker.net import gate as connection_gate
+from broker.net.gate import ConnectionGate
+from broker.net.limits import ConnectionLimits, LimitSettings
 
 LOOPS = ["asyncio"]
 try:

@@ -1,4 +1,4 @@
-"""broker.connection over real TCP sockets (in-process server, asyncio
+"""broker.net.connection over real TCP sockets (in-process server, asyncio
 clients), with a dispatcher that answers each request after a delay:
 
 * a request and its response are not kept once the response is written, and
@@ -21,7 +21,7 @@ import weakref
 import pytest
 
 from broker.config import ConfigError, load_config
-from broker.connection import KafkaConnection, RequestMemoryBudget
+from broker.net.connection import KafkaConnection, RequestMemoryBudget
 from protocol.framing import FrameReceiver, ResponseFrame, thread_scratch
 
 TIMEOUT_S = 20

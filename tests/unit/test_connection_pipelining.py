@@ -1,4 +1,4 @@
-"""broker.connection: Produce requests that only wait for their answers
+"""broker.net.connection: Produce requests that only wait for their answers
 (fsyncs, followers) let the next Produce of the connection start; answers
 still go out in request order, and any other request waits for the Produces
 before it. Real TCP, in-process server, a dispatcher that plays the handlers."""
@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import struct
 
-from broker.connection import PIPELINED_PRODUCES_MAX, KafkaConnection
+from broker.net.connection import PIPELINED_PRODUCES_MAX, KafkaConnection
 from protocol.framing import ResponseFrame
 
 TIMEOUT_S = 20

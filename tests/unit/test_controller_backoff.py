@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from broker.forwarding import (
+from broker.controller_node.forwarding import (
     FAILURE_LOG_INTERVAL_S,
     RECONNECT_BACKOFF_JITTER,
     RECONNECT_BACKOFF_MAX_MS,

@@ -1,4 +1,4 @@
-"""broker.coordinator_shell, what the group and transaction coordinators share:
+"""broker.coordinators.shell, what the group and transaction coordinators share:
 following the leadership of their internal topic's partitions, the replay with
 its guards (a batch that cannot be decoded, a read that makes no progress),
 who coordinates, and writes refused unless the partition is loaded here."""
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.coordinator_shell import CoordinatorShell, InternalTopic
+from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError

@@ -15,8 +15,6 @@ import pytest
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import record_api_key
-from tests.quorum_harness import METADATA_DIR_NAME
-from tests.quorum_harness import SingleVoterController as MetadataController
 from controller.topic_commands import (
     ClusterDefaults,
     CreatePartitionsSpec,
@@ -25,6 +23,8 @@ from controller.topic_commands import (
     plan_create_topic,
 )
 from protocol.errors import ErrorCode
+from tests.quorum_harness import METADATA_DIR_NAME
+from tests.quorum_harness import SingleVoterController as MetadataController
 
 ONE_BROKER = ClusterDefaults(broker_ids=(1,), num_partitions=1, replication_factor=1)
 THREE_BROKERS = ClusterDefaults(broker_ids=(3, 1, 2), num_partitions=1, replication_factor=1)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import load_config_file, parse_properties
-from broker.dev_cluster import DevClusterError, plan_ports, prepare
+from broker.tools.dev_cluster import DevClusterError, plan_ports, prepare
 from storage.meta_properties import describe_storage
 
 

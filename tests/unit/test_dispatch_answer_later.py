@@ -1,4 +1,4 @@
-"""broker.dispatch: what a pipelining connection gets for a handler's AnswerLater.
+"""broker.net.dispatch: what a pipelining connection gets for a handler's AnswerLater.
 
 An overlappable AnswerLater (a Produce that appended and only waits) comes
 back as a task at once, so the connection may start its next request; one
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.dispatch import AnswerLater, Dispatcher
+from broker.net.dispatch import AnswerLater, Dispatcher
 from protocol.framing import encode_request
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes

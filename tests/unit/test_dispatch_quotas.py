@@ -1,5 +1,5 @@
-"""broker.dispatch with client quotas: request_percentage counts event-loop time only, the
-throttle goes into throttle_time_ms and mutes the connection; broker.connection's muting."""
+"""broker.net.dispatch with client quotas: request_percentage counts event-loop time only, the
+throttle goes into throttle_time_ms and mutes the connection; broker.net.connection's muting."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from broker.connection import KafkaConnection
-from broker.dispatch import AnswerLater, Dispatcher, _Timed
-from broker.quotas import REQUEST_PERCENTAGE, ClientQuotaManager
+from broker.net.connection import KafkaConnection
+from broker.net.dispatch import AnswerLater, Dispatcher, _Timed
+from broker.net.quotas import REQUEST_PERCENTAGE, ClientQuotaManager
 from controller.metadata.image import quota_entity
 from protocol.framing import decode_response, encode_request
 from protocol.registry import APIS_BY_NAME

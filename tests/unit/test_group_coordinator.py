@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, StoreError
-from broker.groups.group import GroupState
+from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, StoreError
+from broker.coordinators.groups.group import GroupState
 from protocol.consumer_offsets import OffsetAndMetadata, partition_for_group
 from protocol.errors import ErrorCode
 

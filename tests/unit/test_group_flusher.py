@@ -1,4 +1,4 @@
-"""broker.flusher.GroupFlusher and the two halves of a deferred flush (PartitionLog.begin_flush/end_flush)."""
+"""broker.replica.flusher.GroupFlusher and the two halves of a deferred flush (PartitionLog.begin_flush/end_flush)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from broker.flusher import GroupFlusher
+from broker.replica.flusher import GroupFlusher
 from protocol.records import build_batch
 from storage.deferred_io import PendingFlush
 from storage.log import LogConfig, PartitionLog

@@ -6,7 +6,7 @@ between columns, ``-`` for what is missing, a blank line before each block."""
 
 from __future__ import annotations
 
-from broker.group_tool import (
+from broker.tools.groups import (
     GroupDescription,
     MemberRow,
     PartitionRow,

@@ -17,10 +17,10 @@ from types import SimpleNamespace
 import pytest
 
 from broker.config import load_config
-from broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, StoreError, SyncResult
-from broker.groups.group import GroupState
-from broker.groups.pending_offsets import PendingOffset, PendingTxnOffsets
-from broker.groups.service import GroupService
+from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, StoreError, SyncResult
+from broker.coordinators.groups.group import GroupState
+from broker.coordinators.groups.pending_offsets import PendingOffset, PendingTxnOffsets
+from broker.coordinators.groups.service import GroupService
 from broker.handlers import offset_fetch
 from protocol.consumer_offsets import OffsetAndMetadata, OffsetKey, decode_key, decode_offset_value, partition_for_group
 from protocol.errors import ErrorCode
@@ -551,7 +551,7 @@ def test_random_histories_agree_with_a_model_and_with_a_replay(seed):
 
 
 def test_the_service_replays_transactional_batches_and_markers_from_a_real_log(tmp_path):
-    """The group service's replay (broker.coordinator_shell) over a partition log holding what the
+    """The group service's replay (broker.coordinators.shell) over a partition log holding what the
     coordinator and the transaction markers write: plain batches, transactional
     batches of two producers, a COMMIT and an ABORT marker, and an open transaction."""
     coordinator, fake_log = make()

@@ -57,7 +57,7 @@ def _service_on_a_coordinator(lease_held: bool):
     from types import SimpleNamespace
 
     from broker.config import load_config
-    from broker.groups.service import OFFSETS_TOPIC, GroupService
+    from broker.coordinators.groups.service import OFFSETS_TOPIC, GroupService
 
     config = load_config({"offsets.topic.num.partitions": "1"})
     partition = SimpleNamespace(leader=config["node.id"], leader_epoch=3)

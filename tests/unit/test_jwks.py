@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from broker.config import ConfigError, load_config
-from broker.sasl_listener import sasl_listener
+from broker.net.sasl_listener import sasl_listener
 from broker.security.jwks import (
     VALIDATOR_CLASSES,
     JwksError,

@@ -1,4 +1,4 @@
-"""broker.kafka_client: the broker's own outbound connections (Raft, forwarding
+"""broker.net.node_client: the broker's own outbound connections (Raft, forwarding
 to the controller, replica fetchers)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from broker.kafka_client import ConnectionFailed, KafkaClientConnection
+from broker.net.node_client import ConnectionFailed, KafkaClientConnection
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 

@@ -8,6 +8,7 @@ few async drivers inside controller/ and replication/ are listed by name.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -78,11 +79,11 @@ def test_the_checker_sees_violations(tmp_path):
 
 # Coordination logic inside broker/ is pure too: only its shell does IO.
 PURE_BROKER_MODULES = (
-    "broker/groups/group.py",
-    "broker/groups/coordinator.py",
-    "broker/groups/pending_offsets.py",
-    "broker/transactions/model.py",
-    "broker/transactions/coordinator.py",
+    "broker/coordinators/groups/group.py",
+    "broker/coordinators/groups/coordinator.py",
+    "broker/coordinators/groups/pending_offsets.py",
+    "broker/coordinators/transactions/model.py",
+    "broker/coordinators/transactions/coordinator.py",
     # SASL mechanisms and the per-connection session: sans-IO, the clock passed in.
     "broker/security/mechanism.py",
     "broker/security/jaas.py",
@@ -97,7 +98,147 @@ PURE_BROKER_MODULES = (
 def test_coordinator_state_machines_do_no_io(relative):
     imported = {m.split(".")[0] for m in imported_modules(ROOT / relative)}
     assert not imported & (IO_MODULES | {"time", "broker.app"}), imported & IO_MODULES
-    assert "broker.groups.service" not in imported_modules(ROOT / relative)
+    assert "broker.coordinators.groups.service" not in imported_modules(ROOT / relative)
+
+
+# --------------------------------------------------------------------------- rooms inside broker/
+
+# broker/'s sub-packages, each allowed to import only the rooms named here (and
+# itself). The order reads bottom-up: security (sans-IO SASL), the node's base
+# modules (configuration), net (connections, TLS, SASL listeners, dispatch,
+# quotas, the node-to-node client), replica (replica manager shell, fetcher,
+# the leader's write), coordinators (groups, transactions, their shell),
+# handlers (one module per API), controller_node (the controller process's
+# drivers: quorum controller, Raft driver, forwarding, controller listener).
+# tools (the admin command line) and http (metrics, console, REST) are client
+# programs of the cluster: neither reaches into the serving rooms, except that
+# the HTTP endpoints hand requests to the broker's own dispatcher (net).
+# The entry points and the wiring (app, cli, container, lifecycle) may import
+# anything.
+BASE_MODULES = {"config", "config_info", "single_node_profile", "loop_monitor"}
+TOP_MODULES = {"__main__", "app", "cli", "container", "lifecycle"}
+ROOMS_ALLOWED = {
+    "security": set(),
+    "base": set(),
+    "net": {"base", "security"},
+    "replica": {"base", "security", "net"},
+    "coordinators": {"base", "security", "net", "replica"},
+    "handlers": {"base", "security", "net", "replica", "coordinators"},
+    "controller_node": {"base", "security", "net", "replica", "coordinators", "handlers"},
+    "tools": {"base", "security"},
+    "http": {"base", "security", "net", "tools"},
+}
+# Named exceptions, each with its reason.
+ROOM_EXCEPTIONS = {
+    # The listener limits' settings are parsed with the configuration; the module is pure accounting.
+    ("broker/config.py", "broker.net.limits"),
+}
+# Outside broker/, the admin tools use only the sans-IO layers' vocabulary (the
+# protocol, the controller's record and ACL types, config names), never a log.
+TOOLS_OUTSIDE_ALLOWED = {"protocol", "controller", "replication.throttle", "storage.meta_properties"}
+
+
+def room_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "broker" or len(parts) < 2:
+        return None
+    if (ROOT / "broker" / parts[1]).is_dir():
+        return parts[1]
+    if parts[1] in BASE_MODULES:
+        return "base"
+    if parts[1] in TOP_MODULES:
+        return "top"
+    return "loose:" + parts[1]
+
+
+def test_every_broker_module_has_a_room():
+    loose = [p.name for p in (ROOT / "broker").glob("*.py") if p.stem not in BASE_MODULES | TOP_MODULES | {"__init__"}]
+    assert not loose, f"broker/ modules outside any room (add a sub-package or name them here): {loose}"
+    rooms = {p.name for p in (ROOT / "broker").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == set(ROOMS_ALLOWED) - {"base"}, rooms ^ (set(ROOMS_ALLOWED) - {"base"})
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS_ALLOWED))
+def test_broker_rooms_import_only_the_rooms_below(room):
+    problems = []
+    for path in python_files("broker"):
+        relative = str(path.relative_to(ROOT))
+        if room_of(module_name(path)) != room:
+            continue
+        for module in imported_modules(path):
+            target = room_of(module)
+            if target is None or target == room or (relative, module) in ROOM_EXCEPTIONS:
+                continue
+            if target not in ROOMS_ALLOWED[room]:
+                problems.append(f"{relative} ({room}) imports {module} ({target})")
+        if room == "tools":
+            for module in imported_modules(path):
+                top = module.split(".")[0]
+                if top in PACKAGES and top != "broker" and not any(
+                    module == allowed or module.startswith(allowed + ".") for allowed in TOOLS_OUTSIDE_ALLOWED
+                ):
+                    problems.append(f"{relative} (tools) imports {module}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_room_checker_sees_violations():
+    assert room_of("broker.handlers.produce") == "handlers"
+    assert room_of("broker.config") == "base"
+    assert room_of("broker.app") == "top"
+    assert "http" not in ROOMS_ALLOWED["handlers"] and "tools" not in ROOMS_ALLOWED["handlers"]
+
+
+# --------------------------------------------------------------------------- modules that say they are pure
+
+# A module whose docstring calls itself pure (or sans-IO) does no network IO and
+# starts no threads or processes; one that says "no clock" reads no clock, one
+# that says "no Spark" imports no Spark.
+PURITY_CLAIM = re.compile(
+    r"(^|[.:]\s+)Pure\b|\bas (a )?pure (rules|functions|core|state machines?)\b|"
+    r"\ba pure (state machine|core)\b|: pure\b|\bpure accounting\b|\bsans-IO\b|\bpure codec\b|\bis pure\b",
+    re.M,
+)
+# Docstrings that speak of other modules' purity, not their own.
+NOT_A_CLAIM = {
+    "broker/replica/manager.py": "it carries out decisions of pure code it imports",
+    "storage/log.py": "it names the pure append checks it calls",
+    "broker/tools/metadata_quorum.py": "only its formatting functions are pure; it talks to the cluster",
+    "broker/coordinators/groups/__init__.py": "it says which of its modules are pure",
+    "broker/coordinators/transactions/__init__.py": "it says which of its modules are pure",
+}
+NO_IO_MODULES = IO_MODULES | {"aiohttp", "subprocess", "threading", "multiprocessing", "http", "urllib"}
+
+
+def purity_claims() -> list[str]:
+    found = []
+    for package in PACKAGES:
+        for path in python_files(package):
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            relative = str(path.relative_to(ROOT))
+            if PURITY_CLAIM.search(doc) and relative not in NOT_A_CLAIM:
+                found.append(relative)
+    return found
+
+
+def test_purity_claims_are_found():
+    claims = purity_claims()
+    for known in ("replication/replica_core.py", "controller/raft/node.py", "broker/coordinators/groups/coordinator.py",
+                  "broker/security/scram_server.py", "protocol/scram.py", "storage/producer_state.py"):
+        assert known in claims
+    assert set(NOT_A_CLAIM) <= {str(p.relative_to(ROOT)) for package in PACKAGES for p in python_files(package)}
+
+
+@pytest.mark.parametrize("relative", purity_claims())
+def test_modules_that_say_they_are_pure_are(relative):
+    path = ROOT / relative
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    forbidden = set(NO_IO_MODULES)
+    if re.search(r"\bno clock\b", doc):
+        forbidden |= {"time", "datetime"}
+    if re.search(r"\bno Spark\b", doc):
+        forbidden.add("pyspark")
+    imported = {m.split(".")[0] for m in imported_modules(path)}
+    assert not imported & forbidden, f"{relative} says it is pure but imports {sorted(imported & forbidden)}"
 
 
 # --------------------------------------------------------------------------- import circles

@@ -1,4 +1,4 @@
-"""broker.leader_append, the one leader write path, against a real partition log
+"""broker.replica.leader_append, the one leader write path, against a real partition log
 and a real LeaderPartition; the replica manager is reduced to what the path
 asks of it (the leader lookup, the high watermark move, the acks=all wait)."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.leader_append import append_as_leader, replication_outcome
+from broker.replica.leader_append import append_as_leader, replication_outcome
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
 from replication.partition import LeaderPartition

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.metadata.delta import MetadataDelta, MetadataLogError, merge_partition_change
-from controller.metadata.delta import apply_records
+from controller.metadata.delta import MetadataDelta, MetadataLogError, apply_records, merge_partition_change
 from controller.metadata.image import Endpoint, MetadataImage, PartitionImage, SupportedFeature
 from controller.metadata.records import (
     ABORT_TRANSACTION_RECORD,

@@ -1,4 +1,4 @@
-"""broker/metrics.py without a process: the counters the hot path bumps, the
+"""broker/http/metrics.py without a process: the counters the hot path bumps, the
 collector's families over a fake broker (caps, deleted topics), the parser of
 metrics.listener, and the exposition read back by prometheus-client's parser."""
 
@@ -10,9 +10,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.config import ConfigError, MetricsListener, load_config, parse_metrics_listener
+from broker.http.metrics import LATENCY_BUCKETS_S, BrokerMetrics, _cumulative
 from broker.loop_monitor import LagHistogram
-from broker.metrics import LATENCY_BUCKETS_S, BrokerMetrics, _cumulative
-from broker.replica_manager import HostedPartitions
+from broker.replica.manager import HostedPartitions
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.records import RECORDS_COUNT_OFFSET
 
@@ -215,7 +215,7 @@ def test_isr_changes_are_counted_when_the_controller_commits_them(tmp_path):
     AlterPartition's answer is applied, not when it is proposed or when stale."""
     import uuid
 
-    from broker.replica_manager import ReplicaManager
+    from broker.replica.manager import ReplicaManager
     from tests.unit.test_replica_manager_roles import fake_broker as replica_broker
     from tests.unit.test_replica_manager_roles import replicated_image
 

@@ -1,6 +1,6 @@
 """Node-to-node security: the client side of SASL (broker/security/sasl_client.py),
 the start-up checks of the inter-broker and controller listeners' security
-(broker/config.py, broker/app.py), and broker/kafka_client.py connecting over
+(broker/config.py, broker/app.py), and broker/net/node_client.py connecting over
 TLS and SASL to a real KafkaConnection in-process."""
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.security_setup import listener_tls as _listener_tls
-from broker.security_setup import node_security_of as _node_client_security
 from broker.config import STANDARD_AUTHORIZER, ConfigError, load_config
-from broker.connection import KafkaConnection
-from broker.dispatch import Dispatcher
-from broker.kafka_client import AuthenticationFailed, KafkaClientConnection, node_client_security
-from broker.sasl_listener import sasl_listeners
+from broker.net.connection import KafkaConnection
+from broker.net.dispatch import Dispatcher
+from broker.net.node_client import AuthenticationFailed, KafkaClientConnection, node_client_security
+from broker.net.sasl_listener import sasl_listeners
+from broker.net.security_setup import listener_tls as _listener_tls
+from broker.net.security_setup import node_security_of as _node_client_security
+from broker.net.tls import TLSAcceptor
 from broker.security.jaas import parse_jaas_entry
 from broker.security.mechanism import SaslAuthenticationError
 from broker.security.sasl_client import PlainClient, SaslClientError, ScramClient, client_factory
 from broker.security.scram_server import ScramServer, new_salt
-from broker.tls import TLSAcceptor
 from protocol import scram
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
@@ -400,7 +400,7 @@ def test_a_node_connects_over_sasl_ssl_with_plain_as_its_user(certs, caplog, run
             # By host name too: the certificate names localhost and 127.0.0.1.
             assert await principal_over(port, security["controller"], host="localhost") == "User:broker"
             wrong = node(certs, **{"listener.name.controller.plain.sasl.jaas.config": JAAS.replace('password="broker-secret"', 'password="nope"')})
-            caplog.set_level(logging.WARNING, logger="broker.kafka_client")
+            caplog.set_level(logging.WARNING, logger="broker.net.node_client")
             connection = KafkaClientConnection("127.0.0.1", port, "node-test", security=_node_client_security(load(wrong))["controller"])
             try:
                 for _ in range(2):

@@ -1,4 +1,4 @@
-"""broker.partition_watch: long-polling fetches wait in the broker's one purgatory,
+"""broker.replica.partition_watch: long-polling fetches wait in the broker's one purgatory,
 beside acks=all produces, under its one limit and timer."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.partition_watch import PartitionWatch
+from broker.replica.partition_watch import PartitionWatch
 from protocol.errors import ErrorCode
 from replication.delayed import DelayedProduce
 

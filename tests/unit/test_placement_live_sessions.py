@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from broker import quorum_controller
+from broker.controller_node import quorum_controller
 from controller.broker_lifecycle import BrokerHeartbeatTracker, plan_fence_brokers
 from controller.topic_commands import (
     ClusterDefaults,

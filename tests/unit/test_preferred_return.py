@@ -11,7 +11,7 @@ import os
 import random
 import uuid
 
-from broker import quorum_controller
+from broker.controller_node import quorum_controller
 from controller.broker_lifecycle import usable_broker_ids
 from controller.leader_election import plan_preferred_elections, preferred_leaders_returned
 from controller.metadata.records import (

@@ -3,10 +3,9 @@ deadline or cancellation."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from replication.purgatory import Purgatory
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from broker.cli import main
-from broker.quorum_tool import QuorumError, format_replication, format_status, metadata_partition, replica_rows
+from broker.tools.metadata_quorum import (
+    QuorumError,
+    format_replication,
+    format_status,
+    metadata_partition,
+    replica_rows,
+)
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes

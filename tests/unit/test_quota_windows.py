@@ -1,4 +1,4 @@
-"""broker/quota_windows.py and broker/quotas.py: sampled rates, throttle times, Kafka's quota precedence."""
+"""broker/net/quota_windows.py and broker/net/quotas.py: sampled rates, throttle times, Kafka's quota precedence."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.quota_windows import (
+from broker.net.quota_windows import (
     SampledRate,
     max_value_in_window,
     resolve_quota,
     throttle_time_ms,
     user_of_principal,
 )
-from broker.quotas import (
+from broker.net.quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -286,7 +286,7 @@ def test_idle_rates_are_dropped():
 
 
 def test_token_bucket_lets_a_burst_through_and_holds_the_rate():
-    from broker.quota_windows import TokenBucket
+    from broker.net.quota_windows import TokenBucket
 
     bucket = TokenBucket(11, 1000)
     # 2 mutations/s: a burst of 22 at once is within it, the 23rd owes 0.5 s.
@@ -306,8 +306,8 @@ def test_token_bucket_lets_a_burst_through_and_holds_the_rate():
 def test_a_strict_client_never_gets_more_than_burst_plus_rate(quota, requests):
     """Over any run, the mutations admitted by the strict rules are at most the burst, plus
     the quota times the time passed, plus the last request that took the bucket below zero."""
-    from broker.quotas import MutationQuota
-    from broker.quota_windows import TokenBucket
+    from broker.net.quota_windows import TokenBucket
+    from broker.net.quotas import MutationQuota
 
     now = [0]
     bucket = TokenBucket(11, 1000)

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from broker.cli import main
-from broker.group_tool import ToolError
-from broker.reassign_tool import Move, assignment_json, parse_reassignment_json
+from broker.tools.groups import ToolError
+from broker.tools.reassign import Move, assignment_json, parse_reassignment_json
 
 
 def test_parse_kafkas_file():

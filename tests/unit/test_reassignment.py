@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.controller_listener import build_controller_dispatcher
-from broker.quorum_controller import QuorumController
+from broker.controller_node.listener import build_controller_dispatcher
+from broker.controller_node.quorum_controller import QuorumController
 from controller.alter_partition import plan_alter_partition
 from controller.broker_lifecycle import LEADER_RECOVERY_STATE_RECOVERING, plan_fence_brokers
 from controller.metadata.delta import merge_partition_change
@@ -440,7 +440,7 @@ def test_a_leader_tracks_a_replica_added_within_its_epoch_and_proposes_it_once_c
 
 
 def test_a_single_replica_given_a_follower_by_a_reassignment_stops_committing_on_append(tmp_path):
-    from broker.replica_manager import ReplicaManager
+    from broker.replica.manager import ReplicaManager
     from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
     from tests.unit.test_replica_manager_roles import fake_broker
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from types import SimpleNamespace
 
-from broker.partition_watch import PartitionWatch
-from broker.replica_manager import HostedPartitions, ReplicaManager
+from broker.replica.manager import HostedPartitions, ReplicaManager
+from broker.replica.partition_watch import PartitionWatch
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from storage.log import LogConfig, PartitionLog
 

@@ -1,4 +1,4 @@
-"""The REST proxy's connections to other nodes (broker/rest/cluster.py NodeConnections):
+"""The REST proxy's connections to other nodes (broker/http/rest/cluster.py NodeConnections):
 one per node on its inter-broker endpoint from the metadata image, reused, replaced
 when the node's address changes, at most a bound (least recently used closed first),
 all closed when the proxy stops; a node without an endpoint is 'nothing sent'."""
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from broker.rest.cluster import NodeConnections, _Unsent
+from broker.http.rest.cluster import NodeConnections, _Unsent
 from controller.metadata.image import BrokerRegistration, Endpoint
 
 

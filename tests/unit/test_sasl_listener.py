@@ -1,4 +1,4 @@
-"""SASL listener settings from server.properties, and the frame steps a SASL connection takes (broker/sasl_listener.py)."""
+"""SASL listener settings from server.properties, and the frame steps a SASL connection takes (broker/net/sasl_listener.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.config import ConfigError, load_config
-from broker.sasl_listener import sasl_listener, sasl_listeners, sasl_step
+from broker.net.sasl_listener import sasl_listener, sasl_listeners, sasl_step
 from broker.security.sasl import SaslState
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response, encode_request

@@ -1,4 +1,4 @@
-"""broker/tls.py and the TLS keys of broker/config.py: listener security
+"""broker/net/tls.py and the TLS keys of broker/config.py: listener security
 protocols, ssl.* settings and what is refused, SSL contexts from PEM files and
 strings (errors name the key, never the material), subjects rendered as
 Java's X500Principal prints them, ssl.principal.mapping.rules."""
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.security_setup import listener_tls as _listener_tls
 from broker.config import KEYS, ConfigError, load_config
-from broker.tls import (
+from broker.net.security_setup import listener_tls as _listener_tls
+from broker.net.tls import (
     ANONYMOUS,
     PrincipalMapper,
     client_context,
@@ -53,7 +53,7 @@ def test_default_map_names_protocols_and_ssl_is_accepted():
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_sasl_listeners_load_and_kafkas_default_gssapi_is_refused_in_one_line(protocol):
-    from broker.sasl_listener import sasl_listeners
+    from broker.net.sasl_listener import sasl_listeners
 
     config = load({"listeners": f"{protocol}://127.0.0.1:9092"})
     assert config.security_protocols == {protocol: protocol}

@@ -1,4 +1,4 @@
-"""broker.connection on a TLS listener, in-process over real TCP, with the
+"""broker.net.connection on a TLS listener, in-process over real TCP, with the
 standard event loop and with uvloop: the handshake, the peer's principal kept
 on the connection, file slices read into the TLS stream (never sendfile),
 and bad clients (no certificate where one is required, an untrusted one,
@@ -15,10 +15,10 @@ import struct
 
 import pytest
 
-import broker.tls as tls_module
+import broker.net.tls as tls_module
 from broker.config import load_config
-from broker.connection import KafkaConnection
-from broker.tls import PrincipalMapper, TLSAcceptor, server_context, tls_settings
+from broker.net.connection import KafkaConnection
+from broker.net.tls import PrincipalMapper, TLSAcceptor, server_context, tls_settings
 from protocol.framing import ResponseFrame
 from storage.file_slice import FileSlice
 from tests.tls_certs import make_certs, openssl_or_skip
@@ -128,7 +128,7 @@ def test_handshake_principal_and_file_slices_over_tls(certs, tmp_path, run):
 
 def test_bad_clients_are_closed_with_one_line_and_others_carry_on(certs, tmp_path, run, caplog, monkeypatch):
     monkeypatch.setattr(tls_module, "HANDSHAKE_TIMEOUT_S", 0.5)
-    caplog.set_level(logging.WARNING, logger="broker.tls")
+    caplog.set_level(logging.WARNING, logger="broker.net.tls")
 
     async def closed(port, send: bytes | None = None, context=None) -> None:
         reader, writer = await asyncio.open_connection(

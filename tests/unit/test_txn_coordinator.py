@@ -17,8 +17,8 @@ import itertools
 
 import pytest
 
-from broker.transactions.coordinator import TransactionCoordinator
-from broker.transactions.model import (
+from broker.coordinators.transactions.coordinator import TransactionCoordinator
+from broker.coordinators.transactions.model import (
     AllocateProducerId,
     InitResult,
     SendMarkers,

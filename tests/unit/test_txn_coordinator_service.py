@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.connection import KafkaConnection
-from broker.dispatch import Dispatcher
+from broker.coordinators.transactions.service import TXN_TOPIC, TransactionService
 from broker.handlers import api_versions
-from broker.transactions.service import TXN_TOPIC, TransactionService
+from broker.net.connection import KafkaConnection
+from broker.net.dispatch import Dispatcher
 from controller.metadata.image import BrokerRegistration, Endpoint, MetadataImage, PartitionImage, TopicImage
 from controller.topic_commands import CreateTopicResult
 from protocol.errors import ErrorCode

@@ -1,0 +1,342 @@
+"""The group coordinator's asyncio shell: timers, futures and ``__consumer_offsets``.
+
+Owns the one :class:`~broker.coordinators.groups.coordinator.GroupCoordinator` of the
+broker. It creates the internal topic ``__consumer_offsets`` (compacted,
+``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor``
+replicas) the first time a group needs it, and fires the coordinator's
+deadlines from one timer on the event loop. Everything runs on the event loop,
+so the coordinator needs no locks. What it shares with the transaction
+coordinator (the topic, following leadership, replay, writes as the leader) is
+broker.coordinators.shell's.
+
+A group is coordinated by the leader of its ``__consumer_offsets`` partition,
+as in Kafka. The service follows that leadership in the metadata: when this
+broker becomes a partition's leader (and may lead: the controller unfenced it)
+it replays the partition's log into the coordinator; when it stops, it drops
+those groups, and requests waiting on them are answered NOT_COORDINATOR. Writes
+go to the partition as the leader's appends and are answered only once every
+in-sync replica has them (acks=all, ``offsets.commit.timeout.ms``), so a
+committed offset or a completed rebalance survives the leader's loss.
+
+Transactional offset commits (TxnOffsetCommit) are appended as one
+transactional batch carrying the producer's id and epoch, as the coordinator's
+own write (the log checks the epoch, not sequences, and tracks the open
+transaction); they stay pending until the transaction's marker lands in the
+partition, when :meth:`GroupService.complete_transaction` is called. Loading a
+partition replays them the same way: records of transactional batches are
+pending for their producer, and each COMMIT/ABORT marker completes them;
+whatever is still pending at the log end belongs to a transaction whose marker
+is still to come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+from broker.coordinators.groups.coordinator import (
+    GroupConfig,
+    GroupCoordinator,
+    JoinRequest,
+    JoinResult,
+    StoreError,
+    SyncResult,
+)
+from broker.coordinators.shell import CoordinatorShell, InternalTopic
+from broker.replica.leader_append import replication_outcome
+from protocol.errors import ErrorCode
+from protocol.records import NO_SEQUENCE, build_batch
+
+# What an offsets-partition append or its replication failed with, as the group
+# APIs report it (Kafka's coordinator maps them the same way); anything else is
+# UNKNOWN_SERVER_ERROR. The leader's own refusals come first: not led here (or
+# the partition not loaded), a failed disk, too few in-sync replicas.
+_STORE_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+# What the log refuses a transactional write with because of the producer or its
+# transaction: told to the producer as it is (Kafka passes these through too).
+_PRODUCER_ERRORS = frozenset({
+    ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.PRODUCER_FENCED,
+    ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    ErrorCode.UNKNOWN_PRODUCER_ID,
+    ErrorCode.TRANSACTION_ABORTABLE,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+})
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Timers are checked at least this often even when no deadline is due sooner.
+_MAX_TIMER_SLEEP_MS = 1000
+
+
+class GroupService:
+    def __init__(self, broker):
+        self._broker = broker
+        config = broker.config
+        self.config = GroupConfig(
+            offsets_partitions=config["offsets.topic.num.partitions"],
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            max_size=config["group.max.size"],
+            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+            offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+        )
+        self.coordinator = GroupCoordinator(self.config, self._store, self._new_member_id, self._store_transactional)
+        topic = InternalTopic(
+            OFFSETS_TOPIC,
+            num_partitions=self.config.offsets_partitions,
+            replication_factor=config["offsets.topic.replication.factor"],
+            replication_factor_config="offsets.topic.replication.factor",
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                "compression.type": "producer",
+            },
+        )
+        self.shell = CoordinatorShell(broker, topic, self, log)
+        self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at_ms: int | None = None
+        # __consumer_offsets partitions whose groups are in the coordinator, with
+        # the leader epoch they were loaded at.
+        self.loaded = self.shell.loaded
+        # partition -> its log end after this broker's last append to it: what
+        # a request must see replicated before it is answered.
+        self._written_offsets: dict[int, int] = {}
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    @staticmethod
+    def _new_member_id(prefix: str) -> str:
+        return f"{prefix}-{uuid.uuid4()}"
+
+    # ----------------------------------------------------------------- the internal topic
+
+    def offsets_topic_exists(self) -> bool:
+        return self.shell.topic_exists()
+
+    async def ensure_offsets_topic(self) -> ErrorCode:
+        """Create ``__consumer_offsets`` if it is missing (Kafka does it on the first
+        FindCoordinator for a group, or the first Metadata request naming it)."""
+        return await self.shell.ensure_topic()
+
+    def coordinator_of(self, group_id: str) -> tuple[ErrorCode, int]:
+        """(error, broker id) of the group's coordinator: the leader of its
+        ``__consumer_offsets`` partition, as in Kafka. COORDINATOR_NOT_AVAILABLE
+        while that partition has no leader or its leader is not serving."""
+        return self.shell.leader_of(self.coordinator.partition_for(group_id))
+
+    def not_coordinator(self, group_id: str) -> ErrorCode | None:
+        """The error for a group request that reached a broker other than the
+        group's coordinator (NOT_COORDINATOR: the client looks it up again; or
+        COORDINATOR_LOAD_IN_PROGRESS while this broker is loading the group's
+        partition), or None when this broker coordinates the group. Before
+        ``__consumer_offsets`` exists there are no groups anywhere, and reads are
+        answered here."""
+        if not self.offsets_topic_exists():
+            return None
+        return self.shell.not_coordinator(self.coordinator.partition_for(group_id))
+
+    def not_writable(self, group_id: str) -> ErrorCode | None:
+        """``not_coordinator`` for a request that writes: it needs the topic."""
+        if not self.offsets_topic_exists():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return self.not_coordinator(group_id)
+
+    # ----------------------------------------------------------------- writes
+
+    def _store(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        batch = build_batch([(key, value, [], self.now_ms()) for key, value in records])
+        self._append(partition, batch, transactional=False)
+
+    def _store_transactional(self, partition: int, producer_id: int, producer_epoch: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        batch = build_batch(
+            [(key, value, [], self.now_ms()) for key, value in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=NO_SEQUENCE,
+            is_transactional=True,
+        )
+        self._append(partition, batch, transactional=True)
+
+    def _append(self, partition: int, batch: bytes, *, transactional: bool) -> None:
+        # A transactional batch is the coordinator's own write (from_coordinator):
+        # its producer epoch is checked, not its sequences; the open transaction tracked.
+        written = self.shell.write(partition, batch, from_coordinator=transactional)
+        error = written.error
+        if error == ErrorCode.NONE:
+            self._written_offsets[partition] = written.last_offset + 1
+            return
+        if transactional and error in _PRODUCER_ERRORS:
+            raise StoreError(error, written.message or "")
+        if written.refused_by_log:
+            # Kafka tells the client to retry elsewhere or later, never the storage detail.
+            log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, written.message)
+        raise StoreError(_STORE_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR), written.message or f"{OFFSETS_TOPIC}-{partition}")
+
+    async def replicated(self, group_id: str) -> ErrorCode:
+        """Wait until every in-sync replica has what this broker last wrote to the
+        group's partition; the error to answer with if that cannot be."""
+        partition = self.coordinator.partition_for(group_id)
+        if partition not in self.loaded:
+            # Unloaded while the request waited (a leadership change): what it
+            # wrote may never reach the new leader, and this is not the coordinator.
+            return ErrorCode.NOT_COORDINATOR
+        required_offset = self._written_offsets.get(partition)
+        if required_offset is None:
+            return ErrorCode.NONE
+        replicas = self._broker.replicas
+        key = (OFFSETS_TOPIC, partition)
+        leader = replicas.leaders.get(key)
+        if leader is None or self.loaded.get(partition) != leader.leader_epoch:
+            return ErrorCode.NOT_COORDINATOR
+        outcome = await replication_outcome(replicas, key, leader, required_offset, self.commit_timeout_ms)
+        if outcome == ErrorCode.NONE:
+            if self._written_offsets.get(partition) == required_offset:
+                del self._written_offsets[partition]
+            return ErrorCode.NONE
+        return _STORE_ERRORS.get(outcome, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    async def answer_after_replication(self, group_id: str, results: dict) -> dict:
+        """Per-partition commit results, once every in-sync replica holds what the
+        commit wrote; the partitions that were written get the replication error
+        if that failed."""
+        if any(error == ErrorCode.NONE for error in results.values()):
+            replicated = await self.replicated(group_id)
+            if replicated != ErrorCode.NONE:
+                return {tp: replicated if error == ErrorCode.NONE else error for tp, error in results.items()}
+        return results
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` is in ``offsets_partition`` (and
+        replicated): its pending offsets there take effect or go. A partition not
+        loaded here replays the marker when it is loaded."""
+        if offsets_partition in self.loaded:
+            self.coordinator.complete_transaction(offsets_partition, producer_id, commit)
+
+    # ----------------------------------------------------------------- leadership
+
+    def follow_leadership(self) -> None:
+        """Load the groups of the ``__consumer_offsets`` partitions this broker now
+        leads (at a new leader epoch) and drop those of partitions it stopped leading."""
+        self.shell.follow_leadership()
+
+    # What the shell replays and the leadership changes it makes.
+
+    def replay_record(self, partition: int, producer_id: int, key, value) -> None:
+        self.coordinator.load_record(key, value, producer_id)
+
+    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        self.coordinator.complete_transaction(partition, producer_id, commit)
+
+    def partition_loaded(self, partition: int, epoch: int, records: int) -> None:
+        self.coordinator.finish_loading(self.now_ms())
+        if records:
+            partition_for = self.coordinator.partition_for
+            groups = sum(1 for group_id in self.coordinator.groups if partition_for(group_id) == partition)
+            log.info("groups: loaded %s-%d at leader epoch %d: %d records, %d groups", OFFSETS_TOPIC, partition, epoch, records, groups)
+        self.after_operation()
+
+    def partition_unloaded(self, partition: int, epoch: int) -> None:
+        self._written_offsets.pop(partition, None)
+        dropped = self.coordinator.unload_partition(partition)
+        log.info("groups: %s-%d no longer led here at epoch %d: %d groups unloaded", OFFSETS_TOPIC, partition, epoch, dropped)
+
+    # ----------------------------------------------------------------- timers
+
+    def after_operation(self, group_id: str | None = None) -> None:
+        """Re-arm the timer if ``group_id``'s (default: any group's) next deadline is
+        earlier than it. Operations that only push deadlines later (Heartbeat,
+        OffsetCommit) need not call this: the timer fires at least once a second."""
+        loop = asyncio.get_running_loop()
+        deadline_ms = self.coordinator.next_deadline_ms(None if group_id is None else [group_id])
+        now_ms = self.now_ms()
+        wake_ms = now_ms + _MAX_TIMER_SLEEP_MS if deadline_ms is None else min(deadline_ms, now_ms + _MAX_TIMER_SLEEP_MS)
+        if self._timer is not None and self._timer_at_ms is not None and self._timer_at_ms <= wake_ms:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at_ms = wake_ms
+        self._timer = loop.call_later(max(wake_ms - now_ms, 0) / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at_ms = None
+        try:
+            self.coordinator.tick(self.now_ms())
+        except Exception:  # keep the timer alive; log the bug
+            log.exception("group coordinator tick failed")
+        self.after_operation()
+
+    def expire_offsets(self) -> None:
+        expired = self.coordinator.expire_offsets(self.now_ms())
+        if expired:
+            log.info("expired %d committed offsets", expired)
+
+    def start(self) -> None:
+        self.after_operation()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.coordinator.shutdown()
+
+    # ----------------------------------------------------------------- waiting requests
+
+    async def join_group(self, request: JoinRequest):
+        # A group's state is stored in __consumer_offsets; Kafka creates it on
+        # the first FindCoordinator, but a client may skip that.
+        await self.ensure_offsets_topic()
+        error = self.not_writable(request.group_id)
+        if error is not None:
+            return JoinResult(error, member_id=request.member_id)
+        future = asyncio.get_running_loop().create_future()
+        self.coordinator.join_group(self.now_ms(), request, _resolver(future))
+        self.after_operation(request.group_id)
+        result = await future
+        if result.error == ErrorCode.NONE:
+            error = await self.replicated(request.group_id)
+            if error != ErrorCode.NONE:
+                return JoinResult(error, member_id=request.member_id)
+        return result
+
+    async def sync_group(self, group_id: str, *args):
+        await self.ensure_offsets_topic()
+        error = self.not_writable(group_id)
+        if error is not None:
+            return SyncResult(error)
+        future = asyncio.get_running_loop().create_future()
+        self.coordinator.sync_group(self.now_ms(), group_id, *args, _resolver(future))
+        self.after_operation(group_id)
+        result = await future
+        if result.error == ErrorCode.NONE:
+            # The assignment is answered once it is stored on every in-sync replica.
+            error = await self.replicated(group_id)
+            if error != ErrorCode.NONE:
+                return SyncResult(error)
+        return result
+
+
+def _resolver(future: asyncio.Future):
+    def resolve(result) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    return resolve

@@ -1,0 +1,534 @@
+"""Prometheus metrics: ``metrics.listener=http://HOST:PORT`` serves ``GET /metrics``.
+
+Names follow what Prometheus' JMX exporter makes of Kafka's MBeans (lower-cased
+``kafka_<domain>_<type>_<name>``, ``_total`` for the ``...PerSec`` meters, the
+beans' keys as labels), so that dashboards and alerts written for Kafka read a
+pybroker cluster unchanged. Where Kafka has no bean (group lag, the event loop)
+the names are kafka_exporter's or pybroker's own.
+
+The hot path only bumps plain ints: per produced batch and per fetched
+partition (the Produce and Fetch handlers are wrapped, not edited), and per
+request in the dispatcher (count and latency per API). Everything else is read
+from the broker's state when Prometheus scrapes, by :class:`_BrokerCollector`,
+on the event loop (the endpoint is an aiohttp application, broker/http/server.py):
+no thread, no lock.
+
+Cardinality is bounded: ``metrics.topic.series.max`` topics get per-topic and
+per-partition series (the first ones by name, so the set is stable across
+scrapes), ``metrics.group.series.max`` consumer-group lag series; what is left
+out is counted in ``pybroker_metrics_series_dropped``.
+
+Consumer-group lag is per broker, as Kafka's broker-side metrics are: each
+broker reports the groups it coordinates. A committed partition whose log is
+not on this broker gets its high watermark from a cache
+(broker.http.cluster_reader.HighWatermarkCache) that a background task refreshes
+every ``REMOTE_HW_REFRESH_MS`` with one ListOffsets per leader; the scrape
+only reads that cache, so it sends nothing and never waits on another node.
+Such a high watermark is up to one refresh interval old; a partition whose
+leader did not answer the last refresh has no series (lag nor committed offset)
+until it does, as before its first refresh.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from dataclasses import replace
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import choose_encoder
+
+from broker.config import MetricsListener
+from broker.http.cluster_reader import ClusterReader, HighWatermarkCache
+from broker.http.server import MAX_HTTP_CONNECTIONS, HttpServer, application  # noqa: F401 (re-exported: this endpoint's limit)
+from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS
+from broker.net.dispatch import AnswerLater
+from protocol.records import RECORDS_COUNT_OFFSET, RECORDS_OFFSET
+from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
+
+log = logging.getLogger(__name__)
+
+PRODUCE_KEY = APIS_BY_NAME["Produce"].key
+FETCH_KEY = APIS_BY_NAME["Fetch"].key
+
+# Upper bounds (seconds) of the request latency histograms: a Produce answered
+# from memory takes well under a millisecond, a long-polling Fetch waits up to
+# its max_wait_ms (500 ms by default), an acks=all Produce up to its timeout.
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+# The per-topic counters, one list per topic (a list of ints: the cheapest thing
+# to bump on the hot path). Index -> the BrokerTopicMetrics meter it feeds.
+BYTES_IN, MESSAGES_IN, BYTES_OUT, PRODUCE_REQUESTS, FETCH_REQUESTS, FAILED_PRODUCE, FAILED_FETCH = range(7)
+TOPIC_COUNTER_FAMILIES = (
+    ("kafka_server_brokertopicmetrics_bytesin", "Bytes appended by producers (record batches as received)"),
+    ("kafka_server_brokertopicmetrics_messagesin", "Records appended by producers"),
+    ("kafka_server_brokertopicmetrics_bytesout", "Record bytes sent to consumers (followers not included)"),
+    ("kafka_server_brokertopicmetrics_totalproducerequests", "Produce partitions handled"),
+    ("kafka_server_brokertopicmetrics_totalfetchrequests", "Fetch partitions answered to consumers"),
+    ("kafka_server_brokertopicmetrics_failedproducerequests", "Produce partitions answered with an error"),
+    ("kafka_server_brokertopicmetrics_failedfetchrequests", "Fetch partitions answered to consumers with an error"),
+)
+
+DEFAULT_TOPIC_SERIES_MAX = 1000
+DEFAULT_GROUP_SERIES_MAX = 10000
+# How often the high watermarks of committed partitions led elsewhere are refreshed (see above).
+REMOTE_HW_REFRESH_MS = 5000
+
+
+# --------------------------------------------------------------------------- the counters
+
+
+class BrokerMetrics:
+    """The counters the broker bumps, the collector that reads the rest at
+    scrape time, and the HTTP endpoint serving them."""
+
+    def __init__(self, broker, listener: MetricsListener, *, topic_series_max: int, group_series_max: int):
+        self.broker = broker
+        self.listener = listener
+        self.topic_series_max = topic_series_max
+        self.group_series_max = group_series_max
+        # topic -> counters (see BYTES_IN...). Only topics of the metadata image get
+        # an entry (a client may name any topic), and deleted ones go at scrape time.
+        self.topics: dict[str, list[int]] = {}
+        self.all_topics = [0] * len(TOPIC_COUNTER_FAMILIES)
+        self.replication_bytes_out = 0
+        # (api key, version) -> requests; api key -> latency bucket counts (the
+        # last one past the largest bound) and [sum of seconds].
+        self.requests: dict[tuple[int, int], int] = {}
+        self.latency_buckets: dict[int, list[int]] = {}
+        self.latency_sum_s: dict[int, list[float]] = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_BrokerCollector(self))
+        # CPU, memory and open files of this process (Linux /proc), as every Prometheus client offers.
+        ProcessCollector(namespace="", registry=self.registry)
+        # One request per connection (``Connection: close``): Prometheus opens one per scrape anyway.
+        app = application(one_request_per_connection=True)
+        app.router.add_route("*", "/{path:.*}", self._scrape)
+        self.http = HttpServer(app, listener)
+        self.bound_port: int | None = None
+        # High watermarks of committed partitions led elsewhere, refreshed while the endpoint serves.
+        self.remote_hws: HighWatermarkCache | None = None
+
+    def _remote_lag_partitions(self) -> set[tuple[str, int]]:
+        """Committed partitions of the groups this broker coordinates whose log is not
+        here (at most ``group_series_max``, the ones the scrape would report first)."""
+        broker = self.broker
+        if not broker.is_broker:
+            return set()
+        offsets = broker.groups.coordinator.offsets
+        logs = broker.logs.logs
+        wanted: set[tuple[str, int]] = set()
+        considered = 0
+        for group_id in sorted(offsets):
+            for key in sorted(offsets[group_id]):
+                if considered >= self.group_series_max:
+                    return wanted
+                considered += 1
+                if key not in logs:
+                    wanted.add(key)
+        return wanted
+
+    @classmethod
+    def from_config(cls, broker) -> BrokerMetrics | None:
+        config = broker.config
+        listener = config["metrics.listener"]
+        if listener is None:
+            return None
+        return cls(
+            broker,
+            listener,
+            topic_series_max=config["metrics.topic.series.max"],
+            group_series_max=config["metrics.group.series.max"],
+        )
+
+    # ------------------------------------------------------------- hot path
+
+    def request_done(self, api_key: int, api_version: int, elapsed_s: float) -> None:
+        """One request answered (called by the dispatcher for supported APIs only,
+        so the keys stay within the handler table)."""
+        key = (api_key, api_version)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        buckets = self.latency_buckets.get(api_key)
+        if buckets is None:
+            buckets = self.latency_buckets[api_key] = [0] * (len(LATENCY_BUCKETS_S) + 1)
+            self.latency_sum_s[api_key] = [0.0]
+        buckets[bisect.bisect_left(LATENCY_BUCKETS_S, elapsed_s)] += 1
+        self.latency_sum_s[api_key][0] += elapsed_s
+
+    def _topic(self, name: str) -> list[int] | None:
+        counters = self.topics.get(name)
+        if counters is None and name in self.broker.image.topics:
+            counters = self.topics[name] = [0] * len(TOPIC_COUNTER_FAMILIES)
+        return counters
+
+    def produced(self, request, response) -> None:
+        """Count a Produce: per partition one request, and its batch's bytes and
+        records when appended, or a failure. ``response`` None: acks=0, whose
+        outcome nobody hears of; its partitions are counted as appended."""
+        errors = _produce_errors(response)
+        totals = self.all_topics
+        for topic_data in request.topic_data:
+            name = topic_data.name
+            counters = self._topic(name)
+            for pdata in topic_data.partition_data:
+                error = errors.get((name, pdata.index), 0) if errors is not None else 0
+                records = pdata.records
+                size = len(records) if records is not None else 0
+                # One batch per partition (Produce v3+ refuses more); its header has the record count.
+                count = int.from_bytes(records[RECORDS_COUNT_OFFSET:RECORDS_OFFSET], "big") if size >= RECORDS_OFFSET else 0
+                totals[PRODUCE_REQUESTS] += 1
+                if error:
+                    totals[FAILED_PRODUCE] += 1
+                else:
+                    totals[BYTES_IN] += size
+                    totals[MESSAGES_IN] += count
+                if counters is not None:
+                    counters[PRODUCE_REQUESTS] += 1
+                    if error:
+                        counters[FAILED_PRODUCE] += 1
+                    else:
+                        counters[BYTES_IN] += size
+                        counters[MESSAGES_IN] += count
+
+    def fetched(self, from_follower: bool, response) -> None:
+        """Count a Fetch answer: per partition one request, its record bytes, or a failure."""
+        if response is None or response.error_code:
+            return
+        if from_follower:
+            # Kafka keeps replication traffic out of BytesOut (ReplicationBytesOutPerSec).
+            self.replication_bytes_out += sum(
+                len(pd.records) for t in response.responses for pd in t.partitions if pd.records is not None
+            )
+            return
+        names = self.broker.image.topic_names_by_id
+        totals = self.all_topics
+        for topic_response in response.responses:
+            name = topic_response.topic or names.get(topic_response.topic_id)
+            counters = self._topic(name) if name else None
+            for pd in topic_response.partitions:
+                size = len(pd.records) if pd.records is not None else 0
+                totals[FETCH_REQUESTS] += 1
+                totals[BYTES_OUT] += size
+                if pd.error_code:
+                    totals[FAILED_FETCH] += 1
+                if counters is not None:
+                    counters[FETCH_REQUESTS] += 1
+                    counters[BYTES_OUT] += size
+                    if pd.error_code:
+                        counters[FAILED_FETCH] += 1
+
+    # ------------------------------------------------------------- wiring
+
+    def instrument(self, *dispatchers) -> None:
+        """Time and count every request of these dispatchers, and wrap the Produce
+        and Fetch handlers (when registered) to count bytes and records per topic."""
+        for dispatcher in dispatchers:
+            dispatcher.enable_metrics(self)
+            produce = dispatcher.handlers.get(PRODUCE_KEY)
+            if produce is not None and not produce.is_async:
+                dispatcher.handlers[PRODUCE_KEY] = replace(produce, handle=self._counting_produce(produce.handle))
+            fetch = dispatcher.handlers.get(FETCH_KEY)
+            if fetch is not None and fetch.is_async:
+                dispatcher.handlers[FETCH_KEY] = replace(fetch, handle=self._counting_fetch(fetch.handle))
+
+    def _counting_produce(self, handle):
+        produced = self.produced
+
+        def produce(ctx, request):
+            answer = handle(ctx, request)
+            if type(answer) is AnswerLater:
+                return AnswerLater(_then_count_produce(answer.answer, produced, request), overlappable=answer.overlappable)
+            produced(request, answer)
+            return answer
+
+        return produce
+
+    def _counting_fetch(self, handle):
+        fetched = self.fetched
+
+        async def fetch(ctx, request):
+            response = await handle(ctx, request)
+            # The Fetch handler marks a follower's fetch exempt from client quotas.
+            fetched(ctx.throttle_exempt, response)
+            return response
+
+        return fetch
+
+    # ------------------------------------------------------------- HTTP
+
+    async def start(self) -> None:
+        """Bind and serve the endpoint; an OSError (port in use...) is the caller's to report."""
+        listener = self.listener
+        self.bound_port = await self.http.start()
+        self.remote_hws = HighWatermarkCache(
+            ClusterReader(self.broker, f"pybroker-metrics-{self.broker.node_id}"), self._remote_lag_partitions, REMOTE_HW_REFRESH_MS
+        )
+        self.remote_hws.start()
+        shown = MetricsListener(listener.host, self.bound_port)
+        log.info("metrics: serving Prometheus metrics on %s/metrics", shown)
+
+    async def stop(self) -> None:
+        await self.http.stop()
+        if self.remote_hws is not None:
+            await self.remote_hws.stop()
+            self.remote_hws = None
+
+    def exposition(self, accept: str | None) -> tuple[bytes, str]:
+        """The body and content type of a scrape: Prometheus' text format, or
+        OpenMetrics when the client asks for it (prometheus-client's choice)."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+    async def _scrape(self, request: web.Request) -> web.Response:
+        """Every path and method comes here, so that the answers are this endpoint's own."""
+        if request.rel_url.raw_path != "/metrics":
+            return _plain(404, b"not found: the metrics are at /metrics\n")
+        if request.method not in ("GET", "HEAD"):
+            return _plain(405, b"method not allowed\n", Allow="GET, HEAD")
+        try:
+            body, content_type = self.exposition(request.headers.get("Accept"))
+        except Exception:  # a collector bug must not take the listener down
+            log.exception("metrics: scrape failed")
+            return _plain(500, b"internal error\n")
+        return web.Response(status=200, body=body, headers={"Content-Type": content_type})
+
+
+def _plain(status: int, body: bytes, **headers) -> web.Response:
+    return web.Response(status=status, body=body, headers={"Content-Type": "text/plain; charset=utf-8", **headers})
+
+
+async def _then_count_produce(answer, produced, request):
+    response = await answer
+    produced(request, response)
+    return response
+
+
+def _produce_errors(response) -> dict[tuple[str, int], int] | None:
+    if response is None:
+        return None
+    return {
+        (topic.name, partition.index): partition.error_code
+        for topic in response.responses
+        for partition in topic.partition_responses
+        if partition.error_code
+    }
+
+
+# --------------------------------------------------------------------------- scrape time
+
+
+class _BrokerCollector:
+    """Builds every family from the counters and the broker's state at scrape time."""
+
+    def __init__(self, metrics: BrokerMetrics):
+        self.metrics = metrics
+
+    def collect(self):
+        metrics = self.metrics
+        broker = metrics.broker
+        image = broker.image
+        # The topics that get series: the first ones by name (stable across scrapes).
+        names = sorted(image.topics)
+        kept = set(names[: metrics.topic_series_max])
+        dropped_topics = len(names) - len(kept)
+        # Counters of deleted topics go: their series end, as the topic's beans do in Kafka.
+        for name in [n for n in metrics.topics if n not in image.topics]:
+            del metrics.topics[name]
+        yield from self._topic_counters(kept)
+        yield from self._requests()
+        yield from self._replicas(kept)
+        yield from self._controller()
+        yield from self._logs(kept)
+        lag, dropped_lag = self._group_lag()
+        yield from lag
+        yield from self._connections()
+        yield self._loop_lag()
+        dropped = GaugeMetricFamily(
+            "pybroker_metrics_series_dropped",
+            "Left out by metrics.topic.series.max (topics) and metrics.group.series.max (group lag series)",
+            labels=["family"],
+        )
+        dropped.add_metric(["topic"], dropped_topics)
+        dropped.add_metric(["group_lag"], dropped_lag)
+        yield dropped
+
+    def _topic_counters(self, kept: set[str]):
+        metrics = self.metrics
+        for index, (name, documentation) in enumerate(TOPIC_COUNTER_FAMILIES):
+            family = CounterMetricFamily(name, documentation, labels=["topic"])
+            family.add_metric([], metrics.all_topics[index])  # the all-topics series, as Kafka's bean without topic=
+            for topic in sorted(kept.intersection(metrics.topics)):
+                family.add_metric([topic], metrics.topics[topic][index])
+            yield family
+        replication = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_replicationbytesout", "Record bytes sent to follower replicas"
+        )
+        replication.add_metric([], metrics.replication_bytes_out)
+        yield replication
+
+    def _requests(self):
+        metrics = self.metrics
+        requests = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests", "Requests answered, per API and version", labels=["request", "version"]
+        )
+        for (api_key, version), count in sorted(metrics.requests.items()):
+            requests.add_metric([_api_name(api_key), str(version)], count)
+        yield requests
+        latency = HistogramMetricFamily(
+            "kafka_network_requestmetrics_totaltime_seconds",
+            "Time from a request's decoding to its response being ready (excludes queueing behind earlier "
+            "requests of the connection and the send)",
+            labels=["request"],
+        )
+        for api_key, buckets in sorted(metrics.latency_buckets.items()):
+            latency.add_metric([_api_name(api_key)], _cumulative(LATENCY_BUCKETS_S, buckets), metrics.latency_sum_s[api_key][0])
+        yield latency
+
+    def _replicas(self, kept: set[str]):
+        broker = self.metrics.broker
+        replicas = broker.replicas
+        # From the metadata: a partition whose log is not opened yet (after a
+        # restart, until first used) is hosted and led all the same.
+        hosted = replicas.hosted()
+        for name, documentation, value in (
+            ("underreplicatedpartitions", "Partitions this broker leads whose ISR lacks some replicas", hosted.under_replicated),
+            ("underminisrpartitioncount", "Partitions this broker leads whose ISR is below min.insync.replicas", hosted.under_min_isr),
+            ("partitioncount", "Partitions this broker has a replica of", hosted.count),
+            ("leadercount", "Partitions this broker leads", hosted.leaders),
+        ):
+            yield _gauge(f"kafka_server_replicamanager_{name}", documentation, value)
+        yield _gauge(
+            "pybroker_log_open_partitions",
+            "Partition logs open on this broker; the other hosted ones are opened on first use",
+            broker.logs.open_count,
+        )
+        for name, documentation, value in (
+            ("isrshrinks", "ISR shrinks of partitions this broker leads, as committed by the controller", replicas.isr_shrinks),
+            ("isrexpands", "ISR expansions of partitions this broker leads, as committed by the controller", replicas.isr_expands),
+        ):
+            counter = CounterMetricFamily(f"kafka_server_replicamanager_{name}", documentation)
+            counter.add_metric([], value)
+            yield counter
+
+    def _controller(self):
+        broker = self.metrics.broker
+        image = broker.image
+        raft = broker.raft
+        active = broker.is_controller and raft.is_leader
+        # As in Kafka, the cluster-wide counts come from the active controller only (0 elsewhere).
+        offline = topics = partitions = 0
+        if active:
+            topics = len(image.topics)
+            for topic in image.topics.values():
+                partitions += len(topic.partitions)
+                offline += sum(1 for p in topic.partitions.values() if p.leader < 0)
+        for name, documentation, value in (
+            ("activecontrollercount", "1 on the active controller (the metadata quorum's leader)", int(active)),
+            ("offlinepartitionscount", "Partitions without a leader", offline),
+            ("globaltopiccount", "Topics in the cluster", topics),
+            ("globalpartitioncount", "Partitions in the cluster", partitions),
+        ):
+            yield _gauge(f"kafka_controller_kafkacontroller_{name}", documentation, value)
+        node = raft.node
+        yield _gauge("kafka_server_raft_metrics_current_epoch", "The metadata quorum's epoch", node.epoch if node else 0)
+        yield _gauge("kafka_server_raft_metrics_high_watermark", "The metadata log's committed end", raft.high_watermark)
+        yield _gauge("kafka_server_raft_metrics_log_end_offset", "The metadata log's end offset on this node", broker.raft_log.end_offset)
+        yield _gauge(
+            "kafka_server_broker_metadata_metrics_last_applied_record_offset",
+            "The last metadata log offset this node's metadata image includes",
+            image.offset,
+        )
+
+    def _logs(self, kept: set[str]):
+        families = {
+            "size": GaugeMetricFamily("kafka_log_log_size", "Bytes in the partition's segment files", labels=["topic", "partition"]),
+            "logendoffset": GaugeMetricFamily("kafka_log_log_logendoffset", "The offset the next record gets", labels=["topic", "partition"]),
+            "logstartoffset": GaugeMetricFamily("kafka_log_log_logstartoffset", "The first offset still held", labels=["topic", "partition"]),
+            "numlogsegments": GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition", labels=["topic", "partition"]),
+        }
+        # Opened logs only: a scrape must not open files (replicated partitions are
+        # opened when they take their role; this leaves out single-replica logs
+        # nobody used since the start).
+        for (topic, partition), plog in sorted(self.metrics.broker.logs.opened_logs(), key=lambda item: item[0]):
+            if topic not in kept:
+                continue
+            labels = [topic, str(partition)]
+            segments = plog.segments
+            families["size"].add_metric(labels, sum(s.size_bytes for s in segments))
+            families["logendoffset"].add_metric(labels, plog.log_end_offset)
+            families["logstartoffset"].add_metric(labels, plog.log_start_offset)
+            families["numlogsegments"].add_metric(labels, len(segments))
+        yield from families.values()
+
+    def _group_lag(self):
+        """Lag of the groups this broker coordinates, per committed partition: the high
+        watermark (what a consumer can read; of a partition whose log is not here, the
+        background-refreshed cache's) less the committed offset."""
+        metrics = self.metrics
+        broker = metrics.broker
+        labels = ["consumergroup", "topic", "partition"]
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Records between a group's committed offset and the high watermark", labels=labels)
+        committed = GaugeMetricFamily("kafka_consumergroup_current_offset", "A group's committed offset", labels=labels)
+        emitted = dropped = 0
+        limit = metrics.group_series_max
+        offsets = broker.groups.coordinator.offsets if broker.is_broker else {}
+        remote_hws = metrics.remote_hws.values if metrics.remote_hws is not None else {}
+        for group_id in sorted(offsets):
+            for (topic, partition), offset in sorted(offsets[group_id].items()):
+                plog = broker.logs.logs.get((topic, partition))
+                hw = plog.high_watermark if plog is not None else remote_hws.get((topic, partition))
+                if hw is None:
+                    continue  # led elsewhere and not (yet) in the cache: its end is not known here
+                if emitted >= limit:
+                    dropped += 1
+                    continue
+                emitted += 1
+                series = [group_id, topic, str(partition)]
+                committed.add_metric(series, offset.offset)
+                lag.add_metric(series, max(hw - offset.offset, 0))
+        return [lag, committed], dropped
+
+    def _connections(self):
+        broker = self.metrics.broker
+        counts = {listener.name: 0 for listener in broker.config.listeners}
+        for connection in list(broker._connections):
+            name = connection.listener_name or "unknown"
+            counts[name] = counts.get(name, 0) + 1
+        family = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count", "Open client and node connections", labels=["listener"]
+        )
+        for name, count in sorted(counts.items()):
+            family.add_metric([name], count)
+        yield family
+
+    def _loop_lag(self):
+        histogram = self.metrics.broker.loop_monitor.histogram
+        family = HistogramMetricFamily(
+            "pybroker_event_loop_lag_seconds",
+            "How much later than asked the event loop ran a timer: what every request waited on top of its own work",
+        )
+        bounds_s = tuple(bound / 1000 for bound in LAG_BUCKET_BOUNDS_MS)
+        family.add_metric([], _cumulative(bounds_s, histogram.counts), histogram.sum_ms / 1000)
+        return family
+
+
+def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, int]]:
+    """Per-bucket counts (the last one past the largest bound) -> Prometheus' cumulative buckets."""
+    buckets = []
+    seen = 0
+    for bound, count in zip(bounds, counts):
+        seen += count
+        buckets.append((repr(float(bound)), seen))
+    buckets.append(("+Inf", seen + counts[-1]))
+    return buckets
+
+
+def _gauge(name: str, documentation: str, value) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
+def _api_name(api_key: int) -> str:
+    api = APIS_BY_KEY.get(api_key)
+    return api.name if api is not None else str(api_key)

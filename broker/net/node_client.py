@@ -1,0 +1,337 @@
+"""An asyncio Kafka protocol client for the node's own requests to other nodes
+(Raft messages between controllers, a broker's requests to the active
+controller, replica fetches, transaction markers).
+
+One TCP connection, pipelined requests matched to responses by correlation id;
+a broken connection fails every request waiting on it and the next request
+reconnects. Nothing here retries: the callers (the Raft core, the broker's
+lifecycle loop) already resend on their own timers, so a retry here would only
+duplicate theirs.
+
+Security (:class:`ClientSecurity`, built once at start by
+:func:`node_client_security`): a node connects to a listener of another node
+with that listener's security protocol, as a Kafka node does: TLS with the
+node's own ``ssl.*`` / ``listener.name.<l>.ssl.*`` settings (the peer's
+certificate verified against the trust store, its host name unless
+``ssl.endpoint.identification.algorithm`` is empty, our keystore shown when the
+peer asks for a client certificate), then for SASL a SaslHandshake v1 and
+SaslAuthenticate v2 exchange (broker/security/sasl_client.py) before the first
+request. An authentication or TLS failure fails the request like any broken
+connection (:class:`AuthenticationFailed`) and is logged once at WARNING until
+a connection succeeds again. A session with a lifetime (the peer's
+``connections.max.reauth.ms``) is not re-authenticated in place: a new
+connection is opened once 85 % of it has passed, and the old one closed at its
+end, so requests in flight on it still get their answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.config import BrokerConfig, ConfigError
+from broker.net.tls import client_context, tls_settings
+from broker.security.jaas import JaasConfigError, parse_jaas_entry
+from broker.security.sasl_client import MechanismClient, SaslClientError, client_factory
+from protocol.client import RESPONSE_BYTES_MAX, ClientConnectionState, UndecodableResponse
+from protocol.errors import ErrorCode
+from protocol.exceptions import ProtocolError
+from protocol.registry import APIS_BY_NAME
+from protocol.schema import Api
+
+log = logging.getLogger(__name__)
+
+# Bytes asked of the stream per read: a large response arrives in pieces of this size.
+READ_CHUNK_BYTES = 256 << 10
+
+
+SASL_HANDSHAKE = APIS_BY_NAME["SaslHandshake"]
+SASL_AUTHENTICATE = APIS_BY_NAME["SaslAuthenticate"]
+# Before authentication a peer's answers are small (a SCRAM message, a mechanism list).
+SASL_RESPONSE_BYTES_MAX = 1 << 20
+# SCRAM takes two SaslAuthenticate rounds, PLAIN one: more is a misbehaving peer.
+SASL_ROUNDS_MAX = 4
+# Before this share of a SASL session's lifetime has passed, a new connection replaces it.
+SESSION_RENEW_SHARE = 0.85
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
+class ConnectionFailed(ConnectionError):
+    """The request may or may not have reached the peer; no response will come."""
+
+
+class AuthenticationFailed(ConnectionFailed):
+    """The peer refused our credentials or certificate, or failed to prove its own."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How this node connects to ``listener`` of other nodes (its security protocol)."""
+
+    listener: str
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    sasl_client: Callable[[], MechanismClient] | None = None
+    # User:<name> of the SASL credentials: what the peer's authorizer sees.
+    principal: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ClientSecurity({self.listener}, {self.protocol}, sasl={self.sasl_mechanism})"
+
+
+PLAINTEXT = ClientSecurity("PLAINTEXT")
+
+
+def node_client_security(config: BrokerConfig, listener: str, mechanism_key: str) -> ClientSecurity:
+    """The client side of ``listener`` (the inter-broker or the first controller
+    listener) for this node: its TLS context and, for SASL, the mechanism named
+    by ``mechanism_key`` (sasl.mechanism.inter.broker.protocol or
+    sasl.mechanism.controller.protocol) with the credentials of the listener's
+    JAAS entry. ConfigError names the key to fix; nothing is connected yet."""
+    protocol = config.security_protocol(listener)
+    context = client_context(tls_settings(config, listener)) if protocol in TLS_PROTOCOLS else None
+    if protocol not in SASL_PROTOCOLS:
+        return ClientSecurity(listener, protocol, context)
+    mechanism = config[mechanism_key]
+    jaas_key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    text = config.sasl.get(jaas_key)
+    try:
+        entry = None if text is None else parse_jaas_entry(text)
+        factory = client_factory(mechanism, entry, jaas_key)
+    except JaasConfigError as exc:
+        raise ConfigError(f"{jaas_key}: {exc}") from None
+    except ValueError as exc:
+        message = str(exc)
+        raise ConfigError(message if message.startswith(jaas_key) else f"{mechanism_key}: {message}") from None
+    return ClientSecurity(listener, protocol, context, mechanism, factory, "User:" + entry.options["username"])
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+class KafkaClientConnection:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        *,
+        connect_timeout_ms: int = 5000,
+        security: ClientSecurity | None = None,
+    ):
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.connect_timeout_ms = connect_timeout_ms
+        self.security = security or PLAINTEXT
+        # A failure to authenticate is logged once, until a connection succeeds.
+        self._failure_logged = False
+        # loop time at which the SASL session is renewed (None: it has no lifetime).
+        self._renew_at_s: float | None = None
+        self._session_end_s = 0.0
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        self._connecting: asyncio.Future | None = None
+        # The current connection's protocol state and the requests waiting on it.
+        self._state: ClientConnectionState | None = None
+        self._pending: dict[int, asyncio.Future] = {}
+        self._closed = False
+
+    async def request(self, api: Api, api_version: int, body, *, timeout_ms: int):
+        """Send one request and wait for its response body."""
+        if self._closed:
+            raise ConnectionFailed("connection closed")
+        await asyncio.wait_for(self._ensure_connected(), self.connect_timeout_ms / 1000)
+        correlation_id, data = self._state.send(api, api_version, body)
+        future = asyncio.get_running_loop().create_future()
+        pending = self._pending
+        pending[correlation_id] = future
+        writer = self._writer
+        try:
+            writer.write(data)
+            return await asyncio.wait_for(future, timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            self._abort(writer)
+            raise
+        finally:
+            pending.pop(correlation_id, None)
+
+    def _abort(self, writer: asyncio.StreamWriter) -> None:
+        """Drop a connection a request timed out on, as Kafka's NetworkClient
+        does. After a network cut the kernel may keep such a connection open
+        while TCP retransmits with ever longer backoff, and every later request
+        would queue behind it for seconds after the network is back; the next
+        request opens a new connection instead."""
+        if self._writer is writer:
+            self._writer = None
+        writer.transport.abort()  # close() would wait for the unsent bytes to drain
+
+    async def _ensure_connected(self) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            if self._renew_at_s is None or asyncio.get_running_loop().time() < self._renew_at_s:
+                return
+            self._retire(self._writer)
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect())
+        connecting = self._connecting
+        try:
+            await asyncio.shield(connecting)
+        finally:
+            if connecting.done():
+                self._connecting = None
+
+    def _retire(self, writer: asyncio.StreamWriter) -> None:
+        """Open a new connection for the next requests; this one closes when its
+        SASL session ends (the requests in flight on it are answered by then)."""
+        self._writer = None
+        self._renew_at_s = None
+        remaining_s = max(self._session_end_s - asyncio.get_running_loop().time(), 0.0)
+        asyncio.get_running_loop().call_later(remaining_s, writer.close)
+
+    async def _connect(self) -> None:
+        security = self.security
+        context = security.ssl_context
+        try:
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+        except OSError as exc:
+            raise ConnectionFailed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        lifetime_ms = 0
+        # Before authentication a peer's answers are small: a larger one is refused.
+        state = ClientConnectionState(self.client_id, response_bytes_max=SASL_RESPONSE_BYTES_MAX)
+        try:
+            if context is not None:
+                try:
+                    await writer.start_tls(context, server_hostname=self.host, ssl_handshake_timeout=self.connect_timeout_ms / 1000)
+                except (OSError, EOFError) as exc:  # ssl.SSLError is an OSError
+                    # An untrusted certificate, a host name it does not name, a peer not speaking TLS, ...
+                    reason = getattr(exc, "verify_message", None) or str(exc) or "the peer closed the connection (not a TLS listener?)"
+                    raise AuthenticationFailed(f"TLS handshake with {self.host}:{self.port} ({security.listener}) failed: {reason}") from exc
+            if security.sasl_client is not None:
+                try:
+                    lifetime_ms = await self._authenticate(reader, writer, state)
+                except AuthenticationFailed:
+                    raise
+                except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
+                    raise ConnectionFailed(f"connection to {self.host}:{self.port} closed during SASL authentication: {exc}") from exc
+        except BaseException as exc:  # a failure, or the connect timeout cancelling us
+            writer.close()
+            if isinstance(exc, AuthenticationFailed):
+                self._log_failure(exc)
+            raise
+        if self._failure_logged:
+            log.info("authenticated to %s:%d (%s) again", self.host, self.port, security.listener)
+            self._failure_logged = False
+        if lifetime_ms > 0:
+            now_s = asyncio.get_running_loop().time()
+            self._session_end_s = now_s + lifetime_ms / 1000
+            self._renew_at_s = now_s + lifetime_ms * SESSION_RENEW_SHARE / 1000
+        else:
+            self._renew_at_s = None
+        state.response_bytes_max = RESPONSE_BYTES_MAX
+        self._writer = writer
+        self._state = state
+        # Each connection has its own state and pending table, so the end of an
+        # old one can never fail requests sent on its successor.
+        self._pending = {}
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_responses(reader, writer, state, self._pending))
+
+    def _log_failure(self, failure: AuthenticationFailed) -> None:
+        if not self._failure_logged:
+            self._failure_logged = True
+            log.warning("%s; retrying (logged once until it succeeds)", failure)
+
+    @staticmethod
+    async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: ClientConnectionState,
+                        api: Api, api_version: int, body):
+        """One request and its response on a connection not yet handed to the reader task."""
+        _, data = state.send(api, api_version, body)
+        writer.write(data)
+        while (response := state.next_response()) is None:
+            chunk = await reader.read(READ_CHUNK_BYTES)
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"", None)
+            state.receive_data(chunk)
+        return response.body
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            state: ClientConnectionState) -> int:
+        """SaslHandshake v1, then SaslAuthenticate v2 rounds until the mechanism
+        completes; the session's lifetime in ms (0: none)."""
+        security = self.security
+        peer = f"{self.host}:{self.port} ({security.listener}, SASL {security.sasl_mechanism})"
+        handshake = await self._exchange(
+            reader, writer, state, SASL_HANDSHAKE, 1, SASL_HANDSHAKE.request.cls(mechanism=security.sasl_mechanism)
+        )
+        if handshake.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            raise AuthenticationFailed(
+                f"authentication failed with {peer}: the mechanism is not enabled there "
+                f"(it offers {', '.join(handshake.mechanisms or []) or 'none'})"
+            )
+        if handshake.error_code != ErrorCode.NONE:
+            # ILLEGAL_SASL_STATE: most likely not a SASL listener there.
+            raise AuthenticationFailed(f"authentication failed with {peer}: SaslHandshake answered {_error_name(handshake.error_code)}")
+        mechanism = security.sasl_client()
+        token = mechanism.initial_token()
+        for _ in range(SASL_ROUNDS_MAX):
+            answer = await self._exchange(reader, writer, state, SASL_AUTHENTICATE, 2, SASL_AUTHENTICATE.request.cls(auth_bytes=token))
+            if answer.error_code != ErrorCode.NONE:
+                reason = answer.error_message or _error_name(answer.error_code)
+                raise AuthenticationFailed(f"authentication failed with {peer}: {reason}")
+            try:
+                token = mechanism.evaluate(bytes(answer.auth_bytes))
+            except SaslClientError as exc:
+                raise AuthenticationFailed(f"authentication failed with {peer}: {exc}") from None
+            if token is None:
+                return answer.session_lifetime_ms or 0
+        raise AuthenticationFailed(f"authentication failed with {peer}: no end after {SASL_ROUNDS_MAX} rounds")
+
+    async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                              state: ClientConnectionState, pending: dict[int, asyncio.Future]) -> None:
+        error: Exception = ConnectionFailed(f"connection to {self.host}:{self.port} closed")
+        try:
+            if state.buffered_bytes:
+                raise ProtocolError(f"{state.buffered_bytes} bytes arrived before any request was sent")
+            while True:
+                # Whole frames read here (one copy, by the stream) rather than fed to
+                # the state in chunks: replica fetches are most of these bytes.
+                try:
+                    prefix = await reader.readexactly(4)
+                except asyncio.IncompleteReadError:
+                    break  # the peer closed the connection
+                frame = await reader.readexactly(state.frame_size(prefix))
+                try:
+                    correlation_id, body = state.receive_frame(frame)
+                except UndecodableResponse as exc:
+                    future = pending.pop(exc.correlation_id, None)
+                    if future is not None and not future.done():
+                        future.set_exception(exc)
+                    raise
+                future = pending.pop(correlation_id, None)
+                if future is not None and not future.done():  # else its caller timed out and left
+                    future.set_result(body)
+        except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
+            error = ConnectionFailed(f"connection to {self.host}:{self.port}: {exc}")
+        finally:
+            writer.close()
+            if self._writer is writer:
+                self._writer = None
+            for future in list(pending.values()):
+                if not future.done():
+                    future.set_exception(error)
+            pending.clear()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
