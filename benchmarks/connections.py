@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from protocol.framing import decode_response, encode_request
-from protocol.primitives import INT32
+from protocol.client import ClientConnectionState
+from protocol.framing import SIZE_PREFIX_BYTES
 from protocol.registry import APIS_BY_NAME
 
 API_VERSIONS = APIS_BY_NAME["ApiVersions"]
@@ -54,9 +54,9 @@ def open_descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def _api_versions_request(correlation_id: int) -> bytes:
+def _api_versions_request(state: ClientConnectionState) -> bytes:
     body = API_VERSIONS.request.cls(client_software_name="pybroker-bench", client_software_version="1")
-    return encode_request(API_VERSIONS, API_VERSIONS_VERSION, correlation_id, "connections-bench", body)
+    return state.send(API_VERSIONS, API_VERSIONS_VERSION, body)[1]
 
 
 def _recv_exactly(sock: socket.socket, count: int) -> bytes:
@@ -69,18 +69,17 @@ def _recv_exactly(sock: socket.socket, count: int) -> bytes:
     return bytes(data)
 
 
-def _check_answer(sock: socket.socket, correlation_id: int) -> None:
-    size = INT32.unpack(_recv_exactly(sock, 4))[0]
-    answered_id, body = decode_response(API_VERSIONS, API_VERSIONS_VERSION, _recv_exactly(sock, size))
-    if answered_id != correlation_id or body.error_code != 0:
-        raise RuntimeError(f"ApiVersions answered id {answered_id} error {body.error_code}")
+def _check_answer(sock: socket.socket, state: ClientConnectionState) -> None:
+    size = state.frame_size(_recv_exactly(sock, SIZE_PREFIX_BYTES))
+    body = state.receive_frame(_recv_exactly(sock, size)).body
+    if body.error_code != 0:
+        raise RuntimeError(f"ApiVersions answered error {body.error_code}")
 
 
 def open_served_connections(host: str, port: int, count: int, sockets: list, timeout_s: float = 30.0) -> None:
     """Append ``count`` connected sockets to ``sockets``, each answered one
     ApiVersions request. The caller closes them (also when this raises): they
     are appended as they are made."""
-    request = _api_versions_request(1)
     while count > 0:
         batch = []
         for _ in range(min(CONNECT_BATCH, count)):
@@ -88,11 +87,12 @@ def open_served_connections(host: str, port: int, count: int, sockets: list, tim
             sockets.append(sock)
             sock.settimeout(timeout_s)
             sock.connect((host, port))
-            sock.sendall(request)
-            batch.append(sock)
+            state = ClientConnectionState("connections-bench")
+            sock.sendall(_api_versions_request(state))
+            batch.append((sock, state))
         # The batch's requests are all sent before the first answer is awaited.
-        for sock in batch:
-            _check_answer(sock, 1)
+        for sock, state in batch:
+            _check_answer(sock, state)
         count -= len(batch)
 
 

@@ -30,7 +30,6 @@ import argparse
 import signal
 import socket
 import statistics
-import struct
 import sys
 import tempfile
 import threading
@@ -43,7 +42,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import peers
 
-from protocol.framing import decode_response, encode_request
+from protocol.client import ClientConnectionState
+from protocol.framing import SIZE_PREFIX_BYTES
 from protocol.registry import APIS_BY_NAME
 
 API_VERSIONS = APIS_BY_NAME["ApiVersions"]
@@ -65,21 +65,20 @@ class Prober:
         host, port = bootstrap.rsplit(":", 1)
         self._sock = socket.create_connection((host, int(port)), timeout=60)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._state = ClientConnectionState("loop-stalls")
         self._interval_s = interval_ms / 1000
         self._stop = threading.Event()
         self.round_trips_ms: list[float] = []
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _round_trip(self, correlation_id: int) -> float:
+    def _round_trip(self) -> float:
         body = API_VERSIONS.request.cls(client_software_name="loop-stalls", client_software_version="1")
-        request = encode_request(API_VERSIONS, 3, correlation_id, "loop-stalls", body)
+        _, request = self._state.send(API_VERSIONS, 3, body)
         started = time.perf_counter()
         self._sock.sendall(request)
-        size = struct.unpack(">i", self._recv_exactly(4))[0]
-        frame = self._recv_exactly(size)
+        frame = self._recv_exactly(self._state.frame_size(self._recv_exactly(SIZE_PREFIX_BYTES)))
         elapsed_ms = (time.perf_counter() - started) * 1000
-        got_id, _ = decode_response(API_VERSIONS, 3, frame)
-        assert got_id == correlation_id
+        self._state.receive_frame(frame)  # checks it answers this request
         return elapsed_ms
 
     def _recv_exactly(self, count: int) -> bytes:
@@ -93,10 +92,8 @@ class Prober:
         return b"".join(chunks)
 
     def _run(self) -> None:
-        correlation_id = 0
         while not self._stop.is_set():
-            correlation_id += 1
-            self.round_trips_ms.append(self._round_trip(correlation_id))
+            self.round_trips_ms.append(self._round_trip())
             self._stop.wait(self._interval_s)
 
     def __enter__(self) -> Prober:

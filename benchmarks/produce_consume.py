@@ -49,8 +49,8 @@ def start_broker(data_dir: Path, no_uvloop: bool = False, overrides: dict[str, s
 def raw_fetch_all(bootstrap: str, end_offset: int) -> tuple[float, int]:
     """Read the topic with bare Fetch requests (our codec, one socket): what the
     broker serves when no client library sits in between."""
-    from protocol.framing import decode_response, encode_request
-    from protocol.primitives import INT32
+    from protocol.client import ClientConnectionState
+    from protocol.framing import SIZE_PREFIX_BYTES
     from protocol.records import iter_batches
     from protocol.registry import APIS_BY_NAME
     from protocol.schema import struct_classes
@@ -59,6 +59,7 @@ def raw_fetch_all(bootstrap: str, end_offset: int) -> tuple[float, int]:
     Q = struct_classes(api.request)
     host, port = bootstrap.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=30)
+    state = ClientConnectionState("bench")
 
     def recv_exactly(n: int) -> bytes:
         chunks = bytearray()
@@ -69,17 +70,16 @@ def raw_fetch_all(bootstrap: str, end_offset: int) -> tuple[float, int]:
             chunks += chunk
         return bytes(chunks)
 
-    offset, total, correlation_id = 0, 0, 0
+    offset, total, requests = 0, 0, 0
     start = time.perf_counter()
-    while offset < end_offset and correlation_id < 100_000:
-        correlation_id += 1
+    while offset < end_offset and requests < 100_000:
+        requests += 1
         request = Q.FetchRequest(
             max_wait_ms=100, min_bytes=1, max_bytes=50 << 20,
             topics=[Q.FetchTopic(topic="bench", partitions=[Q.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=10 << 20)])],
         )
-        sock.sendall(encode_request(api, 12, correlation_id, "bench", request))
-        size = INT32.unpack(recv_exactly(4))[0]
-        _, response = decode_response(api, 12, recv_exactly(size))
+        sock.sendall(state.send(api, 12, request)[1])
+        response = state.receive_frame(recv_exactly(state.frame_size(recv_exactly(SIZE_PREFIX_BYTES)))).body
         records = response.responses[0].partitions[0].records or b""
         total += len(records)
         for _, _, header in iter_batches(records, allow_truncated_tail=True):

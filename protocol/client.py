@@ -81,6 +81,12 @@ class ClientConnectionState:
             self._in_flight[correlation_id] = (api, api_version)
         return correlation_id, data
 
+    def abandon(self, correlation_id: int) -> None:
+        """Stop awaiting the answer to a request that will get none (a transport
+        that learned so without closing: the broker's in-process dispatcher
+        refusing it); a late answer to it is then a protocol error."""
+        self._in_flight.pop(correlation_id, None)
+
     @property
     def in_flight(self) -> int:
         """How many requests await their response."""

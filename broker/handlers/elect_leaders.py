@@ -28,9 +28,9 @@ and replicas change roles only from the committed metadata.
 
 from __future__ import annotations
 
-from controller.errors import NotControllerError
 from broker.security.authorization import cluster_refusal, refuse_whole
 from controller.authorizer import AclOperation
+from controller.errors import NotControllerError
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes

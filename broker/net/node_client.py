@@ -39,6 +39,7 @@ from broker.security.sasl_client import MechanismClient, SaslClientError, client
 from protocol.client import RESPONSE_BYTES_MAX, ClientConnectionState, UndecodableResponse
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
+from protocol.framing import SIZE_PREFIX_BYTES
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import Api
 
@@ -304,7 +305,7 @@ class KafkaClientConnection:
                 # Whole frames read here (one copy, by the stream) rather than fed to
                 # the state in chunks: replica fetches are most of these bytes.
                 try:
-                    prefix = await reader.readexactly(4)
+                    prefix = await reader.readexactly(SIZE_PREFIX_BYTES)
                 except asyncio.IncompleteReadError:
                     break  # the peer closed the connection
                 frame = await reader.readexactly(state.frame_size(prefix))

@@ -29,7 +29,6 @@ import uuid
 import pytest
 
 pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, TopicPartition
 
 from tests.cluster.replication_harness import (
     NODE_IDS,

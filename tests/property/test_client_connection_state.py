@@ -160,6 +160,20 @@ def test_a_request_without_a_response_is_not_awaited():
         state.next_response()
 
 
+def test_an_abandoned_request_is_not_awaited_and_others_still_are():
+    api = APIS_BY_NAME["ApiVersions"]
+    state = ClientConnectionState("c")
+    refused, _ = state.send(api, 0, api.request.cls())
+    kept, _ = state.send(api, 0, api.request.cls())
+    state.abandon(refused)
+    assert state.in_flight == 1
+    state.receive_data(bytes(encode_response(api, 0, kept, api.response.cls())))
+    assert state.next_response().correlation_id == kept
+    state.receive_data(bytes(encode_response(api, 0, refused, api.response.cls())))
+    with pytest.raises(ProtocolError, match="no request awaits"):
+        state.next_response()
+
+
 def test_an_answer_twice_and_an_answer_to_nothing_are_refused():
     api = APIS_BY_NAME["ApiVersions"]
     state = ClientConnectionState("c")

@@ -13,8 +13,8 @@ import pytest
 from broker.config import ConfigError, load_config
 from broker.controller_node.listener import build_controller_dispatcher
 from broker.controller_node.quorum_controller import QuorumController
-from controller.errors import NotControllerError
 from controller.broker_lifecycle import plan_fence_brokers
+from controller.errors import NotControllerError
 from controller.leader_election import PREFERRED, imbalanced_brokers, plan_auto_rebalance, plan_leader_rebalance
 from controller.raft.log import Batch, MemoryRaftLog
 from controller.raft.node import ProposeResult

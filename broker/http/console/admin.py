@@ -2,8 +2,9 @@
 
 A form of the console (create or delete a topic, set or delete a topic config)
 becomes the request a Kafka admin client would send (CreateTopics,
-DeleteTopics, IncrementalAlterConfigs, DescribeConfigs), encoded with the
-project's codec and handed to ``broker.dispatcher.handle_frame`` in-process:
+DeleteTopics, IncrementalAlterConfigs, DescribeConfigs), framed by the
+project's client core and handed to ``broker.dispatcher.handle_frame``
+in-process (broker/net/in_process_client.py):
 the same authorization (as ``User:ANONYMOUS`` from the browser's address, the
 principal of an unauthenticated PLAINTEXT client), the same forwarding to the
 active controller and the same validation as over TCP. The answer's error code
@@ -15,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.net.dispatch import ANONYMOUS
+from broker.net.in_process_client import InProcessClient, RequestRefused
 from protocol.errors import ErrorCode
-from protocol.framing import decode_response, encode_request
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
@@ -61,22 +62,18 @@ def error_text(code: int, message: str | None) -> str:
 class Admin:
     def __init__(self, broker):
         self.broker = broker
-        self._correlation_id = 0
+        self._client = InProcessClient(broker, "pybroker-console")
 
     async def call(self, api_name: str, version: int, browser_host: str, **fields):
         api = APIS_BY_NAME[api_name]
-        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        frame = encode_request(api, version, self._correlation_id, "pybroker-console", api.request.cls(**fields))
         listeners = self.broker.config.broker_listeners
         connection = _ConsoleConnection(
             peer=f"console:{browser_host}", listener_name=listeners[0].name if listeners else None, peer_host=browser_host
         )
-        # handle_frame takes the frame without its size prefix, as the connection hands it over.
-        answer = await self.broker.dispatcher.handle_frame(memoryview(frame)[4:], connection)
-        if not isinstance(answer, (bytes, bytearray)):
-            raise AdminRefused(f"{api_name}: the broker closed the request (malformed or unsupported)")
-        _, body = decode_response(api, version, bytes(answer)[4:])
-        return body
+        try:
+            return await self._client.request(api, version, api.request.cls(**fields), connection)
+        except RequestRefused:
+            raise AdminRefused(f"{api_name}: the broker closed the request (malformed or unsupported)") from None
 
     async def create_topic(self, host: str, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         topic = _CREATE.CreatableTopic(

@@ -1,8 +1,8 @@
 """The REST proxy's Kafka client: requests handled in-process by the broker's dispatcher.
 
 A REST call becomes real Kafka requests (the project's request structs),
-encoded and handed to ``Dispatcher.handle_frame`` exactly as a connection on
-the broker's first client listener would hand them: the same handlers, the
+encoded and handed to ``Dispatcher.handle_frame`` (broker/net/in_process_client.py)
+exactly as a connection on the broker's first client listener would hand them: the same handlers, the
 same pre-authorization hooks and authorizer (the principal is the one the HTTP
 request authenticated as), the same forwarding of admin requests to the active
 controller, the same metrics. Nothing is duplicated and no socket is used.
@@ -14,13 +14,12 @@ elsewhere) is sent to that node by broker/http/rest/cluster.py.
 
 from __future__ import annotations
 
+from broker.net.in_process_client import InProcessClient, RequestRefused
 from protocol.exceptions import ProtocolError
-from protocol.framing import decode_response, encode_request
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
 CLIENT_ID = "pybroker-rest"
-SIZE_PREFIX_BYTES = 4
 
 # The versions the proxy speaks; every one is served by the broker's handlers.
 VERSIONS = {
@@ -68,40 +67,15 @@ class InProcessKafka:
     """Kafka requests of one HTTP request, as ``principal`` from ``host``."""
 
     def __init__(self, broker, principal: str, host: str):
-        self._broker = broker
         listeners = broker.config.broker_listeners
         self._caller = _Caller(principal, host, listeners[0].name if listeners else None)
-        self._correlation_id = 0
+        self._client = InProcessClient(broker, CLIENT_ID)
 
     async def call(self, api_name: str, **fields):
         api = APIS_BY_NAME[api_name]
-        version = VERSIONS[api_name]
-        self._correlation_id += 1
-        frame = encode_request(api, version, self._correlation_id, CLIENT_ID, api.request.cls(**fields))
-        dispatcher = self._broker.dispatcher
-        answer = await dispatcher.handle_frame(memoryview(frame)[SIZE_PREFIX_BYTES:], self._caller)
-        if answer is dispatcher.CLOSE or answer is None:
-            raise KafkaCallFailed(f"{api_name} v{version} was refused by the broker")
-        if getattr(answer, "externals", None):
-            answer = _materialized(answer)  # a Fetch's record fields are file ranges: read them
         try:
-            _, body = decode_response(api, version, memoryview(answer)[SIZE_PREFIX_BYTES:])
+            return await self._client.request(api, VERSIONS[api_name], api.request.cls(**fields), self._caller)
+        except RequestRefused as exc:
+            raise KafkaCallFailed(str(exc)) from None
         except ProtocolError as exc:
             raise KafkaCallFailed(f"{api_name}: {exc}") from None
-        return body
-
-
-def _materialized(frame) -> bytes:
-    """A response frame whose record fields are file ranges, as the bytes a socket
-    would have carried (what the connection writes with sendfile)."""
-    try:
-        out = bytearray()
-        written = 0
-        for position, value in frame.externals:
-            out += memoryview(frame)[written:position]
-            written = position
-            out += value.read_all()
-        out += memoryview(frame)[written:]
-        return bytes(out)
-    finally:
-        frame.close_externals()
