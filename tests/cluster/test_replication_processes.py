@@ -60,6 +60,9 @@ ISR_SHRINK_BOUND_S = REPLICA_LAG_TIME_MAX_MS / 1000 + 4.0
 REJOIN_BOUND_S = 15.0
 CONTROLLED_SHUTDOWN_BOUND_S = 10.0
 STREAM_RATE = 2500  # msg/s: "a few thousand" on a 2-core machine running three brokers
+# A stream is "flowing" once this many records are acknowledged, waited for at most this long.
+STREAM_FLOWING_ACKS = 1000
+STREAM_FLOWING_BOUND_S = 15.0
 NOT_ENOUGH_REPLICAS_ERRORS = {"NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"}
 TIMEOUT_ERRORS = {"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT"}
 
@@ -193,6 +196,13 @@ def test_rf3_topic_has_three_in_sync_replicas_and_every_replica_serves_the_data(
     assert assert_replicas_identical(cluster, topic) == 500
 
 
+def acked_after(stream, since: float, count: int, bound_s: float) -> bool:
+    """Whether ``count`` records invoked after ``since`` (monotonic s) are acknowledged
+    within ``bound_s``: a wait on the stream's progress rather than a guessed sleep,
+    which a loaded machine outlasts."""
+    return wait_until(lambda: sum(op.invoke_t > since for op in stream.history.acked) >= count, bound_s)
+
+
 @pytest.mark.timeout(120)
 def test_sigkill_of_the_leader_mid_stream_loses_no_acknowledged_record(healthy):
     cluster = healthy
@@ -201,13 +211,15 @@ def test_sigkill_of_the_leader_mid_stream_loses_no_acknowledged_record(healthy):
     leader = before.leader
 
     stream = StreamProducer(cluster.bootstrap(), topic, rate=STREAM_RATE, prefix="k").start()
-    time.sleep(1.5)
+    assert acked_after(stream, 0.0, STREAM_FLOWING_ACKS, STREAM_FLOWING_BOUND_S), stream.history.summary()
     killed_at = stream.history.mark("kill")
     cluster.kill(leader)
     # A new leader from the ISR, at a higher leader epoch, within the bound.
     new_leader = cluster.leader_of(topic, 0, FAILOVER_BOUND_S, exclude={leader})
     failover_s = time.monotonic() - killed_at
-    time.sleep(max(0.0, 2.5 - failover_s))  # keep producing to the new leader for a while
+    # Keep producing until the new leader has acknowledged a good many records
+    # invoked after the kill (the client must first learn of the new leader).
+    acked_after(stream, killed_at, STREAM_FLOWING_ACKS, FAILOVER_BOUND_S + STREAM_FLOWING_BOUND_S)
     history = stream.stop()
     assert new_leader is not None, f"no new leader within {FAILOVER_BOUND_S} s: {cluster.describe(topic)}"
     after = cluster.partition(topic, 0)
@@ -248,14 +260,15 @@ def test_sigterm_of_the_leader_under_load_moves_leadership_first_and_exits_promp
     leader = before.leader
     stream = StreamProducer(cluster.bootstrap(), topic, rate=STREAM_RATE, prefix="t").start()
     try:
-        time.sleep(1.5)
+        assert acked_after(stream, 0.0, STREAM_FLOWING_ACKS, STREAM_FLOWING_BOUND_S), stream.history.summary()
         terminated_at = stream.history.mark("sigterm")
         cluster.signal(leader, signal.SIGTERM)
         exited = wait_until(lambda: not cluster.running(leader), CONTROLLED_SHUTDOWN_BOUND_S)
         exit_s = time.monotonic() - terminated_at
         assert exited, f"node {leader} still running {CONTROLLED_SHUTDOWN_BOUND_S} s after SIGTERM:\n{cluster.tail(leader)}"
         new_leader = cluster.leader_of(topic, 0, FAILOVER_BOUND_S, exclude={leader})
-        time.sleep(1.5)  # keep producing to the new leader for a while
+        # Keep producing until the new leader has acknowledged records invoked after the exit.
+        acked_after(stream, terminated_at + exit_s, STREAM_FLOWING_ACKS, FAILOVER_BOUND_S + STREAM_FLOWING_BOUND_S)
     finally:
         history = stream.stop()
     assert cluster.nodes[leader].process.returncode == 0, cluster.tail(leader)
