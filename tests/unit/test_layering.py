@@ -78,6 +78,7 @@ def test_the_checker_sees_violations(tmp_path):
 
 # Coordination logic inside broker/ is pure too: only its shell does IO.
 PURE_BROKER_MODULES = (
+    "broker/coordinator_effects.py",
     "broker/groups/group.py",
     "broker/groups/coordinator.py",
     "broker/groups/pending_offsets.py",
