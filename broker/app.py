@@ -390,7 +390,7 @@ class Broker:
                     self.logs.delete(name, partition)
                     self.partition_watch.notify((name, partition))
         if deleted_topics:
-            self.groups.coordinator.remove_offsets_of_topics(self.groups.now_ms(), deleted_topics)
+            self.groups.run(self.groups.coordinator.remove_offsets_of_topics, self.groups.now_ms(), deleted_topics)
         removed = []
         # Dynamic broker configs (this broker's or cluster-wide) may change the
         # defaults of every topic without its own override: all logs then follow.

@@ -23,7 +23,9 @@ here; each service keeps only its own state machine:
   leader, NOT_COORDINATOR on another broker or without the heartbeat lease,
   COORDINATOR_LOAD_IN_PROGRESS until the partition is loaded.
 - **write**: an acks=all append as the partition's leader
-  (broker.replica.leader_append), refused as not led here unless the partition is loaded.
+  (broker.replica.leader_append), refused as not led here unless the partition is loaded;
+  ``write_store`` carries out a coordinator's Store effect (broker.coordinators.effects)
+  that way, as one batch.
 
 The service is the shell's ``owner`` and receives the replayed data and the
 load/unload events through four methods: ``replay_record(partition,
@@ -38,13 +40,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from broker.coordinators.effects import Store
 from broker.coordinators.transactions.peers import RateLimitedLog
 from broker.replica.leader_append import LeaderAppend, append_as_leader
 from broker.single_node_profile import single_node_hint
 from controller.topic_commands import CreateTopicSpec
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
-from protocol.records import decode_batch_records, iter_batches
+from protocol.records import NO_SEQUENCE, build_batch, decode_batch_records, iter_batches
 
 # How much of the log one read of a replay asks for.
 REPLAY_READ_BYTES = 1 << 20
@@ -155,6 +158,21 @@ class CoordinatorShell:
             leader_epoch=leader_epoch,
             from_coordinator=from_coordinator,
         )
+
+    def write_store(self, store: Store, now_ms: int, *, timeout_ms: int | None = None) -> LeaderAppend:
+        """Append a Store effect's records as one batch timestamped ``now_ms``. A
+        batch of a producer (a TxnOffsetCommit) is transactional and the
+        coordinator's own write: its producer epoch is checked, not its sequences,
+        and its open transaction is tracked."""
+        records = [(key, value, [], now_ms) for key, value in store.records]
+        of_producer = store.producer_id >= 0
+        if of_producer:
+            batch = build_batch(
+                records, producer_id=store.producer_id, producer_epoch=store.producer_epoch, base_sequence=NO_SEQUENCE, is_transactional=True
+            )
+        else:
+            batch = build_batch(records)
+        return self.write(store.partition, batch, leader_epoch=store.coordinator_epoch, timeout_ms=timeout_ms, from_coordinator=of_producer)
 
     # ----------------------------------------------------------------- leadership
 

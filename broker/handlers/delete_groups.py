@@ -25,7 +25,7 @@ def register(dispatcher, broker) -> None:
         names = list(dict.fromkeys(request.groups_names))
         refused = denied(broker, ctx, AclOperation.DELETE, GROUP, names)
         wrong = {name: ErrorCode.GROUP_AUTHORIZATION_FAILED if name in refused else groups.not_coordinator(name) for name in names}
-        results = groups.coordinator.delete_groups(groups.now_ms(), [name for name in names if wrong[name] is None])
+        results = groups.run(groups.coordinator.delete_groups, groups.now_ms(), [name for name in names if wrong[name] is None])
         results.update({name: error for name, error in wrong.items() if error is not None})
         for name in names:
             if results[name] == ErrorCode.NONE:

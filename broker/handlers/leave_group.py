@@ -33,7 +33,7 @@ def register(dispatcher, broker) -> None:
             leaving = [(request.member_id, None)]
         else:
             leaving = [(m.member_id, m.group_instance_id) for m in request.members]
-        error, member_errors = groups.coordinator.leave_group(groups.now_ms(), request.group_id, leaving)
+        error, member_errors = groups.run(groups.coordinator.leave_group, groups.now_ms(), request.group_id, leaving)
         groups.after_operation(request.group_id)
         if error == ErrorCode.NONE:
             error = await groups.replicated(request.group_id)

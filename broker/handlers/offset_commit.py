@@ -80,7 +80,8 @@ def register(dispatcher, broker) -> None:
             # v9 Kafka answers ILLEGAL_GENERATION (the coordinator's answer).
             errors.update({tp: ErrorCode.GROUP_ID_NOT_FOUND for tp in offsets})
         elif offsets:
-            results = groups.coordinator.commit_offsets(
+            results = groups.run(
+                groups.coordinator.commit_offsets,
                 now_ms,
                 request.group_id,
                 generation_id,

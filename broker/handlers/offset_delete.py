@@ -88,7 +88,7 @@ def register(dispatcher, broker) -> None:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     known.append(tp)
-        error, results = groups.coordinator.delete_offsets(request.group_id, known)
+        error, results = groups.run(groups.coordinator.delete_offsets, request.group_id, known)
         if error == ErrorCode.NONE:
             error = await groups.replicated(request.group_id)
         if error != ErrorCode.NONE:

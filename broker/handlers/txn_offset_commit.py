@@ -92,7 +92,8 @@ def register(dispatcher, broker) -> None:
             if wrong is not None:
                 errors.update({tp: wrong for tp in offsets})
             else:
-                results = groups.coordinator.commit_transactional_offsets(
+                results = groups.run(
+                    groups.coordinator.commit_transactional_offsets,
                     now_ms,
                     request.group_id,
                     request.producer_id,

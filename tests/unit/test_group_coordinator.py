@@ -1,5 +1,9 @@
 """The classic group coordinator as a pure state machine: explicit clock, fake store.
 
+Its operations return the stores they need; :class:`DrivenCoordinator` carries
+them out with the broker's own loop (each outcome reported at once) against a
+fake log, as the group shell does.
+
 Targeted cases of Kafka's rules first, then a seeded simulation of many
 members joining, syncing, heartbeating, leaving and crashing, with invariants
 checked after every step (replay a failure with its printed seed).
@@ -12,7 +16,8 @@ import random
 
 import pytest
 
-from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, StoreError
+from broker.coordinators.effects import Store, carry_out_stores_at_once
+from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from broker.coordinators.groups.group import GroupState
 from protocol.consumer_offsets import OffsetAndMetadata, partition_for_group
 from protocol.errors import ErrorCode
@@ -26,10 +31,65 @@ class FakeStore:
         self.records: list[tuple[int, bytes, bytes | None]] = []
         self.fail_with: ErrorCode | None = None
 
-    def __call__(self, partition, records):
+    def write(self, store: Store) -> ErrorCode:
+        assert store.producer_id == -1, "no transactional commits here"
         if self.fail_with is not None:
-            raise StoreError(self.fail_with)
-        self.records.extend((partition, k, v) for k, v in records)
+            return self.fail_with
+        self.records.extend((store.partition, k, v) for k, v in store.records)
+        return ErrorCode.NONE
+
+
+class DrivenCoordinator:
+    """A coordinator driven as the group shell drives it: each operation's stores
+    carried out in order by ``write``, every outcome reported back at once, and
+    the answer of an operation that replies once taken from its reply. Anything
+    else is the coordinator's own attribute."""
+
+    def __init__(self, coordinator: GroupCoordinator, write):
+        self.coordinator = coordinator
+        self._write = write
+
+    def __getattr__(self, name):
+        return getattr(self.coordinator, name)
+
+    def _execute(self, effects) -> None:
+        carry_out_stores_at_once(effects, self._write, self.coordinator.store_done)
+
+    def _answer(self, operation, *args):
+        answers = []
+        self._execute(operation(*args, answers.append))
+        assert len(answers) == 1, f"answered {len(answers)} times: {answers}"
+        return answers[0]
+
+    def join_group(self, *args) -> None:
+        self._execute(self.coordinator.join_group(*args))
+
+    def sync_group(self, *args) -> None:
+        self._execute(self.coordinator.sync_group(*args))
+
+    def tick(self, now_ms) -> None:
+        self._execute(self.coordinator.tick(now_ms))
+
+    def leave_group(self, *args):
+        return self._answer(self.coordinator.leave_group, *args)
+
+    def commit_offsets(self, *args):
+        return self._answer(self.coordinator.commit_offsets, *args)
+
+    def commit_transactional_offsets(self, *args):
+        return self._answer(self.coordinator.commit_transactional_offsets, *args)
+
+    def delete_offsets(self, *args):
+        return self._answer(self.coordinator.delete_offsets, *args)
+
+    def delete_groups(self, *args):
+        return self._answer(self.coordinator.delete_groups, *args)
+
+    def expire_offsets(self, *args):
+        return self._answer(self.coordinator.expire_offsets, *args)
+
+    def remove_offsets_of_topics(self, *args):
+        return self._answer(self.coordinator.remove_offsets_of_topics, *args)
 
 
 def make(delay_ms=0, **config):
@@ -37,10 +97,9 @@ def make(delay_ms=0, **config):
     ids = itertools.count(1)
     coordinator = GroupCoordinator(
         GroupConfig(initial_rebalance_delay_ms=delay_ms, min_session_timeout_ms=1000, **config),
-        store,
         lambda prefix: f"{prefix}-{next(ids)}",
     )
-    return coordinator, store
+    return DrivenCoordinator(coordinator, store.write), store
 
 
 class Replies:
@@ -250,6 +309,18 @@ def test_sync_group_errors():
     assert sync(coordinator, replies, 0, "nogroup", a, 1, group="other").error == ErrorCode.UNKNOWN_MEMBER_ID
     join_new_member(coordinator, replies, 0, "b")  # a rebalance starts before a syncs
     assert sync(coordinator, replies, 0, "late", a, 1).error == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_the_assignment_is_a_store_the_members_are_answered_after():
+    driven, _ = make()
+    replies = Replies()
+    a = join_new_member(driven, replies, 0, "a")
+    coordinator = driven.coordinator
+    (store,) = coordinator.sync_group(0, "g", 1, a, None, "consumer", "range", {a: b"x"}, replies("s"))
+    assert store.partition == partition_for_group("g", 50) and store.token is not None and store.producer_id == -1
+    assert replies.get("s") is None, "answered before the assignment was stored"
+    assert coordinator.store_done(store.token, ErrorCode.NONE) == []
+    assert replies.get("s").assignment == b"x" and coordinator.groups["g"].state is GroupState.STABLE
 
 
 def test_store_failure_fails_the_sync_and_restarts_the_rebalance():

@@ -17,7 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from broker.config import load_config
-from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, StoreError, SyncResult
+from broker.coordinators.effects import Store
+from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, SyncResult
 from broker.coordinators.groups.group import GroupState
 from broker.coordinators.groups.pending_offsets import PendingOffset, PendingTxnOffsets
 from broker.coordinators.groups.service import GroupService
@@ -26,6 +27,7 @@ from protocol.consumer_offsets import OffsetAndMetadata, OffsetKey, decode_key, 
 from protocol.errors import ErrorCode
 from protocol.records import ControlType, build_batch, build_control_batch
 from storage.log import LogConfig, PartitionLog
+from tests.unit.test_group_coordinator import DrivenCoordinator
 
 PARTITIONS = 4
 SESSION_MS = 10_000
@@ -53,15 +55,11 @@ class FakeLog:
         self.batches: list[Written] = []
         self.fail_with: ErrorCode | None = None
 
-    def store(self, partition, records):
+    def write(self, store: Store) -> ErrorCode:
         if self.fail_with is not None:
-            raise StoreError(self.fail_with)
-        self.batches.append(Written(partition, list(records)))
-
-    def txn_store(self, partition, producer_id, producer_epoch, records):
-        if self.fail_with is not None:
-            raise StoreError(self.fail_with)
-        self.batches.append(Written(partition, list(records), producer_id, producer_epoch))
+            return self.fail_with
+        self.batches.append(Written(store.partition, list(store.records), store.producer_id, store.producer_epoch))
+        return ErrorCode.NONE
 
     def marker(self, coordinator, partition, producer_id, commit):
         """What the WriteTxnMarkers path does: the marker lands, then the coordinator hears of it."""
@@ -90,11 +88,9 @@ def make(fake_log: FakeLog | None = None, **config):
     ids = itertools.count(1)
     coordinator = GroupCoordinator(
         GroupConfig(offsets_partitions=PARTITIONS, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000, **config),
-        fake_log.store,
         lambda prefix: f"{prefix}-{next(ids)}",
-        fake_log.txn_store,
     )
-    return coordinator, fake_log
+    return DrivenCoordinator(coordinator, fake_log.write), fake_log
 
 
 def offset(value, metadata="", now=0):
@@ -333,10 +329,18 @@ def test_a_failed_write_leaves_nothing_pending():
     assert txn_commit(coordinator, {TP: 1}, group="new") == {TP: ErrorCode.NONE}
 
 
-def test_a_coordinator_without_a_transactional_store_refuses():
-    coordinator = GroupCoordinator(GroupConfig(), lambda p, r: None, lambda prefix: prefix)
-    assert txn_commit(coordinator, {TP: 1}) == {TP: ErrorCode.COORDINATOR_NOT_AVAILABLE}
-    assert pending_state(coordinator) == {}
+def test_the_commit_is_one_transactional_store_and_waits_for_its_outcome():
+    coordinator = GroupCoordinator(GroupConfig(offsets_partitions=PARTITIONS), lambda prefix: prefix)
+    answers = []
+    (store,) = coordinator.commit_transactional_offsets(0, "g", PID, 3, -1, "", None, {TP: offset(1), TP1: offset(2)}, answers.append)
+    assert (store.partition, store.producer_id, store.producer_epoch) == (partition_for_group("g", PARTITIONS), PID, 3)
+    assert [decode_key(k) for k, _ in store.records] == [OffsetKey("g", "t", 0), OffsetKey("g", "t", 1)]
+    assert [decode_offset_value(v).offset for _, v in store.records] == [1, 2]
+    # Nothing is answered or pending before the shell reports the outcome.
+    assert answers == [] and pending_state(coordinator) == {} and "g" not in coordinator.groups
+    assert coordinator.store_done(store.token, ErrorCode.NONE) == []
+    assert answers == [{TP: ErrorCode.NONE, TP1: ErrorCode.NONE}]
+    assert pending_state(coordinator) == {(PID, "g", TP): 1, (PID, "g", TP1): 2}
 
 
 # --------------------------------------------------------------------------- OffsetFetch require_stable

@@ -79,6 +79,7 @@ def test_the_checker_sees_violations(tmp_path):
 
 # Coordination logic inside broker/ is pure too: only its shell does IO.
 PURE_BROKER_MODULES = (
+    "broker/coordinators/effects.py",
     "broker/coordinators/groups/group.py",
     "broker/coordinators/groups/coordinator.py",
     "broker/coordinators/groups/pending_offsets.py",

@@ -8,11 +8,17 @@ by :mod:`broker.coordinators.groups.pending_offsets`.
 
 Pure and single-threaded: every operation takes ``now_ms``, timers are
 deadlines kept in the groups and fired by :meth:`GroupCoordinator.tick`, and
-requests that must wait (JoinGroup until the rebalance's join phase ends,
-SyncGroup until the leader's assignment arrives) pass a ``reply`` callback
-that is called exactly once, maybe at once, maybe from a later operation or
-tick. What must survive a restart is handed to ``store(partition, records)``
-as ``__consumer_offsets`` records, before anyone is told it succeeded.
+requests pass a ``reply`` callback that is called exactly once, maybe at
+once, maybe from a later operation or tick (JoinGroup waits until the
+rebalance's join phase ends, SyncGroup until the leader's assignment arrives).
+What must survive a restart is returned as :class:`~broker.coordinators.effects.Store`
+effects of ``__consumer_offsets`` records, in the order they must be appended,
+before anyone is told it succeeded: an operation whose answer or state depends
+on the append's outcome gives its store a token, and the rest of it runs when
+the shell reports that outcome with :meth:`GroupCoordinator.store_done`. The
+shell reports it at once, before it runs any other operation (then waits for
+the in-sync replicas before it answers), so the coordinator never sees a
+second request while a store's outcome is open.
 
 Kafka's rules followed here, in brief:
 
@@ -35,8 +41,8 @@ Kafka's rules followed here, in brief:
   while it has no members; otherwise the member id and generation must match.
   Offsets of an empty group expire ``offsets.retention.minutes`` after it
   became empty; an empty group with no offsets left is removed.
-- Transactional offsets (TxnOffsetCommit) are written with the producer's id
-  and epoch through ``txn_store`` and stay pending until the transaction's
+- Transactional offsets (TxnOffsetCommit) are stored with the producer's id
+  and epoch (one transactional batch) and stay pending until the transaction's
   marker lands in the group's partition (:meth:`GroupCoordinator.complete_transaction`):
   COMMIT makes them the committed offsets unless a plain commit of the same
   partition was written after them, ABORT drops them. A commit without
@@ -54,6 +60,7 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from broker.coordinators.effects import Record, Store
 from broker.coordinators.groups.group import ClassicGroup, GroupState, Member
 from broker.coordinators.groups.pending_offsets import PendingOffset, PendingTxnOffsets
 from protocol.consumer_offsets import (
@@ -73,18 +80,47 @@ from protocol.consumer_offsets import (
 )
 from protocol.errors import ErrorCode
 
-Store = Callable[[int, list[tuple[bytes, bytes | None]]], None]
-# (partition, producer id, producer epoch, records): one transactional batch of the producer.
-TxnStore = Callable[[int, int, int, list[tuple[bytes, bytes | None]]], None]
 Reply = Callable[[object], None]
+# What an operation does once its store's outcome is known (the client's error, or NONE).
+StoreDone = Callable[[ErrorCode], None]
 
 
-class StoreError(Exception):
-    """Writing to ``__consumer_offsets`` failed; ``error_code`` is what the client is told."""
+class _WhenAllStored:
+    """Calls ``finish`` once the operation has planned its stores (``close``) and
+    each store it expects has its outcome (``done``)."""
 
-    def __init__(self, error_code: ErrorCode, message: str = ""):
-        super().__init__(message or error_code.name)
-        self.error_code = error_code
+    def __init__(self, finish: Callable[[], None]):
+        self._finish = finish
+        self._open = 1
+
+    def expect(self) -> None:
+        self._open += 1
+
+    def done(self) -> None:
+        self._open -= 1
+        if self._open == 0:
+            self._finish()
+
+    close = done
+
+
+class _Count:
+    """How many offsets an operation's stores removed, answered once every
+    outcome is known."""
+
+    def __init__(self, reply: Reply):
+        self.total = 0
+        self._answer = _WhenAllStored(lambda: reply(self.total))
+
+    def expect(self) -> None:
+        self._answer.expect()
+
+    def add(self, count: int) -> None:
+        self.total += count
+        self._answer.done()
+
+    def all_planned(self) -> None:
+        self._answer.close()
 
 
 @dataclass(frozen=True)
@@ -170,22 +206,14 @@ def _take_join_fields(member: Member, request: JoinRequest) -> None:
     member.client_host = request.client_host
 
 
-def _no_txn_store(partition: int, producer_id: int, producer_epoch: int, records) -> None:
-    raise StoreError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactional offset commits are not wired")
-
-
 class GroupCoordinator:
-    def __init__(
-        self,
-        config: GroupConfig,
-        store: Store,
-        new_member_id: Callable[[str], str],
-        txn_store: TxnStore = _no_txn_store,
-    ):
+    def __init__(self, config: GroupConfig, new_member_id: Callable[[str], str]):
         self.config = config
-        self._store = store
-        self._txn_store = txn_store
         self._new_member_id = new_member_id
+        # The stores of the running operation, and what waits for their outcomes.
+        self._effects: list[Store] = []
+        self._store_waiters: dict[int, StoreDone] = {}
+        self._tokens = itertools.count(1)
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.pending = PendingTxnOffsets()
@@ -222,8 +250,28 @@ class GroupCoordinator:
             ],
         )
 
-    def _store_group(self, group: ClassicGroup) -> None:
-        self._store(self.partition_for(group.group_id), [(group_key_bytes(group.group_id), group_value_bytes(self._group_value(group)))])
+    def _store(self, partition: int, records: list[Record], then: StoreDone | None = None, producer: tuple[int, int] = (-1, -1)) -> None:
+        """Plan the append of ``records``; ``then`` runs with its outcome."""
+        token = None
+        if then is not None:
+            token = next(self._tokens)
+            self._store_waiters[token] = then
+        producer_id, producer_epoch = producer
+        self._effects.append(Store(partition, -1, tuple(records), token, producer_id=producer_id, producer_epoch=producer_epoch))
+
+    def _take_effects(self) -> list[Store]:
+        effects, self._effects = self._effects, []
+        return effects
+
+    def store_done(self, token: int, error: ErrorCode) -> list[Store]:
+        """The outcome of a store with ``token`` (NONE, or the error the client is
+        told): the operation that planned it goes on. Returns the stores that follow."""
+        self._store_waiters.pop(token)(error)
+        return self._take_effects()
+
+    def _store_group(self, group: ClassicGroup, then: StoreDone | None = None) -> None:
+        key, value = group_key_bytes(group.group_id), group_value_bytes(self._group_value(group))
+        self._store(self.partition_for(group.group_id), [(key, value)], then)
 
     def load_record(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
         """Replay one ``__consumer_offsets`` record (in log order) while loading a
@@ -282,7 +330,7 @@ class GroupCoordinator:
 
     # ----------------------------------------------------------------- JoinGroup
 
-    def join_group(self, now_ms: int, request: JoinRequest, reply: Reply) -> None:
+    def join_group(self, now_ms: int, request: JoinRequest, reply: Reply) -> list[Store]:
         created = False
         group = self.groups.get(request.group_id)
         error = self._validate_join(request, group)
@@ -294,7 +342,10 @@ class GroupCoordinator:
         if error is not None:
             reply(JoinResult(error, member_id=request.member_id))
         elif request.member_id == "":
-            self._join_unknown_member(now_ms, group, request, reply)
+            if self._join_unknown_member(now_ms, group, request, reply):
+                # A static member took over its old id's place in an existing group:
+                # the rest of the join runs once that is stored.
+                return self._take_effects()
         else:
             self._join_known_member(now_ms, group, request, reply)
         if created and group.is_(GroupState.EMPTY) and group.is_empty and not group.pending_members:
@@ -302,6 +353,7 @@ class GroupCoordinator:
             del self.groups[request.group_id]
         elif group is not None:
             self._fire_group_timers(group, now_ms)
+        return self._take_effects()
 
     def _validate_join(self, request: JoinRequest, group: ClassicGroup | None) -> ErrorCode | None:
         if not request.group_id:
@@ -323,21 +375,22 @@ class GroupCoordinator:
     def _group_full(self, group: ClassicGroup) -> bool:
         return len(group.members) + len(group.pending_members) >= self.config.max_size
 
-    def _join_unknown_member(self, now_ms: int, group: ClassicGroup, request: JoinRequest, reply: Reply) -> None:
+    def _join_unknown_member(self, now_ms: int, group: ClassicGroup, request: JoinRequest, reply: Reply) -> bool:
+        """True when the join goes on once a store's outcome is known."""
         new_id = self._new_member_id(request.group_instance_id or request.client_id)
         if request.group_instance_id is not None:
             old_id = group.static_members.get(request.group_instance_id)
             if old_id is not None:
-                self._replace_static_member(now_ms, group, request, old_id, new_id, reply)
-                return
+                return self._replace_static_member(now_ms, group, request, old_id, new_id, reply)
         if self._group_full(group):
             reply(JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED))
-            return
+            return False
         if request.group_instance_id is None and request.require_known_member_id:
             group.pending_members[new_id] = now_ms + request.session_timeout_ms
             reply(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
-            return
+            return False
         self._add_member_and_rebalance(now_ms, group, request, new_id, reply)
+        return False
 
     def _join_known_member(self, now_ms: int, group: ClassicGroup, request: JoinRequest, reply: Reply) -> None:
         member_id = request.member_id
@@ -408,7 +461,7 @@ class GroupCoordinator:
         group.new_member_joined = True
         self._maybe_prepare_rebalance(group, now_ms)
 
-    def _replace_static_member(self, now_ms: int, group: ClassicGroup, request: JoinRequest, old_id: str, new_id: str, reply: Reply) -> None:
+    def _replace_static_member(self, now_ms: int, group: ClassicGroup, request: JoinRequest, old_id: str, new_id: str, reply: Reply) -> bool:
         old = group.members[old_id]
         if old.join_reply is not None:
             old.join_reply(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
@@ -425,30 +478,34 @@ class GroupCoordinator:
         # protocols change the group's protocol; its subscription bytes may differ
         # (a restarted cooperative member owns no partitions yet).
         if group.is_(GroupState.STABLE) and group.select_protocol() == group.protocol_name:
-            try:
-                self._store_group(group)
-            except StoreError as exc:
-                (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms, member.client_id, member.client_host) = saved
-                group.replace_static_member(request.group_instance_id, new_id, old_id)
-                reply(JoinResult(exc.error_code, member_id=""))
-                return
-            result = self._join_result(group, member)
-            if request.supports_skip_assignment:
-                # JoinGroup v9+: the leader is told it leads, and not to assign.
-                result.skip_assignment = new_id == group.leader_id
-            else:
-                # Before v9 a rejoining leader must not think it leads (it would assign,
-                # and a Stable group ignores that assignment): it is told the leader it
-                # replaced, with no members.
-                result.members = []
-                result.leader = previous_leader or ""
-            reply(result)
-            return
+
+            def stored(error: ErrorCode) -> None:
+                if error != ErrorCode.NONE:
+                    (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms, member.client_id, member.client_host) = saved
+                    group.replace_static_member(request.group_instance_id, new_id, old_id)
+                    reply(JoinResult(error, member_id=""))
+                else:
+                    result = self._join_result(group, member)
+                    if request.supports_skip_assignment:
+                        # JoinGroup v9+: the leader is told it leads, and not to assign.
+                        result.skip_assignment = new_id == group.leader_id
+                    else:
+                        # Before v9 a rejoining leader must not think it leads (it would assign,
+                        # and a Stable group ignores that assignment): it is told the leader it
+                        # replaced, with no members.
+                        result.members = []
+                        result.leader = previous_leader or ""
+                    reply(result)
+                self._fire_group_timers(group, now_ms)  # what join_group does after every join
+
+            self._store_group(group, stored)
+            return True
         self._update_member(member, request, reply)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._maybe_complete_join(group, now_ms)
         else:
             self._prepare_rebalance(group, now_ms)
+        return False
 
     def _join_result(self, group: ClassicGroup, member: Member) -> JoinResult:
         members = []
@@ -515,10 +572,9 @@ class GroupCoordinator:
         if group.is_empty:
             group.protocol_name = None
             group.transition(GroupState.EMPTY, now_ms)
-            try:
-                self._store_group(group)
-            except StoreError:
-                pass  # the previous generation's record stands; it is rewritten at the next change
+            # No one waits for this outcome: if the store fails, the previous
+            # generation's record stands; it is rewritten at the next change.
+            self._store_group(group)
             return
         group.protocol_name = group.select_protocol()
         if group.leader_id not in group.members or group.members[group.leader_id].join_reply is None:
@@ -537,6 +593,21 @@ class GroupCoordinator:
     # ----------------------------------------------------------------- SyncGroup
 
     def sync_group(
+        self,
+        now_ms: int,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        reply: Reply,
+    ) -> list[Store]:
+        self._sync_group(now_ms, group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, assignments, reply)
+        return self._take_effects()
+
+    def _sync_group(
         self,
         now_ms: int,
         group_id: str,
@@ -584,30 +655,27 @@ class GroupCoordinator:
             return
         for m in group.members.values():
             m.assignment = assignments.get(m.member_id, b"")
-        try:
-            self._store_group_with_state(group, now_ms)
-        except StoreError as exc:
-            for m in group.members.values():
-                m.assignment = b""
-                if m.sync_reply is not None:
-                    m.sync_reply(SyncResult(exc.error_code))
-                    m.sync_reply = None
-            self._prepare_rebalance(group, now_ms)
-            return
-        for m in group.members.values():
-            if m.sync_reply is not None:
-                sync_reply, m.sync_reply = m.sync_reply, None
-                m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
-                sync_reply(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, m.assignment))
-
-    def _store_group_with_state(self, group: ClassicGroup, now_ms: int) -> None:
+        # Stored as Stable; the group goes back to where it was if that fails.
         previous = (group.state, group.state_timestamp_ms)
         group.transition(GroupState.STABLE, now_ms)
-        try:
-            self._store_group(group)
-        except StoreError:
-            group.state, group.state_timestamp_ms = previous
-            raise
+
+        def stored(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                group.state, group.state_timestamp_ms = previous
+                for m in group.members.values():
+                    m.assignment = b""
+                    if m.sync_reply is not None:
+                        m.sync_reply(SyncResult(error))
+                        m.sync_reply = None
+                self._prepare_rebalance(group, now_ms)
+                return
+            for m in group.members.values():
+                if m.sync_reply is not None:
+                    sync_reply, m.sync_reply = m.sync_reply, None
+                    m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+                    sync_reply(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, m.assignment))
+
+        self._store_group(group, stored)
 
     # ----------------------------------------------------------------- Heartbeat and LeaveGroup
 
@@ -628,10 +696,14 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave_group(self, now_ms: int, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+    def leave_group(self, now_ms: int, group_id: str, leaving: list[tuple[str, str | None]], reply: Reply) -> list[Store]:
         """``leaving`` is (member id, group instance id) pairs; a static member may
-        leave by instance id alone (empty member id). Returns the group error and one
-        error per member."""
+        leave by instance id alone (empty member id). ``reply`` gets the group error
+        and one error per member."""
+        reply(self._leave_group(now_ms, group_id, leaving))
+        return self._take_effects()
+
+    def _leave_group(self, now_ms: int, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -677,9 +749,10 @@ class GroupCoordinator:
 
     # ----------------------------------------------------------------- timers
 
-    def tick(self, now_ms: int) -> None:
+    def tick(self, now_ms: int) -> list[Store]:
         for group in list(self.groups.values()):
             self._fire_group_timers(group, now_ms)
+        return self._take_effects()
 
     def _fire_group_timers(self, group: ClassicGroup, now_ms: int) -> None:
         for member_id, deadline_ms in list(group.pending_members.items()):
@@ -791,7 +864,9 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[tuple[str, int], OffsetAndMetadata],
-    ) -> dict[tuple[str, int], ErrorCode]:
+        reply: Reply,
+    ) -> list[Store]:
+        """OffsetCommit; ``reply`` gets the error of each partition."""
         group = self.groups.get(group_id)
         error = None
         if group is None:
@@ -812,22 +887,32 @@ class GroupCoordinator:
                 member = group.members[member_id]
                 member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         if error is not None:
-            return {tp: error for tp in offsets}
+            reply({tp: error for tp in offsets})
+            return []
         results, accepted = self._accept_metadata(offsets)
-        if accepted:
-            records = [(offset_key_bytes(OffsetKey(group_id, t, p)), offset_value_bytes(o)) for (t, p), o in accepted.items()]
-            try:
-                self._store(self.partition_for(group_id), records)
-            except StoreError as exc:
-                return {tp: results.get(tp, exc.error_code) for tp in offsets}
+        if not accepted:
+            reply(results)
+            return []
+
+        def stored(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                reply({tp: results.get(tp, error) for tp in offsets})
+                return
             if group is None:
-                group = ClassicGroup(group_id)
-                group.transition(GroupState.EMPTY, now_ms)
-                self.groups[group_id] = group
+                self._new_simple_group(group_id, now_ms)
             for tp, offset in accepted.items():
                 self._set_committed(group_id, tp, offset, next(self._write_positions))
             results.update({tp: ErrorCode.NONE for tp in accepted})
-        return results
+            reply(results)
+
+        records = [(offset_key_bytes(OffsetKey(group_id, t, p)), offset_value_bytes(o)) for (t, p), o in accepted.items()]
+        self._store(self.partition_for(group_id), records, stored)
+        return self._take_effects()
+
+    def _new_simple_group(self, group_id: str, now_ms: int) -> None:
+        group = ClassicGroup(group_id)
+        group.transition(GroupState.EMPTY, now_ms)
+        self.groups[group_id] = group
 
     def commit_transactional_offsets(
         self,
@@ -839,10 +924,11 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[tuple[str, int], OffsetAndMetadata],
-    ) -> dict[tuple[str, int], ErrorCode]:
+        reply: Reply,
+    ) -> list[Store]:
         """TxnOffsetCommit: store ``offsets`` as one transactional batch of the
-        producer; they stay pending until :meth:`complete_transaction`. Errors per
-        partition; a refused request changes nothing."""
+        producer; they stay pending until :meth:`complete_transaction`. ``reply``
+        gets the error of each partition; a refused request changes nothing."""
         group = self.groups.get(group_id)
         if not group_id:
             error = ErrorCode.INVALID_GROUP_ID
@@ -855,23 +941,28 @@ class GroupCoordinator:
         else:
             error = self._txn_commit_error(group, generation_id, member_id, group_instance_id)
         if error is not None:
-            return {tp: error for tp in offsets}
+            reply({tp: error for tp in offsets})
+            return []
         results, accepted = self._accept_metadata(offsets)
-        if accepted:
-            records = [(offset_key_bytes(OffsetKey(group_id, t, p)), offset_value_bytes(o)) for (t, p), o in accepted.items()]
-            try:
-                self._txn_store(self.partition_for(group_id), producer_id, producer_epoch, records)
-            except StoreError as exc:
-                return {tp: results.get(tp, exc.error_code) for tp in offsets}
+        if not accepted:
+            reply(results)
+            return []
+
+        def stored(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                reply({tp: results.get(tp, error) for tp in offsets})
+                return
             if group is None:
                 # As Kafka: a commit without membership to an unknown group makes a simple group.
-                group = ClassicGroup(group_id)
-                group.transition(GroupState.EMPTY, now_ms)
-                self.groups[group_id] = group
+                self._new_simple_group(group_id, now_ms)
             for tp, offset in accepted.items():
                 self.pending.add(producer_id, group_id, tp, PendingOffset(offset, next(self._write_positions)))
             results.update({tp: ErrorCode.NONE for tp in accepted})
-        return results
+            reply(results)
+
+        records = [(offset_key_bytes(OffsetKey(group_id, t, p)), offset_value_bytes(o)) for (t, p), o in accepted.items()]
+        self._store(self.partition_for(group_id), records, stored, producer=(producer_id, producer_epoch))
+        return self._take_effects()
 
     def _txn_commit_error(self, group: ClassicGroup | None, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode | None:
         if group is None:
@@ -919,15 +1010,18 @@ class GroupCoordinator:
             return [(t, p, o) for (t, p), o in sorted(committed.items())]
         return [(t, p, committed.get((t, p))) for t, p in partitions]
 
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]], reply: Reply) -> list[Store]:
+        """OffsetDelete; ``reply`` gets the group error and the error of each partition."""
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+            reply((ErrorCode.GROUP_ID_NOT_FOUND, {}))
+            return []
         subscribed: set[str] = set()
         if not group.is_(GroupState.EMPTY):
             topics = group.subscribed_topics()
             if topics is None:
-                return ErrorCode.NON_EMPTY_GROUP, {}
+                reply((ErrorCode.NON_EMPTY_GROUP, {}))
+                return []
             subscribed = topics
         results = {}
         deletable = []
@@ -941,20 +1035,26 @@ class GroupCoordinator:
                 # tombstone for either).
                 if tp in committed or self.pending.has(group_id, tp):
                     deletable.append(tp)
-        if deletable:
-            try:
-                self._store(self.partition_for(group_id), [(offset_key_bytes(OffsetKey(group_id, t, p)), None) for t, p in deletable])
-            except StoreError as exc:
-                return exc.error_code, {}
+        if not deletable:
+            reply((ErrorCode.NONE, results))
+            return []
+
+        def stored(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                reply((error, {}))
+                return
             for tp in deletable:
                 self._forget_offset(group_id, tp)
-        return ErrorCode.NONE, results
+            reply((ErrorCode.NONE, results))
 
-    def expire_offsets(self, now_ms: int) -> int:
-        """Kafka's offset retention; returns how many offsets expired. An offset
+        self._store(self.partition_for(group_id), [(offset_key_bytes(OffsetKey(group_id, t, p)), None) for t, p in deletable], stored)
+        return self._take_effects()
+
+    def expire_offsets(self, now_ms: int, reply: Reply) -> list[Store]:
+        """Kafka's offset retention; ``reply`` gets how many offsets expired. An offset
         whose partition has a pending transactional commit does not expire yet."""
         retention_ms = self.config.offsets_retention_ms
-        expired_total = 0
+        expired_total = _Count(reply)
         for group_id, group in list(self.groups.items()):
             committed = self.offsets.get(group_id, {})
             expired = []
@@ -972,26 +1072,28 @@ class GroupCoordinator:
                         if tp[0] not in subscribed and deadline <= now_ms and not self.pending.has(group_id, tp):
                             expired.append(tp)
             if expired or (group.is_(GroupState.EMPTY) and not committed):
-                expired_total += self._drop_offsets(now_ms, group_id, expired)
-        return expired_total
+                self._drop_offsets(now_ms, group_id, expired, expired_total)
+        expired_total.all_planned()
+        return self._take_effects()
 
-    def remove_offsets_of_topics(self, now_ms: int, topics: set[str]) -> int:
+    def remove_offsets_of_topics(self, now_ms: int, topics: set[str], reply: Reply) -> list[Store]:
         """A deleted topic's committed and pending offsets go with it (Kafka's
-        onTopicsDeleted); an empty group left without offsets is removed. Returns
-        how many offsets went."""
-        removed = 0
+        onTopicsDeleted); an empty group left without offsets is removed. ``reply``
+        gets how many offsets went."""
+        removed = _Count(reply)
         for group_id in list(dict.fromkeys([*self.offsets, *self.pending.group_ids()])):
             partitions = set(self.offsets.get(group_id, {})) | self.pending.partitions_of(group_id)
             gone = sorted(tp for tp in partitions if tp[0] in topics)
             if not gone:
                 continue
-            removed += self._drop_offsets(now_ms, group_id, gone)
-        return removed
+            self._drop_offsets(now_ms, group_id, gone, removed)
+        removed.all_planned()
+        return self._take_effects()
 
-    def _drop_offsets(self, now_ms: int, group_id: str, gone: list[tuple[str, int]]) -> int:
+    def _drop_offsets(self, now_ms: int, group_id: str, gone: list[tuple[str, int]], count: _Count) -> None:
         """Tombstone ``gone`` offsets of a group (committed or pending); an empty group
-        left without offsets is removed with them. Returns how many offsets went (0 if
-        the store failed)."""
+        left without offsets is removed with them. Adds to ``count`` how many offsets
+        went (none if the store failed)."""
         group = self.groups.get(group_id)
         committed = self.offsets.get(group_id, {})
         records: list[tuple[bytes, bytes | None]] = [(offset_key_bytes(OffsetKey(group_id, t, p)), None) for t, p in gone]
@@ -1000,19 +1102,23 @@ class GroupCoordinator:
         if remove_group:
             records.append((group_key_bytes(group_id), None))
         if not records:
-            return 0
-        try:
-            self._store(self.partition_for(group_id), records)
-        except StoreError:
-            return 0
-        for tp in gone:
-            self._forget_offset(group_id, tp)
-        if remove_group:
-            group.transition(GroupState.DEAD, now_ms)
-            del self.groups[group_id]
-            self.offsets.pop(group_id, None)
-            self._committed_positions.pop(group_id, None)
-        return len(gone)
+            return
+
+        def stored(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                count.add(0)
+                return
+            for tp in gone:
+                self._forget_offset(group_id, tp)
+            if remove_group:
+                group.transition(GroupState.DEAD, now_ms)
+                del self.groups[group_id]
+                self.offsets.pop(group_id, None)
+                self._committed_positions.pop(group_id, None)
+            count.add(len(gone))
+
+        count.expect()
+        self._store(self.partition_for(group_id), records, stored)
 
     # ----------------------------------------------------------------- group admin
 
@@ -1048,8 +1154,10 @@ class GroupCoordinator:
         ]
         return GroupSummary(group_id, group.state.value, group.protocol_type or "", (group.protocol_name or "") if stable else "", members)
 
-    def delete_groups(self, now_ms: int, group_ids: list[str]) -> dict[str, ErrorCode]:
-        results = {}
+    def delete_groups(self, now_ms: int, group_ids: list[str], reply: Reply) -> list[Store]:
+        """DeleteGroups; ``reply`` gets the error of each group."""
+        results: dict[str, ErrorCode] = {}
+        answer = _WhenAllStored(lambda: reply(results))
         for group_id in group_ids:
             group = self.groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
@@ -1063,15 +1171,19 @@ class GroupCoordinator:
                 partitions = [*committed, *sorted(self.pending.partitions_of(group_id) - set(committed))]
                 records: list[tuple[bytes, bytes | None]] = [(offset_key_bytes(OffsetKey(group_id, t, p)), None) for t, p in partitions]
                 records.append((group_key_bytes(group_id), None))
-                try:
-                    self._store(self.partition_for(group_id), records)
-                except StoreError as exc:
-                    results[group_id] = exc.error_code
-                    continue
-                group.transition(GroupState.DEAD, now_ms)
-                del self.groups[group_id]
-                self.offsets.pop(group_id, None)
-                self._committed_positions.pop(group_id, None)
-                self.pending.discard_groups([group_id])
-                results[group_id] = ErrorCode.NONE
-        return results
+                results[group_id] = ErrorCode.NONE  # its place in the answer; the outcome sets it
+
+                def stored(error: ErrorCode, group_id: str = group_id, group: ClassicGroup = group) -> None:
+                    if error == ErrorCode.NONE:
+                        group.transition(GroupState.DEAD, now_ms)
+                        del self.groups[group_id]
+                        self.offsets.pop(group_id, None)
+                        self._committed_positions.pop(group_id, None)
+                        self.pending.discard_groups([group_id])
+                    results[group_id] = error
+                    answer.done()
+
+                answer.expect()
+                self._store(self.partition_for(group_id), records, stored)
+        answer.close()
+        return self._take_effects()

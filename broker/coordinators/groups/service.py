@@ -36,18 +36,11 @@ import logging
 import time
 import uuid
 
-from broker.coordinators.groups.coordinator import (
-    GroupConfig,
-    GroupCoordinator,
-    JoinRequest,
-    JoinResult,
-    StoreError,
-    SyncResult,
-)
+from broker.coordinators.effects import Store, carry_out_stores_at_once
+from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, JoinResult, SyncResult
 from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from broker.replica.leader_append import replication_outcome
 from protocol.errors import ErrorCode
-from protocol.records import NO_SEQUENCE, build_batch
 
 # What an offsets-partition append or its replication failed with, as the group
 # APIs report it (Kafka's coordinator maps them the same way); anything else is
@@ -95,7 +88,7 @@ class GroupService:
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         )
-        self.coordinator = GroupCoordinator(self.config, self._store, self._new_member_id, self._store_transactional)
+        self.coordinator = GroupCoordinator(self.config, self._new_member_id)
         topic = InternalTopic(
             OFFSETS_TOPIC,
             num_partitions=self.config.offsets_partitions,
@@ -161,34 +154,34 @@ class GroupService:
 
     # ----------------------------------------------------------------- writes
 
-    def _store(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        batch = build_batch([(key, value, [], self.now_ms()) for key, value in records])
-        self._append(partition, batch, transactional=False)
+    def execute(self, effects: list[Store]) -> None:
+        """Carry out the coordinator's stores in order, each reported back as soon
+        as it is appended (its replication is waited for before the answer)."""
+        carry_out_stores_at_once(effects, self._write, self.coordinator.store_done)
 
-    def _store_transactional(self, partition: int, producer_id: int, producer_epoch: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        batch = build_batch(
-            [(key, value, [], self.now_ms()) for key, value in records],
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=NO_SEQUENCE,
-            is_transactional=True,
-        )
-        self._append(partition, batch, transactional=True)
+    def run(self, operation, *args):
+        """Run a coordinator operation that answers through its last argument, a
+        reply; carry out its stores and return its answer (which the outcomes
+        reported at once have made known)."""
+        answers = []
+        self.execute(operation(*args, answers.append))
+        (answer,) = answers
+        return answer
 
-    def _append(self, partition: int, batch: bytes, *, transactional: bool) -> None:
-        # A transactional batch is the coordinator's own write (from_coordinator):
-        # its producer epoch is checked, not its sequences; the open transaction tracked.
-        written = self.shell.write(partition, batch, from_coordinator=transactional)
+    def _write(self, store: Store) -> ErrorCode:
+        """Append one store's records; the error the client is told if that fails."""
+        partition = store.partition
+        written = self.shell.write_store(store, self.now_ms())
         error = written.error
         if error == ErrorCode.NONE:
             self._written_offsets[partition] = written.last_offset + 1
-            return
-        if transactional and error in _PRODUCER_ERRORS:
-            raise StoreError(error, written.message or "")
+            return error
+        if store.producer_id >= 0 and error in _PRODUCER_ERRORS:
+            return error
         if written.refused_by_log:
             # Kafka tells the client to retry elsewhere or later, never the storage detail.
             log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, written.message)
-        raise StoreError(_STORE_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR), written.message or f"{OFFSETS_TOPIC}-{partition}")
+        return _STORE_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     async def replicated(self, group_id: str) -> ErrorCode:
         """Wait until every in-sync replica has what this broker last wrote to the
@@ -279,13 +272,13 @@ class GroupService:
         self._timer = None
         self._timer_at_ms = None
         try:
-            self.coordinator.tick(self.now_ms())
+            self.execute(self.coordinator.tick(self.now_ms()))
         except Exception:  # keep the timer alive; log the bug
             log.exception("group coordinator tick failed")
         self.after_operation()
 
     def expire_offsets(self) -> None:
-        expired = self.coordinator.expire_offsets(self.now_ms())
+        expired = self.run(self.coordinator.expire_offsets, self.now_ms())
         if expired:
             log.info("expired %d committed offsets", expired)
 
@@ -308,7 +301,7 @@ class GroupService:
         if error is not None:
             return JoinResult(error, member_id=request.member_id)
         future = asyncio.get_running_loop().create_future()
-        self.coordinator.join_group(self.now_ms(), request, _resolver(future))
+        self.execute(self.coordinator.join_group(self.now_ms(), request, _resolver(future)))
         self.after_operation(request.group_id)
         result = await future
         if result.error == ErrorCode.NONE:
@@ -323,7 +316,7 @@ class GroupService:
         if error is not None:
             return SyncResult(error)
         future = asyncio.get_running_loop().create_future()
-        self.coordinator.sync_group(self.now_ms(), group_id, *args, _resolver(future))
+        self.execute(self.coordinator.sync_group(self.now_ms(), group_id, *args, _resolver(future)))
         self.after_operation(group_id)
         result = await future
         if result.error == ErrorCode.NONE:

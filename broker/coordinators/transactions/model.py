@@ -11,6 +11,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.coordinators.effects import Store  # shared with the group coordinator; re-exported here
 from protocol.errors import ErrorCode
 from protocol.transaction_state import TransactionValue, TxnState
 
@@ -40,15 +41,7 @@ class TxnConfig:
 
 
 # --------------------------------------------------------------------------- effects
-
-
-@dataclass(frozen=True)
-class Store:
-    partition: int
-    coordinator_epoch: int
-    records: tuple[tuple[bytes, bytes | None], ...]
-    token: int
-    delay_ms: int = 0
+# Store (broker.coordinators.effects) and these two.
 
 
 @dataclass(frozen=True)

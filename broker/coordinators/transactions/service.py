@@ -62,7 +62,6 @@ from broker.replica.txn_markers import TxnMarker
 from broker.replica.txn_markers import write_markers_here as write_markers_here_default
 from controller.errors import NotControllerError
 from protocol.errors import ErrorCode
-from protocol.records import build_batch
 from protocol.transaction_state import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -292,9 +291,7 @@ class TransactionService:
     def _store(self, store: Store) -> None:
         """Append ``store.records`` now (so stores keep their order), then report
         once the in-sync replicas have them."""
-        now_ms = self.now_ms()
-        batch = build_batch([(k, v, [], now_ms) for k, v in store.records])
-        written = self.shell.write(store.partition, batch, leader_epoch=store.coordinator_epoch, timeout_ms=self.store_timeout_ms)
+        written = self.shell.write_store(store, self.now_ms(), timeout_ms=self.store_timeout_ms)
         if written.error != ErrorCode.NONE:
             if written.error == ErrorCode.NOT_ENOUGH_REPLICAS:
                 # Checked before the append, as for an acks=all produce: nothing is written.
