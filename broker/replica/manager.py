@@ -659,7 +659,7 @@ class ReplicaManager:
 
     def follower_response(self, key: Key, state: FollowerState, partition_data) -> bool:
         """Carry out the leader's answer for one partition (the decisions are
-        replication.follower's); False when the partition should back off (an
+        replication.replica_core's); False when the partition should back off (an
         error the metadata must resolve)."""
         if self.followers.get(key) is not state:
             return True  # the role changed while the fetch was out

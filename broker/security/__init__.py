@@ -1,8 +1,10 @@
-"""Authentication for SASL listeners: pure state machines, wired by broker/net/sasl_listener.py.
+"""Authentication for SASL listeners (pure state machines, wired by
+broker/net/sasl_listener.py), the authorizer's questions, and the JWKS keys
+OAUTHBEARER tokens are checked against.
 
-Every module of this package is pure by convention (broker/ is not one of the
-layers the layering test keeps pure): no asyncio, no sockets, no clock of its
-own. Time comes in as ``now_ms`` arguments and randomness from ``secrets``, so
+The SASL modules below are pure, and each says so in its own docstring, which
+the layering test holds them to: no asyncio, no sockets, no clock of their
+own. ``jwks`` is not: it fetches key sets over HTTPS on its own thread. Time comes in as ``now_ms`` arguments and randomness from ``secrets``, so
 the connection layer decides when frames arrive and what to send, and the
 tests drive every exchange byte by byte.
 
@@ -12,5 +14,10 @@ tests drive every exchange byte by byte.
 - ``oauthbearer_server``: OAUTHBEARER (RFC 7628) with Kafka's unsecured-JWS validator;
 - ``jaas``: the JAAS configuration syntax of ``sasl.jaas.config``;
 - ``sasl``: one connection's SaslHandshake/SaslAuthenticate state (Kafka's
-  SaslServerAuthenticator), re-authentication (KIP-368) included.
+  SaslServerAuthenticator), re-authentication (KIP-368) included;
+- ``sasl_client``: the client side (PLAIN, SCRAM, OAUTHBEARER) node-to-node
+  connections and the tools use;
+- ``jwks``: the JWKS key sets OAUTHBEARER tokens are verified against;
+- ``authorization``, ``authorized_operations``: the request handlers' questions to
+  the authorizer, and the bitfields a broker without one reports.
 """
