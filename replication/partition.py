@@ -43,21 +43,27 @@ from protocol.errors import ErrorCode
 UNKNOWN_OFFSET = -1
 
 
-class HighWatermarkOwner(Protocol):
-    """Where a partition's high watermark lives (``storage.log.PartitionLog``: its
-    setter refuses a move backwards or past the log end)."""
+class PartitionMarks(Protocol):
+    """Where a partition's log end offset and high watermark live
+    (``storage.log.PartitionLog``: its log end moves with its appends and
+    truncations, and its high watermark setter refuses a move backwards or past
+    the log end)."""
 
     high_watermark: int
 
+    @property
+    def log_end_offset(self) -> int: ...
 
-class _OwnHighWatermark:
-    """The high watermark of leader state bound to no log (the rules' own tests),
-    held to the same checks as the log's."""
 
-    __slots__ = ("_offset",)
+class _OwnMarks:
+    """The log end offset and high watermark of leader state bound to no log (the
+    rules' own tests), the high watermark held to the same checks as the log's."""
 
-    def __init__(self, offset: int):
-        self._offset = offset
+    __slots__ = ("_offset", "log_end_offset")
+
+    def __init__(self, log_end_offset: int, high_watermark: int):
+        self.log_end_offset = log_end_offset
+        self._offset = high_watermark
 
     @property
     def high_watermark(self) -> int:
@@ -117,29 +123,35 @@ class LeaderPartition:
         isr: Iterable[int],
         leader_epoch: int,
         partition_epoch: int,
-        log_end_offset: int,
+        log_end_offset: int | None = None,
         high_watermark: int,
         now_ms: int,
         lag_max_ms: int,
         min_insync_replicas: int = 1,
         ineligible: Iterable[int] = (),
         registered_epochs: Mapping[int, int] | None = None,
-        log: HighWatermarkOwner | None = None,
+        log: PartitionMarks | None = None,
     ):
-        """``log`` owns the high watermark: this state moves it there and reads it
-        from there, so it has one home (without one, ``high_watermark`` starts a
-        private one)."""
+        """``log`` owns the log end offset and the high watermark: this state reads
+        both from there and moves the high watermark there, so each has one home.
+        Without a log, ``log_end_offset`` and ``high_watermark`` start private
+        stand-ins; with one, a ``log_end_offset`` given must be the log's."""
         self.local_id = local_id
         self.replicas = tuple(replicas)
         self.isr = tuple(isr)
         self.pending_isr: tuple[int, ...] | None = None
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
-        self.log_end_offset = log_end_offset
+        if log is None:
+            if log_end_offset is None:
+                raise TypeError("leader state without a log needs its log_end_offset")
+            self._owner: PartitionMarks = _OwnMarks(log_end_offset, min(high_watermark, log_end_offset))
+        else:
+            self._owner = log
+            self.observe_log_end(log.log_end_offset if log_end_offset is None else log_end_offset)
         # The offset this leader epoch started at: a follower must hold at least
         # this much to be in sync (it has seen every earlier epoch's end).
-        self.leader_epoch_start_offset = log_end_offset
-        self._owner = _OwnHighWatermark(min(high_watermark, log_end_offset)) if log is None else log
+        self.leader_epoch_start_offset = self.log_end_offset
         self.lag_max_ms = lag_max_ms
         self.min_insync_replicas = min_insync_replicas
         self.ineligible = set(ineligible)
@@ -160,6 +172,11 @@ class LeaderPartition:
         return self._owner.high_watermark
 
     @property
+    def log_end_offset(self) -> int:
+        """The leader's log end offset, read from its log (its one home)."""
+        return self._owner.log_end_offset
+
+    @property
     def maximal_isr(self) -> tuple[int, ...]:
         if self.pending_isr is None:
             return self.isr
@@ -174,9 +191,19 @@ class LeaderPartition:
 
     # ----------------------------------------------------------------- progress
 
+    def observe_log_end(self, log_end_offset: int) -> None:
+        """The leader's log ends at ``log_end_offset`` now. State bound to no log
+        takes it into its stand-in; a log's own end must agree, as the log is
+        where it lives (a different one would mean two logs for one partition)."""
+        owner = self._owner
+        if isinstance(owner, _OwnMarks):
+            owner.log_end_offset = log_end_offset
+        elif owner.log_end_offset != log_end_offset:
+            raise AssertionError(f"told of log end {log_end_offset}, the leader's log ends at {owner.log_end_offset}")
+
     def leader_appended(self, log_end_offset: int, now_ms: int) -> bool:
-        """The leader's log grew; True when the high watermark moved."""
-        self.log_end_offset = log_end_offset
+        """The leader's log grew to ``log_end_offset``; True when the high watermark moved."""
+        self.observe_log_end(log_end_offset)
         return self.maybe_advance_high_watermark(now_ms)
 
     def follower_fetched(

@@ -120,7 +120,7 @@ def on_follower_fetch(
 ) -> FollowerFetched:
     """A follower fetched from ``fetch_offset`` while the leader's log ends at
     ``log_end_offset`` (read now: appends made outside Produce count too)."""
-    leader.log_end_offset = log_end_offset
+    leader.observe_log_end(log_end_offset)
     start_before = leader.followers[replica_id].log_start_offset
     moved = leader.follower_fetched(replica_id, fetch_offset, now_ms, broker_epoch, log_start_offset)
     start_moved = not moved and leader.followers[replica_id].log_start_offset != start_before
@@ -129,7 +129,7 @@ def on_follower_fetch(
 
 def isr_shrink(leader: LeaderPartition, log_end_offset: int, now_ms: int) -> tuple[int, ...] | None:
     """The periodic ISR check: the shrunk ISR to propose, or None."""
-    leader.log_end_offset = log_end_offset
+    leader.observe_log_end(log_end_offset)
     return leader.proposed_shrink(now_ms)
 
 

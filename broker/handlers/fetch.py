@@ -1,6 +1,10 @@
 """Fetch (key 1), versions 4-17 (Kafka 4 dropped 0-3 and down-conversion).
 
-Consumers and follower replicas. A follower names itself with ``replica_id``
+Consumers and follower replicas. This handler decodes, authorizes, keeps the
+fetch sessions and client quotas, and assembles and long-polls the answer;
+what each partition's replica serves (the rules below on leaders, followers,
+epochs, throttles and read bounds) is decided by broker/replica/read.py.
+A follower names itself with ``replica_id``
 (before v15) or ``replica_state`` (v15+); only the partition's leader serves
 it, only for a replica of the partition (else NOT_LEADER_OR_FOLLOWER), and it
 reads up to the log end, not the high watermark. Its ``last_fetched_epoch``
@@ -51,27 +55,17 @@ from __future__ import annotations
 
 import time
 
+from broker.replica.read import FetchReader, ReplicaReader
 from broker.security.authorization import TOPIC, allowed, cluster_allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
 from replication.fetch_session import FetchContext
-from replication.partition import diverging_epoch_for_fetch
-from replication.throttle import LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS
 
 API = APIS_BY_NAME["Fetch"]
 R = struct_classes(API.response)
 READ_COMMITTED = 1
-
-
-def leader_epoch_error(requested: int, current: int) -> ErrorCode:
-    if requested == -1 or requested == current:
-        return ErrorCode.NONE
-    return ErrorCode.FENCED_LEADER_EPOCH if requested < current else ErrorCode.UNKNOWN_LEADER_EPOCH
-
-
-_LEADER_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
 def replica_id_of(request, api_version: int) -> int:
@@ -82,8 +76,7 @@ def replica_id_of(request, api_version: int) -> int:
 
 
 def register(dispatcher, broker) -> None:
-    replicas = broker.replicas
-    rack_aware = broker.config["replica.selector.class"] is not None
+    read_partition = ReplicaReader(broker).read_partition
 
     sessions = broker.fetch_sessions
     quotas = broker.quotas
@@ -116,9 +109,14 @@ def register(dispatcher, broker) -> None:
         image = broker.image
         by_id = api_version >= 13
         replica_id = replica_id_of(request, api_version)
-        replica_epoch = request.replica_state.replica_epoch if api_version >= 15 and request.replica_state is not None else -1
         from_follower = replica_id >= 0
-        read_committed = request.isolation_level == READ_COMMITTED
+        reader = FetchReader(
+            api_version,
+            replica_id,
+            request.replica_state.replica_epoch if api_version >= 15 and request.replica_state is not None else -1,
+            read_committed=request.isolation_level == READ_COMMITTED,
+            rack_id=request.rack_id if api_version >= 11 else None,
+        )
         remaining_bytes = request.max_bytes
         total_bytes = 0
         has_error = False
@@ -151,85 +149,32 @@ def register(dispatcher, broker) -> None:
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 has_error = True
                 continue
-            partition = topic.partitions.get(fp.partition)
-            if partition is None:
-                pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                has_error = True
-                continue
-            plog = broker.partition_log(topic.name, fp.partition)
-            key = (topic.name, fp.partition)
-            # Leader only, except that a consumer may read from a follower (KIP-392,
-            # v11+); a broker that does not host the partition serves nobody.
-            leader = replicas.leader_for(*key) if plog is not None else None
-            serves = leader is not None or (
-                plog is not None and not from_follower and api_version >= 11 and replicas.is_follower(*key)
-            )
-            epoch_error = leader_epoch_error(fp.current_leader_epoch, partition.leader_epoch)
-            if not serves or epoch_error or (from_follower and not leader.is_replica(replica_id)):
-                pd.error_code = epoch_error or ErrorCode.NOT_LEADER_OR_FOLLOWER
-                if api_version >= 12 and pd.error_code in _LEADER_ERRORS:
-                    pd.current_leader = R.LeaderIdAndEpoch(leader_id=partition.leader, leader_epoch=partition.leader_epoch)
-                    leaders_named.add(partition.leader)
-                has_error = True
-                continue
-            keys.append(key)
-            pd.log_start_offset = plog.log_start_offset
-            pd.aborted_transactions = [] if request.isolation_level == READ_COMMITTED else None
-            offset = fp.fetch_offset
-            if from_follower and api_version >= 12 and fp.last_fetched_epoch >= 0:
-                diverging = diverging_epoch_for_fetch(
-                    fp.last_fetched_epoch,
-                    offset,
-                    plog.end_offset_for_epoch(fp.last_fetched_epoch, current_epoch=partition.leader_epoch),
-                )
-                if diverging is not None:
-                    pd.diverging_epoch = R.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
-                    pd.high_watermark, pd.last_stable_offset = plog.high_watermark, plog.last_stable_offset
-                    has_error = True  # answer at once: the follower must truncate first
-                    continue
-            if offset < plog.log_start_offset or offset > plog.log_end_offset:
-                pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                pd.high_watermark, pd.last_stable_offset = plog.high_watermark, plog.last_stable_offset
-                has_error = True
-                continue
-            throttled = False
-            if from_follower:
-                replicas.follower_fetched(key, leader, plog, replica_id, offset, replica_epoch, fp.log_start_offset)
-                throttled = replicas.throttled(topic, LEADER_THROTTLED_REPLICAS, fp.partition, replica_id)
-            elif rack_aware and leader is not None and api_version >= 11 and request.rack_id:
-                racks = {b: r.rack for b, r in image.brokers.items()}
-                preferred = leader.preferred_read_replica(request.rack_id, racks, offset)
-                if preferred != leader.local_id:
-                    # Kafka answers at once, without records, naming the replica to read from.
-                    pd.preferred_read_replica = preferred
-                    pd.high_watermark, pd.last_stable_offset = plog.high_watermark, plog.last_stable_offset
-                    has_error = True
-                    continue
-            pd.high_watermark = plog.high_watermark
-            pd.last_stable_offset = plog.last_stable_offset
             limit = min(fp.partition_max_bytes, remaining_bytes)
-            if limit <= 0 and total_bytes:
+            read = read_partition(topic, fp, reader, max_bytes=limit, first=total_bytes == 0, now_ms=now_ms)
+            pd.error_code = read.error
+            has_error = has_error or read.answer_now
+            if read.current_leader is not None and api_version >= 12:
+                leader_id, leader_epoch = read.current_leader
+                pd.current_leader = R.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
+                leaders_named.add(leader_id)
+            if not read.served:
                 continue
-            if throttled and replicas.leader_quota.exceeded(replicas.throttle_rate(LEADER_THROTTLED_RATE), now_ms):
-                continue  # over leader.replication.throttled.rate: this replica waits
-            if from_follower:
-                upper = plog.log_end_offset
-            elif read_committed:
-                upper = pd.last_stable_offset
-            else:
-                upper = pd.high_watermark
-            file_slice = plog.read_slice(offset, max(limit, 0), upper_offset=upper, oversized_first_batch=total_bytes == 0)
+            keys.append((topic.name, fp.partition))
+            pd.log_start_offset = read.log_start_offset
+            pd.high_watermark, pd.last_stable_offset = read.high_watermark, read.last_stable_offset
+            if read.diverging_epoch is not None:
+                pd.diverging_epoch = R.EpochEndOffset(epoch=read.diverging_epoch[0], end_offset=read.diverging_epoch[1])
+            if read.preferred_read_replica >= 0:
+                pd.preferred_read_replica = read.preferred_read_replica
+            pd.aborted_transactions = None if read.aborted_transactions is None else [
+                R.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+                for producer_id, first_offset in read.aborted_transactions
+            ]
+            file_slice = read.records
             if file_slice is not None:
-                if read_committed and not from_follower:
-                    pd.aborted_transactions = [
-                        R.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
-                        for producer_id, first_offset in plog.aborted_transactions(offset, file_slice.next_offset)
-                    ]
                 # Sent from the file by the connection (sendfile when it can).
                 pd.records = file_slice
                 slices.append(file_slice)
-                if throttled:
-                    replicas.leader_quota.record(len(file_slice), now_ms)
                 total_bytes += len(file_slice)
                 remaining_bytes -= len(file_slice)
         return results, total_bytes, has_error, keys, slices, leaders_named

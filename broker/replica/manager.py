@@ -326,7 +326,6 @@ class ReplicaManager:
             isr=partition.isr,
             leader_epoch=partition.leader_epoch,
             partition_epoch=partition.partition_epoch,
-            log_end_offset=plog.log_end_offset,
             high_watermark=plog.high_watermark,
             now_ms=now_ms,
             lag_max_ms=self.lag_max_ms,
@@ -529,8 +528,7 @@ class ReplicaManager:
             await asyncio.sleep(interval_s)
             now_ms = _now_ms()
             for key, leader in list(self.leaders.items()):
-                plog = self.broker.logs.logs.get(key)
-                shrunk = isr_shrink(leader, leader.log_end_offset if plog is None else plog.log_end_offset, now_ms)
+                shrunk = isr_shrink(leader, leader.log_end_offset, now_ms)  # read from its log
                 if shrunk is not None:
                     self._propose(key, leader, shrunk)
 

@@ -8,8 +8,10 @@ acks=all producers. What is real: each replica's log is a
 :class:`storage.log.PartitionLog` in its own directory (replicated, so the
 replication layer owns its high watermark); the leader's rules are
 :class:`replication.partition.LeaderPartition` (ISR, maximal ISR, high
-watermark, shrink/expand proposals, acks=all outcomes) and the KIP-320
-check ``diverging_epoch_for_fetch``; the replica's decisions are the ones
+watermark, shrink/expand proposals, acks=all outcomes) and the leader's
+checks of a follower's fetch (leader epoch, replica, KIP-320 divergence,
+offset range) from replication/fetch_read.py, as the broker's read path asks
+them; the replica's decisions are the ones
 broker/replica/manager.py carries out, from replication/replica_core.py (the
 role each metadata update gives, what a follower does with a fetch answer:
 truncate by diverging epoch, out of range, append and adopt the leader's
@@ -104,7 +106,8 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.records import build_batch, decode_batch_records, iter_batches, parse_batch_header
 from replication.delayed import DelayedProduce
-from replication.partition import IsrProposal, LeaderPartition, diverging_epoch_for_fetch
+from replication.fetch_read import position_error, serving_error
+from replication.partition import IsrProposal, LeaderPartition
 from replication.purgatory import Purgatory
 from replication.replica_core import (
     Backoff,
@@ -452,13 +455,6 @@ def producer_id_of(batch: bytes) -> int:
     return parse_batch_header(batch).producer_id
 
 
-def leader_epoch_error(requested: int, current: int) -> ErrorCode:
-    """The Fetch handler's check of a request's current leader epoch."""
-    if requested == -1 or requested == current:
-        return ErrorCode.NONE
-    return ErrorCode.FENCED_LEADER_EPOCH if requested < current else ErrorCode.UNKNOWN_LEADER_EPOCH
-
-
 # ----------------------------------------------------------------- the simulation
 
 
@@ -729,21 +725,30 @@ class Simulation:
         leader = broker.leader
         if state is None:
             return answer(ErrorCode.UNKNOWN_TOPIC_ID)
-        epoch_error = leader_epoch_error(request.current_leader_epoch, state.leader_epoch)
-        if leader is None or epoch_error != ErrorCode.NONE or not leader.is_replica(replica_id):
-            return answer(epoch_error if epoch_error != ErrorCode.NONE else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        error = serving_error(
+            leads=leader is not None,
+            follows=False,
+            from_follower=True,
+            is_replica=leader is not None and leader.is_replica(replica_id),
+            api_version=17,
+            requested_epoch=request.current_leader_epoch,
+            current_epoch=state.leader_epoch,
+        )
+        if error != ErrorCode.NONE:
+            return answer(error)
         plog = broker.plog
         offset = request.fetch_offset
-        if request.last_fetched_epoch >= 0:
-            diverging = diverging_epoch_for_fetch(
-                request.last_fetched_epoch,
-                offset,
-                plog.end_offset_for_epoch(request.last_fetched_epoch, current_epoch=state.leader_epoch),
-            )
-            if diverging is not None:
-                return answer(hw=plog.high_watermark, diverging=diverging)
-        if offset < plog.log_start_offset or offset > plog.log_end_offset:
-            return answer(ErrorCode.OFFSET_OUT_OF_RANGE, hw=plog.high_watermark)
+        error, diverging = position_error(
+            plog,
+            offset,
+            check_divergence=True,
+            last_fetched_epoch=request.last_fetched_epoch,
+            current_epoch=state.leader_epoch,
+        )
+        if diverging is not None:
+            return answer(hw=plog.high_watermark, diverging=diverging)
+        if error != ErrorCode.NONE:
+            return answer(error, hw=plog.high_watermark)
         fetched = on_follower_fetch(leader, plog.log_end_offset, replica_id, offset, self.now, request.replica_epoch)
         if fetched.high_watermark_moved or fetched.log_start_moved:
             self.high_watermark_moved(broker)

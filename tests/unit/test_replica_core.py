@@ -167,6 +167,29 @@ def test_the_log_owns_the_high_watermark_and_refuses_moves_back_or_past_its_end(
         plog.close()
 
 
+def test_the_log_owns_the_leaders_log_end_offset(tmp_path):
+    from protocol.records import build_batch
+    from storage.log import LogConfig, PartitionLog
+
+    plog = PartitionLog(tmp_path / "t-0", LogConfig())
+    try:
+        plog.replicated = True
+        state = LeaderPartition(
+            local_id=1, replicas=(1, 2), isr=(1,), leader_epoch=0, partition_epoch=0,
+            high_watermark=0, now_ms=0, lag_max_ms=1000, log=plog,
+        )
+        plog.append(bytearray(build_batch([(None, b"a", [], 0)])), leader_epoch=0)
+        assert state.log_end_offset == plog.log_end_offset == 1  # read from the log, no copy to refresh
+        assert state.leader_appended(1, now_ms=1) and state.high_watermark == 1
+        with pytest.raises(AssertionError):
+            state.leader_appended(2, now_ms=2)  # the log ends at 1: a second log end would be a second owner
+        on_follower_fetch(state, 1, 2, 1, 3)
+        plog.append(bytearray(build_batch([(None, b"b", [], 0)])), leader_epoch=0)
+        assert isr_shrink(state, plog.log_end_offset, 3) is None and state.log_end_offset == 2
+    finally:
+        plog.close()
+
+
 def test_a_follower_fetch_moves_the_high_watermark_then_proposes_its_return_to_the_isr():
     partition = LeaderPartition(
         local_id=1, replicas=(1, 2, 3), isr=(1, 2), leader_epoch=4, partition_epoch=6,
