@@ -152,11 +152,15 @@ class KafkaClientConnection:
         if self._closed:
             raise ConnectionFailed("connection closed")
         await asyncio.wait_for(self._ensure_connected(), self.connect_timeout_ms / 1000)
-        correlation_id, data = self._state.send(api, api_version, body)
+        # The connection this request waited for may be gone already: closed by
+        # the owner, or lost, while another request's connect finished.
+        writer, state = self._writer, self._state
+        if self._closed or writer is None or state is None or writer.is_closing():
+            raise ConnectionFailed(f"connection to {self.host}:{self.port} closed")
+        correlation_id, data = state.send(api, api_version, body)
         future = asyncio.get_running_loop().create_future()
         pending = self._pending
         pending[correlation_id] = future
-        writer = self._writer
         try:
             writer.write(data)
             return await asyncio.wait_for(future, timeout_ms / 1000)

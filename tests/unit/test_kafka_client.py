@@ -54,3 +54,40 @@ def test_a_request_timeout_drops_the_connection_and_the_next_request_opens_a_new
             await server.wait_closed()
 
     asyncio.run(scenario())
+
+
+def test_a_request_whose_connection_closes_while_it_connects_fails_as_a_connection_failure():
+    """Two requests wait for one connect; the owner closes the connection
+    (a fetcher stopping, a node shutting down) before they resume. Each must
+    fail as ConnectionFailed, which callers expect, not with an AttributeError."""
+
+    async def scenario():
+        async def peer(reader, writer):
+            try:
+                while await reader.read(65536):
+                    pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(peer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        connection = KafkaClientConnection("127.0.0.1", port, "test", connect_timeout_ms=2000)
+        api = APIS_BY_NAME["ApiVersions"]
+        body = struct_classes(api.request).ApiVersionsRequest(client_software_name="test", client_software_version="1")
+        original = connection._ensure_connected
+
+        async def connect_then_close():
+            await original()
+            connection.close()  # what another task does while this one waits
+
+        connection._ensure_connected = connect_then_close
+        try:
+            for _ in range(2):
+                with pytest.raises(ConnectionFailed):
+                    await connection.request(api, 3, body, timeout_ms=1000)
+        finally:
+            connection.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
