@@ -889,24 +889,44 @@ class GroupCoordinator:
         if error is not None:
             reply({tp: error for tp in offsets})
             return []
+        return self._store_offsets(
+            now_ms, group_id, offsets, reply,
+            lambda tp, offset, position: self._set_committed(group_id, tp, offset, position),
+        )
+
+    def _store_offsets(
+        self,
+        now_ms: int,
+        group_id: str,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+        reply: Reply,
+        record: Callable[[tuple[str, int], OffsetAndMetadata, int], None],
+        producer: tuple[int, int] = (-1, -1),
+    ) -> list[Store]:
+        """The part OffsetCommit and TxnOffsetCommit share once their checks pass:
+        store the offsets whose metadata fits, and once stored make the group if
+        it is unknown (as Kafka: a commit without membership to an unknown group
+        makes a simple group) and ``record`` each offset at its write position
+        (committed, or pending its transaction); then answer."""
         results, accepted = self._accept_metadata(offsets)
         if not accepted:
             reply(results)
             return []
+        unknown_group = group_id not in self.groups
 
         def stored(error: ErrorCode) -> None:
             if error != ErrorCode.NONE:
                 reply({tp: results.get(tp, error) for tp in offsets})
                 return
-            if group is None:
+            if unknown_group:
                 self._new_simple_group(group_id, now_ms)
             for tp, offset in accepted.items():
-                self._set_committed(group_id, tp, offset, next(self._write_positions))
+                record(tp, offset, next(self._write_positions))
             results.update({tp: ErrorCode.NONE for tp in accepted})
             reply(results)
 
         records = [(offset_key_bytes(OffsetKey(group_id, t, p)), offset_value_bytes(o)) for (t, p), o in accepted.items()]
-        self._store(self.partition_for(group_id), records, stored)
+        self._store(self.partition_for(group_id), records, stored, producer=producer)
         return self._take_effects()
 
     def _new_simple_group(self, group_id: str, now_ms: int) -> None:
@@ -943,26 +963,11 @@ class GroupCoordinator:
         if error is not None:
             reply({tp: error for tp in offsets})
             return []
-        results, accepted = self._accept_metadata(offsets)
-        if not accepted:
-            reply(results)
-            return []
-
-        def stored(error: ErrorCode) -> None:
-            if error != ErrorCode.NONE:
-                reply({tp: results.get(tp, error) for tp in offsets})
-                return
-            if group is None:
-                # As Kafka: a commit without membership to an unknown group makes a simple group.
-                self._new_simple_group(group_id, now_ms)
-            for tp, offset in accepted.items():
-                self.pending.add(producer_id, group_id, tp, PendingOffset(offset, next(self._write_positions)))
-            results.update({tp: ErrorCode.NONE for tp in accepted})
-            reply(results)
-
-        records = [(offset_key_bytes(OffsetKey(group_id, t, p)), offset_value_bytes(o)) for (t, p), o in accepted.items()]
-        self._store(self.partition_for(group_id), records, stored, producer=(producer_id, producer_epoch))
-        return self._take_effects()
+        return self._store_offsets(
+            now_ms, group_id, offsets, reply,
+            lambda tp, offset, position: self.pending.add(producer_id, group_id, tp, PendingOffset(offset, position)),
+            producer=(producer_id, producer_epoch),
+        )
 
     def _txn_commit_error(self, group: ClassicGroup | None, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode | None:
         if group is None:
