@@ -30,6 +30,17 @@ Replay semantics follow Kafka's metadata image (``PartitionRegistration.merge``,
   UserScramCredentialRecord the credential of its (user, mechanism); their
   Remove* records drop it, and one about an id or credential the image does not
   have is ignored (Kafka's controller never writes one).
+- ClusterLinkRecord replaces the link of its id (by name in the image);
+  RemoveClusterLinkRecord drops it. MirrorTopicRecord replaces its topic's
+  mirror state (one about a topic the image does not have is ignored), and a
+  topic's RemoveTopicRecord drops its mirror state. A MirrorTopicRecord that
+  makes a mirror writable (PROMOTED or FAILED_OVER, from another state of the
+  same mirror; a snapshot's first record about a mirror moves nothing) also
+  moves each marked partition's leader epoch past both its own and the epoch
+  of the last mirrored batch (``max(leader epoch, mark epoch) + 1``, partition
+  epoch + 1): the mirrored batches carry the source's leader epochs, and the
+  destination's first own batch must carry a larger one for the epoch cache
+  to stay ordered. These record types are pybroker's own (api keys 10000+).
 - Records between BeginTransactionRecord and EndTransactionRecord apply all
   together at the end marker; an AbortTransactionRecord drops them.
 """
@@ -43,9 +54,11 @@ from types import MappingProxyType
 from controller.metadata.image import (
     AclBinding,
     BrokerRegistration,
+    ClusterLink,
     ControllerRegistration,
     Endpoint,
     MetadataImage,
+    MirrorTopic,
     PartitionImage,
     ScramCredential,
     SupportedFeature,
@@ -58,6 +71,7 @@ from controller.metadata.records import (
     BEGIN_TRANSACTION_RECORD,
     BROKER_REGISTRATION_CHANGE_RECORD,
     CLIENT_QUOTA_RECORD,
+    CLUSTER_LINK_RECORD,
     CONFIG_RECORD,
     CONTROLLED_SHUTDOWN_CHANGE_ENTER,
     END_TRANSACTION_RECORD,
@@ -65,6 +79,8 @@ from controller.metadata.records import (
     FENCE_BROKER_RECORD,
     FENCING_CHANGE_FENCE,
     FENCING_CHANGE_UNFENCE,
+    MIRROR_TOPIC_RECORD,
+    MIRROR_WRITABLE_STATES,
     NO_LEADER_CHANGE,
     NO_LEADER_RECOVERY_STATE_CHANGE,
     NO_OP_RECORD,
@@ -74,6 +90,7 @@ from controller.metadata.records import (
     REGISTER_BROKER_RECORD,
     REGISTER_CONTROLLER_RECORD,
     REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
+    REMOVE_CLUSTER_LINK_RECORD,
     REMOVE_TOPIC_RECORD,
     REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
     RESOURCE_TOPIC,
@@ -210,6 +227,8 @@ class MetadataDelta:
         self._quotas_of: dict[tuple, dict[str, float]] = {}  # working copies of touched entities
         self._acls: dict | None = None
         self._scram: dict | None = None
+        self._links: dict | None = None
+        self._mirrors: dict | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -289,6 +308,8 @@ class MetadataDelta:
             client_quotas=_frozen(client_quotas, base.client_quotas),
             acls=_frozen(self._acls, base.acls),
             scram_credentials=_frozen(self._scram, base.scram_credentials),
+            cluster_links=_frozen(self._links, base.cluster_links),
+            mirror_topics=_frozen(self._mirrors, base.mirror_topics),
         )
         self._rebase(image)
         return image
@@ -333,6 +354,8 @@ class MetadataDelta:
             return
         name = self._own_names().pop(record.topic_id)
         self._own_topics().pop(name, None)
+        if record.topic_id in (self.image.mirror_topics if self._mirrors is None else self._mirrors):
+            self._own_mirrors().pop(record.topic_id, None)
         self._partitions_of.pop(name, None)
         self._topic_configs_of.pop(name, None)
 
@@ -440,6 +463,60 @@ class MetadataDelta:
             if self._scram is None:
                 self._scram = _copy(self.image.scram_credentials)
             del self._scram[key]
+
+    # ------------------------------------------------------------------ cluster links and mirror topics
+
+    def _own_links(self) -> dict:
+        if self._links is None:
+            self._links = _copy(self.image.cluster_links)
+        return self._links
+
+    def _own_mirrors(self) -> dict:
+        if self._mirrors is None:
+            self._mirrors = _copy(self.image.mirror_topics)
+        return self._mirrors
+
+    def _replay_cluster_link(self, record) -> None:
+        links = self._own_links()
+        for name in [n for n, link in links.items() if link.link_id == record.link_id]:
+            del links[name]
+        links[record.link_name] = ClusterLink(
+            record.link_id, record.link_name, MappingProxyType({c.name: c.value for c in record.configs})
+        )
+
+    def _replay_remove_cluster_link(self, record) -> None:
+        current = self.image.cluster_links if self._links is None else self._links
+        names = [n for n, link in current.items() if link.link_id == record.link_id]
+        if names:
+            links = self._own_links()
+            for name in names:
+                del links[name]
+
+    def _replay_mirror_topic(self, record) -> None:
+        name = self._names_view.get(record.topic_id)
+        if name is None:
+            return  # a mirror of a topic that does not exist (any more)
+        mirrors = self._own_mirrors()
+        previous = mirrors.get(record.topic_id)
+        marks = {m.partition_id: (m.offset, m.last_epoch) for m in record.partition_marks}
+        mirrors[record.topic_id] = MirrorTopic(
+            record.topic_id, record.link_id, record.source_topic, record.state, record.reason, MappingProxyType(marks)
+        )
+        # Only a change of state moves epochs: a snapshot's record (no previous
+        # state) finds its partitions' epochs already moved.
+        becomes_writable = (
+            record.state in MIRROR_WRITABLE_STATES
+            and previous is not None
+            and previous.state not in MIRROR_WRITABLE_STATES
+        )
+        if becomes_writable and marks:
+            partitions = self._partitions(record.topic_id)
+            for partition_id, (_, last_epoch) in marks.items():
+                old = partitions.get(partition_id) if partitions is not None else None
+                if old is not None:
+                    partitions[partition_id] = old._replace(
+                        leader_epoch=max(old.leader_epoch, last_epoch) + 1, partition_epoch=old.partition_epoch + 1
+                    )
 
     # ------------------------------------------------------------------ brokers and controllers
 
@@ -570,6 +647,9 @@ _HANDLERS: dict[int, Callable[[MetadataDelta, object], None]] = {
     REMOVE_ACCESS_CONTROL_ENTRY_RECORD.api_key: MetadataDelta._replay_remove_access_control_entry,
     USER_SCRAM_CREDENTIAL_RECORD.api_key: MetadataDelta._replay_user_scram_credential,
     REMOVE_USER_SCRAM_CREDENTIAL_RECORD.api_key: MetadataDelta._replay_remove_user_scram_credential,
+    CLUSTER_LINK_RECORD.api_key: MetadataDelta._replay_cluster_link,
+    REMOVE_CLUSTER_LINK_RECORD.api_key: MetadataDelta._replay_remove_cluster_link,
+    MIRROR_TOPIC_RECORD.api_key: MetadataDelta._replay_mirror_topic,
 }
 
 

@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
 
-from controller.metadata.records import ACCESS_CONTROL_ENTRY_RECORD, RESOURCE_BROKER, RESOURCE_TOPIC
+from controller.metadata.records import (
+    ACCESS_CONTROL_ENTRY_RECORD,
+    MIRROR_STATE_NAMES,
+    MIRROR_WRITABLE_STATES,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+)
 from protocol.scram import ScramCredential  # the image keeps what a SCRAM server needs, as the server reads it
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -157,6 +163,42 @@ def acl_entry_record(acl_id: uuid.UUID, acl: AclBinding):
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterLink:
+    """A link from this cluster to a source cluster (a ClusterLinkRecord):
+    ``configs`` holds every setting given, secrets included (describing a link
+    redacts them)."""
+
+    link_id: uuid.UUID
+    name: str
+    configs: Mapping[str, str] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorTopic:
+    """A topic of this cluster that mirrors ``source_topic`` of the link
+    ``link_id`` (a MirrorTopicRecord). ``state`` is one of the ``MIRROR_*``
+    codes of :mod:`controller.metadata.records`; ``partition_marks`` maps a
+    partition to (offset, leader epoch of the batch before it): where a stopped
+    mirror stopped, or where a restarted one's replicas were cut back to."""
+
+    topic_id: uuid.UUID
+    link_id: uuid.UUID
+    source_topic: str
+    state: int
+    reason: str | None = None
+    partition_marks: Mapping[int, tuple[int, int]] = field(default_factory=_empty)
+
+    @property
+    def state_name(self) -> str:
+        return MIRROR_STATE_NAMES.get(self.state, str(self.state))
+
+    @property
+    def writable(self) -> bool:
+        """Producers may write: the mirror was promoted or failed over."""
+        return self.state in MIRROR_WRITABLE_STATES
+
+
 # A client-quota entity: its (entity type, name) pairs sorted by type, a name of
 # None meaning that type's default entity; e.g. (("client-id", None), ("user", "alice")).
 QuotaEntity = tuple[tuple[str, str | None], ...]
@@ -183,7 +225,9 @@ class MetadataImage:
     Features at level 0 are not finalized and so are absent, as in Kafka.
     ``client_quotas`` maps an entity to its quota values (never an empty map),
     ``acls`` an ACL's id to its binding, ``scram_credentials`` (user name,
-    mechanism) to the credential.
+    mechanism) to the credential. ``cluster_links`` maps a link's name to the
+    link, ``mirror_topics`` a topic's id to its mirror state (a topic that was
+    never a mirror has none).
     """
 
     topics: Mapping[str, TopicImage] = field(default_factory=_empty)
@@ -197,6 +241,21 @@ class MetadataImage:
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=_empty)
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=_empty)
+    cluster_links: Mapping[str, ClusterLink] = field(default_factory=_empty)
+    mirror_topics: Mapping[uuid.UUID, MirrorTopic] = field(default_factory=_empty)
+
+    def link_by_id(self, link_id: uuid.UUID) -> ClusterLink | None:
+        for link in self.cluster_links.values():
+            if link.link_id == link_id:
+                return link
+        return None
+
+    def mirror_of(self, topic_name: str) -> MirrorTopic | None:
+        """The mirror state of the topic named ``topic_name`` (None: not a mirror)."""
+        if not self.mirror_topics:
+            return None
+        topic = self.topics.get(topic_name)
+        return None if topic is None else self.mirror_topics.get(topic.topic_id)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_names_by_id.get(topic_id)
@@ -225,4 +284,5 @@ class MetadataImage:
         return not (
             self.topics or self.brokers or self.controllers or self.features or self.resource_configs
             or self.next_producer_id or self.client_quotas or self.acls or self.scram_credentials
+            or self.cluster_links or self.mirror_topics
         )

@@ -254,6 +254,76 @@ ABORT_TRANSACTION_RECORD = MetadataRecordType(25, 0, Struct("AbortTransactionRec
     F("reason", STRING, nullable="0+", tagged="0+", tag=0, default=None),
 ]))
 
+# ----------------------------------------------------------------------------- cluster links and mirror topics
+
+# pybroker's own record types (Kafka's metadata log has no cluster links): their
+# api keys start at 10000, far above Kafka's, so that a record of either kind is
+# never read as the other.
+PRIVATE_RECORD_TYPE_MIN = 10000
+
+# A cluster link: a named connection from this cluster (the destination) to a
+# source cluster, and its settings (bootstrap.servers, client security,
+# consumer-offset sync...). A record replaces the whole link of its id.
+CLUSTER_LINK_CONFIG = Struct("ClusterLinkConfig", [
+    F("name", STRING),
+    F("value", STRING),
+])
+
+CLUSTER_LINK_RECORD = MetadataRecordType(10000, 0, Struct("ClusterLinkRecord", [
+    F("link_id", UUID),
+    F("link_name", STRING),
+    F("configs", Array(CLUSTER_LINK_CONFIG)),
+]))
+
+REMOVE_CLUSTER_LINK_RECORD = MetadataRecordType(10001, 0, Struct("RemoveClusterLinkRecord", [
+    F("link_id", UUID),
+]))
+
+# MirrorTopicRecord.state values.
+MIRROR_ACTIVE = 0  # the destination's leaders copy the source partitions
+MIRROR_PAUSED = 1  # kept read-only, not copying
+MIRROR_PENDING_PROMOTE = 2  # copying until caught up with the source, then stopping
+MIRROR_PENDING_FAILOVER = 3  # stopping at what each leader has now
+MIRROR_PROMOTED = 4  # stopped after catching up: a normal, writable topic
+MIRROR_FAILED_OVER = 5  # stopped without the source: a normal, writable topic
+MIRROR_SOURCE_DELETED = 6  # the source topic is gone: read-only, not copying
+MIRROR_FAILED = 7  # stopped by an error that needs an operator (``reason`` says which)
+
+MIRROR_STATE_NAMES = {
+    MIRROR_ACTIVE: "ACTIVE",
+    MIRROR_PAUSED: "PAUSED",
+    MIRROR_PENDING_PROMOTE: "PENDING_PROMOTE",
+    MIRROR_PENDING_FAILOVER: "PENDING_FAILOVER",
+    MIRROR_PROMOTED: "PROMOTED",
+    MIRROR_FAILED_OVER: "FAILED_OVER",
+    MIRROR_SOURCE_DELETED: "SOURCE_DELETED",
+    MIRROR_FAILED: "FAILED",
+}
+# States in which a mirror topic takes writes from producers.
+MIRROR_WRITABLE_STATES = frozenset({MIRROR_PROMOTED, MIRROR_FAILED_OVER})
+
+# One partition's position the controller keeps for a mirror: where a stopped
+# mirror stopped (the offset after its last mirrored record, and the leader
+# epoch of that record's batch), or where an active mirror's replicas were cut
+# back to before it started copying (failback).
+MIRROR_PARTITION_MARK = Struct("MirrorPartitionMark", [
+    F("partition_id", INT32),
+    F("offset", INT64),
+    F("last_epoch", INT32),
+])
+
+# A topic of this cluster that mirrors ``source_topic`` over the link
+# ``link_id``. A record replaces the topic's whole mirror state; a topic's
+# RemoveTopicRecord removes it too.
+MIRROR_TOPIC_RECORD = MetadataRecordType(10002, 0, Struct("MirrorTopicRecord", [
+    F("topic_id", UUID),
+    F("link_id", UUID),
+    F("source_topic", STRING),
+    F("state", INT8),
+    F("reason", STRING, nullable="0+", default=None),
+    F("partition_marks", Array(MIRROR_PARTITION_MARK)),
+]))
+
 RECORD_TYPES = {
     t.api_key: t
     for t in (
@@ -279,6 +349,9 @@ RECORD_TYPES = {
         CLIENT_QUOTA_RECORD,
         ACCESS_CONTROL_ENTRY_RECORD,
         REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
+        CLUSTER_LINK_RECORD,
+        REMOVE_CLUSTER_LINK_RECORD,
+        MIRROR_TOPIC_RECORD,
     )
 }
 RECORD_TYPES_BY_NAME = {t.name: t for t in RECORD_TYPES.values()}

@@ -15,7 +15,9 @@ follows Kafka's image writer, because a reader relies on it:
 5. ClientQuotaRecords, one per entity and key;
 6. one ProducerIdsRecord carrying the next producer id;
 7. AccessControlEntryRecords (each under its id);
-8. UserScramCredentialRecords.
+8. UserScramCredentialRecords;
+9. ClusterLinkRecords (by name), then MirrorTopicRecords (by topic id),
+   after their topics.
 
 Each group is sorted (brokers by id, topics by name, configs by key, quota
 entities by type and name, ACLs by id, credentials by mechanism then user) so
@@ -35,11 +37,15 @@ from controller.metadata.records import (
     BROKER_FEATURE,
     CLIENT_QUOTA_ENTITY,
     CLIENT_QUOTA_RECORD,
+    CLUSTER_LINK_CONFIG,
+    CLUSTER_LINK_RECORD,
     CONFIG_RECORD,
     CONTROLLER_ENDPOINT,
     CONTROLLER_FEATURE,
     FEATURE_LEVEL_RECORD,
     METADATA_VERSION_FEATURE,
+    MIRROR_PARTITION_MARK,
+    MIRROR_TOPIC_RECORD,
     PARTITION_RECORD,
     PRODUCER_IDS_RECORD,
     REGISTER_BROKER_RECORD,
@@ -159,6 +165,27 @@ def iter_snapshot_records(image: MetadataImage) -> Iterator:
             stored_key=credential.stored_key,
             server_key=credential.server_key,
             iterations=credential.iterations,
+        )
+
+    for name in sorted(image.cluster_links):
+        link = image.cluster_links[name]
+        yield CLUSTER_LINK_RECORD(
+            link_id=link.link_id,
+            link_name=link.name,
+            configs=[CLUSTER_LINK_CONFIG(name=key, value=link.configs[key]) for key in sorted(link.configs)],
+        )
+    for topic_id in sorted(image.mirror_topics):
+        mirror = image.mirror_topics[topic_id]
+        yield MIRROR_TOPIC_RECORD(
+            topic_id=mirror.topic_id,
+            link_id=mirror.link_id,
+            source_topic=mirror.source_topic,
+            state=mirror.state,
+            reason=mirror.reason,
+            partition_marks=[
+                MIRROR_PARTITION_MARK(partition_id=p, offset=offset, last_epoch=epoch)
+                for p, (offset, epoch) in sorted(mirror.partition_marks.items())
+            ],
         )
 
 

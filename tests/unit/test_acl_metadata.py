@@ -360,6 +360,8 @@ def test_replaying_a_snapshot_with_security_records_gives_the_same_image(data):
         + sum(len(q) for q in image.client_quotas.values())
         + len(image.acls)
         + len(image.scram_credentials)
+        + len(image.cluster_links)
+        + len(image.mirror_topics)
     )
     assert len(records) == things
     assert all(quotas for quotas in image.client_quotas.values())

@@ -21,18 +21,23 @@ from controller.metadata.records import (
     BROKER_ENDPOINT,
     BROKER_FEATURE,
     BROKER_REGISTRATION_CHANGE_RECORD,
+    CLUSTER_LINK_CONFIG,
+    CLUSTER_LINK_RECORD,
     CONFIG_RECORD,
     CONTROLLER_ENDPOINT,
     CONTROLLER_FEATURE,
     END_TRANSACTION_RECORD,
     FEATURE_LEVEL_RECORD,
     FENCE_BROKER_RECORD,
+    MIRROR_PARTITION_MARK,
+    MIRROR_TOPIC_RECORD,
     NO_OP_RECORD,
     PARTITION_CHANGE_RECORD,
     PARTITION_RECORD,
     PRODUCER_IDS_RECORD,
     REGISTER_BROKER_RECORD,
     REGISTER_CONTROLLER_RECORD,
+    REMOVE_CLUSTER_LINK_RECORD,
     REMOVE_TOPIC_RECORD,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -320,7 +325,7 @@ def draw_record(data, model) -> list:
     kind = data.draw(
         st.sampled_from(
             ["register", "fence", "unfence", "change", "unregister", "controller", "topic", "partition_change",
-             "partition_change", "partition_change", "remove_topic", "config", "feature", "producer_ids", "noop", "stale"]
+             "partition_change", "partition_change", "remove_topic", "config", "feature", "producer_ids", "noop", "stale", "link", "remove_link", "mirror"]
         )
     )
     if kind == "register":
@@ -410,6 +415,25 @@ def draw_record(data, model) -> list:
                                      feature_level=data.draw(st.integers(0, 3)))]
     if kind == "producer_ids":
         return [PRODUCER_IDS_RECORD(broker_id=1, broker_epoch=-1, next_producer_id=data.draw(st.integers(0, 5000)))]
+    if kind == "link":
+        name = data.draw(st.sampled_from(["east", "west"]))
+        link_id = uuid.UUID(int=1000 + data.draw(st.integers(0, 2)))
+        configs = [CLUSTER_LINK_CONFIG(name="bootstrap.servers", value=data.draw(st.sampled_from(["a:9092", "b:9092"])))]
+        return [CLUSTER_LINK_RECORD(link_id=link_id, link_name=name, configs=configs)]
+    if kind == "remove_link":
+        return [REMOVE_CLUSTER_LINK_RECORD(link_id=uuid.UUID(int=1000 + data.draw(st.integers(0, 2))))]
+    if kind == "mirror" and topics:
+        topic_id, count = topics[data.draw(st.sampled_from(sorted(topics)))]
+        marks = [
+            MIRROR_PARTITION_MARK(partition_id=p, offset=data.draw(st.integers(0, 50)), last_epoch=data.draw(st.integers(0, 9)))
+            for p in range(count) if data.draw(st.booleans())
+        ]
+        return [
+            MIRROR_TOPIC_RECORD(
+                topic_id=topic_id, link_id=uuid.UUID(int=1000), source_topic="src", state=data.draw(st.integers(0, 7)),
+                reason=data.draw(st.one_of(st.none(), st.just("why"))), partition_marks=marks,
+            )
+        ]
     if kind == "stale" and brokers:
         broker_id = data.draw(st.sampled_from(sorted(brokers)))
         return [FENCE_BROKER_RECORD(id=broker_id, epoch=brokers[broker_id] - 1)]
@@ -446,6 +470,7 @@ def test_replaying_a_snapshot_gives_the_same_image(data):
         len(image.features) + len(image.brokers) + len(image.controllers)
         + sum(1 + len(t.partitions) + len(t.configs) for t in image.topics.values())
         + sum(len(c) for c in image.resource_configs.values()) + (1 if image.next_producer_id else 0)
+        + len(image.cluster_links) + len(image.mirror_topics)
     )
     assert len(records) == things
     # The snapshot of the replayed image is the same snapshot.

@@ -21,6 +21,7 @@ from controller.metadata.records import (
     BROKER_ENDPOINT,
     FRAME_VERSION,
     PARTITION_CHANGE_RECORD,
+    PRIVATE_RECORD_TYPE_MIN,
     RECORD_TYPES,
     RECORD_TYPES_BY_NAME,
     REGISTER_BROKER_RECORD,
@@ -47,7 +48,8 @@ NOT_DECLARED = {
     "ZkMigrationStateRecord",
 }
 
-RECORD_NAMES = sorted(RECORD_TYPES_BY_NAME)
+# pybroker's own record types (cluster links, mirror topics) have no reference.
+RECORD_NAMES = sorted(name for name, t in RECORD_TYPES_BY_NAME.items() if t.api_key < PRIVATE_RECORD_TYPE_MIN)
 
 
 @needs_reference
