@@ -127,8 +127,9 @@ ROOMS_ALLOWED = {
     "net": {"base", "security"},
     "replica": {"base", "security", "net"},
     "coordinators": {"base", "security", "net", "replica"},
-    "handlers": {"base", "security", "net", "replica", "coordinators"},
-    "controller_node": {"base", "security", "net", "replica", "coordinators", "handlers"},
+    "links": {"base", "security", "net", "replica", "coordinators"},
+    "handlers": {"base", "security", "net", "replica", "coordinators", "links"},
+    "controller_node": {"base", "security", "net", "replica", "coordinators", "links", "handlers"},
     "tools": {"base", "security"},
     "http": {"base", "security", "net", "tools"},
 }
