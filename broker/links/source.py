@@ -14,7 +14,6 @@ sync tasks have their own backoff).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -168,7 +167,7 @@ class SourceCluster:
                 return await self._request_at(address, api, body_for_version, timeout_ms)
             except NoCommonVersion:
                 raise
-            except (SourceUnavailable, ConnectionError, OSError, asyncio.TimeoutError, TimeoutError) as exc:
+            except (SourceUnavailable, ConnectionError, OSError, TimeoutError) as exc:
                 failures.append(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}")
         raise SourceUnavailable(f"link {self.link_name}: no source broker answered ({'; '.join(failures)})")
 
@@ -182,7 +181,7 @@ class SourceCluster:
             return await self._request_at((broker.host, broker.port), api, body_for_version, timeout_ms)
         except NoCommonVersion:
             raise
-        except (ConnectionError, OSError, asyncio.TimeoutError, TimeoutError) as exc:
+        except (ConnectionError, OSError, TimeoutError) as exc:
             raise SourceUnavailable(f"link {self.link_name}: source broker {node_id}: {exc or type(exc).__name__}") from exc
 
     async def metadata(self, topics: list[str] | None, *, timeout_ms: int | None = None):
@@ -245,7 +244,7 @@ class SourceCluster:
                     f"v{api.versions.low}-{api.versions.high}"
                 )
             response = await connection.request(api, version, body_for_version(version), timeout_ms=timeout_ms)
-        except (ConnectionFailed, OSError, asyncio.TimeoutError, TimeoutError):
+        except (ConnectionFailed, OSError, TimeoutError):
             self._drop(address)
             raise
         return version, response
@@ -260,7 +259,7 @@ class SourceCluster:
         ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
             # The broker speaks an older ApiVersions; ask again in the newest it names.
-            low, high = ranges.get(API_VERSIONS.key, (0, 0))
+            _, high = ranges.get(API_VERSIONS.key, (0, 0))
             version = min(high, API_VERSIONS_VERSION)
             response = await connection.request(API_VERSIONS, version, request, timeout_ms=timeout_ms)
             ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
