@@ -1,4 +1,4 @@
-"""pybroker's own APIs for cluster links and mirror topics (keys 16000-16007).
+"""pybroker's own APIs for cluster links and mirror topics (keys 16000-16008).
 
 Apache Kafka has no cluster links (KIP-1279 is still a proposal), so these
 APIs are pybroker's: the ``pybroker cluster-links`` and ``pybroker mirrors``
@@ -220,6 +220,31 @@ APIS = [
                     F("max_producer_id", INT64, default=-1),
                 ]))),
             ]))),
+        ],
+        response=[
+            F("throttle_time_ms", INT32),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        ],
+    ),
+    Api(
+        # Broker to active controller: what a broker that watches a mirror's
+        # source topic saw there. The change applies only while the mirror's
+        # state is ``expected_state`` (a promote that raced it wins); a larger
+        # ``source_partition_count`` adds partitions to the mirror; ``configs``
+        # sets (or, with a null value, removes) synced topic configs.
+        16008, "UpdateMirrorTopic", "0", flexible="0+",
+        request=[
+            F("broker_id", INT32),
+            F("broker_epoch", INT64),
+            F("topic_id", UUID),
+            F("expected_state", INT8),
+            # -1: the state does not change.
+            F("state", INT8, default=-1),
+            F("reason", STRING, nullable="0+", default=None),
+            # -1: the partition count does not change.
+            F("source_partition_count", INT32, default=-1),
+            F("configs", Array(_config("SyncedTopicConfig", nullable_value=True))),
         ],
         response=[
             F("throttle_time_ms", INT32),
