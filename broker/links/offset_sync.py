@@ -304,7 +304,7 @@ class ConsumerOffsetSync:
 
     def _coordinates(self, group: str) -> bool:
         """This broker coordinates ``group`` on the destination."""
-        error, leader = groups.coordinator_of(group)
+        error, leader = self._broker.groups.coordinator_of(group)
         return error == ErrorCode.NONE and leader == self._broker.node_id
 
     async def _call(self, api, version: int, body):
