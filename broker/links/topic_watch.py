@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from broker.links.clients import SourceClients
 from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable
-from controller.metadata.records import MIRROR_STATE_NAMES
 from broker.links.watch_rules import (
     DEFAULT_TOPIC_CONFIG_SYNC_MS,
     SYNCED_TOPIC_CONFIGS,
@@ -35,6 +34,7 @@ from broker.links.watch_rules import (
     decide,
     synced_configs_of,
 )
+from controller.metadata.records import MIRROR_STATE_NAMES
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import ZERO_UUID, struct_classes
@@ -195,7 +195,7 @@ class SourceTopicWatcher:
                 by_link.setdefault(link.link_id, []).append(topic_id)
         self._clients.keep_only({link.link_id for _, _, link in watched.values()})
         sent = 0
-        for link_id, topic_ids in by_link.items():
+        for topic_ids in by_link.values():
             link = watched[topic_ids[0]][2]
             interval_s = link_interval_ms(link) / 1000
             for topic_id in topic_ids:

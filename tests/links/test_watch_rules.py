@@ -27,10 +27,10 @@ from protocol.schema import ZERO_UUID
 SOURCE_ID = uuid.UUID(int=7)
 
 
-def run(look, *, state=MIRROR_ACTIVE, partitions=2, configs=None, memory=WatchMemory()):
+def run(look, *, state=MIRROR_ACTIVE, partitions=2, configs=None, memory=None):
     return decide(
         source_topic="orders", mirror_state=state, mirror_partition_count=partitions,
-        mirror_configs=configs or {}, memory=memory, look=look,
+        mirror_configs=configs or {}, memory=memory or WatchMemory(), look=look,
     )
 
 
