@@ -27,10 +27,13 @@ from broker.coordinators.groups.service import GroupService
 from broker.coordinators.transactions.service import TransactionService
 from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
+from broker.links.offset_sync import ConsumerOffsetSync
+from broker.links.topic_watch import UPDATE_MIRROR_TOPIC, SourceTopicWatcher
 from broker.loop_monitor import LoopMonitor
 from broker.net.connection import KafkaConnection, RequestMemoryBudget
 from broker.net.dispatch import Dispatcher
 from broker.net.gate import ConnectionGate
+from broker.net.in_process_client import InProcessClient
 from broker.net.limits import ConnectionLimits
 from broker.net.node_client import KafkaClientConnection
 from broker.net.sasl_listener import sasl_listeners
@@ -221,6 +224,10 @@ class Broker:
             self.dispatcher.forwarded_keys = FORWARDED_API_KEYS
             self.controller.channel = self.controller_channel
         self.lifecycle = BrokerLifecycleManager(self)
+        # Cluster links: the mirrors' source topics, and consumer offsets synced from sources.
+        self.mirror_watcher = SourceTopicWatcher(self, lambda body: self.controller_channel.to_active_controller(UPDATE_MIRROR_TOPIC, 0, body))
+        link_principal = getattr(self.node_security.get("broker"), "principal", None) or "User:ANONYMOUS"
+        self.offset_sync = ConsumerOffsetSync(self, InProcessClient(self, "pybroker-cluster-link"), link_principal)
         # The event loop's lag: what every request waits on top of its own work.
         self.loop_monitor = LoopMonitor()
         # metrics.listener, console.listener, rest.listener (each None, nothing bound, when unset).
@@ -426,6 +433,9 @@ class Broker:
         self.replicas.apply_image(old, new)
         self.groups.follow_leadership()
         self.transactions.follow_leadership()
+        if new.mirror_topics or old.mirror_topics:
+            self.mirror_watcher.metadata_changed()
+            self.offset_sync.metadata_changed()
         for name, partition_id in removed:
             # Reassigned away: this broker's replica stopped above; its data goes.
             log.info("deleting the log of %s-%d: this broker is no longer one of its replicas", name, partition_id)
@@ -565,6 +575,8 @@ class Broker:
         self.replicas.start()
         self.groups.start()
         self.transactions.start()
+        self.mirror_watcher.start()
+        self.offset_sync.start()
         for listener, server in broker_servers:
             await self._serve(listener, server)
         # Registered (with the ports just bound) and unfenced before we count as started.
@@ -667,6 +679,8 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         if self.is_broker:
+            await self.mirror_watcher.stop()
+            await self.offset_sync.stop()
             await self.flusher.stop()
             log.info("group flushes: %d logs synced in %d passes", self.flusher.logs_synced, self.flusher.passes)
             await self.replicas.stop()

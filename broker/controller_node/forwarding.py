@@ -27,9 +27,11 @@ the count since, so a controller that is down for long does not flood the log.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import random
 
+from broker.net.dispatch import AnswerLater, RequestContext
 from broker.net.node_client import KafkaClientConnection
 from controller.topic_commands import CreateTopicResult, CreateTopicSpec
 from protocol.errors import ErrorCode
@@ -180,6 +182,28 @@ class ControllerChannel:
                 return None
             await asyncio.sleep(FORWARD_RETRY_MS / 1000)
         return None
+
+    async def to_active_controller(self, api, api_version: int, body):
+        """A request of this broker's own (not a client's) to the active controller:
+        answered in-process when this node is it (the handler its controller
+        listener registered, without authorization: the broker asks itself),
+        else sent as ``send`` does. None when there is no answer."""
+        if not self.broker.raft.is_leader:
+            return await self.send(api, api_version, body)
+        spec = self.broker.controller_dispatcher.handlers.get(api.key)
+        if spec is None or not spec.min_version <= api_version <= spec.max_version:
+            log.debug("the controller listener does not serve %s v%d", api.name, api_version)
+            return None
+        context = RequestContext(
+            api_key=api.key, api_version=api_version, correlation_id=0,
+            client_id=f"broker-{self.broker.node_id}", peer="in-process",
+        )
+        answer = spec.handle(context, body)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, AnswerLater):
+            answer = await answer.answer
+        return answer
 
     async def forward(self, api, api_version: int, body):
         """For the dispatcher: the controller's answer to a client's admin request, or
