@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 # The admin APIs a broker forwards (Kafka's ForwardingManager list, as far as pybroker serves them).
 # ListPartitionReassignments (46) only reads, but the controller answers it in
 # Kafka too: its view of running reassignments is the authoritative one.
-FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51})
+# pybroker's cluster link APIs that change metadata (16000, 16002-16005) go too.
+FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51, 16000, 16002, 16003, 16004, 16005})
 CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
 ALLOCATE_PRODUCER_IDS = APIS_BY_NAME["AllocateProducerIds"]
 CREATE_TOPICS_VERSION = 7
