@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -259,3 +260,53 @@ def test_mirror_operations_name_what_is_wrong(clusters):
     assert refused.returncode == 1 and "not a mirror topic" in refused.stderr
     usage = mirrors(dest, "--promote", check=False)
     assert usage.returncode == 2 and "--promote needs --topics" in usage.stderr
+
+
+def test_a_broker_that_is_not_the_controller_forwards_link_and_mirror_requests(tmp_path):
+    """A controller-only node and two brokers: the link and the mirror are asked of a
+    broker, forwarded to the active controller, which reads the source itself."""
+    from tests.cluster.test_quorum_processes import start_together
+
+    source = BrokerProcess(tmp_path / "a")
+    (tmp_path / "a").mkdir()
+    controller_port = free_port()
+    common = {
+        "cluster.id": "bGlua3MtZm9yd2FyZGluZw",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "offsets.topic.replication.factor": "1",
+        "default.replication.factor": "2",
+    }
+    nodes = [BrokerProcess(tmp_path / "c1", {**common, "node.id": "1", "process.roles": "controller",
+                                             "listeners": f"CONTROLLER://127.0.0.1:{controller_port}"})]
+    for node in (2, 3):
+        nodes.append(BrokerProcess(tmp_path / f"b{node}", {**common, "node.id": str(node), "process.roles": "broker",
+                                                           "listeners": "PLAINTEXT://127.0.0.1:0"}))
+    for process in nodes:
+        process.data_dir.mkdir()
+    try:
+        source.start()
+        start_together(nodes)
+        broker = SimpleNamespace(bootstrap=nodes[1].bootstrap)
+        links(broker, "--create", "--link", "east", "--config", f"bootstrap.servers={source.bootstrap}")
+        topic = unique_topic("forwarded")
+        create_topic(source.bootstrap, topic, partitions=3, configs={"retention.ms": "7200000"})
+        done = mirrors(broker, "--create", "--mirror-topic", topic, "--link", "east")
+        assert "(3 partitions)" in done.stdout
+        other = SimpleNamespace(bootstrap=nodes[2].bootstrap)
+        assert wait_until(lambda: mirrors(other, "--list", check=False).stdout.split() == [topic], 15)
+        assert topic_configs(other.bootstrap, topic).get("retention.ms") == "7200000"
+        host, port = other.bootstrap.rsplit(":", 1)
+        connection = KafkaConnection(host, int(port), 10)
+        try:
+            response = connection.call("Metadata", 12, topics=[_MD.MetadataRequestTopic(topic_id=ZERO_UUID, name=topic)],
+                                       allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        finally:
+            connection.close()
+        assert {len(p.replica_nodes) for p in response.topics[0].partitions} == {2}  # default.replication.factor
+        refused = mirrors(broker, "--pause", "--topics", "nope", check=False)
+        assert refused.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in refused.stderr
+    finally:
+        for process in reversed(nodes):
+            process.stop()
+        source.stop()
