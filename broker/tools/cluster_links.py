@@ -346,6 +346,9 @@ def cmd_mirrors(args) -> int:
                         print(line)
         elif operation_name is not None:
             operation = OPERATIONS[operation_name]
+            if operation in DONE_STATES and args.timeout_ms != 0:
+                # Asked before anything changes: without it the stop cannot be waited for.
+                tool.client.require("DescribeMirrors", "waiting for the stop; --timeout-ms 0 does not wait")
             tool.alter_mirrors(operation, topics)
             if operation not in DONE_STATES or args.timeout_ms == 0:
                 for topic in topics:
