@@ -196,6 +196,8 @@ async def create_mirror(call: Call) -> tuple[int, dict]:
     if not isinstance(mirror, str) or type(replication) is not int or not -(2**15) <= replication < 2**15:
         raise bad_request("'mirror_topic_name' must be a string and 'replication_factor' an integer.")
     configs = _configs_of(body)
+    if any(value is None for _, value in configs):
+        raise bad_request("Every config of a new mirror topic needs a value.")
     R = REQUESTS["CreateMirrorTopics"]
     response = await call.kafka.call(
         "CreateMirrorTopics",
