@@ -40,6 +40,7 @@ from controller.dynamic_broker_configs import (
     list_default,
     validate_value,
 )
+from controller.link_commands import mirror_config_refusal
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import CONFIG_RECORD, RESOURCE_BROKER, RESOURCE_TOPIC
 from controller.topic_commands import topic_name_error
@@ -188,6 +189,12 @@ def plan_alter_configs(image: MetadataImage, change: ConfigChange, *, incrementa
         topic = image.topics.get(change.resource_name)
         current = dict(topic.configs) if topic is not None else {}
         wanted = _apply_ops(current, change.ops, incremental=incremental)
+        # A mirror's synced configs are its source's (AlterConfigs replaces
+        # every config, so a synced one it leaves out or changes counts too).
+        touched = {name for name in set(current) | set(wanted) if current.get(name) != wanted.get(name)}
+        mirror_problem = mirror_config_refusal(image, change.resource_name, touched)
+        if mirror_problem is not None:
+            raise _Refused(ErrorCode.INVALID_CONFIG, mirror_problem)
         try:
             validated = validate_topic_configs(wanted)
         except TopicConfigError as exc:

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from controller.config_commands import AlterConfigsResult, ConfigChange, plan_alter_configs
+from controller.link_commands import mirror_partitions_refusal
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import PRODUCER_IDS_RECORD, record_api_key
@@ -79,9 +80,13 @@ def create_topics(
 def create_partitions(
     image: MetadataImage, specs: list[CreatePartitionsSpec], defaults: ClusterDefaults, *, validate_only: bool = False
 ) -> tuple[list[CreatePartitionsResult], list]:
-    return _plan_per_topic(
-        image, specs, lambda planned, spec: plan_create_partitions(planned, spec, defaults), CreatePartitionsResult, validate_only
-    )
+    def plan(planned, spec):
+        refusal = mirror_partitions_refusal(planned, spec.name)
+        if refusal is not None:
+            return CreatePartitionsResult(spec.name, ErrorCode.INVALID_REQUEST, refusal), []
+        return plan_create_partitions(planned, spec, defaults)
+
+    return _plan_per_topic(image, specs, plan, CreatePartitionsResult, validate_only)
 
 
 def delete_topics(image: MetadataImage, targets: list[tuple[str | None, uuid.UUID | None]]):

@@ -31,6 +31,7 @@ import inspect
 import logging
 import random
 
+from broker.handlers.cluster_links import FORWARDED_LINK_API_KEYS
 from broker.net.dispatch import AnswerLater, RequestContext
 from broker.net.node_client import KafkaClientConnection
 from controller.topic_commands import CreateTopicResult, CreateTopicSpec
@@ -43,7 +44,8 @@ log = logging.getLogger(__name__)
 # The admin APIs a broker forwards (Kafka's ForwardingManager list, as far as pybroker serves them).
 # ListPartitionReassignments (46) only reads, but the controller answers it in
 # Kafka too: its view of running reassignments is the authoritative one.
-FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51})
+# pybroker's cluster link APIs that change metadata go too.
+FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51}) | FORWARDED_LINK_API_KEYS
 CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
 ALLOCATE_PRODUCER_IDS = APIS_BY_NAME["AllocateProducerIds"]
 CREATE_TOPICS_VERSION = 7

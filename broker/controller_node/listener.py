@@ -9,7 +9,9 @@ requests brokers forward (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
 AlterPartitionReassignments, ListPartitionReassignments,
 AlterUserScramCredentials, AlterClientQuotas, and CreateAcls/DeleteAcls, which brokers check
-before sending them on: broker/handlers/acls.py). Fetch here is the Raft
+before sending them on: broker/handlers/acls.py), the cluster link admin APIs and the
+brokers' mirror reports MirrorPartitionsStopped and UpdateMirrorTopic
+(broker/handlers/cluster_links.py). Fetch here is the Raft
 fetch of the metadata log, not a client fetch, which is why this listener has
 a dispatcher of its own.
 """
@@ -23,6 +25,7 @@ from broker.handlers import (
     alter_partition_reassignments,
     api_versions,
     client_quotas,
+    cluster_links,
     create_partitions,
     create_topics,
     delete_topics,
@@ -121,6 +124,7 @@ def build_controller_dispatcher(broker) -> Dispatcher:
     scram_credentials.register(dispatcher, broker, forwarded=True)
     acls.register(dispatcher, broker, forwarded=True)
     client_quotas.register(dispatcher, broker, forwarded=True)
+    cluster_links.register(dispatcher, broker, forwarded=True)
     for module in (
         delete_topics,
         create_partitions,

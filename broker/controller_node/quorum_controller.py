@@ -492,6 +492,29 @@ class QuorumController:
                 ],
             )
 
+    async def link_command(self, plan, refused):
+        """A cluster link or mirror topic command (controller/link_commands.py):
+        ``plan(image, defaults, new_uuid)`` gives (answer, records); the answer
+        comes once the records are committed, ``refused(message)`` when this
+        node cannot act (NOT_CONTROLLER)."""
+        try:
+            return await self._submit(lambda image: plan(image, self._placement_defaults(image), self._new_uuid))
+        except NotControllerError as exc:
+            return refused(str(exc))
+
+    async def mirror_report(self, api, request, plan, refused):
+        """MirrorPartitionsStopped or UpdateMirrorTopic from this node's own
+        partition leaders and watchers: planned here on the active controller,
+        else sent to it over the controller listener (``refused(message)``
+        when no controller answers)."""
+        if not self._is_leader and self.channel is not None:
+            response = await self.channel.send_to_leader(api, api.versions.high, request)
+            if response is not None:
+                return response
+            if not self._is_leader:
+                return refused("no active controller answered")
+        return await self.link_command(lambda image, defaults, _: plan(image, request, defaults), refused)
+
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int, block_size: int) -> range:
         """Raises NotControllerError when this node cannot allocate."""
         if not self._is_leader and self.channel is not None:

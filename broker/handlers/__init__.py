@@ -33,6 +33,7 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         alter_partition_reassignments,
         api_versions,
         client_quotas,
+        cluster_links,
         create_partitions,
         create_topics,
         delete_groups,
@@ -117,5 +118,6 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         scram_credentials,
         acls,
         client_quotas,
+        cluster_links,
     ):
         module.register(dispatcher, broker)

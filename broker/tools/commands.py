@@ -703,6 +703,7 @@ def _reset_spec(args, parse_datetime_ms, parse_duration_ms) -> tuple[str, object
 def register(commands) -> None:
     """Add the admin subcommands to ``pybroker``'s subparsers."""
     from broker.tools.acls import register as register_acls
+    from broker.tools.cluster_links import register as register_cluster_links
     from broker.tools.leader_election import register as register_leader_election
 
     _register_topics(commands)
@@ -711,3 +712,4 @@ def register(commands) -> None:
     _register_offsets(commands)
     register_acls(commands)
     register_leader_election(commands)
+    register_cluster_links(commands)

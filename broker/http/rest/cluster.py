@@ -427,6 +427,33 @@ class ClusterKafka:
         await self._retrying(attempt)
         return list(listed.values())
 
+    # ------------------------------------------------------------------ mirror topics
+
+    async def describe_mirrors(self, topics: list[str]) -> list:
+        """DescribeMirrors of ``topics`` asked of every live broker (each answers for the
+        mirror partitions it leads); a broker that does not answer is an error, not
+        a smaller answer."""
+        image = self._broker.image
+        live = sorted(b for b, r in image.brokers.items() if not r.fenced) or [self._broker.node_id]
+        answers = []
+        for node_id in live:
+            answered: list = []
+
+            async def attempt(last: bool, node_id=node_id, answered=answered) -> bool:
+                try:
+                    answered.append(await self._send(node_id, "DescribeMirrors", topics=topics))
+                except (_Unsent, _Lost) as exc:
+                    if last or not _again(exc):
+                        raise _unreachable(node_id, exc) from None
+                    return False
+                return True
+
+            await self._retrying(attempt)
+            if not answered:
+                raise _no_answer(f"broker {node_id} did not answer")
+            answers.append(answered[0])
+        return answers
+
     # ------------------------------------------------------------------ broker configs
 
     async def describe_broker_configs(self, broker_id: int):

@@ -36,6 +36,13 @@ VERSIONS = {
     "ListOffsets": 7,
     "DescribeAcls": 3,
     "ListPartitionReassignments": 0,
+    # Cluster links and mirror topics (broker/http/rest/link_resources.py): pybroker's own APIs.
+    "CreateClusterLinks": 0,
+    "DescribeClusterLinks": 0,
+    "DeleteClusterLinks": 0,
+    "CreateMirrorTopics": 0,
+    "AlterMirrors": 0,
+    "DescribeMirrors": 0,
     # The v2 consumer instances (broker/http/rest/consumer_instances.py): a consumer's requests.
     "Fetch": 12,
     "JoinGroup": 5,

@@ -179,6 +179,41 @@ SCHEMAS = {
     },
 }
 
+_NAME_VALUES = {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {"name": _STR, "value": _NULLABLE_STR}}}
+_MIRROR_LAGS = {"type": "array", "nullable": True, "items": {"type": "object", "properties": {
+    "partition": _INT, "lag": _INT, "lag_ms": _INT, "last_source_fetch_offset": _INT, "stop_offset": _INT,
+}}}
+SCHEMAS.update({
+    "Link": _resource("KafkaLinkData", {
+        "link_name": _STR, "link_id": _STR, "cluster_link_id": _STR, "topic_names": {"type": "array", "items": _STR},
+        "configs": _RELATED, "mirrors": _RELATED,
+    }),
+    "LinkList": _list("KafkaLinkDataList", "Link"),
+    "CreateLinkRequest": {"type": "object", "properties": {"configs": _NAME_VALUES}},
+    "LinkConfig": _resource("KafkaLinkConfigData", {
+        "cluster_id": _STR, "link_name": _STR, "name": _STR, "value": _NULLABLE_STR, "sensitive": _BOOL,
+        "read_only": _BOOL, "is_default": _BOOL, "source": _STR, "synonyms": {"type": "array", "items": {}},
+    }),
+    "LinkConfigList": _list("KafkaLinkConfigDataList", "LinkConfig"),
+    "Mirror": _resource("KafkaMirrorData", {
+        "link_name": _STR, "mirror_topic_name": _STR, "source_topic_name": _STR, "num_partitions": _INT,
+        "mirror_status": _STR, "reason": _NULLABLE_STR, "mirror_lags": _MIRROR_LAGS,
+    }),
+    "MirrorList": _list("KafkaMirrorDataList", "Mirror"),
+    "CreateMirrorRequest": {"type": "object", "required": ["source_topic_name"], "properties": {
+        "source_topic_name": _STR, "mirror_topic_name": _STR, "replication_factor": _INT, "configs": _NAME_VALUES,
+    }},
+    "AlterMirrorsRequest": {"type": "object", "required": ["mirror_topic_names"],
+                            "properties": {"mirror_topic_names": {"type": "array", "items": _STR}}},
+    "AlterMirrorsResult": {"type": "object", "required": ["kind", "metadata", "data"], "properties": {
+        "kind": {"type": "string", "enum": ["AlterMirrorStatusResponseDataList"]},
+        "metadata": {"$ref": "#/components/schemas/ListMetadata"},
+        "data": {"type": "array", "items": {"type": "object", "required": ["mirror_topic_name", "error_code"], "properties": {
+            "kind": _STR, "mirror_topic_name": _STR, "error_code": _INT, "error_message": _NULLABLE_STR,
+        }}},
+    }},
+})
+
 _TP = {"type": "object", "required": ["topic", "partition"], "properties": {"topic": _STR, "partition": _INT}}
 _TP_OFFSET = {"type": "object", "required": ["topic", "partition", "offset"],
               "properties": {"topic": _STR, "partition": _INT, "offset": _INT, "metadata": _NULLABLE_STR}}

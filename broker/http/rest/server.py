@@ -35,7 +35,7 @@ from typing import Any
 
 from aiohttp import web
 
-from broker.http.rest import cluster_resources, consumer_routes, openapi, resources
+from broker.http.rest import cluster_resources, consumer_routes, link_resources, openapi, resources
 from broker.http.rest.cluster import ClusterKafka, NodeConnections
 from broker.http.rest.consumer_instances import ConsumerInstances
 from broker.http.rest.consumer_routes import V2_REQUEST_TYPES, V2_TYPE
@@ -122,6 +122,29 @@ ROUTES = (
     Route("POST", C + "/topics/{topic_name}/records", "produceRecord",
           "Produce records: one JSON record, or several concatenated (streaming mode).", None, "ProduceResponse",
           request="ProduceRequest"),
+    Route("GET", C + "/links", "listKafkaLinks", "The cluster links of this (destination) cluster.",
+          link_resources.list_links, "LinkList"),
+    Route("POST", C + "/links", "createKafkaLink", "Create a cluster link (?link_name=NAME).", link_resources.create_link,
+          None, request="CreateLinkRequest", query=("link_name", "validate_only")),
+    Route("GET", C + "/links/{link_name}", "getKafkaLink", "One cluster link.", link_resources.get_link, "Link"),
+    Route("DELETE", C + "/links/{link_name}", "deleteKafkaLink", "Delete a cluster link (?force=true: with its mirrors).",
+          link_resources.delete_link, None, query=("force", "validate_only")),
+    Route("GET", C + "/links/{link_name}/configs", "listKafkaLinkConfigs", "A cluster link's settings.",
+          link_resources.list_link_configs, "LinkConfigList"),
+    Route("GET", C + "/links/{link_name}/mirrors", "listKafkaMirrorTopicsUnderLink", "A link's mirror topics.",
+          link_resources.list_mirrors, "MirrorList"),
+    Route("POST", C + "/links/{link_name}/mirrors", "createKafkaMirrorTopic", "Create a mirror topic.",
+          link_resources.create_mirror, "Mirror", request="CreateMirrorRequest", status=201, query=("validate_only",)),
+    Route("POST", C + "/links/{link_name}/mirrors:promote", "updateKafkaMirrorTopicsPromote",
+          "Promote mirror topics (caught up first, then writable).", link_resources.promote_mirrors, "AlterMirrorsResult",
+          request="AlterMirrorsRequest", query=("validate_only",)),
+    Route("POST", C + "/links/{link_name}/mirrors:failover", "updateKafkaMirrorTopicsFailover",
+          "Fail mirror topics over (stopped where they are, writable).", link_resources.failover_mirrors,
+          "AlterMirrorsResult", request="AlterMirrorsRequest", query=("validate_only",)),
+    Route("POST", C + "/links/{link_name}/mirrors:pause", "updateKafkaMirrorTopicsPause", "Pause mirror topics.",
+          link_resources.pause_mirrors, "AlterMirrorsResult", request="AlterMirrorsRequest", query=("validate_only",)),
+    Route("POST", C + "/links/{link_name}/mirrors:resume", "updateKafkaMirrorTopicsResume", "Resume paused mirror topics.",
+          link_resources.resume_mirrors, "AlterMirrorsResult", request="AlterMirrorsRequest", query=("validate_only",)),
     Route("GET", C + "/consumer-groups", "listKafkaConsumerGroups", "The consumer groups.", resources.list_groups,
           "ConsumerGroupList"),
     Route("GET", C + "/consumer-groups/{consumer_group_id}", "getKafkaConsumerGroup", "One consumer group.",
