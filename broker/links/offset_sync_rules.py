@@ -20,43 +20,25 @@ which offsets may be written:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controller.link_configs import LINK_CONFIGS, GroupFilter, LinkConfigError, group_selected
+from controller.link_configs import parse_group_filters as parse_link_group_filters
 from controller.metadata.records import MIRROR_ACTIVE, MIRROR_PAUSED, MIRROR_PENDING_PROMOTE
 
-# Cluster Linking's link settings for offset sync, with its defaults. These must
-# match the keys controller/link_configs.py knows.
+# The link settings for offset sync (their meaning, types and defaults are
+# controller/link_configs.py's, where a link's settings are checked).
 OFFSET_SYNC_ENABLE = "consumer.offset.sync.enable"
 OFFSET_SYNC_MS = "consumer.offset.sync.ms"
 OFFSET_GROUP_FILTERS = "consumer.offset.group.filters"
-DEFAULT_OFFSET_SYNC_MS = 30000
+DEFAULT_OFFSET_SYNC_MS = int(LINK_CONFIGS[OFFSET_SYNC_MS].default)
 
 # Mirror states whose partitions take synced offsets.
 SYNCED_MIRROR_STATES = frozenset({MIRROR_ACTIVE, MIRROR_PAUSED, MIRROR_PENDING_PROMOTE})
 
-LITERAL = "LITERAL"
-PREFIXED = "PREFIXED"
-INCLUDE = "INCLUDE"
-EXCLUDE = "EXCLUDE"
-WILDCARD = "*"
-
-
-class GroupFilterError(ValueError):
-    """consumer.offset.group.filters that cannot be read (the message says why)."""
-
-
-@dataclass(frozen=True)
-class GroupFilter:
-    name: str
-    pattern_type: str = LITERAL
-    filter_type: str = INCLUDE
-
-    def matches(self, group_id: str) -> bool:
-        if self.pattern_type == LITERAL:
-            return self.name == WILDCARD or self.name == group_id
-        return group_id.startswith(self.name)
+# consumer.offset.group.filters that cannot be read (the message starts with the key).
+GroupFilterError = LinkConfigError
 
 
 @dataclass(frozen=True)
@@ -67,46 +49,15 @@ class GroupFilters:
     filters: tuple[GroupFilter, ...] = ()
 
     def selects(self, group_id: str) -> bool:
-        included = False
-        for group_filter in self.filters:
-            if not group_filter.matches(group_id):
-                continue
-            if group_filter.filter_type == EXCLUDE:
-                return False
-            included = True
-        return included
+        return group_selected(list(self.filters), group_id)
 
 
 def parse_group_filters(text: str | None) -> GroupFilters:
-    """Cluster Linking's JSON, ``{"groupFilters": [{"name": "*", "patternType":
-    "LITERAL", "filterType": "INCLUDE"}, ...]}`` (patternType defaults to
-    LITERAL, filterType to INCLUDE; case does not matter). Empty or unset:
-    no filters."""
-    key = OFFSET_GROUP_FILTERS
+    """Cluster Linking's JSON, as :func:`controller.link_configs.parse_group_filters`
+    reads it; empty or unset: no filters."""
     if text is None or not text.strip():
         return GroupFilters()
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GroupFilterError(f"{key}: not JSON ({exc.msg} at character {exc.pos})") from None
-    if not isinstance(document, dict) or not isinstance(document.get("groupFilters"), list):
-        raise GroupFilterError(f'{key}: expected {{"groupFilters": [...]}}')
-    filters = []
-    for index, entry in enumerate(document["groupFilters"]):
-        where = f"{key}: groupFilters[{index}]"
-        if not isinstance(entry, dict):
-            raise GroupFilterError(f"{where}: expected an object")
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            raise GroupFilterError(f"{where}: name must be a group name, a prefix or *")
-        pattern_type = str(entry.get("patternType", LITERAL)).upper()
-        filter_type = str(entry.get("filterType", INCLUDE)).upper()
-        if pattern_type not in (LITERAL, PREFIXED):
-            raise GroupFilterError(f"{where}: patternType must be LITERAL or PREFIXED, got {entry.get('patternType')!r}")
-        if filter_type not in (INCLUDE, EXCLUDE):
-            raise GroupFilterError(f"{where}: filterType must be INCLUDE or EXCLUDE, got {entry.get('filterType')!r}")
-        filters.append(GroupFilter(name, pattern_type, filter_type))
-    return GroupFilters(tuple(filters))
+    return GroupFilters(tuple(parse_link_group_filters(text)))
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from controller.link_configs import LINK_CONFIGS, MIRROR_SYNCED_TOPIC_CONFIGS
 from controller.metadata.records import (
     MIRROR_ACTIVE,
     MIRROR_FAILED,
@@ -36,27 +37,13 @@ from controller.metadata.records import (
 )
 from protocol.schema import ZERO_UUID
 
-# The link setting that paces the watcher, and its default (Cluster Linking's name and default).
+# The link setting that paces the watcher, and its default (controller/link_configs.py).
 TOPIC_CONFIG_SYNC_MS = "topic.config.sync.ms"
-DEFAULT_TOPIC_CONFIG_SYNC_MS = 5000
+DEFAULT_TOPIC_CONFIG_SYNC_MS = int(LINK_CONFIGS[TOPIC_CONFIG_SYNC_MS].default)
 
-# The topic configs a mirror takes from its source. This must match
-# MIRROR_SYNCED_TOPIC_CONFIGS of controller/link_configs.py (the controller
-# refuses to set other keys through UpdateMirrorTopic).
-SYNCED_TOPIC_CONFIGS = (
-    "cleanup.policy",
-    "compression.type",
-    "max.message.bytes",
-    "message.timestamp.type",
-    "message.timestamp.difference.max.ms",
-    "retention.ms",
-    "retention.bytes",
-    "segment.bytes",
-    "segment.ms",
-    "min.compaction.lag.ms",
-    "delete.retention.ms",
-    "min.cleanable.dirty.ratio",
-)
+# The topic configs a mirror takes from its source: the controller refuses to
+# set any other through UpdateMirrorTopic.
+SYNCED_TOPIC_CONFIGS = tuple(sorted(MIRROR_SYNCED_TOPIC_CONFIGS))
 
 # Mirror states whose source topic is watched: those that still follow the source.
 WATCHED_STATES = frozenset({MIRROR_ACTIVE, MIRROR_PAUSED, MIRROR_PENDING_PROMOTE})

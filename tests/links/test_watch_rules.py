@@ -107,4 +107,4 @@ def test_describe_configs_entries_read_as_set_or_default():
 
 
 def test_the_synced_list_is_cluster_linkings_allow_list():
-    assert len(SYNCED_TOPIC_CONFIGS) == 12 and "min.insync.replicas" not in SYNCED_TOPIC_CONFIGS
+    assert len(SYNCED_TOPIC_CONFIGS) == 13 and "min.insync.replicas" not in SYNCED_TOPIC_CONFIGS
