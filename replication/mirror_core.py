@@ -194,14 +194,19 @@ class MirrorPartition:
 
     def on_epoch_answer(self, log_end_offset: int, last_epoch: int, error: ErrorCode, end_offset: int, now_ms: int):
         """The source's OffsetForLeaderEpoch answer for ``last_epoch`` (the epoch of
-        our last batch): Diverged when it ends below our log end. An end offset
-        of -1 (the source no longer knows the epoch: retention passed it) cannot
-        be checked; the fetch's offset range check then decides."""
+        our last batch): Diverged when it ends below our log end, or when the
+        source answers -1: as Kafka's leader epoch cache does, for an epoch
+        above every one it knows (its current epoch included), so our records
+        of that epoch were never the source's. (An epoch below every one the
+        source still knows, after retention there, answers its first known
+        start, which the offset range of the next fetch then judges.)"""
         if error != ErrorCode.NONE:
             return self._on_error(error, now_ms, "OffsetForLeaderEpoch")
         self.needs_epoch_check = False
         self.error, self.error_message = ErrorCode.NONE, None
-        if 0 <= end_offset < log_end_offset:
+        if end_offset < 0:
+            return self._diverged(log_end_offset, end_offset, f"the source never had leader epoch {last_epoch}")
+        if end_offset < log_end_offset:
             return self._diverged(log_end_offset, end_offset, f"the source's epoch {last_epoch} ends at {end_offset}")
         self.verified_at = (last_epoch, log_end_offset)
         return Proceed()

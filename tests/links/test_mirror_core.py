@@ -102,9 +102,17 @@ def test_a_source_that_cut_copied_records_fails_the_mirror():
     assert isinstance(step, Diverged) and other.failure
 
 
-def test_an_epoch_the_source_forgot_cannot_be_checked_and_fetching_goes_on():
+def test_an_epoch_the_source_never_had_fails_the_mirror():
+    # Kafka's epoch cache answers -1 for an epoch above every one it knows.
     state = MirrorPartition("t", 0, started_ms=0, needs_epoch_check=True)
-    assert state.on_epoch_answer(20, 4, ErrorCode.NONE, -1, 1) == Proceed()
+    step = state.on_epoch_answer(20, 4, ErrorCode.NONE, -1, 1)
+    assert isinstance(step, Diverged) and "never had leader epoch 4" in step.reason
+
+
+def test_an_epoch_the_source_confirms_lets_fetching_go_on():
+    state = MirrorPartition("t", 0, started_ms=0, needs_epoch_check=True)
+    assert state.on_epoch_answer(20, 4, ErrorCode.NONE, 20, 1) == Proceed()
+    assert state.fetchable and state.verified_at == (4, 20)
 
 
 @pytest.mark.parametrize(
@@ -268,10 +276,14 @@ class FakeSource:
         return ErrorCode.NONE, self.high_watermark, self.log_start, out or None, None
 
     def end_offset_for(self, epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: the largest epoch <= ``epoch`` and where it ends."""
+        """OffsetForLeaderEpoch as Kafka's epoch cache answers it: the largest epoch
+        <= ``epoch`` and where it ends; below every known epoch, ``epoch`` and the
+        first one's start; above every known one (-1, -1)."""
+        if epoch > self.epochs[-1][0]:
+            return -1, -1
         found = [(e, s) for e, s in self.epochs if e <= epoch]
         if not found:
-            return -1, -1
+            return epoch, self.epochs[0][1]
         e, _ = found[-1]
         later = [s for e2, s in self.epochs if e2 > e]
         return e, (later[0] if later else self.log_end)

@@ -1,0 +1,292 @@
+"""The mirror fetcher (broker/links/mirror_fetcher.py) against a real source.
+
+The source is a pybroker process written by confluent-kafka (an idempotent
+producer, one committed and one aborted transaction); the destination is the
+fetcher with real partition logs and the replica manager's mirror append
+reduced to what it does for a single replica (append as the source wrote it,
+high watermark at the log end). What goes to the controller is recorded.
+These run without the admin APIs that create links and mirrors (the metadata
+image is built here); tests/links/test_mirror_topics.py is the end-to-end test
+through them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from broker.links.mirror_fetcher import MirrorManager
+from controller.metadata.image import ClusterLink, MetadataImage, MirrorTopic, PartitionImage, TopicImage
+from controller.metadata.records import (
+    MIRROR_ACTIVE,
+    MIRROR_FAILED,
+    MIRROR_FAILED_OVER,
+    MIRROR_PENDING_FAILOVER,
+    MIRROR_PENDING_PROMOTE,
+)
+from protocol.errors import ErrorCode
+from protocol.records import iter_batches
+from storage.log import LogConfig, PartitionLog
+from tests.interop._support import create_topic, fetch_partition, unique_topic
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+NODE = 1
+PARTITIONS = 3
+WAIT_S = 30
+
+
+def produce_source(bootstrap: str, topic: str) -> None:
+    """Idempotent records in every partition, then one committed and one aborted transaction."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(60):
+        producer.produce(topic, value=f"plain-{i}".encode(), key=f"k{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(WAIT_S) == 0
+    txn = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"txn-{topic}"})
+    txn.init_transactions(WAIT_S)
+    for commit in (True, False):
+        txn.begin_transaction()
+        for p in range(PARTITIONS):
+            txn.produce(topic, value=f"{'committed' if commit else 'aborted'}-{p}".encode(), partition=p)
+        if commit:
+            txn.commit_transaction(WAIT_S)
+        else:
+            txn.abort_transaction(WAIT_S)
+
+
+def raw_log(bootstrap: str, topic: str, partition: int) -> tuple[bytes, int]:
+    """The partition's whole log up to its high watermark, as bytes, and that high watermark."""
+    out = bytearray()
+    offset = 0
+    for _ in range(1000):
+        data = fetch_partition(bootstrap, topic, partition, offset)
+        assert data.error_code == 0
+        records = bytes(data.records or b"")
+        if not records:
+            return bytes(out), data.high_watermark
+        for position, size, header in iter_batches(records, allow_truncated_tail=True):
+            if position + size > len(records):
+                break
+            out += records[position : position + size]
+            offset = header.base_offset + header.last_offset_delta + 1
+        if offset >= data.high_watermark:
+            return bytes(out), data.high_watermark
+    raise AssertionError("the source log did not end")
+
+
+def local_log(plog: PartitionLog) -> bytes:
+    out = bytearray()
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 1 << 20, upper_offset=plog.log_end_offset)
+        for position, size, header in iter_batches(data, allow_truncated_tail=True):
+            out += data[position : position + size]
+            offset = header.base_offset + header.last_offset_delta + 1
+    return bytes(out)
+
+
+class Destination:
+    """What the mirror fetcher reads and calls of a broker, with real logs."""
+
+    def __init__(self, tmp_path, topic: str, source_topic: str, bootstrap: str, state: int = MIRROR_ACTIVE):
+        self.node_id = NODE
+        self.config = {"replica.fetch.max.bytes": 1 << 20, "replica.fetch.response.max.bytes": 10 << 20}
+        self.topic = topic
+        self.topic_id = uuid.uuid4()
+        self.link = ClusterLink(uuid.uuid4(), "east", {"bootstrap.servers": bootstrap, "retry.backoff.ms": "100"})
+        self.logs = {
+            (topic, p): PartitionLog(tmp_path / f"{topic}-{p}", LogConfig()) for p in range(PARTITIONS)
+        }
+        self.sent: list[tuple[str, object]] = []
+        self.notified: list = []
+        self.partition_watch = SimpleNamespace(notify=self.notified.append)
+        self.replicas = SimpleNamespace(
+            leader_for=lambda topic, partition: object(),
+            mirror_appended=self._mirror_appended,
+            throttled=lambda *args: False,
+        )
+        self.controller_channel = SimpleNamespace(send=self._send)
+        self.image = MetadataImage()
+        self.set_state(state, source_topic)
+
+    def set_state(self, state: int, source_topic: str | None = None, marks=None) -> None:
+        old = self.image
+        source_topic = source_topic or self.image.mirror_topics[self.topic_id].source_topic
+        partitions = {p: PartitionImage(p, (NODE,), (NODE,), NODE, 0, 0) for p in range(PARTITIONS)}
+        self.image = MetadataImage(
+            topics={self.topic: TopicImage(self.topic, self.topic_id, partitions)},
+            topic_names_by_id={self.topic_id: self.topic},
+            cluster_links={"east": self.link},
+            mirror_topics={self.topic_id: MirrorTopic(self.topic_id, self.link.link_id, source_topic, state, None, marks or {})},
+        )
+        return old
+
+    def partition_log(self, topic, partition):
+        return self.logs.get((topic, partition))
+
+    def _mirror_appended(self, key, records) -> int:
+        plog = self.logs[key]
+        appended = plog.append_as_follower(records)
+        plog.high_watermark = plog.log_end_offset
+        return appended
+
+    async def _send(self, api, version, body, **kwargs):
+        self.sent.append((api.name, body))
+        return SimpleNamespace(error_code=ErrorCode.NONE, error_message=None)
+
+    def close(self) -> None:
+        for plog in self.logs.values():
+            plog.close()
+
+
+async def wait_for(predicate, timeout_s: float = WAIT_S) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(0.05)
+    return bool(predicate())
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, 120))
+
+
+@pytest.fixture
+def source(broker_factory):
+    broker = broker_factory()
+    topic = unique_topic("mirror-src")
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    produce_source(broker.bootstrap, topic)
+    return broker, topic
+
+
+def test_the_fetcher_copies_every_partition_byte_for_byte_and_promotes(source, tmp_path):
+    broker, source_topic = source
+    expected = {p: raw_log(broker.bootstrap, source_topic, p) for p in range(PARTITIONS)}
+    assert all(hw > 0 for _, hw in expected.values())
+    destination = Destination(tmp_path, "mirror", source_topic, broker.bootstrap)
+
+    async def scenario():
+        manager = MirrorManager(destination)
+        manager.apply_image(MetadataImage(), destination.image)
+        manager.start()
+        try:
+            caught_up = await wait_for(
+                lambda: all(destination.logs[("mirror", p)].log_end_offset == expected[p][1] for p in range(PARTITIONS))
+            )
+            assert caught_up, {p: destination.logs[("mirror", p)].log_end_offset for p in range(PARTITIONS)}
+            # The status DescribeMirrors and the metrics read.
+            for p in range(PARTITIONS):
+                core, link_error = manager.status(("mirror", p))
+                plog = destination.logs[("mirror", p)]
+                assert link_error is None and core.error == ErrorCode.NONE
+                assert core.source_high_watermark == expected[p][1]
+                assert core.lag_records(plog.log_end_offset) == 0
+                assert core.lag_ms(plog.log_end_offset, int(time.time() * 1000)) == 0
+                assert core.last_fetch_ms > 0
+            # A promote: every partition is caught up, so each stops and is reported once.
+            old = destination.set_state(MIRROR_PENDING_PROMOTE)
+            manager.apply_image(old, destination.image)
+            assert await wait_for(lambda: any(name == "MirrorPartitionsStopped" for name, _ in destination.sent))
+            reported = {}
+            for name, body in destination.sent:
+                if name == "MirrorPartitionsStopped":
+                    assert body.broker_id == NODE
+                    for t in body.topics:
+                        assert t.topic_id == destination.topic_id
+                        for p in t.partitions:
+                            reported[p.partition_index] = p
+            assert await wait_for(lambda: len(reported) == PARTITIONS or _collect(destination, reported))
+            for p, stopped in reported.items():
+                plog = destination.logs[("mirror", p)]
+                assert stopped.offset == plog.log_end_offset == expected[p][1]
+                assert stopped.last_epoch == plog.leader_epochs[-1][0]
+                assert stopped.max_producer_id == max(plog.producer_state.producers)
+        finally:
+            await manager.stop()
+
+    run(scenario())
+    for p in range(PARTITIONS):
+        assert local_log(destination.logs[("mirror", p)]) == expected[p][0], f"partition {p} differs"
+    destination.close()
+
+
+def _collect(destination, reported) -> bool:
+    for name, body in destination.sent:
+        if name == "MirrorPartitionsStopped":
+            for t in body.topics:
+                for p in t.partitions:
+                    reported[p.partition_index] = p
+    return len(reported) == PARTITIONS
+
+
+def test_a_source_that_goes_away_shows_in_the_status_and_a_failover_stops_without_it(source, tmp_path):
+    broker, source_topic = source
+    hws = {p: raw_log(broker.bootstrap, source_topic, p)[1] for p in range(PARTITIONS)}
+    destination = Destination(tmp_path, "mirror", source_topic, broker.bootstrap)
+
+    async def scenario():
+        manager = MirrorManager(destination)
+        manager.apply_image(MetadataImage(), destination.image)
+        manager.start()
+        try:
+            assert await wait_for(
+                lambda: all(destination.logs[("mirror", p)].log_end_offset == hws[p] for p in range(PARTITIONS))
+            )
+            await asyncio.get_running_loop().run_in_executor(None, broker.stop)
+            assert await wait_for(lambda: all(manager.status(("mirror", p))[0].error != ErrorCode.NONE for p in range(PARTITIONS)))
+            core = manager.status(("mirror", 0))[0]
+            assert "no source broker answered" in core.error_message or "source broker" in core.error_message
+            old = destination.set_state(MIRROR_PENDING_FAILOVER)
+            manager.apply_image(old, destination.image)
+            assert await wait_for(lambda: _collect(destination, {}))
+            reported = {}
+            _collect(destination, reported)
+            assert {p: r.offset for p, r in reported.items()} == hws
+            # Failed over: open transactions the source left are aborted (none here), and the fetcher is gone.
+            old = destination.set_state(MIRROR_FAILED_OVER, marks={p: (hws[p], 0) for p in range(PARTITIONS)})
+            manager.apply_image(old, destination.image)
+            assert manager.fetchers == {}
+        finally:
+            await manager.stop()
+
+    run(scenario())
+    destination.close()
+
+
+def test_a_source_that_lost_copied_records_fails_the_mirror(broker_factory, tmp_path):
+    """The source topic is deleted and made again with other records: the
+    destination's log (epoch 0 up to its end) is no longer the source's."""
+    broker = broker_factory()
+    source_topic = unique_topic("mirror-src")
+    create_topic(broker.bootstrap, source_topic, partitions=PARTITIONS)
+    produce_source(broker.bootstrap, source_topic)
+    destination = Destination(tmp_path, "mirror", source_topic, broker.bootstrap)
+    # The destination holds more than the source will: 200 records of epoch 5 in partition 0.
+    from protocol.records import build_batch
+
+    destination.logs[("mirror", 0)].append_as_follower(
+        build_batch([(None, b"x")] * 200, base_offset=0, partition_leader_epoch=5)
+    )
+
+    async def scenario():
+        manager = MirrorManager(destination)
+        manager.apply_image(MetadataImage(), destination.image)
+        manager.start()
+        try:
+            sent = await wait_for(lambda: any(name == "UpdateMirrorTopic" for name, _ in destination.sent))
+            assert sent, manager.status(("mirror", 0))
+            body = next(body for name, body in destination.sent if name == "UpdateMirrorTopic")
+            assert body.state == MIRROR_FAILED and body.expected_state == MIRROR_ACTIVE
+            assert "partition 0" in body.reason and "200" in body.reason
+        finally:
+            await manager.stop()
+
+    run(scenario())
+    assert destination.logs[("mirror", 0)].log_end_offset == 200  # nothing appended after the divergence
+    destination.close()
