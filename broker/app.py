@@ -27,7 +27,7 @@ from broker.coordinators.groups.service import GroupService
 from broker.coordinators.transactions.service import TransactionService
 from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
-from broker.links.mirror_fetcher import MirrorManager
+from broker.links.mirrors import MirrorManager
 from broker.loop_monitor import LoopMonitor
 from broker.net.connection import KafkaConnection, RequestMemoryBudget
 from broker.net.dispatch import Dispatcher

@@ -21,11 +21,8 @@ partition's in-sync replicas hold everything copied, and UpdateMirrorTopic
 (16008, state FAILED with the reason) when the source truncated records
 already copied.
 
-:class:`MirrorManager` starts and stops the fetchers from the metadata image
-(``Broker._on_metadata_change``; a change of a link's settings restarts its
-fetcher with a new client), aborts the transactions the source left open in
-a mirror that became writable, and serves the status that DescribeMirrors
-and the metrics read.
+broker/links/mirrors.py's ``MirrorManager`` starts and stops the fetchers
+from the metadata image and sends what they report to the controller.
 
 Throttle: a mirror partition listed in its topic's
 ``follower.replication.throttled.replicas`` for this broker is held to the
@@ -43,14 +40,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable
-from broker.replica.leader_append import append_as_leader
-from controller.metadata.image import ClusterLink, MetadataImage
+from controller.metadata.image import ClusterLink
 from controller.metadata.records import (
     MIRROR_ACTIVE,
-    MIRROR_FAILED,
     MIRROR_PENDING_FAILOVER,
     MIRROR_PENDING_PROMOTE,
-    MIRROR_WRITABLE_STATES,
 )
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -63,7 +57,6 @@ from replication.mirror_core import (
     MirrorPartition,
     StartOver,
     stop_mark,
-    transactions_to_abort,
 )
 from replication.throttle import FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS
 from storage.append_checks import AppendError
@@ -74,12 +67,10 @@ FETCH = APIS_BY_NAME["Fetch"]
 LIST_OFFSETS = APIS_BY_NAME["ListOffsets"]
 OFFSET_FOR_LEADER_EPOCH = APIS_BY_NAME["OffsetForLeaderEpoch"]
 MIRROR_PARTITIONS_STOPPED = APIS_BY_NAME["MirrorPartitionsStopped"]
-UPDATE_MIRROR_TOPIC = APIS_BY_NAME["UpdateMirrorTopic"]
 _F = struct_classes(FETCH.request)
 _LO = struct_classes(LIST_OFFSETS.request)
 _OE = struct_classes(OFFSET_FOR_LEADER_EPOCH.request)
 _MS = struct_classes(MIRROR_PARTITIONS_STOPPED.request)
-_UM = struct_classes(UPDATE_MIRROR_TOPIC.request)
 
 # States in which the leader copies (or, PENDING_FAILOVER, stops and reports).
 FETCHER_STATES = frozenset({MIRROR_ACTIVE, MIRROR_PENDING_PROMOTE, MIRROR_PENDING_FAILOVER})
@@ -130,17 +121,12 @@ class _Entry:
     failure_sent: bool = False
 
 
-class _Marker(NamedTuple):
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    commit: bool
-
-
 class LinkMirrorFetcher:
     """Copies the mirror partitions of one link that this broker leads."""
 
-    def __init__(self, manager: MirrorManager, link: ClusterLink):
+    def __init__(self, manager, link: ClusterLink):
+        """``manager``: the broker's ``MirrorManager`` (broker/links/mirrors.py),
+        which sends the stops and failures to the controller."""
         self.manager = manager
         self.broker = manager.broker
         self.link = link
@@ -238,7 +224,7 @@ class LinkMirrorFetcher:
             timeout_s = (min(pending) - now) if pending else (self.backoff_ms / 1000 if stopping else None)
             try:
                 await asyncio.wait_for(self._wakeup.wait(), timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             return None
         now_ms = _now_ms()
@@ -569,173 +555,3 @@ class LinkMirrorFetcher:
         if stopped and await self.manager.send_stopped(stopped):
             for entry in reporting:
                 entry.core.reported = True
-
-
-class MirrorManager:
-    """This broker's mirror fetchers, one per link with mirror partitions led here."""
-
-    def __init__(self, broker):
-        self.broker = broker
-        self.fetchers: dict[uuid.UUID, LinkMirrorFetcher] = {}
-        self.running = False
-        self._aborts: set[asyncio.Task] = set()
-
-    def start(self) -> None:
-        self.running = True
-        for fetcher in self.fetchers.values():
-            fetcher.start()
-
-    async def stop(self) -> None:
-        self.running = False
-        for fetcher in list(self.fetchers.values()):
-            await fetcher.stop()
-        self.fetchers.clear()
-
-    # ----------------------------------------------------------------- image
-
-    def led_mirror_partitions(self, image: MetadataImage) -> dict[uuid.UUID, dict[tuple[str, int], MirrorSpec]]:
-        """Per link id, the mirror partitions this broker leads whose mirror copies or stops."""
-        wanted: dict[uuid.UUID, dict] = {}
-        node = self.broker.node_id
-        for topic_id, mirror in image.mirror_topics.items():
-            if mirror.state not in FETCHER_STATES:
-                continue
-            topic = image.topic_by_id(topic_id)
-            if topic is None:
-                continue
-            for partition in topic.partitions.values():
-                if partition.leader == node:
-                    spec = MirrorSpec(topic_id, mirror.source_topic, mirror.state, partition.leader_epoch)
-                    wanted.setdefault(mirror.link_id, {})[(topic.name, partition.partition_id)] = spec
-        return wanted
-
-    def apply_image(self, old: MetadataImage, new: MetadataImage) -> None:
-        if not new.mirror_topics and not self.fetchers:
-            return
-        wanted = self.led_mirror_partitions(new)
-        for link_id in list(self.fetchers):
-            link = new.link_by_id(link_id)
-            fetcher = self.fetchers[link_id]
-            if link is None or link_id not in wanted or link != fetcher.link:
-                # Gone, nothing to copy, or its settings changed: a new client next time.
-                del self.fetchers[link_id]
-                self._spawn(fetcher.stop())
-        for link_id, partitions in wanted.items():
-            link = new.link_by_id(link_id)
-            if link is None:
-                continue
-            fetcher = self.fetchers.get(link_id)
-            if fetcher is None:
-                fetcher = self.fetchers[link_id] = LinkMirrorFetcher(self, link)
-                if self.running:
-                    fetcher.start()
-            fetcher.update(partitions)
-        self._abort_left_open(old, new)
-
-    def _spawn(self, coroutine) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._aborts.add(task)
-        task.add_done_callback(self._aborts.discard)
-
-    def _abort_left_open(self, old: MetadataImage, new: MetadataImage) -> None:
-        """A mirror that became writable (or whose partition changed leader since):
-        abort, with an ABORT marker through the leader's write path, each
-        transaction the source left open before where the mirror stopped."""
-        node = self.broker.node_id
-        for topic_id, mirror in new.mirror_topics.items():
-            if mirror.state not in MIRROR_WRITABLE_STATES:
-                continue
-            before = old.mirror_topics.get(topic_id)
-            topic = new.topic_by_id(topic_id)
-            if topic is None:
-                continue
-            old_topic = old.topic_by_id(topic_id)
-            became_writable = before is None or before.state not in MIRROR_WRITABLE_STATES
-            for partition in topic.partitions.values():
-                if partition.leader != node:
-                    continue
-                old_partition = old_topic.partitions.get(partition.partition_id) if old_topic is not None else None
-                if not became_writable and old_partition is not None and old_partition.leader_epoch == partition.leader_epoch:
-                    continue
-                mark = mirror.partition_marks.get(partition.partition_id)
-                if mark is None:
-                    continue
-                self._abort_partition((topic.name, partition.partition_id), mark[0])
-
-    def _abort_partition(self, key: tuple[str, int], mark_offset: int) -> None:
-        plog = self.broker.partition_log(*key)
-        if plog is None:
-            return
-        for producer_id, epoch, coordinator_epoch in transactions_to_abort(
-            plog.ongoing_transactions(), plog.producer_state.producers, mark_offset
-        ):
-            written = append_as_leader(
-                self.broker, key, plog=plog, marker=_Marker(producer_id, epoch, coordinator_epoch, False), acks=1
-            )
-            if written.error != ErrorCode.NONE:
-                log.warning(
-                    "%s-%d: could not abort producer %d's transaction left open by the source: %s %s",
-                    key[0], key[1], producer_id, written.error.name, written.message or "",
-                )
-            else:
-                log.info("%s-%d: aborted producer %d's transaction left open by the source", key[0], key[1], producer_id)
-
-    # ----------------------------------------------------------------- to the controller
-
-    def _broker_epoch(self) -> int:
-        registration = self.broker.image.brokers.get(self.broker.node_id)
-        return registration.epoch if registration is not None else -1
-
-    async def send_stopped(self, stopped: dict[uuid.UUID, list]) -> bool:
-        request = _MS.MirrorPartitionsStoppedRequest(
-            broker_id=self.broker.node_id,
-            broker_epoch=self._broker_epoch(),
-            topics=[_MS.StoppedMirrorTopic(topic_id=t, partitions=parts) for t, parts in stopped.items()],
-        )
-        return await self._send(MIRROR_PARTITIONS_STOPPED, request)
-
-    async def send_failure(self, spec: MirrorSpec, reason: str) -> bool:
-        request = _UM.UpdateMirrorTopicRequest(
-            broker_id=self.broker.node_id,
-            broker_epoch=self._broker_epoch(),
-            topic_id=spec.topic_id,
-            expected_state=spec.state,
-            state=MIRROR_FAILED,
-            reason=reason,
-            source_partition_count=-1,
-            configs=[],
-        )
-        return await self._send(UPDATE_MIRROR_TOPIC, request)
-
-    async def _send(self, api, request) -> bool:
-        """To the active controller's listener (this node's own when it is the
-        active controller): True once it answered NONE."""
-        try:
-            response = await self.broker.controller_channel.send(api, 0, request)
-        except Exception as exc:  # a failover or a broken connection: the next round asks again
-            log.info("%s could not be sent: %s", api.name, exc)
-            return False
-        if response is None:
-            return False
-        if response.error_code != ErrorCode.NONE:
-            log.info("%s: %s %s", api.name, ErrorCode(response.error_code).name, response.error_message or "")
-            return False
-        return True
-
-    # ----------------------------------------------------------------- status
-
-    def status(self, key: tuple[str, int]) -> tuple[MirrorPartition, str | None] | None:
-        """(the partition's mirror state here, a link-level error) when a fetcher copies it here."""
-        for fetcher in self.fetchers.values():
-            entry = fetcher.entries.get(key)
-            if entry is not None:
-                return entry.core, fetcher.config_error
-        return None
-
-    def partition_rows(self):
-        """(link name, topic, partition, mirror state name, core, log) of every partition copied here."""
-        for fetcher in self.fetchers.values():
-            for key, entry in fetcher.entries.items():
-                plog = self.broker.partition_log(*key)
-                if plog is not None:
-                    yield fetcher.link.name, key[0], key[1], entry.spec.state, entry.core, plog

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.links.mirror_fetcher import MirrorManager
+from broker.links.mirrors import MirrorManager
 from controller.metadata.image import ClusterLink, MetadataImage, MirrorTopic, PartitionImage, TopicImage
 from controller.metadata.records import (
     MIRROR_ACTIVE,
@@ -31,51 +31,11 @@ from controller.metadata.records import (
 from protocol.errors import ErrorCode
 from protocol.records import iter_batches
 from storage.log import LogConfig, PartitionLog
-from tests.interop._support import create_topic, fetch_partition, unique_topic
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
+from tests.interop._support import create_topic, unique_topic
+from tests.links._mirror_support import PARTITIONS, produce_source, raw_log
 
 NODE = 1
-PARTITIONS = 3
 WAIT_S = 30
-
-
-def produce_source(bootstrap: str, topic: str) -> None:
-    """Idempotent records in every partition, then one committed and one aborted transaction."""
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for i in range(60):
-        producer.produce(topic, value=f"plain-{i}".encode(), key=f"k{i}".encode(), partition=i % PARTITIONS)
-    assert producer.flush(WAIT_S) == 0
-    txn = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"txn-{topic}"})
-    txn.init_transactions(WAIT_S)
-    for commit in (True, False):
-        txn.begin_transaction()
-        for p in range(PARTITIONS):
-            txn.produce(topic, value=f"{'committed' if commit else 'aborted'}-{p}".encode(), partition=p)
-        if commit:
-            txn.commit_transaction(WAIT_S)
-        else:
-            txn.abort_transaction(WAIT_S)
-
-
-def raw_log(bootstrap: str, topic: str, partition: int) -> tuple[bytes, int]:
-    """The partition's whole log up to its high watermark, as bytes, and that high watermark."""
-    out = bytearray()
-    offset = 0
-    for _ in range(1000):
-        data = fetch_partition(bootstrap, topic, partition, offset)
-        assert data.error_code == 0
-        records = bytes(data.records or b"")
-        if not records:
-            return bytes(out), data.high_watermark
-        for position, size, header in iter_batches(records, allow_truncated_tail=True):
-            if position + size > len(records):
-                break
-            out += records[position : position + size]
-            offset = header.base_offset + header.last_offset_delta + 1
-        if offset >= data.high_watermark:
-            return bytes(out), data.high_watermark
-    raise AssertionError("the source log did not end")
 
 
 def local_log(plog: PartitionLog) -> bytes:
@@ -110,6 +70,7 @@ class Destination:
             throttled=lambda *args: False,
         )
         self.controller_channel = SimpleNamespace(send=self._send)
+        self.raft = SimpleNamespace(is_leader=False)  # the active controller is another node
         self.image = MetadataImage()
         self.set_state(state, source_topic)
 

@@ -5,11 +5,10 @@ asks of it (the leader lookup, the high watermark move, the acks=all wait)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from types import SimpleNamespace
 
 import pytest
-
-import uuid
 
 from broker.replica.leader_append import append_as_leader, replication_outcome
 from controller.metadata.image import ClusterLink, MetadataImage, MirrorTopic, TopicImage
