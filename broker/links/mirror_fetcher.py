@@ -152,14 +152,18 @@ class LinkMirrorFetcher:
     def update(self, wanted: dict[tuple[str, int], MirrorSpec]) -> None:
         """Copy exactly ``wanted`` from now on: a partition new here, or led at a
         new epoch, starts a new leadership (checked against the source first
-        when its log holds records); a state change (a promote, a failover)
-        applies to the next round."""
+        when its log holds records); a promote applies to the next round. A
+        failover does not wait for a round in flight: a source that went
+        silent (a network cut) would hold it for the whole request timeout, so
+        the round is abandoned and a new one stops the partitions."""
         now_ms = _now_ms()
+        failover = False
         for key in [k for k in self.entries if k not in wanted]:
             del self.entries[key]
         for key, spec in wanted.items():
             entry = self.entries.get(key)
             if entry is not None and entry.spec.leader_epoch == spec.leader_epoch and entry.spec.topic_id == spec.topic_id:
+                failover |= spec.state == MIRROR_PENDING_FAILOVER and entry.spec.state != MIRROR_PENDING_FAILOVER
                 entry.spec = spec
                 continue
             plog = self.broker.partition_log(*key)
@@ -167,6 +171,12 @@ class LinkMirrorFetcher:
             last_epoch = _last_epoch(plog) if plog is not None else -1
             self.entries[key] = _Entry(key, spec, MirrorPartition.for_leadership(key[0], key[1], log_end, last_epoch, now_ms))
         self._wakeup.set()
+        if failover and self._task is not None:
+            self._task.cancel()
+            # The abandoned requests' answers are lost: every session starts over.
+            self._sessions.clear()
+            self._task = None
+            self.start()
 
     # ----------------------------------------------------------------- task
 

@@ -13,6 +13,7 @@ through them.
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 import uuid
 from types import SimpleNamespace
@@ -250,4 +251,40 @@ def test_a_source_that_lost_copied_records_fails_the_mirror(broker_factory, tmp_
 
     run(scenario())
     assert destination.logs[("mirror", 0)].log_end_offset == 200  # nothing appended after the divergence
+    destination.close()
+
+
+def test_a_failover_does_not_wait_for_a_source_gone_silent(source, tmp_path):
+    """The source stops answering without closing its connections (SIGSTOP, as
+    a network cut looks): a fetch is out for up to the request timeout (30 s),
+    and the failover still stops every partition within seconds."""
+    broker, source_topic = source
+    hws = {p: raw_log(broker.bootstrap, source_topic, p)[1] for p in range(PARTITIONS)}
+    destination = Destination(tmp_path, "mirror", source_topic, broker.bootstrap)
+
+    async def scenario():
+        manager = MirrorManager(destination)
+        manager.apply_image(MetadataImage(), destination.image)
+        manager.start()
+        try:
+            assert await wait_for(
+                lambda: all(destination.logs[("mirror", p)].log_end_offset == hws[p] for p in range(PARTITIONS))
+            )
+            broker.process.send_signal(signal.SIGSTOP)
+            try:
+                await asyncio.sleep(1.0)  # the next long poll is out and will get no answer
+                old = destination.set_state(MIRROR_PENDING_FAILOVER)
+                manager.apply_image(old, destination.image)
+                started = time.monotonic()
+                assert await wait_for(lambda: _collect(destination, {}), timeout_s=10)
+                assert time.monotonic() - started < 5
+            finally:
+                broker.process.send_signal(signal.SIGCONT)
+            reported = {}
+            _collect(destination, reported)
+            assert {p: r.offset for p, r in reported.items()} == hws
+        finally:
+            await manager.stop()
+
+    run(scenario())
     destination.close()
