@@ -127,7 +127,24 @@ def source(broker_factory):
     return broker, topic
 
 
-def test_the_fetcher_copies_every_partition_byte_for_byte_and_promotes(source, tmp_path):
+@pytest.mark.parametrize("fetch_version_max", [None, 12, 6])
+def test_the_fetcher_copies_every_partition_byte_for_byte_and_promotes(source, tmp_path, monkeypatch, fetch_version_max):
+    """None: the newest Fetch both speak (topic ids, sessions); 12: by topic
+    name, as an older source; 6: no fetch sessions either."""
+    fetch_versions = set()
+    if fetch_version_max is not None:
+        from broker.links import source as source_client
+
+        agreed = source_client._agreed
+
+        def capped(api, offered):
+            version = agreed(api, offered)
+            if api.name == "Fetch" and version is not None:
+                version = min(version, fetch_version_max)
+                fetch_versions.add(version)
+            return version
+
+        monkeypatch.setattr(source_client, "_agreed", capped)
     broker, source_topic = source
     expected = {p: raw_log(broker.bootstrap, source_topic, p) for p in range(PARTITIONS)}
     assert all(hw > 0 for _, hw in expected.values())
@@ -176,6 +193,8 @@ def test_the_fetcher_copies_every_partition_byte_for_byte_and_promotes(source, t
     for p in range(PARTITIONS):
         assert local_log(destination.logs[("mirror", p)]) == expected[p][0], f"partition {p} differs"
     destination.close()
+    if fetch_version_max is not None:
+        assert fetch_versions == {fetch_version_max}
 
 
 def _collect(destination, reported) -> bool:
