@@ -226,12 +226,17 @@ class LinkMirrorFetcher:
         await self._report_stops()
         now = loop.time()
         active = [e for e in self.entries.values() if not e.core.stopped and not e.core.failure]
-        ready = [e for e in active if e.backoff_until <= now]
+        # Only as the leader: the image may name this broker before it may lead
+        # (after a restart, until it is unfenced); its log is then a follower's.
+        leads = self.broker.replicas.leader_for
+        led = [e for e in active if leads(*e.key) is not None]
+        ready = [e for e in led if e.backoff_until <= now]
         if not ready:
             self._wakeup.clear()
-            pending = [e.backoff_until for e in active if e.backoff_until > now]
-            stopping = any(e.core.stopped and not e.core.reported for e in self.entries.values())
-            timeout_s = (min(pending) - now) if pending else (self.backoff_ms / 1000 if stopping else None)
+            pending = [e.backoff_until for e in led if e.backoff_until > now]
+            # Stops wait for the followers, leaderships for the controller: look again then.
+            polling = len(led) < len(active) or any(e.core.stopped and not e.core.reported for e in self.entries.values())
+            timeout_s = (min(pending) - now) if pending else (self.backoff_ms / 1000 if polling else None)
             try:
                 await asyncio.wait_for(self._wakeup.wait(), timeout_s)
             except TimeoutError:
@@ -251,7 +256,11 @@ class LinkMirrorFetcher:
             for entry in ready:
                 entry.core.on_unavailable(self.config_error or "no client", now_ms)
             return False
-        if self._metadata_stale or any(e.key not in self._leaders and e.key not in self._missing for e in ready):
+        unknown = any(
+            (e.spec.source_topic, e.key[1]) not in self._leaders and (e.spec.source_topic, e.key[1]) not in self._missing
+            for e in ready
+        )
+        if self._metadata_stale or unknown:
             if not await self._refresh_metadata(source, ready):
                 return False
         by_leader: dict[int, list[_Entry]] = {}
@@ -406,8 +415,8 @@ class LinkMirrorFetcher:
         throttled = set()
         for entry in entries:
             plog = self.broker.partition_log(*entry.key)
-            if plog is None or manager.leader_for(*entry.key) is None:
-                continue  # not leading yet (or any more): the next image decides
+            if plog is None:
+                continue
             topic = image.topics.get(entry.key[0])
             if topic is not None and manager.throttled(topic, FOLLOWER_THROTTLED_REPLICAS, entry.key[1], self.broker.node_id):
                 if over_quota is None:
