@@ -106,6 +106,12 @@ class MirrorManager:
             fetcher.update(partitions)
         self._abort_left_open(old, new)
 
+    def registration_caught_up(self) -> None:
+        """This broker may lead now (the controller unfenced it): what waited for
+        that (aborting what the source left open) is done now; the fetchers
+        find their leaderships by themselves."""
+        self.apply_image(MetadataImage(), self.broker.image)
+
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._aborts.add(task)

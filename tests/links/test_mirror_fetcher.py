@@ -307,3 +307,40 @@ def test_a_failover_does_not_wait_for_a_source_gone_silent(source, tmp_path):
 
     run(scenario())
     destination.close()
+
+
+def test_a_mirror_that_becomes_writable_aborts_the_transactions_the_source_left_open(tmp_path):
+    """No source needed: the destination's logs hold an open transaction from the
+    source (before the stop mark) and one of its own producers (after it)."""
+    from protocol.records import build_batch, first_control_record
+
+    destination = Destination(tmp_path, "mirror", "src", "127.0.0.1:1", state=MIRROR_PENDING_FAILOVER)
+    leader = SimpleNamespace(leader_epoch=11)
+    destination.replicas.leader_for = lambda topic, partition: leader
+    destination.replicas.leader_appended = lambda key, leader, plog: None
+    destination.flusher = SimpleNamespace(flush=lambda plog: None)
+    destination.log_dir_failed = lambda plog, exc: None
+    plog = destination.logs[("mirror", 1)]
+    plog.append_as_follower(
+        build_batch([(None, b"open")], base_offset=0, producer_id=7, producer_epoch=2, base_sequence=0,
+                    is_transactional=True, partition_leader_epoch=4)
+    )
+    mark = plog.log_end_offset
+    # A producer of this cluster began a transaction after the stop (as if already writable).
+    plog.append_as_follower(
+        build_batch([(None, b"ours")], base_offset=mark, producer_id=5000, producer_epoch=0, base_sequence=0,
+                    is_transactional=True, partition_leader_epoch=10)
+    )
+    plog.high_watermark = plog.log_end_offset
+    manager = MirrorManager(destination)
+    old = destination.image
+    destination.set_state(MIRROR_FAILED_OVER, marks={p: (mark if p == 1 else 0, 4) for p in range(PARTITIONS)})
+    manager.apply_image(old, destination.image)
+    assert plog.ongoing_transactions() == {5000: mark}
+    marker = first_control_record(plog.read(plog.log_end_offset - 1, 1 << 20, upper_offset=plog.log_end_offset))
+    assert marker is not None and marker.control_type == 0  # ABORT
+    assert plog.leader_epochs[-1] == (11, plog.log_end_offset - 1)  # the leader's own epoch
+    # Looked at again (as after a restart): the source's transaction is closed already, ours is left alone.
+    manager.apply_image(MetadataImage(), destination.image)
+    assert plog.log_end_offset == mark + 2 and plog.ongoing_transactions() == {5000: mark}
+    destination.close()
