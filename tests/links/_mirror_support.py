@@ -1,4 +1,4 @@
-"""Helpers of the mirror tests: a source topic written by confluent-kafka, and a
+"""What the mirror tests share: a source topic written by confluent-kafka, and a
 partition's whole log read raw (the bytes of every batch) for byte comparisons."""
 
 from __future__ import annotations
