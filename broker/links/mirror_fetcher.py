@@ -39,7 +39,7 @@ import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable
+from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable, positive_int_setting
 from controller.metadata.image import ClusterLink
 from controller.metadata.records import (
     MIRROR_ACTIVE,
@@ -133,10 +133,15 @@ class LinkMirrorFetcher:
         config = self.broker.config
         self.partition_max_bytes = config["replica.fetch.max.bytes"]
         self.response_max_bytes = config["replica.fetch.response.max.bytes"]
-        self.backoff_ms = int(link.configs.get("retry.backoff.ms", DEFAULT_BACKOFF_MS))
+        self.config_error: str | None = None
+        try:
+            # The Kafka client's setting: how long to wait before asking the source again.
+            self.backoff_ms = positive_int_setting(link.configs, "retry.backoff.ms", DEFAULT_BACKOFF_MS)
+        except SourceConfigError as exc:
+            self.backoff_ms = DEFAULT_BACKOFF_MS
+            self.config_error = f"link {link.name}: {exc}"
         self.entries: dict[tuple[str, int], _Entry] = {}
         self.source: SourceCluster | None = None
-        self.config_error: str | None = None
         self._sessions: dict[int, FetchSessionBuilder] = {}
         # From the source's Metadata: (topic, partition) -> leader id; topic -> id, and back.
         self._leaders: dict[tuple[str, int], int] = {}

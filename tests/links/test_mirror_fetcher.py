@@ -344,3 +344,24 @@ def test_a_mirror_that_becomes_writable_aborts_the_transactions_the_source_left_
     manager.apply_image(MetadataImage(), destination.image)
     assert plog.log_end_offset == mark + 2 and plog.ongoing_transactions() == {5000: mark}
     destination.close()
+
+
+def test_a_link_setting_that_cannot_be_used_shows_in_the_status(tmp_path):
+    destination = Destination(tmp_path, "mirror", "src", "127.0.0.1:1")
+    destination.link = ClusterLink(destination.link.link_id, "east", {"bootstrap.servers": "127.0.0.1:1", "retry.backoff.ms": "soon"})
+    destination.set_state(MIRROR_ACTIVE)
+
+    async def scenario():
+        manager = MirrorManager(destination)
+        manager.apply_image(MetadataImage(), destination.image)
+        manager.start()
+        try:
+            assert await wait_for(lambda: manager.status(("mirror", 0))[0].error_message is not None, 10)
+            core, link_error = manager.status(("mirror", 0))
+            assert link_error == "link east: retry.backoff.ms: expected a number of milliseconds, got 'soon'"
+            assert core.error_message == link_error
+        finally:
+            await manager.stop()
+
+    run(scenario())
+    destination.close()
