@@ -27,6 +27,7 @@ from broker.coordinators.groups.service import GroupService
 from broker.coordinators.transactions.service import TransactionService
 from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
+from broker.links.mirrors import MirrorManager
 from broker.links.offset_sync import ConsumerOffsetSync
 from broker.links.topic_watch import UPDATE_MIRROR_TOPIC, SourceTopicWatcher
 from broker.loop_monitor import LoopMonitor
@@ -210,6 +211,8 @@ class Broker:
         self.groups = GroupService(self)
         self.transactions = TransactionService(self)
         self.replicas = ReplicaManager(self)
+        # Cluster links: the mirror partitions led here copy from their link's source.
+        self.mirrors = MirrorManager(self)
         # The fsyncs produce requests wait for (flush.messages), off the event loop.
         self.flusher = GroupFlusher(self.log_dir_failed)
         # Incremental fetch sessions (KIP-227) of consumers and followers.
@@ -293,6 +296,7 @@ class Broker:
             raise RuntimeError(f"the metadata quorum did not elect a leader within {timeout_ms} ms")
         await self._open_partition_logs()
         self.replicas.apply_image(MetadataImage(), self.image)
+        self.mirrors.apply_image(MetadataImage(), self.image)
         if self.authorizer is not None:
             self.authorizer = self.authorizer.with_acls(self.image.acls)
         self.controller.subscribe(self._on_metadata_change)
@@ -431,6 +435,7 @@ class Broker:
                 elif was_replica and not is_replica:
                     removed.append((name, partition.partition_id))
         self.replicas.apply_image(old, new)
+        self.mirrors.apply_image(old, new)
         self.groups.follow_leadership()
         self.transactions.follow_leadership()
         if new.mirror_topics or old.mirror_topics:
@@ -573,6 +578,7 @@ class Broker:
         self._start_housekeeping()
         self.flusher.start()
         self.replicas.start()
+        self.mirrors.start()
         self.groups.start()
         self.transactions.start()
         self.mirror_watcher.start()
@@ -683,6 +689,7 @@ class Broker:
             await self.offset_sync.stop()
             await self.flusher.stop()
             log.info("group flushes: %d logs synced in %d passes", self.flusher.logs_synced, self.flusher.passes)
+            await self.mirrors.stop()
             await self.replicas.stop()
         await self.raft.stop()
         self.controller_channel.close()

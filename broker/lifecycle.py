@@ -183,6 +183,7 @@ class BrokerLifecycleManager:
             self._unfenced.set()
             # Unfenced means caught up with our own registration: leading is safe now.
             self.broker.replicas.registration_caught_up()
+            self.broker.mirrors.registration_caught_up()
             self.broker.groups.follow_leadership()
             self.broker.transactions.follow_leadership()
 

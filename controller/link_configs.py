@@ -70,8 +70,8 @@ _KEYS = (
         f"{_CLIENT}: how long a connection to a source broker may take",
     ),
     LinkConfigKey(
-        "cluster.link.retry.timeout.ms", POSITIVE_LONG, "300000", False,
-        "mirror fetchers: how long a mirror partition retries a failing source before its mirror is FAILED",
+        "retry.backoff.ms", POSITIVE_LONG, "500", False,
+        "mirror fetchers: how long a mirror partition waits before asking the source again after an error",
     ),
     LinkConfigKey(
         "topic.config.sync.ms", POSITIVE_LONG, "5000", False,

@@ -4,7 +4,9 @@ Versions 0-3 come from transactional producers: one transaction
 (``v3_and_below_*``) whose partitions join it before the producer writes to
 them. Every partition must exist (UNKNOWN_TOPIC_OR_PARTITION) and not be in an
 internal topic (TOPIC_AUTHORIZATION_FAILED, as Kafka answers a client that
-names one); if any fails, the others get OPERATION_NOT_ATTEMPTED and nothing
+names one), and not be in a mirror topic that is not writable (INVALID_REQUEST:
+cluster links keep a mirror read-only until it is promoted or failed over);
+if any fails, the others get OPERATION_NOT_ATTEMPTED and nothing
 is added. Otherwise the transaction coordinator answers one error for all of
 them: NONE once the transaction (Ongoing) with the partitions is stored,
 or NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_PRODUCER_ID_MAPPING
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.replica.leader_append import read_only_mirror_message
 from broker.security.authorization import TOPIC, TRANSACTIONAL_ID, allowed, cluster_allowed, denied
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS
@@ -73,6 +76,8 @@ def register(dispatcher, broker) -> None:
                 refused[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or key[1] not in topic.partitions:
                 refused[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif read_only_mirror_message(image, key[0]) is not None:
+                refused[key] = ErrorCode.INVALID_REQUEST
         if refused:
             return {key: refused.get(key, ErrorCode.OPERATION_NOT_ATTEMPTED) for key in keys}
         transactions = broker.transactions

@@ -12,7 +12,9 @@ and names that low watermark (Kafka's DelayedDeleteRecords); leadership moving
 meanwhile answers NOT_LEADER_OR_FOLLOWER, which clients retry at the new
 leader. Other errors per partition: UNKNOWN_TOPIC_OR_PARTITION,
 OFFSET_OUT_OF_RANGE for an offset beyond the high watermark (or below -1),
-POLICY_VIOLATION for a topic whose cleanup.policy lacks ``delete``. The log
+POLICY_VIOLATION for a topic whose cleanup.policy lacks ``delete`` and for a
+mirror topic that is not writable (cluster links: its records are the
+source's until it is promoted or failed over). The log
 start offset is kept in ``log-start-offset-checkpoint``, so it survives a
 restart.
 
@@ -22,6 +24,7 @@ TOPIC_AUTHORIZATION_FAILED for each of its partitions, whether or not it exists.
 
 from __future__ import annotations
 
+from broker.replica.leader_append import read_only_mirror_message
 from broker.security.authorization import TOPIC, denied, split_entries
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
@@ -69,7 +72,8 @@ def register(dispatcher, broker) -> None:
                     result.error_code = local.error
                     continue
                 plog = local.plog
-                if not plog.config.deletes:
+                if not plog.config.deletes or read_only_mirror_message(broker.image, rt.name) is not None:
+                    # A mirror's records are the source's: deleting them is the source's retention.
                     result.error_code = ErrorCode.POLICY_VIOLATION
                     continue
                 target = plog.high_watermark if rp.offset == -1 else rp.offset

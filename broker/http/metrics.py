@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import time
 from dataclasses import replace
 
 from aiohttp import web
@@ -45,6 +46,7 @@ from broker.http.cluster_reader import ClusterReader, HighWatermarkCache
 from broker.http.server import MAX_HTTP_CONNECTIONS, HttpServer, application  # noqa: F401 (re-exported: this endpoint's limit)
 from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS
 from broker.net.dispatch import AnswerLater
+from controller.metadata.records import MIRROR_STATE_NAMES
 from protocol.records import RECORDS_COUNT_OFFSET, RECORDS_OFFSET
 from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
 
@@ -341,6 +343,7 @@ class _BrokerCollector:
         yield from self._replicas(kept)
         yield from self._controller()
         yield from self._logs(kept)
+        yield from self._mirrors(kept)
         lag, dropped_lag = self._group_lag()
         yield from lag
         yield from self._connections()
@@ -461,6 +464,40 @@ class _BrokerCollector:
             families["logstartoffset"].add_metric(labels, plog.log_start_offset)
             families["numlogsegments"].add_metric(labels, len(segments))
         yield from families.values()
+
+    def _mirrors(self, kept: set[str]):
+        """Cluster links: per mirror partition this broker leads and copies, its
+        lag behind the source (records, ms), the last answer's time and the
+        mirror's state (a number: controller/metadata/records.py MIRROR_*, with
+        its name as a label)."""
+        labels = ["link", "topic", "partition"]
+        lag_records = GaugeMetricFamily(
+            "pybroker_mirror_partition_lag_records", "Records the source's high watermark is ahead of this mirror partition's log end", labels=labels
+        )
+        lag_ms = GaugeMetricFamily(
+            "pybroker_mirror_partition_lag_ms", "Milliseconds since this mirror partition last held everything the source had committed", labels=labels
+        )
+        last_fetch = GaugeMetricFamily(
+            "pybroker_mirror_partition_last_fetch_timestamp_ms", "Wall-clock time of the source's last answer (-1: none yet)", labels=labels
+        )
+        state = GaugeMetricFamily(
+            "pybroker_mirror_partition_state", "The mirror's state (0 ACTIVE, 2 PENDING_PROMOTE, 3 PENDING_FAILOVER)", labels=labels + ["state"]
+        )
+        errors = GaugeMetricFamily(
+            "pybroker_mirror_partition_error", "1 while the source's last answer was an error or copying stopped on one", labels=labels
+        )
+        now_ms = int(time.time() * 1000)
+        broker = self.metrics.broker
+        for link, topic, partition, mirror_state, core, plog in sorted(broker.mirrors.partition_rows(), key=lambda row: row[:3]):
+            if topic not in kept:
+                continue
+            series = [link, topic, str(partition)]
+            lag_records.add_metric(series, core.lag_records(plog.log_end_offset))
+            lag_ms.add_metric(series, core.lag_ms(plog.log_end_offset, now_ms))
+            last_fetch.add_metric(series, core.last_fetch_ms)
+            state.add_metric(series + [MIRROR_STATE_NAMES.get(mirror_state, str(mirror_state))], mirror_state)
+            errors.add_metric(series, 1 if core.failure or core.error != 0 else 0)
+        return [lag_records, lag_ms, last_fetch, state, errors]
 
     def _group_lag(self):
         """Lag of the groups this broker coordinates, per committed partition: the high

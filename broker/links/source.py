@@ -136,8 +136,8 @@ class SourceCluster:
         self.client_id = client_id
         self.bootstrap = parse_bootstrap_servers(configs.get("bootstrap.servers"))
         self.security = link_client_security(link_name, configs)
-        self.request_timeout_ms = _positive_int(configs, "request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS)
-        self.connect_timeout_ms = _positive_int(
+        self.request_timeout_ms = positive_int_setting(configs, "request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS)
+        self.connect_timeout_ms = positive_int_setting(
             configs, "socket.connection.setup.timeout.ms", DEFAULT_CONNECT_TIMEOUT_MS
         )
         self.brokers: dict[int, SourceBroker] = {}
@@ -288,7 +288,8 @@ def _agreed(api: Api, offered: tuple[int, int]) -> int | None:
     return high if low <= high else None
 
 
-def _positive_int(configs: Mapping[str, str], key: str, default: int) -> int:
+def positive_int_setting(configs: Mapping[str, str], key: str, default: int) -> int:
+    """A link setting in milliseconds (``default`` when absent); SourceConfigError naming the key when not a positive number."""
     value = configs.get(key)
     if value is None:
         return default

@@ -7,14 +7,16 @@ and the transaction coordinator's to ``__transaction_state`` all append through
 
 1. the leader lookup: NOT_LEADER_OR_FOLLOWER when this broker does not lead the
    partition (or leads it at another epoch than the caller expects);
-2. for acks=all, ``min.insync.replicas`` before anything is written
+2. a mirror topic that is not writable (cluster links: read-only until
+   promoted or failed over) refuses with INVALID_REQUEST and a message;
+3. for acks=all, ``min.insync.replicas`` before anything is written
    (NOT_ENOUGH_REPLICAS);
-3. the append, data or marker; the log's refusal (``AppendError``) is returned
+4. the append, data or marker; the log's refusal (``AppendError``) is returned
    with its message and the records at fault, a failed disk write halts the
    broker (``Broker.log_dir_failed``) and would answer KAFKA_STORAGE_ERROR;
-4. the high watermark and the waiting fetches told (``leader_appended``, then
+5. the high watermark and the waiting fetches told (``leader_appended``, then
    ``partition_watch.notify``), unless a retried idempotent batch wrote nothing;
-5. for acks=all with a timeout, the replication outcome now, or a future from
+6. for acks=all with a timeout, the replication outcome now, or a future from
    the purgatory that resolves with it.
 
 The answer is a :class:`LeaderAppend`, which each caller maps to its own API's
@@ -88,6 +90,22 @@ class LeaderAppend:
         self.acks_future = acks_future
 
 
+def read_only_mirror_message(image, topic: str) -> str | None:
+    """Why ``topic`` takes no writes, or None when it does: a mirror topic is
+    read-only (its records come from the link's source only) until it is
+    promoted or failed over. Mirrored batches never come through here
+    (``ReplicaManager.mirror_appended``)."""
+    mirror = image.mirror_of(topic)
+    if mirror is None or mirror.writable:
+        return None
+    link = image.link_by_id(mirror.link_id)
+    link_name = link.name if link is not None else str(mirror.link_id)
+    return (
+        f"topic {topic} is a read-only mirror (link {link_name}, state {mirror.state_name}): "
+        "promote or fail it over before writing"
+    )
+
+
 def append_as_leader(
     broker,
     key: tuple[str, int],
@@ -120,6 +138,9 @@ def append_as_leader(
         plog = broker.partition_log(key[0], key[1])
     if leader is None or plog is None or (leader_epoch != -1 and leader.leader_epoch != leader_epoch):
         return LeaderAppend(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    read_only = read_only_mirror_message(broker.image, key[0])
+    if read_only is not None:
+        return LeaderAppend(ErrorCode.INVALID_REQUEST, read_only)
     if acks == ACKS_ALL and (enough := leader.check_enough_replicas()) != _NONE:
         return LeaderAppend(
             enough,

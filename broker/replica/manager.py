@@ -473,6 +473,28 @@ class ReplicaManager:
         if leader.leader_appended(plog.log_end_offset, _now_ms()):
             self._high_watermark_moved(key, leader)
 
+    def mirror_appended(self, key: Key, records) -> int:
+        """Append batches a mirror partition's leader fetched from the link's
+        source, exactly as they are (``PartitionLog.append_as_follower``: the
+        source's offsets, epochs, timestamps and producer ids), then do what
+        the leader's own write does after an append: move the high watermark
+        (at once for a single replica) and wake waiting fetches. Returns the
+        bytes appended (0: not the leader, or nothing new); AppendError when a
+        batch fails its checks (nothing appended)."""
+        leader = self.leader_for(*key)
+        plog = self._log(key)
+        if leader is None or plog is None:
+            return 0
+        try:
+            appended = plog.append_as_follower(records)
+        except OSError as exc:
+            self.broker.log_dir_failed(plog, exc)
+            raise
+        if appended:
+            self.leader_appended(key, leader, plog)
+            self.broker.partition_watch.notify(key)
+        return appended
+
     def follower_fetched(
         self,
         key: Key,

@@ -377,7 +377,7 @@ def register(commands) -> None:
         help="create, list, describe, alter and delete cluster links (like Confluent's kafka-cluster-links)",
         description="A cluster link on this (the destination) cluster names a source cluster by bootstrap.servers "
         "and a Kafka client's settings (security.protocol, ssl.*, sasl.*) plus the link's own "
-        "(consumer.offset.sync.*, topic.config.sync.ms, cluster.link.retry.timeout.ms). " + EXIT_CODES,
+        "(consumer.offset.sync.*, topic.config.sync.ms, retry.backoff.ms). " + EXIT_CODES,
     )
     add_client_options(links, bootstrap_default=None)
     links.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker of the destination cluster")

@@ -5,11 +5,21 @@ asks of it (the leader lookup, the high watermark move, the acks=all wait)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from types import SimpleNamespace
 
 import pytest
 
 from broker.replica.leader_append import append_as_leader, replication_outcome
+from controller.metadata.image import ClusterLink, MetadataImage, MirrorTopic, TopicImage
+from controller.metadata.records import (
+    MIRROR_ACTIVE,
+    MIRROR_FAILED_OVER,
+    MIRROR_PAUSED,
+    MIRROR_PENDING_PROMOTE,
+    MIRROR_PROMOTED,
+    MIRROR_SOURCE_DELETED,
+)
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
 from replication.partition import LeaderPartition
@@ -54,9 +64,10 @@ def plog(tmp_path):
     log.close()
 
 
-def make_broker(plog, partition_leader):
+def make_broker(plog, partition_leader, image=None):
     notified = []
     broker = SimpleNamespace(
+        image=image or MetadataImage(),
         replicas=Replicas(partition_leader),
         partition_log=lambda topic, partition: plog if (topic, partition) == KEY else None,
         partition_watch=SimpleNamespace(notify=notified.append),
@@ -164,3 +175,38 @@ def test_a_failed_disk_halts_the_broker_before_anything_is_acknowledged(plog):
     written = append_as_leader(broker, KEY, batch(b"a"))
     assert written.error == ErrorCode.KAFKA_STORAGE_ERROR and not written.refused_by_log
     assert [failed for failed, _ in failures] == [plog] and notified == []
+
+
+# --------------------------------------------------------------------------- read-only mirrors
+
+TOPIC_ID = uuid.uuid4()
+LINK_ID = uuid.uuid4()
+
+
+def mirror_image(state: int) -> MetadataImage:
+    return MetadataImage(
+        topics={"t": TopicImage("t", TOPIC_ID)},
+        topic_names_by_id={TOPIC_ID: "t"},
+        cluster_links={"east": ClusterLink(LINK_ID, "east")},
+        mirror_topics={TOPIC_ID: MirrorTopic(TOPIC_ID, LINK_ID, "t", state)},
+    )
+
+
+@pytest.mark.parametrize("state", [MIRROR_ACTIVE, MIRROR_PAUSED, MIRROR_PENDING_PROMOTE, MIRROR_SOURCE_DELETED])
+def test_a_mirror_that_is_not_writable_refuses_data_and_markers_with_a_message(plog, state):
+    broker, notified = make_broker(plog, leader(), mirror_image(state))
+    for written in (
+        append_as_leader(broker, KEY, batch(b"a"), acks=1),
+        append_as_leader(broker, KEY, marker=SimpleNamespace(producer_id=1, producer_epoch=0, coordinator_epoch=0, commit=False), acks=1),
+    ):
+        assert written.error == ErrorCode.INVALID_REQUEST and not written.refused_by_log
+        assert written.message.startswith("topic t is a read-only mirror (link east, state ")
+        assert written.message.endswith("): promote or fail it over before writing")
+    assert plog.log_end_offset == 0 and notified == []
+
+
+@pytest.mark.parametrize("state", [MIRROR_PROMOTED, MIRROR_FAILED_OVER])
+def test_a_promoted_or_failed_over_mirror_takes_writes(plog, state):
+    broker, _ = make_broker(plog, leader(), mirror_image(state))
+    written = append_as_leader(broker, KEY, batch(b"a"), acks=1)
+    assert written.error == ErrorCode.NONE and plog.log_end_offset == 1

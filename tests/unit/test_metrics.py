@@ -32,7 +32,7 @@ class FakeLog:
         self.segments = [SimpleNamespace(size_bytes=s) for s in sizes]
 
 
-def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None):
+def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=()):
     logs = logs or {}
     leader = SimpleNamespace(isr=(1,), replicas=(1, 2), min_insync_replicas=2)
     return SimpleNamespace(
@@ -52,6 +52,7 @@ def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None):
         config=SimpleNamespace(listeners=[SimpleNamespace(name="PLAINTEXT")]),
         _connections=[SimpleNamespace(listener_name="PLAINTEXT"), SimpleNamespace(listener_name="PLAINTEXT")],
         loop_monitor=SimpleNamespace(histogram=LagHistogram()),
+        mirrors=SimpleNamespace(partition_rows=lambda: iter(mirror_rows)),
         is_broker=True,
         is_controller=True,
     )
@@ -180,6 +181,33 @@ def test_state_families():
     assert got[("kafka_server_broker_metadata_metrics_last_applied_record_offset", ())] == 41
     assert got[("kafka_server_socket_server_metrics_connection_count", (("listener", "PLAINTEXT"),))] == 2
     assert got[("pybroker_event_loop_lag_seconds_count", ())] == 0
+
+
+def test_mirror_partition_families():
+    from controller.metadata.records import MIRROR_ACTIVE, MIRROR_PENDING_PROMOTE
+    from protocol.errors import ErrorCode
+    from replication.mirror_core import MirrorPartition
+
+    behind = MirrorPartition("a", 0, started_ms=0, source_high_watermark=50, last_fetch_ms=1_000, caught_up_ms=1)
+    caught_up = MirrorPartition("b", 0, started_ms=0, source_high_watermark=7, last_fetch_ms=2_000, error=ErrorCode.NETWORK_EXCEPTION)
+    rows = [
+        ("east", "a", 0, MIRROR_ACTIVE, behind, FakeLog(40, 40)),
+        ("east", "b", 0, MIRROR_PENDING_PROMOTE, caught_up, FakeLog(7, 7)),
+        ("east", "gone", 0, MIRROR_ACTIVE, caught_up, FakeLog(7, 7)),  # not among the kept topics
+    ]
+    got = samples(metrics_of(fake_broker(mirror_rows=rows), topic_series_max=2))
+    a = (("link", "east"), ("partition", "0"), ("topic", "a"))
+    b = (("link", "east"), ("partition", "0"), ("topic", "b"))
+    assert got[("pybroker_mirror_partition_lag_records", a)] == 10
+    assert got[("pybroker_mirror_partition_lag_records", b)] == 0
+    assert got[("pybroker_mirror_partition_lag_ms", a)] > 0
+    assert got[("pybroker_mirror_partition_lag_ms", b)] == 0
+    assert got[("pybroker_mirror_partition_last_fetch_timestamp_ms", a)] == 1_000
+    assert got[("pybroker_mirror_partition_state", tuple(sorted(a + (("state", "ACTIVE"),))))] == 0
+    assert got[("pybroker_mirror_partition_state", tuple(sorted(b + (("state", "PENDING_PROMOTE"),))))] == 2
+    assert got[("pybroker_mirror_partition_error", a)] == 0
+    assert got[("pybroker_mirror_partition_error", b)] == 1
+    assert not any(labels and ("topic", "gone") in labels for _, labels in got)
 
 
 @pytest.mark.parametrize(
