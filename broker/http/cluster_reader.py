@@ -120,10 +120,10 @@ class ClusterReader:
     async def request(self, node_id: int, api, version: int, body):
         connection = self._connection(node_id)
         try:
-            return await asyncio.wait_for(
-                connection.request(api, version, body, timeout_ms=self.request_timeout_ms),
-                self.request_timeout_ms / 1000,
-            )
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the
+            # cancellation HighWatermarkCache.stop() waits on (see broker/net/node_client.py).
+            async with asyncio.timeout(self.request_timeout_ms / 1000):
+                return await connection.request(api, version, body, timeout_ms=self.request_timeout_ms)
         except (TimeoutError, OSError, ConnectionError) as exc:
             # The next request reconnects (a fresh connection, not the broken one).
             held = self._connections.pop(node_id, None)

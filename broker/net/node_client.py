@@ -22,6 +22,13 @@ a connection succeeds again. A session with a lifetime (the peer's
 ``connections.max.reauth.ms``) is not re-authenticated in place: a new
 connection is opened once 85 % of it has passed, and the old one closed at its
 end, so requests in flight on it still get their answers.
+
+Waits are bounded with ``asyncio.timeout``, not ``asyncio.wait_for``: on Python
+3.11, ``wait_for`` answers a cancellation that arrives in the same loop turn as
+the awaited result or error with that result or error (CPython gh-86296), so the
+caller's task goes on as if never cancelled. A node stopping while its peers
+stop too meets exactly that turn (a replica fetcher cancelled as its leader's
+connection closes), and a stop that awaits such a task never ends.
 """
 
 from __future__ import annotations
@@ -151,7 +158,8 @@ class KafkaClientConnection:
         """Send one request and wait for its response body."""
         if self._closed:
             raise ConnectionFailed("connection closed")
-        await asyncio.wait_for(self._ensure_connected(), self.connect_timeout_ms / 1000)
+        async with asyncio.timeout(self.connect_timeout_ms / 1000):
+            await self._ensure_connected()
         # The connection this request waited for may be gone already: closed by
         # the owner, or lost, while another request's connect finished.
         writer, state = self._writer, self._state
@@ -163,8 +171,9 @@ class KafkaClientConnection:
         pending[correlation_id] = future
         try:
             writer.write(data)
-            return await asyncio.wait_for(future, timeout_ms / 1000)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await future
+        except TimeoutError:
             self._abort(writer)
             raise
         finally:

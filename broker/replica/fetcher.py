@@ -63,6 +63,7 @@ class ReplicaFetcher:
         self._backoff_until: dict = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopping = False
         self._connection: KafkaClientConnection | None = None
         self._address: tuple[str, int] | None = None
         self.session = FetchSessionBuilder()
@@ -87,6 +88,7 @@ class ReplicaFetcher:
             )
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             try:
@@ -100,7 +102,14 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        # stop() cancels this task and waits for it to end. On Python 3.11 an
+        # asyncio.wait_for whose awaitable finishes in the same loop turn as the
+        # cancellation returns that result (or raises that error) instead: the
+        # CancelledError is lost and a loop that only ends on it goes on for
+        # good, its stop() with it (a node then never exits on SIGTERM). Our own
+        # waits use asyncio.timeout, which does not do that; the flag also ends
+        # the loop should any other await swallow the cancellation.
+        while not self._stopping:
             try:
                 waited = await self._fetch_once(loop)
             except asyncio.CancelledError:
@@ -108,7 +117,7 @@ class ReplicaFetcher:
             except Exception:  # a bug of ours must not end replication for good
                 log.exception("replica fetcher for leader %d failed", self.leader_id)
                 waited = False
-            if waited is False:
+            if waited is False and not self._stopping:
                 await asyncio.sleep(self.backoff_ms / 1000)
 
     def _leader_address(self) -> tuple[str, int] | None:
@@ -139,8 +148,9 @@ class ReplicaFetcher:
             pending = [t for t in self._backoff_until.values() if t > now]
             timeout_s = (min(pending) - now) if pending else None
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout_s)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout_s):  # not wait_for: see _run
+                    await self._wakeup.wait()
+            except TimeoutError:
                 pass
             return None
         address = self._leader_address()

@@ -1,7 +1,8 @@
 """``pybroker dev-cluster --nodes 3`` as a user runs it: one bootstrap line once
 ready, RF=3 defaults, a confluent-kafka round trip, a node killed (reported, not
 restarted by itself, the others serving), restarted on request with the ISR
-back to three, then SIGINT stops every process and leaves no listener."""
+back to three, then SIGINT stops every process (each on its SIGTERM, none killed
+after the stop timeout) and leaves no listener."""
 
 from __future__ import annotations
 
@@ -192,6 +193,8 @@ def test_dev_cluster_round_trip_node_loss_restart_and_stop(dev_cluster):
     assert listening(ports[0])
     process.send_signal(signal.SIGINT)
     assert process.wait(STOP_TIMEOUT_S) == 0
+    # Each node exited on its SIGTERM: none had to be killed after --stop-timeout.
+    assert not [l for l in err.all if "did not stop within" in l], err.all
     for pid in (pids[1], new_pid, pids[3]):
         assert not alive(pid)
     assert [port for port in ports if listening(port)] == []
@@ -204,7 +207,7 @@ def test_dev_cluster_round_trip_node_loss_restart_and_stop(dev_cluster):
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
     )
     try:
-        again_out = Lines(again.stdout)
+        again_out, again_err = Lines(again.stdout), Lines(again.stderr)
         assert again_out.wait_for(lambda l: l.startswith("bootstrap.servers="), READY_TIMEOUT_S) == line
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g2-{topic}", "auto.offset.reset": "earliest"})
         consumer.subscribe([topic])
@@ -218,6 +221,7 @@ def test_dev_cluster_round_trip_node_loss_restart_and_stop(dev_cluster):
     finally:
         again.send_signal(signal.SIGINT)
         assert again.wait(STOP_TIMEOUT_S) == 0
+    assert not [l for l in again_err.all if "did not stop within" in l], again_err.all
     assert [port for port in ports if listening(port)] == []
 
 

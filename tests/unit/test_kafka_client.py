@@ -91,3 +91,42 @@ def test_a_request_whose_connection_closes_while_it_connects_fails_as_a_connecti
             await server.wait_closed()
 
     asyncio.run(scenario())
+
+
+def test_a_cancellation_in_the_turn_the_connection_ends_cancels_the_request():
+    """A node stopping while its peers stop too: the peer's connection ends (its
+    reader fails the pending request) in the same loop turn as the caller's task
+    is cancelled. The task must end cancelled; on Python 3.11 ``asyncio.wait_for``
+    raised the connection error instead, and a fetcher loop that retries on such
+    errors went on for good, its node never exiting on SIGTERM."""
+
+    async def scenario():
+        received = asyncio.Event()
+
+        async def silent_peer(reader, writer):
+            try:
+                while await reader.read(65536):
+                    received.set()  # reads the request, never answers
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(silent_peer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        connection = KafkaClientConnection("127.0.0.1", port, "test", connect_timeout_ms=2000)
+        api = APIS_BY_NAME["ApiVersions"]
+        body = struct_classes(api.request).ApiVersionsRequest(client_software_name="test", client_software_version="1")
+        try:
+            task = asyncio.ensure_future(connection.request(api, 3, body, timeout_ms=10_000))
+            await asyncio.wait_for(received.wait(), 5)
+            (pending,) = connection._pending.values()
+            # What the connection's reader does when the peer goes, then the cancel, in one turn.
+            pending.set_exception(ConnectionFailed("connection reset by peer"))
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 5)
+        finally:
+            connection.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
