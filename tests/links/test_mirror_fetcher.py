@@ -70,7 +70,7 @@ class Destination:
             mirror_appended=self._mirror_appended,
             throttled=lambda *args: False,
         )
-        self.controller_channel = SimpleNamespace(send=self._send)
+        self.controller_channel = SimpleNamespace(to_active_controller=self._send)
         self.raft = SimpleNamespace(is_leader=False)  # the active controller is another node
         self.image = MetadataImage()
         self.set_state(state, source_topic)
