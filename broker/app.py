@@ -3,6 +3,10 @@
 :class:`Broker` owns the log manager, the metadata controller and the
 listeners; handlers receive it and read cluster state from its current
 metadata image.
+
+A little past 700 lines: every service a node runs is made, started,
+told of metadata changes and stopped here, in the order they depend on each
+other, and that order is easiest to check in one place.
 """
 
 from __future__ import annotations
