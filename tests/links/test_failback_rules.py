@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from controller.link_commands import FailbackSpec, plan_failback
+from controller.link_commands import FailbackSpec, mirror_record, plan_failback
 from controller.metadata.delta import apply_records
-from controller.metadata.image import MetadataImage
+from controller.metadata.image import MetadataImage, MirrorTopic
 from controller.metadata.records import (
     CLUSTER_LINK_CONFIG,
     CLUSTER_LINK_RECORD,
@@ -16,8 +16,6 @@ from controller.metadata.records import (
     TOPIC_RECORD,
     record_api_key,
 )
-from controller.link_commands import mirror_record
-from controller.metadata.image import MirrorTopic
 from protocol.errors import ErrorCode
 from replication.mirror_core import FailbackCut, failback_cut
 
@@ -72,7 +70,7 @@ def _apply(image, records):
 
 
 def test_failback_makes_the_topic_an_active_mirror_with_the_marks_and_moves_each_leader_epoch():
-    image, topic_id, link_id = _image()
+    image, _topic_id, link_id = _image()
     result, records = plan_failback(image, FailbackSpec("t", "to-b", "t", {0: (50, 2), 1: (50, 2)}))
     assert result.error_code == ErrorCode.NONE and result.num_partitions == 2
     after = _apply(image, records)
