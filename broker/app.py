@@ -31,6 +31,7 @@ from broker.coordinators.groups.service import GroupService
 from broker.coordinators.transactions.service import TransactionService
 from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
+from broker.links.failback import apply_failback_cuts
 from broker.links.mirrors import MirrorManager
 from broker.links.offset_sync import ConsumerOffsetSync
 from broker.links.topic_watch import UPDATE_MIRROR_TOPIC, SourceTopicWatcher
@@ -299,6 +300,8 @@ class Broker:
         if not await self.controller.wait_caught_up(timeout_ms):
             raise RuntimeError(f"the metadata quorum did not elect a leader within {timeout_ms} ms")
         await self._open_partition_logs()
+        # A replica that was down during a failback cuts its log back now, before its role starts.
+        apply_failback_cuts(self, None, self.image)
         self.replicas.apply_image(MetadataImage(), self.image)
         self.mirrors.apply_image(MetadataImage(), self.image)
         if self.authorizer is not None:
@@ -438,6 +441,8 @@ class Broker:
                         self._new_logs_registered.set()
                 elif was_replica and not is_replica:
                     removed.append((name, partition.partition_id))
+        if new.mirror_topics is not old.mirror_topics:
+            apply_failback_cuts(self, old, new)
         self.replicas.apply_image(old, new)
         self.mirrors.apply_image(old, new)
         self.groups.follow_leadership()

@@ -37,6 +37,13 @@ Rules (docs/cluster-links.md tells the states):
   state); a state change may only stop a following mirror (SOURCE_DELETED or
   FAILED); a larger source partition count adds partitions as
   CreatePartitions places them; configs must be synced keys (INVALID_CONFIG).
+- Failback (CreateMirrorTopics with ``failback``): an existing topic, not a
+  mirror that still follows a source, with exactly the partitions the
+  source's stopped mirror has marks for (INVALID_REQUEST otherwise), becomes
+  ACTIVE over the link with those marks as cut points; each partition's
+  leader epoch moves by one (a PartitionChangeRecord naming the same leader),
+  so every replica starts a new leadership after cutting its log back
+  (broker/links/failback.py). All in one metadata transaction.
 - Users may not change a synced config of a mirror that still follows its
   source, nor add partitions to it (``mirror_config_refusal``,
   ``mirror_partitions_refusal``); deleting the topic removes the mirror.
@@ -74,6 +81,7 @@ from controller.metadata.records import (
     MIRROR_STATE_NAMES,
     MIRROR_TOPIC_RECORD,
     MIRROR_WRITABLE_STATES,
+    PARTITION_CHANGE_RECORD,
     PRODUCER_IDS_RECORD,
     REMOVE_CLUSTER_LINK_RECORD,
     RESOURCE_TOPIC,
@@ -382,6 +390,57 @@ def plan_create_mirror(image: MetadataImage, spec: MirrorSpec, defaults: Cluster
         END_TRANSACTION_RECORD(),
     ]
     return MirrorResult(spec.mirror_topic, ErrorCode.NONE, None, new_topic_id, spec.source_partitions), records
+
+
+@dataclass
+class FailbackSpec:
+    """An existing topic to make a mirror of ``source_topic`` again, with the
+    marks (offset, epoch) by partition that the source's stopped mirror reported."""
+
+    mirror_topic: str
+    link_name: str
+    source_topic: str
+    marks: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def failback_error(image: MetadataImage, mirror_topic: str, link_name: str):
+    """What can be said of a failback before the source is asked: (code, message) or None."""
+    if link_name not in image.cluster_links:
+        return ErrorCode.RESOURCE_NOT_FOUND, f"cluster link {link_name} does not exist"
+    if mirror_topic not in image.topics:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {mirror_topic} does not exist"
+    mirror = image.mirror_of(mirror_topic)
+    if mirror is not None and mirror.state in FOLLOWING_STATES:
+        return ErrorCode.INVALID_REQUEST, (
+            f"{mirror_topic} is already a mirror topic ({state_name(mirror.state)}); failback needs a writable topic"
+        )
+    return None
+
+
+def plan_failback(image: MetadataImage, spec: FailbackSpec):
+    """(MirrorResult, records): ``spec.mirror_topic`` becomes an ACTIVE mirror with the marks."""
+    problem = failback_error(image, spec.mirror_topic, spec.link_name)
+    if problem is not None:
+        return MirrorResult(spec.mirror_topic, *problem), []
+    topic = image.topics[spec.mirror_topic]
+    if set(topic.partitions) != set(spec.marks):
+        return MirrorResult(
+            spec.mirror_topic, ErrorCode.INVALID_REQUEST,
+            f"{spec.mirror_topic} has {len(topic.partitions)} partitions here and the source topic "
+            f"{spec.source_topic} has {len(spec.marks)}: failback needs the same partitions",
+        ), []
+    link = image.cluster_links[spec.link_name]
+    mirror = MirrorTopic(topic.topic_id, link.link_id, spec.source_topic, MIRROR_ACTIVE)
+    records = [
+        BEGIN_TRANSACTION_RECORD(name=f"failback of {spec.mirror_topic}"),
+        mirror_record(mirror, reason=None, marks=spec.marks),
+        *(
+            PARTITION_CHANGE_RECORD(partition_id=p.partition_id, topic_id=topic.topic_id, leader=p.leader)
+            for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id)
+        ),
+        END_TRANSACTION_RECORD(),
+    ]
+    return MirrorResult(spec.mirror_topic, ErrorCode.NONE, None, topic.topic_id, len(topic.partitions)), records
 
 
 def _transition(mirror: MirrorTopic, operation: int) -> tuple[int | None, str | None]:

@@ -28,7 +28,8 @@ carries out:
 
 Before the first fetch of a leadership, a log that holds records is checked
 against the source (OffsetForLeaderEpoch for the epoch of its last batch).
-The stop rules of a promote and a failover are :func:`stop_due` and
+:func:`failback_cut` is the rule every replica of a failed-back topic
+applies once. The stop rules of a promote and a failover are :func:`stop_due` and
 :func:`stop_mark`; :func:`transactions_to_abort` names the transactions the
 source left open once the mirror is writable.
 """
@@ -324,3 +325,30 @@ def transactions_to_abort(open_transactions: dict[int, int], producers: dict, ma
             continue
         aborts.append((producer_id, entry.epoch, max(entry.coordinator_epoch, 0)))
     return aborts
+
+
+class FailbackCut(NamedTuple):
+    """What a replica of a failed-back mirror does: cut its log back to
+    ``cut_to`` (None: keep it) and remember ``record`` as applied (None: nothing new)."""
+
+    cut_to: int | None
+    record: tuple[int, int] | None
+
+
+def failback_cut(mark: tuple[int, int] | None, log_end_offset: int, applied: tuple[int, int] | None) -> FailbackCut:
+    """The failback rule for one replica of a mirror topic that follows its source.
+
+    ``mark`` is the partition's (offset, epoch) in the MirrorTopicRecord (None:
+    the mirror has no mark there, it never was failed back), ``applied`` the
+    mark this replica already acted on (kept in its partition directory). A
+    replica acts once per mark: when the mark is new to it, a log that ends
+    past the mark is cut back to it (what it holds past the mark is the old
+    source's own history, which the new primary never had), a shorter one is
+    kept (copying resumes from its end); either way the mark is recorded, so
+    a replica that restarts later, holding records copied from the new primary
+    past the mark, never cuts them. Epochs cannot decide this: the two
+    clusters number theirs independently (docs/cluster-links.md)."""
+    if mark is None or mark == applied:
+        return FailbackCut(None, None)
+    offset = mark[0]
+    return FailbackCut(offset if log_end_offset > offset else None, mark)

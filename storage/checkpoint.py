@@ -28,6 +28,10 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# One per partition directory of a mirror topic that was failed back: the mark
+# (``offset epoch``) this replica already cut its log back to, so the cut is
+# made once per failback, never again on a restart.
+MIRROR_CUT_CHECKPOINT = "mirror-cut-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
@@ -103,6 +107,21 @@ def read_offsets(path: Path) -> dict[tuple[str, int], int]:
 
 def write_leader_epochs(path: Path, epochs: list[tuple[int, int]]) -> None:
     write_atomically(Path(path), _format([f"{epoch} {start}" for epoch, start in epochs]))
+
+
+def write_mirror_cut(path: Path, mark: tuple[int, int]) -> None:
+    write_atomically(Path(path), _format([f"{mark[0]} {mark[1]}"]))
+
+
+def read_mirror_cut(path: Path) -> tuple[int, int] | None:
+    """The mark this replica last cut back to (None: never)."""
+    if not Path(path).exists():
+        return None
+    try:
+        entries = [(int(o), int(e)) for o, e in _parse(path, 2)]
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
+    return entries[-1] if entries else None
 
 
 def read_leader_epochs(path: Path) -> list[tuple[int, int]]:

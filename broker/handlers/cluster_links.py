@@ -15,6 +15,14 @@ NETWORK_EXCEPTION (REQUEST_TIMED_OUT when it did not answer in time), a link
 setting the client cannot use INVALID_CONFIG, a missing source topic
 UNKNOWN_TOPIC_OR_PARTITION, each with a message saying which.
 
+CreateMirrorTopics with ``failback`` (broker/links/failback.py) asks the
+source's brokers for the stopped mirror's marks (DescribeMirrors) and this
+cluster's partition leaders for their log ends, answers the report per
+partition in ``failback_partitions`` and, unless ``validate_only``, has the
+controller make the topic a mirror again (``plan_failback``). A refusal
+(the source's topic is not a stopped mirror, partition counts differ, a
+leader does not answer) names its reason.
+
 Authorization, decided by the broker the client asked (as for CreateTopics):
 the link APIs need ALTER on the cluster (DescribeClusterLinks DESCRIBE),
 CreateMirrorTopics CREATE on the cluster or on each topic (else
@@ -28,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.links.failback import FailbackRefused, failback_report, local_log_ends, read_stop_marks
 from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable
 from broker.links.source_topic import SourceTopicMissing, describe_source_topic
 from broker.security.authorization import (
@@ -43,15 +52,18 @@ from broker.security.authorization import (
 )
 from controller.authorizer import AclOperation
 from controller.link_commands import (
+    FailbackSpec,
     MirrorResult,
     MirrorSpec,
     describe_links,
+    failback_error,
     mirror_request_error,
     plan_alter_links,
     plan_alter_mirrors,
     plan_create_links,
     plan_create_mirrors,
     plan_delete_links,
+    plan_failback,
     plan_mirror_partitions_stopped,
     plan_update_mirror_topic,
 )
@@ -102,9 +114,69 @@ def _alter_links_answer(request, code, message):
     ])
 
 
-def _mirror_result(topic: str, code, message=None, topic_id=ZERO_UUID, num_partitions=-1):
+def _mirror_result(topic: str, code, message=None, topic_id=ZERO_UUID, num_partitions=-1, report=()):
     return _CM.CreatableMirrorResult(
-        mirror_topic=topic, topic_id=topic_id, num_partitions=num_partitions, error_code=code, error_message=message
+        mirror_topic=topic, topic_id=topic_id, num_partitions=num_partitions, error_code=code, error_message=message,
+        failback_partitions=[
+            _CM.FailbackPartition(
+                partition_index=row.partition, stop_offset=row.stop_offset, stop_epoch=row.stop_epoch,
+                log_end_offset=row.log_end_offset, records_removed=row.records_removed,
+            )
+            for row in report
+        ],
+    )
+
+
+async def _failback(broker, controller, t, timeout_ms: int, validate_only: bool):
+    """One failback entry of CreateMirrorTopics: its CreatableMirrorResult."""
+    source_topic = t.source_topic or t.mirror_topic
+    problem = failback_error(broker.image, t.mirror_topic, t.link_name)
+    if problem is not None:
+        return _mirror_result(t.mirror_topic, *problem)
+    link = broker.image.cluster_links[t.link_name]
+    source = None
+    try:
+        source = SourceCluster(t.link_name, link.configs, client_id=f"pybroker-link-{t.link_name}-{broker.node_id}")
+        async with asyncio.timeout(max(timeout_ms, 1) / 1000):
+            marks = await read_stop_marks(source, source_topic, timeout_ms)
+            if len(marks) != len(broker.image.topics[t.mirror_topic].partitions):
+                raise FailbackRefused(
+                    f"{t.mirror_topic} has {len(broker.image.topics[t.mirror_topic].partitions)} partitions here and "
+                    f"{source_topic} has {len(marks)} on the source of link {t.link_name}: failback needs the same partitions"
+                )
+            ends = await local_log_ends(broker, t.mirror_topic, timeout_ms)
+    except SourceConfigError as exc:
+        return _mirror_result(t.mirror_topic, ErrorCode.INVALID_CONFIG, f"cluster link {t.link_name}: {exc}")
+    except FailbackRefused as exc:
+        return _mirror_result(t.mirror_topic, exc.error_code, str(exc))
+    except TimeoutError:
+        return _mirror_result(
+            t.mirror_topic, ErrorCode.REQUEST_TIMED_OUT, f"failback of {t.mirror_topic} did not finish within {timeout_ms} ms"
+        )
+    except (SourceUnavailable, ConnectionError, OSError) as exc:
+        return _mirror_result(
+            t.mirror_topic, ErrorCode.NETWORK_EXCEPTION, f"cannot reach the source cluster of link {t.link_name}: {exc}"
+        )
+    finally:
+        if source is not None:
+            source.close()
+    report = failback_report(marks, ends)
+    spec = FailbackSpec(t.mirror_topic, t.link_name, source_topic, marks)
+    if validate_only:
+        result, _ = plan_failback(broker.image, spec)
+    else:
+        result = await controller.link_command(
+            lambda image, defaults, new_uuid: plan_failback(image, spec),
+            lambda m: MirrorResult(t.mirror_topic, ErrorCode.NOT_CONTROLLER, m),
+        )
+    if result.error_code == ErrorCode.NONE and not validate_only:
+        log.info(
+            "cluster links: failback of %s from %s over link %s: %d records of this cluster's own removed",
+            t.mirror_topic, source_topic, t.link_name, sum(row.records_removed for row in report),
+        )
+    return _mirror_result(
+        result.mirror_topic, result.error_code, result.error_message, result.topic_id, result.num_partitions,
+        report if result.error_code == ErrorCode.NONE else (),
     )
 
 
@@ -221,7 +293,13 @@ def register(dispatcher, broker, *, forwarded: bool = False) -> None:
                 _mirror_result(t.mirror_topic, ErrorCode.NOT_CONTROLLER, "this node is not the active controller")
                 for t in request.topics
             ])
-        specs, decided = await _read_sources(broker, request)
+        failbacks = {}
+        for i, t in enumerate(request.topics):
+            if t.failback:
+                failbacks[i] = await _failback(broker, controller, t, request.timeout_ms, request.validate_only)
+        if failbacks:
+            request = with_fields(request, topics=[t for t in request.topics if not t.failback])
+        specs, decided = await _read_sources(broker, request) if request.topics else ([], {})
 
         def plan(image, defaults, new_uuid):
             return plan_create_mirrors(image, specs, defaults, new_uuid, validate_only=request.validate_only)
@@ -230,7 +308,7 @@ def register(dispatcher, broker, *, forwarded: bool = False) -> None:
             plan, lambda m: [MirrorResult(s.mirror_topic, ErrorCode.NOT_CONTROLLER, m) for s in specs]
         )
         by_name = {r.mirror_topic: r for r in planned}
-        results = []
+        results = list(failbacks.values())
         for i, t in enumerate(request.topics):
             r = decided.get(i) or by_name.get(t.mirror_topic)
             if r is None:

@@ -9,7 +9,9 @@ the mirror fetcher copies it (broker/links/mirror_fetcher.py), the source's
 high watermark from its last answer, the lag in records and milliseconds,
 the wall-clock time of that answer and the last error with its message (a
 source that does not answer, a missing source topic, a divergence);
-``stop_offset`` is where a stopped mirror stopped (the controller's mark).
+``stop_offset`` is where a stopped mirror stopped (the controller's mark),
+``stop_epoch`` the leader epoch of the batch before it (a failback's cut
+point on the old source: broker/links/failback.py).
 
 Errors: a named topic that is not a mirror answers RESOURCE_NOT_FOUND (an
 unknown one UNKNOWN_TOPIC_OR_PARTITION). With an authorizer, a named topic
@@ -56,6 +58,7 @@ def describe_topic(broker, name: str, mirror, now_ms: int):
             error_code=ErrorCode.NONE,
             error_message=None,
             stop_offset=mark[0] if mark is not None and mirror.state not in _COPYING_STATES else -1,
+            stop_epoch=mark[1] if mark is not None and mirror.state not in _COPYING_STATES else -1,
         )
         plog = broker.partition_log(*key)
         if plog is not None:

@@ -27,6 +27,15 @@ in the shape of Confluent's kafka-cluster-links and kafka-mirrors.
   0: do not wait) and print where each partition stopped; running out of
   time is exit code 1 with the states reached.
 
+- ``--failback --mirror-topic T --link NAME [--source-topic S] [--dry-run]
+  [--output json]`` (alias ``--truncate-and-restore``, Confluent's name):
+  CreateMirrorTopics with ``failback``: the topic T of this cluster (the old
+  source) becomes a mirror of S (default T) on the link's source (the new
+  primary, where S was failed over or promoted), each partition cut back to
+  where S stopped copying; prints per partition the stop offset, the log end
+  here before the cut and the records removed, and their total. ``--dry-run``
+  prints the report and changes nothing.
+
 Exit codes as for every tool: 1 when the broker refuses, 2 on usage or connection problems.
 """
 
@@ -226,6 +235,14 @@ class LinksTool:
         _check(response.results, "mirror_topic", "mirror topic")
         return response.results[0]
 
+    def failback(self, topic: str, link: str, source_topic: str | None, dry_run: bool):
+        response = self._call("CreateMirrorTopics", topics=[_CM.CreatableMirror(
+            mirror_topic=topic, link_name=link, source_topic=source_topic, replication_factor=-1, configs=[],
+            failback=True,
+        )], validate_only=dry_run, timeout_ms=30000)
+        _check(response.results, "mirror_topic", "mirror topic")
+        return response.results[0]
+
     def alter_mirrors(self, operation: int, topics: list[str]):
         response = self._call("AlterMirrors", operation=operation, topics=topics, validate_only=False)
         _check(response.results, "mirror_topic", "mirror topic")
@@ -314,13 +331,52 @@ def cmd_cluster_links(args) -> int:
             tool.close()
 
 
+def failback_json(topic: str, source_topic: str, link: str, dry_run: bool, rows) -> dict:
+    return {
+        "mirror_topic": topic,
+        "source_topic": source_topic,
+        "link": link,
+        "dry_run": dry_run,
+        "partitions": [
+            {
+                "partition": r.partition_index,
+                "stop_offset": r.stop_offset,
+                "stop_epoch": r.stop_epoch,
+                "log_end_offset": r.log_end_offset,
+                "records_removed": r.records_removed,
+            }
+            for r in rows
+        ],
+        "records_removed": sum(r.records_removed for r in rows),
+    }
+
+
+def failback_lines(topic: str, source_topic: str, link: str, dry_run: bool, rows) -> list[str]:
+    head = (
+        f"Dry run: failback of {topic} would make it a mirror of {source_topic} over link {link}; nothing changed."
+        if dry_run else f"Topic {topic} is now a mirror of {source_topic} over link {link}."
+    )
+    verb = "RecordsToRemove" if dry_run else "RecordsRemoved"
+    lines = [head]
+    lines += [
+        f"\tPartition: {r.partition_index}\tStopOffset: {r.stop_offset}\tLogEndOffset: {r.log_end_offset}\t{verb}: {r.records_removed}"
+        for r in sorted(rows, key=lambda r: r.partition_index)
+    ]
+    lines.append(f"Total records {'to remove' if dry_run else 'removed'}: {sum(r.records_removed for r in rows)}")
+    return lines
+
+
 def cmd_mirrors(args) -> int:
     tool = None
     try:
         operation_name = next((name for name in OPERATIONS if getattr(args, name)), None)
         topics = _names(args.topics)
-        if args.output == "json" and not args.describe:
-            raise ToolError("--output json goes with --describe")
+        if args.output == "json" and not (args.describe or args.failback):
+            raise ToolError("--output json goes with --describe or --failback")
+        if args.dry_run and not args.failback:
+            raise ToolError("--dry-run goes with --failback")
+        if args.failback and not (args.mirror_topic and args.link):
+            raise ToolError("--failback needs --mirror-topic and --link")
         if operation_name is not None and not topics:
             raise ToolError(f"--{operation_name} needs --topics")
         if args.create and not (args.mirror_topic and args.link):
@@ -332,6 +388,15 @@ def cmd_mirrors(args) -> int:
             )
             print(f"Created topic {args.mirror_topic} ({result.num_partitions} partitions), mirroring "
                   f"{args.source_topic or args.mirror_topic} over link {args.link}.")
+        elif args.failback:
+            result = tool.failback(args.mirror_topic, args.link, args.source_topic, args.dry_run)
+            source_topic = args.source_topic or args.mirror_topic
+            rows = result.failback_partitions
+            if args.output == "json":
+                print(json.dumps(failback_json(args.mirror_topic, source_topic, args.link, args.dry_run, rows)))
+            else:
+                for line in failback_lines(args.mirror_topic, source_topic, args.link, args.dry_run, rows):
+                    print(line)
         elif args.list:
             links = tool.describe_links([args.link] if args.link else None)
             for name in sorted({t for link in links for t in link.mirror_topics}):
@@ -361,7 +426,7 @@ def cmd_mirrors(args) -> int:
                 for _, p in sorted(view.partitions.items()):
                     print(f"\tPartition: {p.partition_index}\tStopOffset: {p.stop_offset}")
         else:
-            raise ToolError("give one of --create, --list, --describe, --pause, --resume, --promote, --failover")
+            raise ToolError("give one of --create, --list, --describe, --pause, --resume, --promote, --failover, --failback")
         return 0
     except ToolError as exc:
         print(f"pybroker mirrors: {exc}", file=sys.stderr)
@@ -408,14 +473,18 @@ def register(commands) -> None:
                        ("--describe", "describe mirror topics"), ("--pause", "stop copying"), ("--resume", "copy again"),
                        ("--promote", "catch up, then make writable"), ("--failover", "stop now, make writable")):
         action.add_argument(flag, action="store_true", help=text)
-    mirrors.add_argument("--mirror-topic", metavar="TOPIC", help="with --create: the mirror topic")
-    mirrors.add_argument("--link", metavar="NAME", help="with --create or --list: the link")
-    mirrors.add_argument("--source-topic", metavar="TOPIC", help="with --create: the source topic (default: the mirror's name)")
+    action.add_argument("--failback", "--truncate-and-restore", dest="failback", action="store_true",
+                        help="make --mirror-topic (the old source's topic) a mirror of the link's source again, "
+                        "cut back to where that source's failed-over mirror stopped")
+    mirrors.add_argument("--dry-run", action="store_true", help="with --failback: print the report, change nothing")
+    mirrors.add_argument("--mirror-topic", metavar="TOPIC", help="with --create or --failback: the topic")
+    mirrors.add_argument("--link", metavar="NAME", help="with --create, --failback or --list: the link")
+    mirrors.add_argument("--source-topic", metavar="TOPIC", help="with --create or --failback: the source topic (default: the mirror's name)")
     mirrors.add_argument("--replication-factor", type=int, default=-1, metavar="N",
                          help="with --create: replicas (default: default.replication.factor)")
     mirrors.add_argument("--config", metavar="K=V,...", help="with --create: topic configs that are not synced")
     mirrors.add_argument("--topics", metavar="T,...", help="the mirror topics (--describe: default all)")
     mirrors.add_argument("--timeout-ms", type=int, default=60000, metavar="MS",
                          help="with --promote/--failover: how long to wait for the stop (default 60000; 0: do not wait)")
-    mirrors.add_argument("--output", choices=("text", "json"), default="text", help="with --describe")
+    mirrors.add_argument("--output", choices=("text", "json"), default="text", help="with --describe or --failback")
     mirrors.set_defaults(func=cmd_mirrors)

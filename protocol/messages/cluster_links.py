@@ -130,6 +130,11 @@ APIS = [
                 F("replication_factor", INT16, default=-1),
                 # Topic configs of the mirror that are not synced from the source.
                 F("configs", Array(_config("CreatableMirrorConfig"))),
+                # Failback: ``mirror_topic`` exists here (the old source of a
+                # mirror failed over or promoted on the link's source cluster);
+                # it becomes a mirror again, each replica cut back to where the
+                # source's mirror stopped. With ``validate_only`` only the report.
+                F("failback", BOOL, default=False),
             ]))),
             F("validate_only", BOOL),
             F("timeout_ms", INT32, default=30000),
@@ -142,6 +147,17 @@ APIS = [
                 F("num_partitions", INT32, default=-1),
                 F("error_code", INT16),
                 F("error_message", STRING, nullable="0+", default=None),
+                # A failback's report, per partition (empty otherwise).
+                F("failback_partitions", Array(Struct("FailbackPartition", [
+                    F("partition_index", INT32),
+                    # Where the source's mirror stopped (the cut point here).
+                    F("stop_offset", INT64),
+                    F("stop_epoch", INT32, default=-1),
+                    # This cluster's log end before the cut.
+                    F("log_end_offset", INT64, default=-1),
+                    # Records after the stop offset, removed by the cut.
+                    F("records_removed", INT64, default=0),
+                ]))),
             ]))),
         ],
     ),
@@ -196,6 +212,8 @@ APIS = [
                     F("last_fetch_ms", INT64, default=-1),
                     # Where a stopped mirror stopped (-1: not stopped).
                     F("stop_offset", INT64, default=-1),
+                    # Leader epoch of the batch before ``stop_offset`` (-1: none).
+                    F("stop_epoch", INT32, default=-1),
                 ]))),
             ]))),
         ],

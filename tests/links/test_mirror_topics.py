@@ -74,6 +74,10 @@ def create_link(bootstrap: str, name: str, source_bootstrap: str) -> None:
 
 
 def create_mirror(bootstrap: str, topic: str, link: str) -> None:
+    create_mirror_of(bootstrap, topic, link, PARTITIONS)
+
+
+def create_mirror_of(bootstrap: str, topic: str, link: str, partitions: int) -> None:
     body = _CM.CreateMirrorTopicsRequest(
         topics=[_CM.CreatableMirror(mirror_topic=topic, link_name=link, source_topic=None, replication_factor=-1, configs=[])],
         validate_only=False,
@@ -82,7 +86,7 @@ def create_mirror(bootstrap: str, topic: str, link: str) -> None:
     with RawConnection(bootstrap) as conn:
         [result] = conn.request(CREATE_MIRRORS, 0, body).results
     assert result.error_code == 0, (result.error_code, result.error_message)
-    assert result.num_partitions == PARTITIONS
+    assert result.num_partitions == partitions
 
 
 def describe_mirror(bootstrap: str, topic: str):
