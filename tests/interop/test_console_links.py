@@ -87,7 +87,7 @@ def test_the_links_and_mirror_pages_show_a_lagging_mirror(broker_factory):
     [after] = describe(dest.bootstrap, topic)["partitions"]
     assert status == status_m == 200
 
-    section = re.search(r'<section class="link" data-link="east">.*?</section>', links_page, re.S).group(0)
+    section = re.search(r'<section class="link" data-link="east">.*?</section>', links_page, re.DOTALL).group(0)
     assert f'<span class="bootstrap">{source.bootstrap}</span>' in section
     row = re.search(rf'<tr data-mirror="{topic}">.*?</tr>', section).group(0)
     assert cell(row, "state") == "ACTIVE" and int(cell(row, "lag-records")) == p["lag_records"]
