@@ -11,7 +11,8 @@ requests a Kafka admin client or consumer would send:
   timestamp) to a partition's leader;
 - ``ListGroups``, ``DescribeGroups`` and ``OffsetFetch`` (v8: several groups
   in one request) to a group's coordinator;
-- ``DescribeLogDirs`` to a node for the sizes of the partitions it hosts.
+- ``DescribeLogDirs`` to a node for the sizes of the partitions it hosts;
+- ``DescribeMirrors`` to a node for the mirror partitions it leads.
 
 One connection per node (the client pipelines requests), at most
 ``MAX_NODE_CONNECTIONS`` (the least recently used closed first), all closed by
@@ -57,12 +58,14 @@ LIST_GROUPS = APIS_BY_NAME["ListGroups"]
 DESCRIBE_GROUPS = APIS_BY_NAME["DescribeGroups"]
 OFFSET_FETCH = APIS_BY_NAME["OffsetFetch"]
 DESCRIBE_LOG_DIRS = APIS_BY_NAME["DescribeLogDirs"]
+DESCRIBE_MIRRORS = APIS_BY_NAME["DescribeMirrors"]
 # Fetch v12: topics by name, no session (session id 0, epoch -1: a one-off full fetch).
 FETCH_VERSION = 12
 LIST_GROUPS_VERSION = 4
 DESCRIBE_GROUPS_VERSION = 5
 OFFSET_FETCH_VERSION = 8
 DESCRIBE_LOG_DIRS_VERSION = 4
+DESCRIBE_MIRRORS_VERSION = 0
 LATEST, EARLIEST = -1, -2
 CONSUMER_REPLICA_ID = -1
 
@@ -243,6 +246,13 @@ class ClusterReader:
                     if not p.is_future_key:
                         sizes[(topic.name, p.partition_index)] = p.partition_size
         return sizes
+
+    async def describe_mirrors(self, node_id: int, topics: list[str] | None = None):
+        """The DescribeMirrors answer of ``node_id`` (the mirror partitions it leads; every
+        mirror topic when ``topics`` is None), as broker/tools/cluster_links.py joins them."""
+        return await self.request(
+            node_id, DESCRIBE_MIRRORS, DESCRIBE_MIRRORS_VERSION, DESCRIBE_MIRRORS.request.cls(topics=topics)
+        )
 
     # ------------------------------------------------------------- groups
 

@@ -263,6 +263,12 @@ def test_console_end_to_end_in_chromium(broker_factory, browser, tmp_path):
     finally:
         consumer.close()
 
+    # The navigation leads to the cluster links (none on this broker).
+    browser.find_element(By.LINK_TEXT, "Links").click()
+    wait.until(lambda d: d.find_elements(By.ID, "no-links"))
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Cluster links"
+    shot("links")
+
     browser.get(url + "/charts")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#charts svg.chart")) >= 4
     shot("charts")

@@ -8,6 +8,9 @@ groups coordinated elsewhere and high watermarks of partitions led elsewhere
 read with views.cluster_groups: one ListGroups and one OffsetFetch per other
 broker, one ListOffsets per leader, each with the reader's timeout, so a sample
 waits at most a few seconds and the next starts one interval after it ends),
+the lag of every mirror topic (links.cluster_mirrors: one DescribeMirrors
+per live broker, only while the cluster has mirror topics; the sum of its
+partitions' lag in records and the largest of their lag in milliseconds),
 and a few broker-wide values. The counters come
 from broker/http/metrics.py when ``metrics.listener`` is set (records and bytes in
 and out, requests); without it the console keeps its own: records appended
@@ -28,9 +31,11 @@ import itertools
 import time
 from collections import deque
 
+from broker.http.console.links import cluster_mirrors, mirror_lag_totals
 from broker.http.console.views import cluster_groups
 
 MAX_LAG_SERIES = 5000
+MAX_MIRROR_SERIES = 5000  # mirror topics with a lag series (the first by name)
 POINTS_PER_WINDOW = 600
 MIN_INTERVAL_MS = 1000
 
@@ -62,6 +67,9 @@ class History:
         self.lag_series_dropped = 0
         # series name -> deque of (time ms, value)
         self.broker_series: dict[str, deque] = {}
+        # mirror topic -> deque of (time ms, sum of lag records, max lag ms); None: not told
+        self.mirror_lag: dict[str, deque] = {}
+        self.mirror_notes: list[str] = []
 
     def series_specs(self) -> dict[str, tuple[str, str, bool]]:
         specs = dict(OWN_SERIES)
@@ -77,6 +85,32 @@ class History:
             view = await cluster_groups(self.broker, self.reader)
             self.unavailable = view.notes
             self._record_lag(view, now_ms, horizon_ms)
+            mirrors = await cluster_mirrors(self.broker, self.reader)
+            self.mirror_notes = mirrors.notes
+            self._record_mirror_lag(mirrors.views, now_ms, horizon_ms)
+
+    def _record_mirror_lag(self, views: dict, now_ms: int, horizon_ms: int) -> None:
+        for topic in sorted(views):
+            totals = mirror_lag_totals(views[topic])
+            if totals == (None, None):
+                continue  # no partition told its lag: a gap, not a made-up point
+            series = self.mirror_lag.get(topic)
+            if series is None:
+                if len(self.mirror_lag) >= MAX_MIRROR_SERIES:
+                    continue
+                series = self.mirror_lag[topic] = deque()
+            series.append((now_ms, *totals))
+        for topic in list(self.mirror_lag):
+            series = self.mirror_lag[topic]
+            while series and series[0][0] < horizon_ms:
+                series.popleft()
+            if not series:
+                del self.mirror_lag[topic]
+
+    def mirror_lag_points(self, topic: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """(lag records, lag ms) points of a mirror topic, each where told."""
+        series = self.mirror_lag.get(topic, ())
+        return ([(t, r) for t, r, _ in series if r is not None], [(t, m) for t, _, m in series if m is not None])
 
     def _record_lag(self, view, now_ms: int, horizon_ms: int) -> None:
         seen = set()

@@ -33,7 +33,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from broker.config import MetricsListener
 from broker.http.cluster_reader import ClusterReader
-from broker.http.console import views
+from broker.http.console import links, views
 from broker.http.console.admin import Admin, AdminRefused
 from broker.http.console.history import History, svg_chart
 from broker.http.server import REQUEST_HEAD_TIMEOUT_S, HttpServer, application
@@ -234,6 +234,18 @@ class Console:
             return self._page("group.html", session, g=detail, chart=self._lag_chart(name))
         if path == "/group/lag.svg":
             return Response(200, self._lag_chart(query.get("id", "")).encode(), "image/svg+xml; charset=utf-8")
+        if path == "/links":
+            rows, notes = await links.link_rows(broker, self.reader)
+            return self._page("links.html", session, links=rows, notes=notes)
+        if path == "/mirror":
+            name = query.get("topic", "")
+            detail = await links.mirror_detail(broker, self.reader, name)
+            if detail is None:
+                return self._page("error.html", session, 404, message=f"no mirror topic {name!r}")
+            return self._page("mirror.html", session, m=detail, charts=self._mirror_charts(name),
+                              interval_ms=self.history.interval_ms, window_ms=self.history.window_ms)
+        if path == "/mirror/lag.svg":
+            return Response(200, "".join(self._mirror_charts(query.get("topic", ""))).encode(), "image/svg+xml; charset=utf-8")
         if path == "/charts":
             return self._page("charts.html", session, charts=self._broker_charts(), metrics_on=broker.metrics is not None,
                               interval_ms=self.history.interval_ms, window_ms=self.history.window_ms)
@@ -246,6 +258,13 @@ class Console:
 
     def _lag_chart(self, group_id: str) -> str:
         return svg_chart(self.history.group_lag(group_id), title=f"Lag of {group_id}", unit="records", css_id="lag-chart")
+
+    def _mirror_charts(self, topic: str) -> list[str]:
+        records, millis = self.history.mirror_lag_points(topic)
+        return [
+            svg_chart({"sum over partitions": records}, title=f"Mirror lag of {topic}", unit="records", css_id="mirror-lag-records"),
+            svg_chart({"max over partitions": millis}, title=f"Mirror lag of {topic}", unit="ms", css_id="mirror-lag-ms"),
+        ]
 
     def _broker_charts(self) -> list[str]:
         charts = []
