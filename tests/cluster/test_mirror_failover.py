@@ -44,8 +44,8 @@ from tests.conftest import PROJECT_ROOT
 from tests.interop._support import fetch_partition, unique_topic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient  # noqa: E402
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 PARTITIONS = 6
 LINK = "from-a"
@@ -61,7 +61,12 @@ def pybroker(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run(
-        [sys.executable, "-m", "broker", *args], check=False, capture_output=True, text=True, env=env, timeout=TOOL_TIMEOUT_S
+        [sys.executable, "-m", "broker", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TOOL_TIMEOUT_S,
     )
     assert done.returncode == 0, f"pybroker {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
     return done
@@ -75,14 +80,16 @@ class AckedProducer:
 
     def __init__(self, bootstrap: str, topic: str):
         self.topic = topic
-        self.producer = Producer({
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "message.timeout.ms": 30000,
-            "topic.metadata.refresh.interval.ms": 1000,
-        })
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 30000,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
         self.sent: dict[int, set[bytes]] = {p: set() for p in range(PARTITIONS)}
         self.acked: dict[int, dict[int, bytes]] = {p: {} for p in range(PARTITIONS)}
         self.failed: list[str] = []
@@ -106,7 +113,9 @@ class AckedProducer:
                 partition = n % PARTITIONS
                 value = f"p{partition}-{n:08d}-{uuid.uuid4().hex}".encode()
                 try:
-                    self.producer.produce(self.topic, value=value, key=b"k%d" % n, partition=partition, on_delivery=self._report)
+                    self.producer.produce(
+                        self.topic, value=value, key=b"k%d" % n, partition=partition, on_delivery=self._report
+                    )
                 except BufferError:
                     break
                 self.sent[partition].add(value)
@@ -182,10 +191,29 @@ def drill(tmp_path_factory):
             "consumer.offset.sync.ms=1000\n"
             f"consumer.offset.group.filters={json.dumps(filters)}\n"
         )
-        pybroker("cluster-links", "--bootstrap-server", b.bootstrap(), "--create", "--link", LINK, "--config-file", str(link_config))
+        pybroker(
+            "cluster-links",
+            "--bootstrap-server",
+            b.bootstrap(),
+            "--create",
+            "--link",
+            LINK,
+            "--config-file",
+            str(link_config),
+        )
         producer = AckedProducer(a.bootstrap(), topic).start()
-        pybroker("mirrors", "--bootstrap-server", b.bootstrap(), "--create", "--mirror-topic", topic, "--link", LINK,
-                 "--replication-factor", "3")
+        pybroker(
+            "mirrors",
+            "--bootstrap-server",
+            b.bootstrap(),
+            "--create",
+            "--mirror-topic",
+            topic,
+            "--link",
+            LINK,
+            "--replication-factor",
+            "3",
+        )
         yield a, b, topic, group, producer
     finally:
         if producer is not None:
@@ -217,8 +245,14 @@ def test_the_mirror_is_the_source_byte_for_byte_and_a_group_moves_to_it(drill):
     assert not differing, f"B differs from A at {differing[:10]} ({len(differing)} of {SAMPLES})"
 
     # 2. A group consumes part of the topic on A and commits.
-    consumer = Consumer({"bootstrap.servers": a.bootstrap(), "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": a.bootstrap(),
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     read: dict[int, int] = {}
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
@@ -246,8 +280,14 @@ def test_the_mirror_is_the_source_byte_for_byte_and_a_group_moves_to_it(drill):
     assert not seen_above_hw, f"B's group offsets past B's high watermark: {seen_above_hw[:5]}"
 
     # 4. The group's consumer on B starts where it committed: no gap, no repeat.
-    moved = Consumer({"bootstrap.servers": b.bootstrap(), "group.id": group, "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest"})
+    moved = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap(),
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     first: dict[int, tuple[int, bytes]] = {}
     try:
         moved.subscribe([topic])
@@ -285,8 +325,16 @@ def test_failover_drill_under_load(drill):
 
     # Fail the mirror over; a new producer's first acknowledged write ends the clock.
     started = time.monotonic()
-    out = pybroker("mirrors", "--bootstrap-server", b.bootstrap(), "--failover", "--topics", topic,
-                   "--timeout-ms", str(WAIT_S * 1000)).stdout
+    out = pybroker(
+        "mirrors",
+        "--bootstrap-server",
+        b.bootstrap(),
+        "--failover",
+        "--topics",
+        topic,
+        "--timeout-ms",
+        str(WAIT_S * 1000),
+    ).stdout
     command_s = time.monotonic() - started
     assert f"Mirror topic {topic} is FAILED_OVER." in out, out
     stop_offsets = {}
@@ -295,8 +343,15 @@ def test_failover_drill_under_load(drill):
             fields = dict(item.split(": ") for item in line.strip().split("\t"))
             stop_offsets[int(fields["Partition"])] = int(fields["StopOffset"])
     assert sorted(stop_offsets) == list(range(PARTITIONS)), out
-    writer = Producer({"bootstrap.servers": b.bootstrap(), "acks": "all", "enable.idempotence": True, "linger.ms": 0,
-                       "message.timeout.ms": WAIT_S * 1000})
+    writer = Producer(
+        {
+            "bootstrap.servers": b.bootstrap(),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "message.timeout.ms": WAIT_S * 1000,
+        }
+    )
     first_ack: list[float] = []
     landed: dict[int, int] = {}
     refused: list[str] = []
@@ -316,13 +371,19 @@ def test_failover_drill_under_load(drill):
 
     # The figures.
     lost = {p: (max(acked[p]) + 1) - stop_offsets[p] for p in range(PARTITIONS)}
-    print(f"\nfailover: command {command_s:.2f} s; command start to first acknowledged write on B {failover_s:.2f} s "
-          f"(goal <= {FAILOVER_GOAL_S:.0f} s)")
+    print(
+        f"\nfailover: command {command_s:.2f} s; command start to first acknowledged write on B {failover_s:.2f} s "
+        f"(goal <= {FAILOVER_GOAL_S:.0f} s)"
+    )
     for p in range(PARTITIONS):
-        print(f"partition {p}: last acknowledged on A {max(acked[p])}, stop offset on B {stop_offsets[p]}, "
-              f"lost window {lost[p]} records")
-    print(f"lost window over all partitions: {sum(max(0, w) for w in lost.values())} records, "
-          f"largest {max(lost.values())}")
+        print(
+            f"partition {p}: last acknowledged on A {max(acked[p])}, stop offset on B {stop_offsets[p]}, "
+            f"lost window {lost[p]} records"
+        )
+    print(
+        f"lost window over all partitions: {sum(max(0, w) for w in lost.values())} records, "
+        f"largest {max(lost.values())}"
+    )
 
     # Nothing B had mirrored before the kill is dropped by the stop.
     assert all(stop_offsets[p] >= b_before[p] for p in range(PARTITIONS)), (stop_offsets, b_before)
@@ -330,8 +391,14 @@ def test_failover_drill_under_load(drill):
     assert landed == stop_offsets, (landed, stop_offsets)
     # Every record A acknowledged below the stop offset is on B, same offset, same bytes;
     # anything else below the stop offset is a record the producer sent (unacknowledged in time).
-    reader = Consumer({"bootstrap.servers": b.bootstrap(), "group.id": f"check-{uuid.uuid4().hex[:8]}",
-                       "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    reader = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap(),
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     on_b: dict[int, dict[int, bytes]] = {p: {} for p in range(PARTITIONS)}
     try:
         reader.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
@@ -343,7 +410,9 @@ def test_failover_drill_under_load(drill):
     finally:
         reader.close()
     for p in range(PARTITIONS):
-        assert sorted(on_b[p]) == list(range(stop_offsets[p])), f"partition {p}: offsets on B are not 0..{stop_offsets[p] - 1}"
+        assert sorted(on_b[p]) == list(range(stop_offsets[p])), (
+            f"partition {p}: offsets on B are not 0..{stop_offsets[p] - 1}"
+        )
         missing = [o for o, v in acked[p].items() if o < stop_offsets[p] and on_b[p].get(o) != v]
         assert not missing, f"partition {p}: acknowledged records not on B as sent at {missing[:10]}"
         unknown = [o for o, v in on_b[p].items() if o not in acked[p] and v not in producer.sent[p]]
