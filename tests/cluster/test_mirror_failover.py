@@ -20,8 +20,13 @@ cluster-links`` and ``pybroker mirrors`` as a user makes them.
    from the command's start to the first acknowledged write on B are printed
    (``-s`` shows them); B's own writes land at the stop offsets.
 
-The two tests share the clusters and the producer (module scope: starting two
-clusters twice would double the run time); the second kills A, so it runs last.
+The drill runs twice, with two ways of losing A: ``killed`` (SIGKILL: B's
+connections are refused or reset at once) and ``frozen`` (SIGSTOP on every
+node: connections stay open and nothing answers, as when the network to A is
+cut without a reset; B's fetch in flight must not hold up the failover). The
+two tests of a run share its clusters and producer (module scope: starting
+the clusters for each test would double the run time); the second ends A, so
+it runs last.
 """
 
 from __future__ import annotations
@@ -173,9 +178,9 @@ def high_watermarks(cluster: ReplicatedCluster, topic: str) -> dict[int, int]:
     return {p: cluster.watermarks(topic, p)[1] for p in range(PARTITIONS)}
 
 
-@pytest.fixture(scope="module")
-def drill(tmp_path_factory):
-    root = tmp_path_factory.mktemp("failover-drill")
+@pytest.fixture(scope="module", params=["killed", "frozen"])
+def drill(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f"failover-drill-{request.param}")
     a, b = ReplicatedCluster(root / "a"), ReplicatedCluster(root / "b")
     producer = None
     try:
@@ -214,7 +219,7 @@ def drill(tmp_path_factory):
             "--replication-factor",
             "3",
         )
-        yield a, b, topic, group, producer
+        yield a, b, topic, group, producer, request.param
     finally:
         if producer is not None:
             producer.stop(drain_s=0)
@@ -224,7 +229,7 @@ def drill(tmp_path_factory):
 
 
 def test_the_mirror_is_the_source_byte_for_byte_and_a_group_moves_to_it(drill):
-    a, b, topic, group, producer = drill
+    a, b, topic, group, producer, _ = drill
     # Copying while written: every partition of B holds a few hundred records.
     assert wait_until(lambda: min(high_watermarks(b, topic).values()) >= 2 * CONSUMED_PER_PARTITION, WAIT_S), (
         high_watermarks(b, topic)
@@ -306,7 +311,7 @@ def test_the_mirror_is_the_source_byte_for_byte_and_a_group_moves_to_it(drill):
 
 
 def test_failover_drill_under_load(drill):
-    a, b, topic, _, producer = drill
+    a, b, topic, _, producer, outage = drill
     # The mirror follows closely, and A has acknowledged writes in every partition.
     assert wait_until(lambda: all(producer.acked[p] for p in range(PARTITIONS)), WAIT_S)
     b_before = high_watermarks(b, topic)
@@ -314,10 +319,14 @@ def test_failover_drill_under_load(drill):
     assert wait_until(lambda: producer.acked_count() >= acked_before + RATE_PER_S // 2, WAIT_S)  # still writing
 
     # Every node of A at once, mid-stream.
-    for node in NODE_IDS:
-        a.signal(node, signal.SIGKILL)
-    for node in NODE_IDS:
-        a.kill(node)  # reaps the process
+    if outage == "killed":
+        for node in NODE_IDS:
+            a.signal(node, signal.SIGKILL)
+        for node in NODE_IDS:
+            a.kill(node)  # reaps the process
+    else:
+        for node in NODE_IDS:
+            a.pause(node)
     producer.stop(drain_s=2)
     with producer._lock:
         acked = {p: dict(offsets) for p, offsets in producer.acked.items()}
@@ -372,7 +381,7 @@ def test_failover_drill_under_load(drill):
     # The figures.
     lost = {p: (max(acked[p]) + 1) - stop_offsets[p] for p in range(PARTITIONS)}
     print(
-        f"\nfailover: command {command_s:.2f} s; command start to first acknowledged write on B {failover_s:.2f} s "
+        f"\nfailover ({outage} source): command {command_s:.2f} s; command start to first acknowledged write on B {failover_s:.2f} s "
         f"(goal <= {FAILOVER_GOAL_S:.0f} s)"
     )
     for p in range(PARTITIONS):
