@@ -54,7 +54,7 @@ from confluent_kafka.admin import AdminClient
 
 PARTITIONS = 6
 LINK = "from-a"
-RATE_PER_S = 300  # records per second over all partitions
+RATE_PER_S = 1000  # records per second over all partitions
 SAMPLES = 200
 WAIT_S = 45
 TOOL_TIMEOUT_S = 60
