@@ -135,6 +135,10 @@ class AckedProducer:
         with self._lock:
             return sum(len(offsets) for offsets in self.acked.values())
 
+    def acked_copy(self) -> dict[int, dict[int, bytes]]:
+        with self._lock:
+            return {p: dict(offsets) for p, offsets in self.acked.items()}
+
     def stop(self, drain_s: float) -> None:
         """Stop writing; wait up to ``drain_s`` for outstanding reports, then drop
         what is still queued (its reports come as errors: not acknowledged)."""
@@ -305,14 +309,14 @@ def test_the_mirror_is_the_source_byte_for_byte_and_a_group_moves_to_it(drill):
         moved.close()
     # The record at each committed offset is below B's high watermark, so A acknowledged it: its value is known.
     assert wait_until(lambda: all(o in producer.acked[p] for p, o in read.items()), WAIT_S)
-    with producer._lock:
-        expected = {p: (o, producer.acked[p][o]) for p, o in read.items()}
+    acked = producer.acked_copy()
+    expected = {p: (o, acked[p][o]) for p, o in read.items()}
     assert first == expected
 
 
 def test_failover_drill_under_load(drill):
     a, b, topic, _, producer, outage = drill
-    # The mirror follows closely, and A has acknowledged writes in every partition.
+    # A has acknowledged writes in every partition and is still taking them.
     assert wait_until(lambda: all(producer.acked[p] for p in range(PARTITIONS)), WAIT_S)
     b_before = high_watermarks(b, topic)
     acked_before = producer.acked_count()
@@ -328,8 +332,7 @@ def test_failover_drill_under_load(drill):
         for node in NODE_IDS:
             a.pause(node)
     producer.stop(drain_s=2)
-    with producer._lock:
-        acked = {p: dict(offsets) for p, offsets in producer.acked.items()}
+    acked = producer.acked_copy()
     assert all(acked[p] for p in range(PARTITIONS))
 
     # Fail the mirror over; a new producer's first acknowledged write ends the clock.
