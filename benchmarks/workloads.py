@@ -138,7 +138,7 @@ def consume(bootstrap: str, topic: str, messages: int, deadline_s: float,
     from confluent_kafka import Consumer, Message, TopicPartition
 
     consumer = Consumer({
-        "bootstrap.servers": bootstrap,
+        "bootstrap.servers": consume_bootstrap or bootstrap,
         "group.id": f"bench-{topic}",
         "enable.auto.commit": False,
         "fetch.max.bytes": 50 << 20,
@@ -474,8 +474,12 @@ def _percentile(sorted_values: list[float], fraction: float) -> float:
 
 
 def end_to_end_latency(bootstrap: str, topic: str, rate_per_s: int, seconds: float, size_bytes: int,
-                       deadline_s: float, on_start: Callable[[], object] | None = None) -> dict:  # fmt: skip
+                       deadline_s: float, on_start: Callable[[], object] | None = None,
+                       consume_bootstrap: str | None = None) -> dict:  # fmt: skip
     """Produce at a fixed rate with acks=all and measure produce-to-receive latency.
+
+    ``consume_bootstrap``: read ``topic`` from another cluster (a mirror of it), so
+    the latency is the time from the send to the record's arrival there.
 
     Each value carries its scheduled send time (time.perf_counter_ns, same process), so a
     producer that falls behind its schedule adds to the latency instead of hiding it.
@@ -493,7 +497,7 @@ def end_to_end_latency(bootstrap: str, topic: str, rate_per_s: int, seconds: flo
     deadline = time.monotonic() + deadline_s
 
     consumer = Consumer({
-        "bootstrap.servers": bootstrap,
+        "bootstrap.servers": consume_bootstrap or bootstrap,
         "group.id": f"bench-{topic}",
         "enable.auto.commit": False,
         "fetch.wait.max.ms": 100,
