@@ -138,7 +138,7 @@ def consume(bootstrap: str, topic: str, messages: int, deadline_s: float,
     from confluent_kafka import Consumer, Message, TopicPartition
 
     consumer = Consumer({
-        "bootstrap.servers": consume_bootstrap or bootstrap,
+        "bootstrap.servers": bootstrap,
         "group.id": f"bench-{topic}",
         "enable.auto.commit": False,
         "fetch.max.bytes": 50 << 20,
