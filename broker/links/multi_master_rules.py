@@ -75,11 +75,13 @@ def produce_refusal(topic: str, producer_id: int, transactional: bool) -> str | 
 
 
 class Decision(Enum):
-    APPEND = "append"
-    SKIP_NO_PRODUCER = "skip: no producer id"
-    SKIP_CONTROL = "skip: control batch"
-    SKIP_OWN_ORIGIN = "skip: written here first"
-    ALREADY_HERE = "already here"
+    """What becomes of a source batch; the values name the outcome in metrics."""
+
+    APPEND = "copied"
+    SKIP_NO_PRODUCER = "no_producer_id"
+    SKIP_CONTROL = "control"
+    SKIP_OWN_ORIGIN = "own_origin"
+    ALREADY_HERE = "already_here"
     GAP = "gap"
 
 

@@ -21,6 +21,7 @@ from protocol.records import build_batch, decode_records, iter_batches
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from tests.interop._support import RawConnection, create_topic, list_offset, produce_raw, unique_topic
+from tests.interop.test_metrics import metrics_port, scrape
 from tests.links._mirror_support import raw_log
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -111,10 +112,20 @@ def check_cluster(name: str, bootstrap: str, topic: str) -> None:
     assert set(seen) == {f"{c}-{i}" for c in ORIGINS for i in range(RECORDS_PER_CLUSTER)}
 
 
+def batch_outcomes(broker, topic: str) -> dict[str, float]:
+    """The multi-master copy's batches on ``broker`` by outcome, summed over links and partitions."""
+    totals: dict[str, float] = {}
+    for (name, labels), count in scrape(metrics_port(broker)).items():
+        labels = dict(labels)
+        if name == "pybroker_multi_master_batches_total" and labels["topic"] == topic:
+            totals[labels["outcome"]] = totals.get(labels["outcome"], 0) + count
+    return totals
+
+
 def three_clusters(broker_factory, topic: str) -> dict[str, object]:
     clusters = {}
     for name, origin in ORIGINS.items():
-        clusters[name] = broker_factory({"cluster.link.origin.id": str(origin)})
+        clusters[name] = broker_factory({"cluster.link.origin.id": str(origin), "metrics.listener": "http://127.0.0.1:0"})
     for broker in clusters.values():
         create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
     return clusters
@@ -152,6 +163,14 @@ def test_ring_delivers_the_union_once_in_every_cluster(broker_factory):
     create_multi_master_link(c, "from-b", b, topic)
     create_multi_master_link(a, "from-c", c, topic)
     write_everywhere_and_check(clusters, topic)
+    # Around a ring each batch reaches every other cluster by one path: the
+    # origin check stops it when it comes back, so none arrives twice.
+    for name, broker in clusters.items():
+        # The copy reads on past the union: the cluster's own batches come back.
+        outcomes = wait_until(lambda b=broker: (o := batch_outcomes(b, topic)).get("own_origin", 0) > 0 and o)
+        assert outcomes, (name, batch_outcomes(broker, topic))
+        assert outcomes.get("already_here", 0) == 0, (name, outcomes)
+        assert outcomes.get("gap", 0) == 0, (name, outcomes)
     # Producers that cannot be placed are refused, saying how to fix it.
     answer = produce_raw(a, topic, build_batch([(None, b"no id")]), 0)
     assert answer.error_code == ErrorCode.INVALID_REQUEST
