@@ -219,8 +219,17 @@ class MultiMasterCopier:
         metadata = await source.metadata(sorted({name for name, _ in copying}))
         leaders: dict[tuple[str, int], int] = {}
         topic_ids: dict[str, uuid.UUID] = {}
+        image = self.broker.image
+        mismatched: dict[str, str] = {}
         for topic in metadata.topics:
             if topic.error_code != ErrorCode.NONE:
+                continue
+            here = image.topics.get(topic.name)
+            if here is not None and len(topic.partitions) != len(here.partitions):
+                # Partition p copies into partition p: with other counts some
+                # records would never arrive, so nothing is copied until they match.
+                mismatched[topic.name] = f"the source's {topic.name} has {len(topic.partitions)} partitions, this cluster's {len(here.partitions)}"
+                log.warning("link %s: multi-master copy: %s", link.name, mismatched[topic.name])
                 continue
             topic_id = getattr(topic, "topic_id", None)
             if topic_id is not None and topic_id != ZERO_UUID:
@@ -232,7 +241,7 @@ class MultiMasterCopier:
         for key, copy in copying.items():
             leader = leaders.get(key)
             if leader is None:
-                copy.problem = "the source has no leader for this partition (or not the topic)"
+                copy.problem = mismatched.get(key[0], "the source has no leader for this partition (or not the topic)")
                 continue
             by_leader.setdefault(leader, []).append(key)
         if not by_leader:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.interop._support import create_topic, unique_topic
+from tests.interop.test_metrics import metrics_port, scrape
 from tests.links.test_multi_master_ring import (
     PARTITIONS,
     batch_outcomes,
@@ -88,3 +89,24 @@ def test_a_node_with_another_origin_refuses_to_hand_out_producer_ids(broker_fact
     assert reports and reports[0] is not None, reports
     assert wait_until(lambda: "refusing to allocate producer ids: cluster.link.origin.id is 2" in broker.log_text(), 10)
     assert "(origin 1)" in broker.log_text()
+
+
+def test_partition_counts_that_differ_stop_the_copy_and_say_so(broker_factory):
+    topic = unique_topic("counts")
+    a = broker_factory({"cluster.link.origin.id": "1"})
+    b = broker_factory({"cluster.link.origin.id": "2", "metrics.listener": "http://127.0.0.1:0"})
+    create_topic(a.bootstrap, topic, partitions=PARTITIONS)
+    create_topic(b.bootstrap, topic, partitions=PARTITIONS + 1)
+    produce(a.bootstrap, topic, [f"v-{i}" for i in range(10)])
+    create_multi_master_link(b.bootstrap, "from-a", a.bootstrap, topic)
+
+    def errors():
+        return {
+            dict(labels)["partition"]: value
+            for (name, labels), value in scrape(metrics_port(b)).items()
+            if name == "pybroker_multi_master_partition_error" and dict(labels)["topic"] == topic
+        }
+
+    assert wait_until(lambda: errors() == {str(p): 1.0 for p in range(PARTITIONS + 1)}), errors()
+    assert wait_until(lambda: f"the source's {topic} has {PARTITIONS} partitions, this cluster's {PARTITIONS + 1}" in b.log_text(), 10)
+    assert record_count(b.bootstrap, topic) == 0
