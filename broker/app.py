@@ -33,6 +33,7 @@ from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
 from broker.links.failback import apply_failback_cuts
 from broker.links.mirrors import MirrorManager
+from broker.links.multi_master import MultiMasterCopier
 from broker.links.offset_sync import ConsumerOffsetSync
 from broker.links.topic_watch import UPDATE_MIRROR_TOPIC, SourceTopicWatcher
 from broker.loop_monitor import LoopMonitor
@@ -184,6 +185,7 @@ class Broker:
             ),
             leader_imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
             unclean_leader_election=config["unclean.leader.election.enable"],
+            origin_id=config["cluster.link.origin.id"],
             # `storage format --add-scram`: only a controller ever writes it to the log.
             bootstrap_records=_bootstrap_records(config) if self.is_controller else (),
         )
@@ -236,6 +238,8 @@ class Broker:
         self.mirror_watcher = SourceTopicWatcher(self, lambda body: self.controller_channel.to_active_controller(UPDATE_MIRROR_TOPIC, 0, body))
         link_principal = getattr(self.node_security.get("broker"), "principal", None) or "User:ANONYMOUS"
         self.offset_sync = ConsumerOffsetSync(self, InProcessClient(self, "pybroker-cluster-link"), link_principal)
+        # Cluster links: the multi-master topics' batches written in other clusters, copied in.
+        self.multi_master = MultiMasterCopier(self, InProcessClient(self, "pybroker-cluster-link-multi-master"), link_principal)
         # The event loop's lag: what every request waits on top of its own work.
         self.loop_monitor = LoopMonitor()
         # metrics.listener, console.listener, rest.listener (each None, nothing bound, when unset).
@@ -450,6 +454,8 @@ class Broker:
         if new.mirror_topics or old.mirror_topics:
             self.mirror_watcher.metadata_changed()
             self.offset_sync.metadata_changed()
+        if new.cluster_links or old.cluster_links:
+            self.multi_master.metadata_changed()
         for name, partition_id in removed:
             # Reassigned away: this broker's replica stopped above; its data goes.
             log.info("deleting the log of %s-%d: this broker is no longer one of its replicas", name, partition_id)
@@ -592,6 +598,7 @@ class Broker:
         self.transactions.start()
         self.mirror_watcher.start()
         self.offset_sync.start()
+        self.multi_master.start()
         for listener, server in broker_servers:
             await self._serve(listener, server)
         # Registered (with the ports just bound) and unfenced before we count as started.
@@ -696,6 +703,7 @@ class Broker:
         if self.is_broker:
             await self.mirror_watcher.stop()
             await self.offset_sync.stop()
+            await self.multi_master.stop()
             await self.flusher.stop()
             log.info("group flushes: %d logs synced in %d passes", self.flusher.logs_synced, self.flusher.passes)
             await self.mirrors.stop()

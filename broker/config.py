@@ -366,6 +366,12 @@ _KEYS = [
     ConfigKey("unclean.leader.election.enable", _parse_bool, False),
     ConfigKey("leader.imbalance.check.interval.seconds", _int_parser(1), 300),
     ConfigKey("leader.imbalance.per.broker.percentage", _int_parser(0, 100), 10),
+    # pybroker's own (cluster links, multi-master topics): this cluster's origin
+    # number. The active controller hands out producer ids only in
+    # [origin << 48, (origin + 1) << 48), so a batch's producer id names the
+    # cluster it was first written in (controller/metadata_commands.py).
+    # Static, read by the controllers; every controller of a cluster must agree.
+    ConfigKey("cluster.link.origin.id", _int_parser(0, 1023), 0),
     # KIP-392: unset means consumers read from leaders; Kafka's rack-aware
     # selector is the one implementation pybroker has.
     ConfigKey("replica.selector.class", _choice_parser(RACK_AWARE_REPLICA_SELECTOR), None),

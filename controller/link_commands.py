@@ -86,6 +86,7 @@ from controller.metadata.records import (
     REMOVE_CLUSTER_LINK_RECORD,
     RESOURCE_TOPIC,
 )
+from controller.producer_origins import origin_of
 from controller.topic_commands import (
     ClusterDefaults,
     CreatePartitionsSpec,
@@ -496,8 +497,11 @@ def _stopped_error(code: ErrorCode, message: str):
     return _STOPPED.MirrorPartitionsStoppedResponse(throttle_time_ms=0, error_code=code, error_message=message), []
 
 
-def plan_mirror_partitions_stopped(image: MetadataImage, request):
-    """(MirrorPartitionsStoppedResponse, records) for a partition leader's report."""
+def plan_mirror_partitions_stopped(image: MetadataImage, request, origin_id: int = 0):
+    """(MirrorPartitionsStoppedResponse, records) for a partition leader's report.
+    ``origin_id``: the active controller's cluster.link.origin.id; producer ids
+    of another origin never meet the ids this cluster hands out, so only its
+    own origin's move the next producer id."""
     sender = image.brokers.get(request.broker_id)
     if sender is None or sender.epoch != request.broker_epoch:
         return _stopped_error(ErrorCode.STALE_BROKER_EPOCH, f"broker {request.broker_id} is not registered at epoch {request.broker_epoch}")
@@ -542,7 +546,7 @@ def plan_mirror_partitions_stopped(image: MetadataImage, request):
             records.append(mirror_record(mirror, state=FINAL_STATE_OF[mirror.state], reason=mirror.reason, marks=marks))
         elif marks != dict(mirror.partition_marks):
             records.append(mirror_record(mirror, reason=mirror.reason, marks=marks))
-    if max_producer_id >= image.next_producer_id:
+    if max_producer_id >= image.next_producer_id and origin_of(max_producer_id) == origin_id:
         records.append(PRODUCER_IDS_RECORD(
             broker_id=request.broker_id, broker_epoch=request.broker_epoch, next_producer_id=max_producer_id + 1
         ))

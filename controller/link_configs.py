@@ -88,6 +88,10 @@ _KEYS = (
     LinkConfigKey(
         "consumer.offset.sync.ms", POSITIVE_LONG, "30000", False, "consumer offset sync: how often offsets are copied",
     ),
+    LinkConfigKey(
+        "multi.master.topics", LIST, None, False,
+        "multi-master copy (broker/links/multi_master.py): topics written in both clusters, copied batch by batch",
+    ),
 )
 LINK_CONFIGS: Mapping[str, LinkConfigKey] = {key.name: key for key in _KEYS}
 REQUIRED_LINK_CONFIGS = frozenset({"bootstrap.servers"})
@@ -183,10 +187,26 @@ def _check_value(key: LinkConfigKey, value: str) -> str:
     if key.type == GROUP_FILTERS:
         parse_group_filters(value)
         return value
+    if key.name == "multi.master.topics":
+        return ",".join(parse_multi_master_topics(value))
     if key.name == "bootstrap.servers":
         _check_bootstrap(value)
         return value.strip()
     return value
+
+
+def parse_multi_master_topics(value: str | None) -> list[str]:
+    """multi.master.topics as topic names (the same name in both clusters), in
+    the order given; LinkConfigError naming the key for a name no topic may have."""
+    names = [item.strip() for item in (value or "").split(",") if item.strip()]
+    for name in names:
+        if len(name) > 249 or name in (".", "..") or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
+            raise LinkConfigError(f"multi.master.topics: {name!r} is not a valid topic name")
+        if name.startswith("__"):
+            raise LinkConfigError(f"multi.master.topics: {name} is an internal topic")
+    if len(set(names)) != len(names):
+        raise LinkConfigError("multi.master.topics: a topic is named twice")
+    return names
 
 
 def _check_bootstrap(value: str) -> None:

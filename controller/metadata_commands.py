@@ -18,6 +18,7 @@ from controller.link_commands import mirror_partitions_refusal
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import PRODUCER_IDS_RECORD, record_api_key
+from controller.producer_origins import next_block
 from controller.topic_commands import (
     ClusterDefaults,
     CreatePartitionsResult,
@@ -139,9 +140,13 @@ def alter_configs(
     return results, records
 
 
-def allocate_producer_ids(image: MetadataImage, broker_id: int, broker_epoch: int, block_size: int) -> tuple[range, list]:
-    """The next block of producer ids; it is durable (and so never handed out
-    twice, even across controller failovers) once the record is committed."""
-    start = image.next_producer_id
-    record = PRODUCER_IDS_RECORD(broker_id=broker_id, broker_epoch=broker_epoch, next_producer_id=start + block_size)
-    return range(start, start + block_size), [record]
+def allocate_producer_ids(
+    image: MetadataImage, broker_id: int, broker_epoch: int, block_size: int, origin_id: int = 0
+) -> tuple[range, list]:
+    """The next block of producer ids, inside ``origin_id``'s range
+    (controller/producer_origins.py; ProducerIdOriginError when the ids handed
+    out so far belong to another origin); it is durable (and so never handed
+    out twice, even across controller failovers) once the record is committed."""
+    block = next_block(image.next_producer_id, origin_id, block_size)
+    record = PRODUCER_IDS_RECORD(broker_id=broker_id, broker_epoch=broker_epoch, next_producer_id=block.stop)
+    return block, [record]

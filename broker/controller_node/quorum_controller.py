@@ -55,6 +55,7 @@ from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_BROKER, decode_record, encode_record, record_api_key
 from controller.metadata.snapshot_file import decode_snapshot_file, encode_snapshot_file
+from controller.producer_origins import ProducerIdOriginError
 from controller.quota_commands import plan_alter_client_quotas
 from controller.raft.log import Batch, RaftLog, SnapshotId
 from controller.reassignment import list_partition_reassignments, plan_alter_partition_reassignments
@@ -110,6 +111,7 @@ class QuorumController:
         leader_imbalance_percentage: int = 10,
         unclean_leader_election: bool = False,
         bootstrap_records: tuple = (),
+        origin_id: int = 0,
     ):
         self.log = raft_log
         # Records from bootstrap.checkpoint (controller/metadata/bootstrap.py): proposed
@@ -120,6 +122,8 @@ class QuorumController:
         # unclean.leader.election.enable of this node's own config: the cluster
         # default while no dynamic one is set (Kafka's controller does the same).
         self.unclean_leader_election = unclean_leader_election
+        # cluster.link.origin.id: the range producer ids are handed out in (controller/producer_origins.py).
+        self.origin_id = origin_id
         self.snapshot_bytes_between = snapshot_bytes_between
         # metadata.log.max.snapshot.interval.ms: also snapshot this long after the last one (0: never by time).
         self.snapshot_interval_ms = snapshot_interval_ms
@@ -525,11 +529,16 @@ class QuorumController:
         holder: list[range] = []
 
         def plan(image):
-            block, records = commands.allocate_producer_ids(image, broker_id, broker_epoch, block_size)
+            block, records = commands.allocate_producer_ids(image, broker_id, broker_epoch, block_size, self.origin_id)
             holder.append(block)
             return block, records
 
-        return await self._submit(plan)
+        try:
+            return await self._submit(plan)
+        except ProducerIdOriginError as exc:
+            # Misconfigured: no ids rather than another cluster's; callers see no controller.
+            log.error("refusing to allocate producer ids: %s", exc)
+            raise NotControllerError(f"refusing to allocate producer ids: {exc}") from None
 
     # -- brokers: registration, heartbeats, sessions ------------------------------
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.links.multi_master_rules import is_multi_master
 from broker.replica.leader_append import read_only_mirror_message
 from broker.security.authorization import TOPIC, TRANSACTIONAL_ID, allowed, cluster_allowed, denied
 from controller.authorizer import AclOperation
@@ -76,7 +77,8 @@ def register(dispatcher, broker) -> None:
                 refused[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or key[1] not in topic.partitions:
                 refused[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif read_only_mirror_message(image, key[0]) is not None:
+            elif read_only_mirror_message(image, key[0]) is not None or is_multi_master(image, key[0]):
+                # Multi-master topics (cluster links) take no transactions (broker/links/multi_master_rules.py).
                 refused[key] = ErrorCode.INVALID_REQUEST
         if refused:
             return {key: refused.get(key, ErrorCode.OPERATION_NOT_ATTEMPTED) for key in keys}

@@ -368,7 +368,7 @@ def register(dispatcher, broker, *, forwarded: bool = False) -> None:
 
     async def partitions_stopped(ctx, request):
         return await controller.mirror_report(
-            STOPPED, request, lambda image, r, defaults: plan_mirror_partitions_stopped(image, r),
+            STOPPED, request, lambda image, r, defaults: plan_mirror_partitions_stopped(image, r, controller.origin_id),
             lambda m: _stopped_answer(ErrorCode.NOT_CONTROLLER, m),
         )
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.links.multi_master_rules import is_multi_master, produce_refusal
 from broker.net.dispatch import AnswerLater
 from broker.replica.leader_append import append_as_leader
 from broker.security.authorization import TOPIC, TRANSACTIONAL_ID, allowed, denied
@@ -120,6 +121,18 @@ def single_batch_problem(records) -> str | None:
     if batch_bytes < len(records):
         return "Produce requests must contain exactly one record batch"
     return None
+
+
+def multi_master_problem(image, topic: str, records) -> str | None:
+    """Why a multi-master topic (cluster links) refuses this batch: it needs a
+    producer id (its origin) and takes no transactions; None otherwise."""
+    if not image.cluster_links or not is_multi_master(image, topic):
+        return None
+    try:
+        header = parse_batch_header(records, 0)
+    except ProtocolError:
+        return None  # the append reports it
+    return produce_refusal(topic, header.producer_id, header.is_transactional)
 
 
 def register(dispatcher, broker) -> None:
@@ -229,6 +242,8 @@ def register(dispatcher, broker) -> None:
                 elif len(pdata.records) > ATTRIBUTES_OFFSET + 1 and pdata.records[ATTRIBUTES_OFFSET + 1] & CONTROL_MASK:
                     # Markers are the coordinator's to write (WriteTxnMarkers), as in Kafka.
                     error, message = ErrorCode.INVALID_RECORD, "clients may not write control batches"
+                elif (problem := multi_master_problem(broker.image, name, pdata.records)) is not None:
+                    error, message = ErrorCode.INVALID_REQUEST, problem
                 elif (name, index) in refused:
                     error = refused[(name, index)]
                     message = "the transaction coordinator did not verify this partition for the transaction"

@@ -344,6 +344,7 @@ class _BrokerCollector:
         yield from self._controller()
         yield from self._logs(kept)
         yield from self._mirrors(kept)
+        yield from self._multi_master(kept)
         lag, dropped_lag = self._group_lag()
         yield from lag
         yield from self._connections()
@@ -498,6 +499,32 @@ class _BrokerCollector:
             state.add_metric(series + [MIRROR_STATE_NAMES.get(mirror_state, str(mirror_state))], mirror_state)
             errors.add_metric(series, 1 if core.failure or core.error != 0 else 0)
         return [lag_records, lag_ms, last_fetch, state, errors]
+
+    def _multi_master(self, kept: set[str]):
+        """Cluster links: per multi-master partition this broker leads and copies
+        in from a link's source, the batches fetched by what became of them
+        (copied, already here, or skipped with the reason), the source position
+        and whether the copy has a problem or stopped."""
+        labels = ["link", "topic", "partition"]
+        batches = CounterMetricFamily(
+            "pybroker_multi_master_batches", "Source batches fetched by the multi-master copy, by outcome", labels=labels + ["outcome"]
+        )
+        position = GaugeMetricFamily(
+            "pybroker_multi_master_source_position", "The next source offset the multi-master copy reads", labels=labels
+        )
+        errors = GaugeMetricFamily(
+            "pybroker_multi_master_partition_error", "1 while the copy's last round failed or the copy stopped on a sequence gap", labels=labels
+        )
+        for (link, topic, partition), copy in sorted(self.metrics.broker.multi_master.partitions.items()):
+            if topic not in kept:
+                continue
+            series = [link, topic, str(partition)]
+            batches.add_metric(series + ["copied"], copy.copied_batches)
+            for outcome, count in sorted(copy.skipped_batches.items()):
+                batches.add_metric(series + [outcome], count)
+            position.add_metric(series, copy.position)
+            errors.add_metric(series, 1 if copy.error or copy.problem else 0)
+        return [batches, position, errors]
 
     def _group_lag(self):
         """Lag of the groups this broker coordinates, per committed partition: the high

@@ -124,7 +124,7 @@ def alter_mirrors(image, operation, *topics):
     return response.results, apply(image, records)
 
 
-def stopped(image, partitions, *, broker_id=1, broker_epoch=10, topic="orders"):
+def stopped(image, partitions, *, broker_id=1, broker_epoch=10, topic="orders", origin_id=0):
     topic_id = image.topics[topic].topic_id
     request = _ST.MirrorPartitionsStoppedRequest(broker_id=broker_id, broker_epoch=broker_epoch, topics=[
         _ST.StoppedMirrorTopic(topic_id=topic_id, partitions=[
@@ -132,7 +132,7 @@ def stopped(image, partitions, *, broker_id=1, broker_epoch=10, topic="orders"):
             for p, e, o, le, pid in partitions
         ]),
     ])
-    response, records = plan_mirror_partitions_stopped(image, request)
+    response, records = plan_mirror_partitions_stopped(image, request, origin_id)
     return response, apply(image, records)
 
 
@@ -301,6 +301,19 @@ def test_marks_complete_a_promote_move_epochs_and_the_producer_ids():
     # A late report of a promoted mirror is answered without a change.
     late, again = stopped(image, [(0, epochs[0], 40, 7, -1)])
     assert late.error_code == ErrorCode.NONE and again.mirror_of("orders") == image.mirror_of("orders")
+
+
+def test_producer_ids_of_another_origin_do_not_move_the_next_producer_id():
+    # cluster.link.origin.id: ids of another origin never meet this cluster's, so a
+    # promote keeps the next id in this cluster's own range (else it could not allocate).
+    image = with_mirror(partitions=2)
+    _, image = alter_mirrors(image, MIRROR_OP_PROMOTE, "orders")
+    epochs = {p: part.leader_epoch for p, part in image.topics["orders"].partitions.items()}
+    next_pid = image.next_producer_id
+    _, image = stopped(image, [(0, epochs[0], 40, 7, (1 << 48) + 500)], origin_id=2)
+    assert image.next_producer_id == next_pid
+    _, image = stopped(image, [(1, epochs[1], 40, 7, (2 << 48) + 500)], origin_id=2)
+    assert image.next_producer_id == (2 << 48) + 501
 
 
 def test_a_failover_completes_as_failed_over():
