@@ -357,9 +357,13 @@ class MirrorPartition:
     def on_unavailable(self, message: str, now_ms: int) -> Backoff:
         """No answer from the source (connection refused, timeout)."""
         self.error, self.error_message = ErrorCode.NETWORK_EXCEPTION, message
+        # What the source confirmed held until now; out of reach, it may have lost records meanwhile.
+        self.verified_at = None
         return Backoff(ErrorCode.NETWORK_EXCEPTION, True, message)
 
     def _on_error(self, error: ErrorCode, now_ms: int, what: str):
+        # An error (a leader change there, above all) is where a source may cut records: confirm again.
+        self.verified_at = None
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self.needs_offsets = True
             return CheckOffsets()
@@ -393,10 +397,13 @@ class MirrorPartition:
 
     def lag_ms(self, log_end_offset: int, now_ms: int) -> int:
         """0 while caught up; else the time since it last was (since the
-        leadership began when it never was)."""
+        leadership began when it never was). While the source does not answer
+        (or answers an error) its high watermark is not known: the time since
+        an answer last showed this partition holding everything, which grows
+        for as long as the source stays out of reach."""
         if self.source_high_watermark < 0:
             return -1
-        if log_end_offset >= self.source_high_watermark:
+        if log_end_offset >= self.source_high_watermark and self.error == ErrorCode.NONE:
             return 0
         since = self.caught_up_ms if self.caught_up_ms >= 0 else self.started_ms
         return max(0, now_ms - since)

@@ -77,6 +77,13 @@ def test_fetched_batches_are_appended_and_lag_follows_the_source():
     state.on_fetch_answer(8, 0, ErrorCode.NONE, 12, 0, None, None, 4000)
     assert state.lag_ms(8, 4500) == 1500  # since it last held everything (3000)
     assert state.last_fetch_ms == 4000
+    # The source out of reach: what it holds now is unknown, so the lag grows from the last caught-up answer.
+    state.on_fetch_answer(8, 0, ErrorCode.NONE, 8, 0, None, None, 5000)
+    assert state.lag_ms(8, 5000) == 0
+    state.on_unavailable("connection timed out", 5100)
+    assert state.lag_ms(8, 9000) == 4000 and state.lag_records(8) == 0
+    state.on_fetch_answer(8, 0, ErrorCode.NONE, 8, 0, None, None, 9500)
+    assert state.lag_ms(8, 9600) == 0
 
 
 def test_a_new_source_epoch_is_checked_before_its_batches_are_appended():
@@ -117,6 +124,18 @@ def test_a_fetched_batch_that_begins_before_our_log_end_fails_the_mirror():
     state = MirrorPartition("t", 0, started_ms=0, verified_at=(3, 9))
     step = state.on_fetch_answer(9, 3, ErrorCode.NONE, 14, 0, batch(7, 4, 4), None, 1)
     assert isinstance(step, Diverged) and "batch at offset 7 straddles our log end" in step.reason
+
+
+def test_what_the_source_confirmed_is_checked_again_after_it_was_out_of_reach_or_answered_an_error():
+    for lose_contact in (
+        lambda state: state.on_unavailable("down", 2),
+        lambda state: state.on_fetch_answer(20, 4, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, None, None, 2),
+    ):
+        state = MirrorPartition("t", 0, started_ms=0, needs_epoch_check=True)
+        assert state.on_epoch_answer(20, 4, ErrorCode.NONE, 20, 1) == Proceed()
+        lose_contact(state)
+        # A batch of a newer epoch afterwards: the source may have cut and rewritten meanwhile.
+        assert state.on_fetch_answer(20, 4, ErrorCode.NONE, 24, 0, batch(20, 4, 6), None, 3) == CheckEpoch()
 
 
 def _comparing() -> MirrorPartition:
@@ -479,9 +498,11 @@ def run_simulation(seed: int, tmp_path) -> dict:
             _check_copy(driver, source)
     # Quiet end: the source commits everything and stays up; the mirror must catch up or have failed.
     source.available = True
-    # One batch of the source's current epoch to end with: a source that does not report diverging
-    # epochs shows a truncation only through a batch of a newer epoch than the mirror's last.
+    # Batches of the source's current epoch past the mirror's log end to end with: a source that does not
+    # report diverging epochs shows a truncation only through a batch of a newer epoch than the mirror's last.
     source.produce()
+    while source.log_end <= driver.plog.log_end_offset:
+        source.produce()
     source.high_watermark = source.log_end
     quiet_since_ms = driver.now_ms
     for _ in range(500):
