@@ -122,8 +122,10 @@ def test_a_link_cut_for_longer_than_every_timeout_resumes_with_no_gap_and_no_dup
             network.block("destination", "source")
             cut_at = time.monotonic()
             samples = []  # (seconds into the cut, every partition's error, max lag_ms, lag_records)
+            errors: set = set()
             while time.monotonic() - cut_at < CUT_S:
                 partitions = mirror_partitions(destination, topic)
+                errors = {p["error"] for p in partitions}
                 samples.append((
                     round(time.monotonic() - cut_at, 1),
                     all(p["error"] for p in partitions),
@@ -139,8 +141,8 @@ def test_a_link_cut_for_longer_than_every_timeout_resumes_with_no_gap_and_no_dup
             assert last_seconds and all(errored for _, errored, _, _ in last_seconds), samples
             assert all(s[2] >= (s[0] - 8) * 1000 for s in last_seconds), samples  # grows with the cut
             assert last_seconds[-1][2] > last_seconds[0][2], samples
-            errors = {p["error"] for p in mirror_partitions(destination, topic)}
             print(f"errors shown at the end of the cut: {errors}")
+            assert all(e and e.startswith("NETWORK_EXCEPTION: link across:") for e in errors), errors
 
             # Written for a while after the heal too, then stopped: the mirror must catch up by itself.
             wait_until(lambda: all(p["error"] is None for p in mirror_partitions(destination, topic)), 30)
