@@ -11,21 +11,35 @@ its last batch with Tansu's, replication/mirror_core.py); a promote ends it.
 
 What Tansu (0.6) does differently from Kafka, seen here: no OffsetForLeaderEpoch
 (API key 23) in its ApiVersions; a Fetch with max_wait_ms 0 is answered with no
-partitions at all; ListOffsets "latest" answers the base offset of the last
+partitions at all; a DescribeConfigs that names keys ends the connection (Tansu
+cannot decode it), and one that asks for every config answers none; ListOffsets "latest" answers the base offset of the last
 batch plus one, not the high watermark (so this test reads Tansu's high
 watermark from its Fetch answers); every batch carries leader epoch 0.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
 import pytest
 
 from benchmarks.peers import run_tansu, tansu_unavailable_reason, tansu_version
+from broker.links.source import SourceCluster
+from broker.links.topic_watch import look_at_source_topics
+from broker.links.watch_rules import SourceLook
 from protocol.records import iter_batches
-from tests.interop._support import confluent_consumer, create_topic, fetch_partition, list_offset, unique_topic
+from tests.interop._support import (
+    DELETE_TOPICS,
+    REQ,
+    RawConnection,
+    confluent_consumer,
+    create_topic,
+    fetch_partition,
+    list_offset,
+    unique_topic,
+)
 from tests.links.test_links_control import Destination, links, mirrors
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -109,6 +123,21 @@ def records(bootstrap: str, topic: str, expected: int) -> list[tuple]:
         consumer.close()
 
 
+async def look_at(bootstrap: str, topic: str):
+    source = SourceCluster("tansu", {"bootstrap.servers": bootstrap, "request.timeout.ms": "10000"}, client_id="test-link")
+    try:
+        return (await look_at_source_topics(source, [topic]))[topic]
+    finally:
+        source.close()
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    body = REQ[20].DeleteTopicsRequest(topic_names=[topic], topics=[], timeout_ms=30000)
+    with RawConnection(bootstrap) as conn:
+        [result] = conn.request(DELETE_TOPICS, 4, body).responses
+    assert result.error_code == 0, result
+
+
 def describe(dest, topic: str) -> dict:
     return json.loads(mirrors(dest, "--describe", "--topics", topic, "--output", "json").stdout)
 
@@ -149,7 +178,8 @@ def test_a_mirror_of_a_tansu_topic_holds_its_records_byte_for_byte_and_promotes(
     topic = unique_topic("from-tansu")
     create_topic(tansu.bootstrap, topic, partitions=PARTITIONS)
     produce(tansu.bootstrap, topic, 0, 150)
-    links(destination, "--create", "--link", "tansu", "--config", f"bootstrap.servers={tansu.bootstrap}")
+    links(destination, "--create", "--link", "tansu", "--config",
+          f"bootstrap.servers={tansu.bootstrap},topic.config.sync.ms=1000")
     mirrors(destination, "--create", "--mirror-topic", topic, "--link", "tansu")
 
     expected = fetched_high_watermarks(tansu.bootstrap, topic)
@@ -191,3 +221,28 @@ def test_a_mirror_of_a_tansu_topic_holds_its_records_byte_for_byte_and_promotes(
     assert list_offset(destination.bootstrap, topic, 0, LATEST).offset == expected[0] + 1
     theirs_before = raw_log(tansu.bootstrap, topic, 0)[0]
     assert raw_log(destination.bootstrap, topic, 0)[0].startswith(theirs_before)
+
+
+def test_a_topic_deleted_on_tansu_stops_its_mirror_with_a_state_that_says_so(tansu, destination):
+    # The topic watcher reads Tansu with Metadata and DescribeConfigs (Tansu cannot read a
+    # DescribeConfigs that names keys: the watcher asks for every config and picks the synced ones).
+    topic = unique_topic("deleted-on-tansu")
+    create_topic(tansu.bootstrap, topic, partitions=PARTITIONS)
+    produce(tansu.bootstrap, topic, 0, 30)
+    links(destination, "--create", "--link", "tansu", "--config",
+          f"bootstrap.servers={tansu.bootstrap},topic.config.sync.ms=500")
+    mirrors(destination, "--create", "--mirror-topic", topic, "--link", "tansu")
+    expected = fetched_high_watermarks(tansu.bootstrap, topic)
+    assert wait_until(lambda: fetched_high_watermarks(destination.bootstrap, topic) == expected)
+    # The watcher's look at Tansu is answered whole: partitions, topic id, configs (Tansu describes none).
+    look = asyncio.run(look_at(tansu.bootstrap, topic))
+    assert isinstance(look, SourceLook) and look.partition_count == PARTITIONS and look.configs == {}, look
+    delete_topic(tansu.bootstrap, topic)
+
+    def deleted():
+        [mirror] = describe(destination, topic)["mirrors"]
+        return mirror["state"] == "SOURCE_DELETED" and mirror
+
+    assert wait_until(deleted), describe(destination, topic)
+    # The mirror keeps what it copied, readable.
+    assert fetched_high_watermarks(destination.bootstrap, topic) == expected
