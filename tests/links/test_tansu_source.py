@@ -8,6 +8,8 @@ its batches (keys, values, headers, timestamps, producer ids and sequences
 inside them); its lag reaches 0; a restarted destination goes on copying
 although Tansu does not offer OffsetForLeaderEpoch (the mirror then compares
 its last batch with Tansu's, replication/mirror_core.py); a promote ends it.
+A topic deleted on Tansu stops its mirror (SOURCE_DELETED), and a group's
+offsets committed on Tansu are synced to the destination.
 
 What Tansu (0.6) does differently from Kafka, seen here: no OffsetForLeaderEpoch
 (API key 23) in its ApiVersions; a Fetch with max_wait_ms 0 is answered with no
@@ -246,3 +248,34 @@ def test_a_topic_deleted_on_tansu_stops_its_mirror_with_a_state_that_says_so(tan
     assert wait_until(deleted), describe(destination, topic)
     # The mirror keeps what it copied, readable.
     assert fetched_high_watermarks(destination.bootstrap, topic) == expected
+
+
+def test_consumer_offsets_committed_on_tansu_are_synced_to_the_mirror(tansu, destination):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    topic, group = unique_topic("offsets-on-tansu"), unique_topic("billing")
+    create_topic(tansu.bootstrap, topic, partitions=PARTITIONS)
+    produce(tansu.bootstrap, topic, 0, 60)
+    committed = {0: 7, 1: 3, 2: 20}
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, p, o) for p, o in committed.items()], asynchronous=False)
+    finally:
+        consumer.close()
+    filters = json.dumps({"groupFilters": [{"name": group, "patternType": "LITERAL", "filterType": "INCLUDE"}]})
+    config_file = destination.process.data_dir / "link.properties"
+    config_file.write_text(
+        f"bootstrap.servers={tansu.bootstrap}\nconsumer.offset.sync.enable=true\nconsumer.offset.sync.ms=500\n"
+        f"consumer.offset.group.filters={filters}\n"
+    )
+    links(destination, "--create", "--link", "tansu", "--config-file", str(config_file))
+    mirrors(destination, "--create", "--mirror-topic", topic, "--link", "tansu")
+
+    def synced():
+        admin = AdminClient({"bootstrap.servers": destination.bootstrap})
+        (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30).values()
+        found = {tp.partition: tp.offset for tp in future.result(30).topic_partitions if tp.offset >= 0}
+        return found == committed and found
+
+    assert wait_until(synced), committed
