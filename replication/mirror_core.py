@@ -24,7 +24,14 @@ carries out:
   :meth:`MirrorPartition.on_fetch_answer`);
 * :class:`CheckOffsets` after OFFSET_OUT_OF_RANGE: the driver asks the
   source's log start and end (ListOffsets) and :meth:`on_offsets` decides
-  between a start over and a divergence check.
+  between a start over and a divergence check;
+* :class:`CompareLastBatch` when the source cannot say where an epoch ends
+  (it does not offer OffsetForLeaderEpoch, or answers -1, Kafka's "no
+  information": an epoch above every one it knows, or no epoch cache at
+  all): the driver fetches the source from where our last batch begins and
+  :meth:`on_last_batch_answer` compares that batch byte for byte (leader
+  epoch and CRC included). The same batch at the same offset means the
+  source still holds everything we copied; anything else is a divergence.
 
 Before the first fetch of a leadership, a log that holds records is checked
 against the source (OffsetForLeaderEpoch for the epoch of its last batch).
@@ -92,6 +99,10 @@ class CheckEpoch(NamedTuple):
     """Ask the source where our last batch's epoch ends (OffsetForLeaderEpoch) first."""
 
 
+class CompareLastBatch(NamedTuple):
+    """Fetch the source where our last batch begins and compare it (see :meth:`MirrorPartition.on_last_batch_answer`)."""
+
+
 class Proceed(NamedTuple):
     """Nothing to do: fetch on."""
 
@@ -131,6 +142,12 @@ class MirrorPartition:
     verified_at: tuple[int, int] | None = None
     # OFFSET_OUT_OF_RANGE: ask the source's log start and end before fetching.
     needs_offsets: bool = False
+    # The source could not place our last epoch: compare our last batch with its own.
+    needs_batch_compare: bool = False
+    # Where our last batch begins, when the source's answer to its Fetch was OFFSET_OUT_OF_RANGE.
+    compare_base: int = -1
+    # Where to fetch for the comparison when the source's log starts inside our last batch (-1: at its base).
+    compare_from: int = -1
     # Copying is over (promote caught up, or failover); then the stop is reported once.
     stopped: bool = False
     reported: bool = False
@@ -147,7 +164,7 @@ class MirrorPartition:
 
     @property
     def fetchable(self) -> bool:
-        return not (self.failure or self.stopped or self.needs_epoch_check or self.needs_offsets)
+        return not (self.failure or self.stopped or self.fetch_pending_check)
 
     # ----------------------------------------------------------------- answers
 
@@ -182,6 +199,12 @@ class MirrorPartition:
             return self._diverged(log_end_offset, diverging[1], f"fetch named diverging epoch {diverging[0]}")
         if records:
             records = bytes(records)
+            first = next(iter_batches(records, allow_truncated_tail=True), None)
+            if first is not None and first[2].base_offset < log_end_offset:
+                # A batch that holds our log end but begins before it: the source's batches are not ours.
+                return self._diverged(
+                    log_end_offset, first[2].base_offset, f"its batch at offset {first[2].base_offset} straddles our log end"
+                )
             if last_epoch >= 0 and self.verified_at != (last_epoch, log_end_offset):
                 for position, _, header in iter_batches(records, allow_truncated_tail=True):
                     if header.partition_leader_epoch > last_epoch:
@@ -195,38 +218,130 @@ class MirrorPartition:
 
     def on_epoch_answer(self, log_end_offset: int, last_epoch: int, error: ErrorCode, end_offset: int, now_ms: int):
         """The source's OffsetForLeaderEpoch answer for ``last_epoch`` (the epoch of
-        our last batch): Diverged when it ends below our log end, or when the
-        source answers -1: as Kafka's leader epoch cache does, for an epoch
-        above every one it knows (its current epoch included), so our records
-        of that epoch were never the source's. (An epoch below every one the
-        source still knows, after retention there, answers its first known
-        start, which the offset range of the next fetch then judges.)"""
+        our last batch): Diverged when it ends below our log end. An answer of
+        -1 is Kafka's UNDEFINED_EPOCH_OFFSET, "no information": a Kafka epoch
+        cache gives it for an epoch above every one it knows (then our records
+        of that epoch were never the source's), and a source without an epoch
+        cache gives it for every epoch. It decides nothing, so our last batch
+        is compared with the source's instead (:class:`CompareLastBatch`),
+        which tells both cases apart. (An epoch below every one the source
+        still knows, after retention there, answers its first known start,
+        which the offset range of the next fetch then judges.)"""
         if error != ErrorCode.NONE:
             return self._on_error(error, now_ms, "OffsetForLeaderEpoch")
         self.needs_epoch_check = False
         self.error, self.error_message = ErrorCode.NONE, None
         if end_offset < 0:
-            return self._diverged(log_end_offset, end_offset, f"the source never had leader epoch {last_epoch}")
+            return self._compare_last_batch()
         if end_offset < log_end_offset:
             return self._diverged(log_end_offset, end_offset, f"the source's epoch {last_epoch} ends at {end_offset}")
+        self.verified_at = (last_epoch, log_end_offset)
+        return Proceed()
+
+    def on_epoch_unsupported(self) -> CompareLastBatch:
+        """The source does not offer OffsetForLeaderEpoch (a Kafka consumer then
+        skips its truncation check; a mirror compares its last batch instead)."""
+        self.needs_epoch_check = False
+        return self._compare_last_batch()
+
+    def _compare_last_batch(self) -> CompareLastBatch:
+        self.needs_batch_compare = True
+        return CompareLastBatch()
+
+    def on_last_batch_answer(
+        self,
+        log_end_offset: int,
+        last_epoch: int,
+        local_batch: bytes,
+        error: ErrorCode,
+        high_watermark: int,
+        records: bytes | None,
+        now_ms: int,
+    ):
+        """The source's Fetch answer from the base offset of ``local_batch``, the
+        last batch of our log (which ends at ``log_end_offset``), or from
+        :attr:`compare_from` when set (a Fetch answers from the batch that
+        holds the offset asked).
+
+        The source's batch at that offset equal byte for byte: the source holds
+        everything we copied (offsets, epochs and records: the CRC covers the
+        records, the comparison the epoch too), fetching goes on. A different
+        batch there, or a source log that ends before our log end: Diverged.
+        A source batch that begins at or past our log end (compaction there
+        removed ours) leaves nothing to compare and nothing cut: fetching goes
+        on. OFFSET_OUT_OF_RANGE goes to :meth:`on_offsets`: a source log start
+        at or before our last batch means the source's log ends before it
+        (Diverged); inside it, the comparison fetches again from there; at our
+        log end, retention there removed it (nothing to compare).
+
+        A source that answers from that offset with no batch and a high
+        watermark below our log end holds nothing there: Diverged, as a Kafka
+        consumer takes an undefined epoch answer for a truncation (KIP-320).
+        (Kafka's new leaders can report a high watermark that lags for a
+        moment; such a source also places epochs, and answers -1 only for an
+        epoch it never had.)"""
+        local_base = next(iter_batches(local_batch, allow_truncated_tail=False))[2].base_offset
+        if error != ErrorCode.NONE:
+            self.compare_base = local_base
+            return self._on_error(error, now_ms, "Fetch of our last batch")
+        self.needs_batch_compare = False
+        self.compare_base, self.compare_from = -1, -1
+        self.error, self.error_message = ErrorCode.NONE, None
+        records = bytes(records or b"")
+        for position, size, header in iter_batches(records, allow_truncated_tail=True):
+            if position + size > len(records):
+                break
+            if header.base_offset + header.last_offset_delta < local_base:
+                continue
+            if header.base_offset >= log_end_offset:
+                break
+            if records[position : position + size] == local_batch:
+                self.verified_at = (last_epoch, log_end_offset)
+                return Proceed()
+            return self._diverged(
+                log_end_offset,
+                header.base_offset,
+                f"the source's batch at offset {header.base_offset} differs from ours at {local_base}",
+            )
+        if high_watermark < log_end_offset:
+            return self._diverged(log_end_offset, high_watermark, "the source's log ends there")
         self.verified_at = (last_epoch, log_end_offset)
         return Proceed()
 
     def on_offsets(self, log_end_offset: int, last_epoch: int, source_log_start: int, source_end: int, now_ms: int):
         """The source's log start and end (ListOffsets, earliest and latest) after
         OFFSET_OUT_OF_RANGE: start over at its log start when retention passed
-        our log end; check for a divergence when our log end passed the
-        source's end; otherwise fetch again (the range moved meanwhile)."""
+        our log end; otherwise the source's log ended before our log end when
+        it answered, so check for a divergence (an epoch check, even when its
+        log has grown past our log end meanwhile: a truncation there may have
+        been followed by new records)."""
         self.needs_offsets = False
         self.source_log_start_offset = source_log_start
         if source_log_start > log_end_offset:
             skipped = source_log_start - log_end_offset
             self.skipped_records += skipped
+            self.needs_batch_compare, self.compare_base, self.compare_from = False, -1, -1
             return StartOver(source_log_start, skipped)
-        if log_end_offset > source_end:
-            if last_epoch >= 0:
-                self.needs_epoch_check = True
+        if self.needs_batch_compare and self.compare_base >= 0:
+            compare_base, self.compare_base = self.compare_base, -1
+            if source_log_start <= compare_base:
+                # The source holds offsets from before our last batch, yet not that batch's offset: its log ends before it.
+                return self._diverged(log_end_offset, min(source_end, compare_base), "the source's log ends there")
+            if source_log_start < log_end_offset:
+                # Its log starts inside our last batch (DeleteRecords can cut a batch): compare from there.
+                self.compare_from = source_log_start
                 return Proceed()
+            # Retention there removed our last batch and the source goes on from our log end: nothing to compare.
+            self.needs_batch_compare, self.compare_from = False, -1
+            self.verified_at = (last_epoch, log_end_offset)
+            return Proceed()
+        if last_epoch >= 0:
+            # Our log end was out of the source's range though not below its start: its log ended
+            # before it then, whatever it holds now (it may have grown again since): check.
+            self.needs_epoch_check = True
+            self.verified_at = None
+            return Proceed()
+        if log_end_offset > source_end:
             return self._diverged(log_end_offset, source_end, "the source's log ends there")
         return Proceed()
 
@@ -234,12 +349,22 @@ class MirrorPartition:
         """Source metadata does not have the topic or partition."""
         return self._on_error(error, now_ms, message)
 
+    def on_unanswered(self, error: ErrorCode, now_ms: int, what: str) -> Backoff:
+        """A request the source answered without this partition (or refused whole with ``error``)."""
+        message = f"{what}: the source answered {error.name}" if error != ErrorCode.NONE else f"{what}: the source's answer left the partition out"
+        self.error, self.error_message = (error if error != ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR), message
+        return Backoff(self.error, False, message)
+
     def on_unavailable(self, message: str, now_ms: int) -> Backoff:
         """No answer from the source (connection refused, timeout)."""
         self.error, self.error_message = ErrorCode.NETWORK_EXCEPTION, message
+        # What the source confirmed held until now; out of reach, it may have lost records meanwhile.
+        self.verified_at = None
         return Backoff(ErrorCode.NETWORK_EXCEPTION, True, message)
 
     def _on_error(self, error: ErrorCode, now_ms: int, what: str):
+        # An error (a leader change there, above all) is where a source may cut records: confirm again.
+        self.verified_at = None
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self.needs_offsets = True
             return CheckOffsets()
@@ -273,10 +398,13 @@ class MirrorPartition:
 
     def lag_ms(self, log_end_offset: int, now_ms: int) -> int:
         """0 while caught up; else the time since it last was (since the
-        leadership began when it never was)."""
+        leadership began when it never was). While the source does not answer
+        (or answers an error) its high watermark is not known: the time since
+        an answer last showed this partition holding everything, which grows
+        for as long as the source stays out of reach."""
         if self.source_high_watermark < 0:
             return -1
-        if log_end_offset >= self.source_high_watermark:
+        if log_end_offset >= self.source_high_watermark and self.error == ErrorCode.NONE:
             return 0
         since = self.caught_up_ms if self.caught_up_ms >= 0 else self.started_ms
         return max(0, now_ms - since)
@@ -296,7 +424,7 @@ class MirrorPartition:
 
     @property
     def fetch_pending_check(self) -> bool:
-        return self.needs_epoch_check or self.needs_offsets
+        return self.needs_epoch_check or self.needs_offsets or self.needs_batch_compare
 
 
 def stop_mark(high_watermark: int, log_end_offset: int, last_epoch: int, max_producer_id: int) -> StopMark | None:

@@ -26,8 +26,16 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 class BrokerProcess:
     """A ``pybroker start`` child process; ``bootstrap`` is its host:port."""
 
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, config_file: Path | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        overrides: dict[str, str] | None = None,
+        config_file: Path | None = None,
+        command_prefix: list[str] | None = None,
+    ):
+        """``command_prefix`` runs the broker through another program (e.g. ``ip netns exec NS``)."""
         self.data_dir = Path(data_dir)
+        self.command_prefix = list(command_prefix or [])
         self.overrides = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "advertised.listeners": "",
@@ -53,7 +61,7 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        cmd = [sys.executable, "-m", "broker"]
+        cmd = [*self.command_prefix, sys.executable, "-m", "broker"]
         # PYBROKER_TEST_LOG_LEVEL=DEBUG: every broker a test starts logs at that level (post-mortems).
         if os.environ.get("PYBROKER_TEST_LOG_LEVEL"):
             cmd += ["--log-level", os.environ["PYBROKER_TEST_LOG_LEVEL"]]

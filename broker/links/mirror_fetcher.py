@@ -15,7 +15,8 @@ mirrors).
 What to do with each answer is decided by :mod:`replication.mirror_core`
 (append, start over at the source's log start, stop on a divergence, back
 off, check a new source epoch first); this module carries it out:
-OffsetForLeaderEpoch and ListOffsets on the source when the core asks,
+OffsetForLeaderEpoch and ListOffsets on the source when the core asks (and,
+where the source cannot place an epoch, a Fetch of our last batch to compare),
 MirrorPartitionsStopped (16007) to the active controller once a stopping
 partition's in-sync replicas hold everything copied, and UpdateMirrorTopic
 (16008, state FAILED with the reason) when the source truncated records
@@ -39,7 +40,13 @@ import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable, positive_int_setting
+from broker.links.source import (
+    NoCommonVersion,
+    SourceCluster,
+    SourceConfigError,
+    SourceUnavailable,
+    positive_int_setting,
+)
 from controller.metadata.image import ClusterLink
 from controller.metadata.records import (
     MIRROR_ACTIVE,
@@ -47,6 +54,7 @@ from controller.metadata.records import (
     MIRROR_PENDING_PROMOTE,
 )
 from protocol.errors import ErrorCode
+from protocol.records import iter_batches
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from replication.fetch_session import FetchSessionBuilder
@@ -330,12 +338,16 @@ class LinkMirrorFetcher:
     async def _leader_round(self, source: SourceCluster, leader: int, entries: list[_Entry]) -> None:
         epoch_checks = [e for e in entries if e.core.needs_epoch_check]
         offset_checks = [e for e in entries if e.core.needs_offsets]
-        fetches = [e for e in entries if e.core.fetchable]
         try:
             if epoch_checks:
                 await self._check_epochs(source, leader, epoch_checks)
             if offset_checks:
                 await self._check_offsets(source, leader, offset_checks)
+            # After the epoch checks: an answer of -1 there asks for a comparison now.
+            compares = [e for e in entries if e.core.needs_batch_compare and not e.core.needs_offsets]
+            if compares:
+                await self._compare_last_batches(source, leader, compares)
+            fetches = [e for e in entries if e.core.fetchable]
             if fetches:
                 await self._fetch(source, leader, fetches)
         except SourceUnavailable as exc:
@@ -360,7 +372,13 @@ class LinkMirrorFetcher:
                 topics=[_OE.OffsetForLeaderTopic(topic=t, partitions=parts) for t, parts in by_topic.items()],
             )
 
-        _, response = await source.request_node(leader, OFFSET_FOR_LEADER_EPOCH, body)
+        try:
+            _, response = await source.request_node(leader, OFFSET_FOR_LEADER_EPOCH, body)
+        except NoCommonVersion:
+            # The source cannot place an epoch: our last batch is compared with its own instead.
+            for entry, _, _ in asked.values():
+                entry.core.on_epoch_unsupported()
+            return
         now_ms = _now_ms()
         for topic in response.topics:
             for p in topic.partitions:
@@ -370,6 +388,71 @@ class LinkMirrorFetcher:
                 entry, plog, epoch = found
                 step = entry.core.on_epoch_answer(plog.log_end_offset, epoch, ErrorCode(p.error_code), p.end_offset, now_ms)
                 self._carry_out(entry, plog, step)
+
+    async def _compare_last_batches(self, source: SourceCluster, leader: int, entries: list[_Entry]) -> None:
+        """A Fetch (outside the fetch session) from where each entry's last local
+        batch begins; the core compares the source's batch there with ours."""
+        asked = {}
+        for entry in entries:
+            plog = self.broker.partition_log(*entry.key)
+            if plog is None or plog.log_end_offset <= plog.log_start_offset:
+                entry.core.needs_batch_compare = False  # nothing held: nothing to compare
+                continue
+            end = plog.log_end_offset
+            local_batch = plog.read(end - 1, 1, upper_offset=end)
+            if not local_batch:
+                entry.core.needs_batch_compare = False
+                continue
+            base = max(next(iter_batches(local_batch, allow_truncated_tail=False))[2].base_offset, entry.core.compare_from)
+            asked[(entry.spec.source_topic, entry.key[1])] = (entry, plog, end, _last_epoch(plog), local_batch, base)
+        if not asked:
+            return
+        ids = self._source_topic_ids
+
+        def body(version: int):
+            by_id = version >= 13
+            topics: dict = {}
+            for (topic, partition), (_, _, _, _, local_batch, base) in asked.items():
+                topics.setdefault(topic, []).append(
+                    _F.FetchPartition(
+                        partition=partition, current_leader_epoch=-1, fetch_offset=base, last_fetched_epoch=-1,
+                        log_start_offset=-1, partition_max_bytes=len(local_batch),
+                    )
+                )
+            return _F.FetchRequest(
+                replica_id=CONSUMER_REPLICA_ID,
+                replica_state=_F.ReplicaState(replica_id=CONSUMER_REPLICA_ID, replica_epoch=-1),
+                # Not 0: some sources answer a Fetch that may not wait with no partitions at all.
+                max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=self.response_max_bytes, isolation_level=0,
+                session_id=0, session_epoch=-1,  # a full fetch outside any session
+                topics=[
+                    _F.FetchTopic(topic=t, topic_id=ids.get(t, ZERO_UUID) if by_id else ZERO_UUID, partitions=parts)
+                    for t, parts in topics.items()
+                ],
+                forgotten_topics_data=[], rack_id="",
+            )
+
+        version, response = await source.request_node(leader, FETCH, body, timeout_ms=FETCH_MAX_WAIT_MS + source.request_timeout_ms)
+        now_ms = _now_ms()
+        for topic_response in response.responses:
+            name = self._source_topic_names.get(topic_response.topic_id) if version >= 13 else topic_response.topic
+            for data in topic_response.partitions:
+                found = asked.get((name, data.partition_index))
+                if found is None:
+                    continue
+                entry, plog, end, epoch, local_batch, _ = found
+                if plog.log_end_offset != end or self.entries.get(entry.key) is not entry:
+                    continue
+                step = entry.core.on_last_batch_answer(
+                    end, epoch, local_batch, ErrorCode(data.error_code), data.high_watermark, data.records, now_ms
+                )
+                self._carry_out(entry, plog, step)
+                del asked[(name, data.partition_index)]
+        # Left out of the answer (or the whole request refused): asked again after the backoff.
+        error = ErrorCode(response.error_code) if version >= 7 else ErrorCode.NONE
+        for entry, *_ in asked.values():
+            if self.entries.get(entry.key) is entry:
+                self._backoff(entry, entry.core.on_unanswered(error, now_ms, "Fetch of our last batch"))
 
     async def _check_offsets(self, source: SourceCluster, leader: int, entries: list[_Entry]) -> None:
         answers: dict[int, dict] = {}

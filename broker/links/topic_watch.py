@@ -25,7 +25,6 @@ from broker.links.clients import SourceClients
 from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable
 from broker.links.watch_rules import (
     DEFAULT_TOPIC_CONFIG_SYNC_MS,
-    SYNCED_TOPIC_CONFIGS,
     TOPIC_CONFIG_SYNC_MS,
     WATCHED_STATES,
     MirrorUpdate,
@@ -87,7 +86,9 @@ async def look_at_source_topics(source: SourceCluster, names: Iterable[str]) -> 
         return _DC.DescribeConfigsRequest(
             resources=[
                 _DC.DescribeConfigsResource(
-                    resource_type=RESOURCE_TOPIC, resource_name=name, configuration_keys=list(SYNCED_TOPIC_CONFIGS)
+                    # Every config (null keys), the synced ones picked here: the same answer by Kafka's
+                    # semantics, and some sources (Tansu 0.6) cannot read a request that names keys.
+                    resource_type=RESOURCE_TOPIC, resource_name=name, configuration_keys=None
                 )
                 for name in present
             ],

@@ -158,8 +158,12 @@ class KafkaClientConnection:
         """Send one request and wait for its response body."""
         if self._closed:
             raise ConnectionFailed("connection closed")
-        async with asyncio.timeout(self.connect_timeout_ms / 1000):
-            await self._ensure_connected()
+        try:
+            async with asyncio.timeout(self.connect_timeout_ms / 1000):
+                await self._ensure_connected()
+        except TimeoutError:
+            # asyncio's TimeoutError says nothing; the message is what a status shows.
+            raise TimeoutError(f"no connection to {self.host}:{self.port} within {self.connect_timeout_ms} ms") from None
         # The connection this request waited for may be gone already: closed by
         # the owner, or lost, while another request's connect finished.
         writer, state = self._writer, self._state
@@ -175,7 +179,7 @@ class KafkaClientConnection:
                 return await future
         except TimeoutError:
             self._abort(writer)
-            raise
+            raise TimeoutError(f"no answer from {self.host}:{self.port} to {api.name} within {timeout_ms} ms") from None
         finally:
             pending.pop(correlation_id, None)
 

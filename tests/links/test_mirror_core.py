@@ -31,6 +31,7 @@ from replication.mirror_core import (
     Backoff,
     CheckEpoch,
     CheckOffsets,
+    CompareLastBatch,
     Diverged,
     MirrorPartition,
     Proceed,
@@ -76,6 +77,13 @@ def test_fetched_batches_are_appended_and_lag_follows_the_source():
     state.on_fetch_answer(8, 0, ErrorCode.NONE, 12, 0, None, None, 4000)
     assert state.lag_ms(8, 4500) == 1500  # since it last held everything (3000)
     assert state.last_fetch_ms == 4000
+    # The source out of reach: what it holds now is unknown, so the lag grows from the last caught-up answer.
+    state.on_fetch_answer(8, 0, ErrorCode.NONE, 8, 0, None, None, 5000)
+    assert state.lag_ms(8, 5000) == 0
+    state.on_unavailable("connection timed out", 5100)
+    assert state.lag_ms(8, 9000) == 4000 and state.lag_records(8) == 0
+    state.on_fetch_answer(8, 0, ErrorCode.NONE, 8, 0, None, None, 9500)
+    assert state.lag_ms(8, 9600) == 0
 
 
 def test_a_new_source_epoch_is_checked_before_its_batches_are_appended():
@@ -102,11 +110,91 @@ def test_a_source_that_cut_copied_records_fails_the_mirror():
     assert isinstance(step, Diverged) and other.failure
 
 
-def test_an_epoch_the_source_never_had_fails_the_mirror():
-    # Kafka's epoch cache answers -1 for an epoch above every one it knows.
+def test_an_epoch_answer_of_minus_one_asks_for_the_last_batch_to_be_compared():
+    # -1 is Kafka's "no information": an epoch above every one a cache knows, or a source without a cache.
     state = MirrorPartition("t", 0, started_ms=0, needs_epoch_check=True)
-    step = state.on_epoch_answer(20, 4, ErrorCode.NONE, -1, 1)
-    assert isinstance(step, Diverged) and "never had leader epoch 4" in step.reason
+    assert state.on_epoch_answer(20, 4, ErrorCode.NONE, -1, 1) == CompareLastBatch()
+    assert state.needs_batch_compare and not state.needs_epoch_check and not state.fetchable
+    # A source without OffsetForLeaderEpoch at all: the same comparison.
+    other = MirrorPartition("t", 0, started_ms=0, needs_epoch_check=True)
+    assert other.on_epoch_unsupported() == CompareLastBatch() and other.needs_batch_compare
+
+
+def test_a_fetched_batch_that_begins_before_our_log_end_fails_the_mirror():
+    state = MirrorPartition("t", 0, started_ms=0, verified_at=(3, 9))
+    step = state.on_fetch_answer(9, 3, ErrorCode.NONE, 14, 0, batch(7, 4, 4), None, 1)
+    assert isinstance(step, Diverged) and "batch at offset 7 straddles our log end" in step.reason
+
+
+def test_what_the_source_confirmed_is_checked_again_after_it_was_out_of_reach_or_answered_an_error():
+    for lose_contact in (
+        lambda state: state.on_unavailable("down", 2),
+        lambda state: state.on_fetch_answer(20, 4, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, None, None, 2),
+    ):
+        state = MirrorPartition("t", 0, started_ms=0, needs_epoch_check=True)
+        assert state.on_epoch_answer(20, 4, ErrorCode.NONE, 20, 1) == Proceed()
+        lose_contact(state)
+        # A batch of a newer epoch afterwards: the source may have cut and rewritten meanwhile.
+        assert state.on_fetch_answer(20, 4, ErrorCode.NONE, 24, 0, batch(20, 4, 6), None, 3) == CheckEpoch()
+
+
+def _comparing() -> MirrorPartition:
+    return MirrorPartition("t", 2, started_ms=0, needs_batch_compare=True)
+
+
+def test_the_same_last_batch_at_the_source_lets_fetching_go_on():
+    ours = batch(17, 3, 4)
+    source = batch(12, 5, 3) + ours + batch(20, 2, 5)
+    state = _comparing()
+    assert state.on_last_batch_answer(20, 4, ours, ErrorCode.NONE, 22, source, 1) == Proceed()
+    assert state.fetchable and state.verified_at == (4, 20)
+
+
+def test_a_different_batch_at_our_last_offsets_fails_the_mirror():
+    ours = batch(17, 3, 4)
+    for theirs in (batch(17, 3, 4, tag="other"), batch(17, 3, 6), batch(15, 4, 4)):
+        state = _comparing()
+        step = state.on_last_batch_answer(20, 4, ours, ErrorCode.NONE, 30, theirs, 1)
+        assert isinstance(step, Diverged) and "differs from ours at 17" in step.reason, theirs
+        assert state.failure and not state.fetchable
+
+
+def test_a_source_that_holds_nothing_at_our_last_batch_fails_the_mirror():
+    state = _comparing()
+    step = state.on_last_batch_answer(20, 4, batch(17, 3, 4), ErrorCode.NONE, 17, None, 1)
+    assert isinstance(step, Diverged) and "local log end 20, source end 17" in step.reason
+    # OFFSET_OUT_OF_RANGE there, with the source's log starting before that batch: its log ends before it.
+    state = _comparing()
+    assert state.on_last_batch_answer(20, 4, batch(17, 3, 4), ErrorCode.OFFSET_OUT_OF_RANGE, -1, None, 1) == CheckOffsets()
+    step = state.on_offsets(20, 4, 5, 12, 2)
+    assert isinstance(step, Diverged) and "source end 12" in step.reason
+
+
+def test_a_last_batch_that_the_source_removed_by_retention_or_compaction_is_not_a_divergence():
+    # Retention: the source's log now starts at our log end.
+    state = _comparing()
+    assert state.on_last_batch_answer(20, 4, batch(17, 3, 4), ErrorCode.OFFSET_OUT_OF_RANGE, -1, None, 1) == CheckOffsets()
+    assert state.on_offsets(20, 4, 20, 26, 2) == Proceed()
+    assert state.fetchable
+    # DeleteRecords there: the source's log starts inside our last batch; compared from there.
+    state = _comparing()
+    state.on_last_batch_answer(20, 4, batch(17, 3, 4), ErrorCode.OFFSET_OUT_OF_RANGE, -1, None, 1)
+    assert state.on_offsets(20, 4, 18, 26, 2) == Proceed()
+    assert state.needs_batch_compare and state.compare_from == 18
+    assert state.on_last_batch_answer(20, 4, batch(17, 3, 4), ErrorCode.NONE, 26, batch(17, 3, 4), 3) == Proceed()
+    assert state.fetchable and state.compare_from == -1
+    # Compaction: the first batch from there begins at or past our log end.
+    state = _comparing()
+    assert state.on_last_batch_answer(20, 4, batch(17, 3, 4), ErrorCode.NONE, 30, batch(21, 2, 4), 1) == Proceed()
+    assert state.fetchable
+
+
+def test_an_error_on_the_comparison_backs_off_and_asks_again():
+    state = _comparing()
+    step = state.on_last_batch_answer(20, 4, batch(17, 3, 4), ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, None, 1)
+    assert isinstance(step, Backoff) and step.refresh_metadata and state.needs_batch_compare
+    step = state.on_unanswered(ErrorCode.NONE, 2, "Fetch of our last batch")
+    assert isinstance(step, Backoff) and "left the partition out" in state.error_message and state.needs_batch_compare
 
 
 def test_an_epoch_the_source_confirms_lets_fetching_go_on():
@@ -216,6 +304,8 @@ class FakeSource:
     epochs: list = field(default_factory=lambda: [(0, 0)])  # (epoch, start offset)
     available: bool = True
     reports_diverging: bool = True
+    # "cache": OffsetForLeaderEpoch as Kafka answers it; "undefined": always -1; "absent": not offered.
+    epoch_api: str = "cache"
     truncated_below: int | None = None  # lowest offset an unclean election cut
     serial: int = 0
 
@@ -330,7 +420,10 @@ class Driver:
             if not source.available:
                 state.on_unavailable("down", self.now_ms)
                 return
-            _, end = source.end_offset_for(_last_epoch(plog))
+            if source.epoch_api == "absent":
+                state.on_epoch_unsupported()
+                return
+            _, end = source.end_offset_for(_last_epoch(plog)) if source.epoch_api == "cache" else (-1, -1)
             state.on_epoch_answer(plog.log_end_offset, _last_epoch(plog), ErrorCode.NONE, end, self.now_ms)
             return
         if state.needs_offsets:
@@ -342,6 +435,16 @@ class Driver:
             if isinstance(step, StartOver):
                 plog.truncate_fully_and_start_at(step.offset)
                 self.start_overs += 1
+            return
+        if state.needs_batch_compare:
+            if not source.available:
+                state.on_unavailable("down", self.now_ms)
+                return
+            end = plog.log_end_offset
+            ours = plog.read(end - 1, 1, upper_offset=end)
+            base = max(next(iter_batches(ours))[2].base_offset, state.compare_from)
+            error, hw, _, records, _ = source.fetch(base, -1, 1)
+            state.on_last_batch_answer(end, _last_epoch(plog), ours, error, hw, records, self.now_ms)
             return
         answer = source.fetch(plog.log_end_offset, _last_epoch(plog), self.rng.randint(1, 3))
         if answer is None:
@@ -371,7 +474,7 @@ def _check_copy(driver: Driver, source: FakeSource) -> None:
 
 def run_simulation(seed: int, tmp_path) -> dict:
     rng = random.Random(seed)
-    source = FakeSource(rng, reports_diverging=rng.random() < 0.5)
+    source = FakeSource(rng, reports_diverging=rng.random() < 0.5, epoch_api=rng.choice(["cache", "cache", "undefined", "absent"]))
     driver = Driver(rng, source, tmp_path / f"mirror-{seed}")
     for _ in range(rng.randint(150, 400)):
         roll = rng.random()
@@ -395,9 +498,17 @@ def run_simulation(seed: int, tmp_path) -> dict:
             _check_copy(driver, source)
     # Quiet end: the source commits everything and stays up; the mirror must catch up or have failed.
     source.available = True
+    # Batches of the source's current epoch past the mirror's log end to end with: a source that does not
+    # report diverging epochs shows a truncation only through a batch of a newer epoch than the mirror's last.
+    source.produce()
+    while source.log_end <= driver.plog.log_end_offset:
+        source.produce()
     source.high_watermark = source.log_end
+    quiet_since_ms = driver.now_ms
     for _ in range(500):
-        if driver.state.failure or (driver.plog.log_end_offset == source.high_watermark and not driver.state.needs_epoch_check):
+        caught_up = driver.plog.log_end_offset == driver.state.source_high_watermark == source.high_watermark
+        caught_up = caught_up and driver.state.last_fetch_ms > quiet_since_ms
+        if driver.state.failure or (caught_up and not driver.state.fetch_pending_check):
             break
         driver.step()
     if driver.state.failure:

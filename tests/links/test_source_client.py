@@ -98,3 +98,30 @@ def test_no_source_broker_answering_is_said_once_with_every_address():
             source.close()
 
     asyncio.run(scenario())
+
+
+def test_a_source_that_accepts_but_never_answers_is_named_with_the_timeout():
+    """A cut network looks like this: the request's timeout ends it, and the status says which and after how long."""
+
+    async def scenario():
+        held = []
+
+        async def accept_and_stay_silent(reader, writer):
+            held.append(writer)
+
+        server = await asyncio.start_server(accept_and_stay_silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        source = SourceCluster("east", {"bootstrap.servers": f"127.0.0.1:{port}", "request.timeout.ms": "300"},
+                               client_id="test-link")
+        try:
+            with pytest.raises(SourceUnavailable) as failed:
+                await source.metadata(None)
+            assert f"127.0.0.1:{port}: no answer from 127.0.0.1:{port} to ApiVersions within 300 ms" in str(failed.value)
+        finally:
+            source.close()
+            for writer in held:
+                writer.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
