@@ -9,6 +9,11 @@ pybroker's words.
 # time (pybroker has no dynamic broker configs), so all are reported read-only.
 BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "node.id": ("INT", "The id of this node in the cluster."),
+    "cluster.link.origin.id": (
+        "INT",
+        "This cluster's origin number for multi-master topics (0-1023): its controllers hand out producer ids "
+        "only from origin x 2^48 on, so a batch's producer id names the cluster it was written in.",
+    ),
     "process.roles": ("LIST", "The roles this node plays: broker, controller, or both (combined)."),
     "listeners": ("STRING", "The NAME://host:port addresses the broker accepts connections on."),
     "advertised.listeners": ("STRING", "The addresses clients are told to connect to; unset means the listeners themselves."),
