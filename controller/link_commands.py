@@ -105,7 +105,7 @@ from protocol.messages.cluster_links import (
     MIRROR_OP_RESUME,
 )
 from protocol.registry import APIS_BY_NAME
-from protocol.schema import struct_classes
+from protocol.schema import ZERO_UUID, struct_classes
 from storage.topic_config import TopicConfigError, validate_topic_configs
 
 _CREATE = struct_classes(APIS_BY_NAME["CreateClusterLinks"].response)
@@ -116,7 +116,6 @@ _MIRRORS = struct_classes(APIS_BY_NAME["AlterMirrors"].response)
 _STOPPED = struct_classes(APIS_BY_NAME["MirrorPartitionsStopped"].response)
 _UPDATE = struct_classes(APIS_BY_NAME["UpdateMirrorTopic"].response)
 
-ZERO_UUID = uuid.UUID(int=0)
 LINK_NAME_MAX_CHARS = 249
 _LEGAL_LINK_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 # Mirrors that still follow their source: their link cannot simply go, and

@@ -244,6 +244,23 @@ def link_config_value(configs: Mapping[str, str], name: str) -> str | None:
     return LINK_CONFIGS[name].default if value is None else value
 
 
+def link_setting_ms(configs: Mapping[str, str], name: str) -> int:
+    """A link's milliseconds setting ``name`` as a positive number: its value, or
+    the declared default when unset (or unusable: the controller refuses those,
+    so only a record older than a check would carry one)."""
+    default = int(LINK_CONFIGS[name].default)
+    try:
+        value = int(configs.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def link_setting_enabled(configs: Mapping[str, str], name: str) -> bool:
+    """A link's boolean setting ``name`` (its declared default when unset)."""
+    return str(link_config_value(configs, name)).strip().lower() == "true"
+
+
 def described_link_configs(configs: Mapping[str, str]) -> list[tuple[str, str | None, bool]]:
     """(name, value, sensitive) for each setting of a link, secrets as None, sorted by name."""
     return [

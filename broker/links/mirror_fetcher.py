@@ -56,7 +56,7 @@ from controller.metadata.records import (
 from protocol.errors import ErrorCode
 from protocol.records import iter_batches
 from protocol.registry import APIS_BY_NAME
-from protocol.schema import struct_classes
+from protocol.schema import ZERO_UUID, struct_classes
 from replication.fetch_session import FetchSessionBuilder
 from replication.mirror_core import (
     Append,
@@ -86,7 +86,6 @@ FETCH_MAX_WAIT_MS = 500
 CONSUMER_REPLICA_ID = -1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-ZERO_UUID = uuid.UUID(int=0)
 # How long a fetcher waits before it asks the source again after an error.
 DEFAULT_BACKOFF_MS = 500
 THROTTLED_WAIT_MS = 100

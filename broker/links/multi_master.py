@@ -47,11 +47,12 @@ from broker.links.offset_sync import _LinkCaller
 from broker.links.source import SourceConfigError, SourceUnavailable
 from broker.net.in_process_client import RequestRefused
 from broker.replica.leader_append import ACKS_ALL, append_as_leader, replication_outcome
+from controller.link_configs import link_setting_ms
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import iter_batches
 from protocol.registry import APIS_BY_NAME
-from protocol.schema import struct_classes
+from protocol.schema import ZERO_UUID, struct_classes
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,6 @@ OFFSET_FETCH_VERSION = 8
 OFFSET_COMMIT_VERSION = 8
 CONSUMER_REPLICA_ID = -1
 FETCH_MAX_WAIT_MS = 500
-ZERO_UUID = uuid.UUID(int=0)
-DEFAULT_BACKOFF_MS = 500
 # How long a round waits for the in-sync replicas before it commits positions.
 REPLICATION_WAIT_MS = 30_000
 GROUP_REQUEST_TIMEOUT_MS = 30_000
@@ -166,10 +165,7 @@ class MultiMasterCopier:
                     pass
 
     def _backoff_s(self, link) -> float:
-        try:
-            return int(link.configs.get("retry.backoff.ms", DEFAULT_BACKOFF_MS)) / 1000
-        except ValueError:
-            return DEFAULT_BACKOFF_MS / 1000
+        return link_setting_ms(link.configs, "retry.backoff.ms") / 1000
 
     def _set_problem(self, link, problem: str) -> None:
         for (name, _, _), copy in self.partitions.items():

@@ -29,7 +29,6 @@ from collections.abc import Iterable
 
 from broker.links.clients import SourceClients
 from broker.links.offset_sync_rules import (
-    DEFAULT_OFFSET_SYNC_MS,
     OFFSET_SYNC_ENABLE,
     OFFSET_SYNC_MS,
     GroupFilterError,
@@ -40,6 +39,7 @@ from broker.links.offset_sync_rules import (
 )
 from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable
 from broker.net.in_process_client import RequestRefused
+from controller.link_configs import link_setting_enabled, link_setting_ms
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.registry import APIS_BY_NAME
@@ -70,15 +70,11 @@ ROUND_TIMEOUT_S = 120.0
 
 
 def link_sync_enabled(link) -> bool:
-    return str(link.configs.get(OFFSET_SYNC_ENABLE, "false")).strip().lower() == "true"
+    return link_setting_enabled(link.configs, OFFSET_SYNC_ENABLE)
 
 
 def link_sync_interval_ms(link) -> int:
-    try:
-        value = int(link.configs.get(OFFSET_SYNC_MS, DEFAULT_OFFSET_SYNC_MS))
-    except ValueError:
-        return DEFAULT_OFFSET_SYNC_MS
-    return value if value > 0 else DEFAULT_OFFSET_SYNC_MS
+    return link_setting_ms(link.configs, OFFSET_SYNC_MS)
 
 
 # ----------------------------------------------------------------- the source

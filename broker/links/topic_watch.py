@@ -24,7 +24,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from broker.links.clients import SourceClients
 from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable
 from broker.links.watch_rules import (
-    DEFAULT_TOPIC_CONFIG_SYNC_MS,
     TOPIC_CONFIG_SYNC_MS,
     WATCHED_STATES,
     MirrorUpdate,
@@ -33,6 +32,7 @@ from broker.links.watch_rules import (
     decide,
     synced_configs_of,
 )
+from controller.link_configs import link_setting_ms
 from controller.metadata.records import MIRROR_STATE_NAMES
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -52,12 +52,8 @@ LOOK_TIMEOUT_S = 60.0
 
 
 def link_interval_ms(link) -> int:
-    """``topic.config.sync.ms`` of a link (its default when unset or unusable: the controller validates it)."""
-    try:
-        value = int(link.configs.get(TOPIC_CONFIG_SYNC_MS, DEFAULT_TOPIC_CONFIG_SYNC_MS))
-    except ValueError:
-        return DEFAULT_TOPIC_CONFIG_SYNC_MS
-    return value if value > 0 else DEFAULT_TOPIC_CONFIG_SYNC_MS
+    """``topic.config.sync.ms`` of a link."""
+    return link_setting_ms(link.configs, TOPIC_CONFIG_SYNC_MS)
 
 
 async def look_at_source_topics(source: SourceCluster, names: Iterable[str]) -> dict[str, SourceLook | str]:
