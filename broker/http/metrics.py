@@ -524,7 +524,32 @@ class _BrokerCollector:
                 batches.add_metric(series + [outcome], count)
             position.add_metric(series, copy.position)
             errors.add_metric(series, 1 if copy.error or copy.problem else 0)
-        return [batches, position, errors]
+        translations = self.metrics.broker.offset_sync.translator.results()
+        labels = ["link", "group", "topic", "partition"]
+        group_offset = GaugeMetricFamily(
+            "pybroker_multi_master_group_offset",
+            "Where a source group resumes in this cluster: its translated offset of a multi-master partition",
+            labels=labels,
+        )
+        again = GaugeMetricFamily(
+            "pybroker_multi_master_group_again_records",
+            "Records the group consumed at the source that lie after its translated offset here (delivered again); "
+            "a lower bound while pybroker_multi_master_group_again_counted is 0",
+            labels=labels,
+        )
+        counted = GaugeMetricFamily(
+            "pybroker_multi_master_group_again_counted", "1 when the records delivered again were counted to the high watermark", labels=labels
+        )
+        image = self.metrics.broker.image
+        for (link_id, group, topic, partition), place in sorted(translations.items(), key=lambda item: item[0][1:]):
+            link = image.link_by_id(link_id)
+            if topic not in kept or link is None:
+                continue
+            series = [link.name, group, topic, str(partition)]
+            group_offset.add_metric(series, place.offset)
+            again.add_metric(series, place.again_records)
+            counted.add_metric(series, 1 if place.again_counted else 0)
+        return [batches, position, errors, group_offset, again, counted]
 
     def _group_lag(self):
         """Lag of the groups this broker coordinates, per committed partition: the high

@@ -47,6 +47,7 @@ from broker.links.source import (
     SourceUnavailable,
     positive_int_setting,
 )
+from broker.links.source_fetch import CONSUMER_REPLICA_ID, FetchWanted, consumer_fetch_request, fetched_partitions
 from controller.metadata.image import ClusterLink
 from controller.metadata.records import (
     MIRROR_ACTIVE,
@@ -75,7 +76,6 @@ FETCH = APIS_BY_NAME["Fetch"]
 LIST_OFFSETS = APIS_BY_NAME["ListOffsets"]
 OFFSET_FOR_LEADER_EPOCH = APIS_BY_NAME["OffsetForLeaderEpoch"]
 MIRROR_PARTITIONS_STOPPED = APIS_BY_NAME["MirrorPartitionsStopped"]
-_F = struct_classes(FETCH.request)
 _LO = struct_classes(LIST_OFFSETS.request)
 _OE = struct_classes(OFFSET_FOR_LEADER_EPOCH.request)
 _MS = struct_classes(MIRROR_PARTITIONS_STOPPED.request)
@@ -83,7 +83,6 @@ _MS = struct_classes(MIRROR_PARTITIONS_STOPPED.request)
 # States in which the leader copies (or, PENDING_FAILOVER, stops and reports).
 FETCHER_STATES = frozenset({MIRROR_ACTIVE, MIRROR_PENDING_PROMOTE, MIRROR_PENDING_FAILOVER})
 FETCH_MAX_WAIT_MS = 500
-CONSUMER_REPLICA_ID = -1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 # How long a fetcher waits before it asks the source again after an error.
@@ -408,45 +407,30 @@ class LinkMirrorFetcher:
             return
         ids = self._source_topic_ids
 
+        wanted = [
+            FetchWanted(topic, partition, base, len(local_batch))
+            for (topic, partition), (_, _, _, _, local_batch, base) in asked.items()
+        ]
+
         def body(version: int):
-            by_id = version >= 13
-            topics: dict = {}
-            for (topic, partition), (_, _, _, _, local_batch, base) in asked.items():
-                topics.setdefault(topic, []).append(
-                    _F.FetchPartition(
-                        partition=partition, current_leader_epoch=-1, fetch_offset=base, last_fetched_epoch=-1,
-                        log_start_offset=-1, partition_max_bytes=len(local_batch),
-                    )
-                )
-            return _F.FetchRequest(
-                replica_id=CONSUMER_REPLICA_ID,
-                replica_state=_F.ReplicaState(replica_id=CONSUMER_REPLICA_ID, replica_epoch=-1),
-                # Not 0: some sources answer a Fetch that may not wait with no partitions at all.
-                max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=self.response_max_bytes, isolation_level=0,
-                session_id=0, session_epoch=-1,  # a full fetch outside any session
-                topics=[
-                    _F.FetchTopic(topic=t, topic_id=ids.get(t, ZERO_UUID) if by_id else ZERO_UUID, partitions=parts)
-                    for t, parts in topics.items()
-                ],
-                forgotten_topics_data=[], rack_id="",
+            return consumer_fetch_request(
+                version, wanted, ids, max_wait_ms=FETCH_MAX_WAIT_MS, response_max_bytes=self.response_max_bytes
             )
 
         version, response = await source.request_node(leader, FETCH, body, timeout_ms=FETCH_MAX_WAIT_MS + source.request_timeout_ms)
         now_ms = _now_ms()
-        for topic_response in response.responses:
-            name = self._source_topic_names.get(topic_response.topic_id) if version >= 13 else topic_response.topic
-            for data in topic_response.partitions:
-                found = asked.get((name, data.partition_index))
-                if found is None:
-                    continue
-                entry, plog, end, epoch, local_batch, _ = found
-                if plog.log_end_offset != end or self.entries.get(entry.key) is not entry:
-                    continue
-                step = entry.core.on_last_batch_answer(
-                    end, epoch, local_batch, ErrorCode(data.error_code), data.high_watermark, data.records, now_ms
-                )
-                self._carry_out(entry, plog, step)
-                del asked[(name, data.partition_index)]
+        for name, data in fetched_partitions(version, response, self._source_topic_names):
+            found = asked.get((name, data.partition_index))
+            if found is None:
+                continue
+            entry, plog, end, epoch, local_batch, _ = found
+            if plog.log_end_offset != end or self.entries.get(entry.key) is not entry:
+                continue
+            step = entry.core.on_last_batch_answer(
+                end, epoch, local_batch, ErrorCode(data.error_code), data.high_watermark, data.records, now_ms
+            )
+            self._carry_out(entry, plog, step)
+            del asked[(name, data.partition_index)]
         # Left out of the answer (or the whole request refused): asked again after the backoff.
         error = ErrorCode(response.error_code) if version >= 7 else ErrorCode.NONE
         for entry, *_ in asked.values():
@@ -522,41 +506,21 @@ class LinkMirrorFetcher:
         plan = session.build(wanted)
         ids = self._source_topic_ids
 
+        to_send = [
+            FetchWanted(topic, partition, fetch_offset, self.partition_max_bytes, last_epoch)
+            for (topic, partition), (fetch_offset, last_epoch) in plan.to_send
+        ]
+
         def body(version: int):
-            by_id = version >= 13
-            topics: dict = {}
-            for (topic, partition), (fetch_offset, last_epoch) in plan.to_send:
-                topics.setdefault(topic, []).append(
-                    _F.FetchPartition(
-                        partition=partition,
-                        current_leader_epoch=-1,
-                        fetch_offset=fetch_offset,
-                        last_fetched_epoch=last_epoch,
-                        log_start_offset=-1,
-                        partition_max_bytes=self.partition_max_bytes,
-                    )
-                )
-            forgotten: dict = {}
-            for topic, partition in plan.forgotten:
-                forgotten.setdefault(topic, []).append(partition)
-            return _F.FetchRequest(
-                replica_id=CONSUMER_REPLICA_ID,
-                replica_state=_F.ReplicaState(replica_id=CONSUMER_REPLICA_ID, replica_epoch=-1),
+            return consumer_fetch_request(
+                version,
+                to_send,
+                ids,
                 max_wait_ms=FETCH_MAX_WAIT_MS,
-                min_bytes=1,
-                max_bytes=self.response_max_bytes,
-                isolation_level=0,
+                response_max_bytes=self.response_max_bytes,
                 session_id=plan.session_id,
                 session_epoch=plan.session_epoch,
-                topics=[
-                    _F.FetchTopic(topic=t, topic_id=ids.get(t, ZERO_UUID) if by_id else ZERO_UUID, partitions=parts)
-                    for t, parts in topics.items()
-                ],
-                forgotten_topics_data=[
-                    _F.ForgottenTopic(topic=t, topic_id=ids.get(t, ZERO_UUID) if by_id else ZERO_UUID, partitions=parts)
-                    for t, parts in forgotten.items()
-                ],
-                rack_id="",
+                forgotten=plan.forgotten,
             )
 
         try:
@@ -576,31 +540,29 @@ class LinkMirrorFetcher:
                     self._backoff(entry, entry.core.on_fetch_answer(0, -1, error, -1, -1, None, None, now_ms))
             return
         now_ms = _now_ms()
-        for topic_response in response.responses:
-            name = self._source_topic_names.get(topic_response.topic_id) if version >= 13 else topic_response.topic
-            for data in topic_response.partitions:
-                found = fetched_from.get((name, data.partition_index))
-                if found is None:
-                    continue
-                entry, plog, fetch_offset, last_epoch = found
-                if plog.log_end_offset != fetch_offset or self.entries.get(entry.key) is not entry:
-                    continue  # the log or the leadership changed while the fetch was out
-                if entry.key in throttled and data.records:
-                    manager.follower_quota.record(len(data.records), now_ms)
-                diverging = None
-                if version >= 12 and data.diverging_epoch is not None and data.diverging_epoch.end_offset >= 0:
-                    diverging = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
-                step = entry.core.on_fetch_answer(
-                    fetch_offset,
-                    last_epoch,
-                    ErrorCode(data.error_code),
-                    data.high_watermark,
-                    data.log_start_offset if version >= 5 else -1,
-                    data.records,
-                    diverging,
-                    now_ms,
-                )
-                self._carry_out(entry, plog, step)
+        for name, data in fetched_partitions(version, response, self._source_topic_names):
+            found = fetched_from.get((name, data.partition_index))
+            if found is None:
+                continue
+            entry, plog, fetch_offset, last_epoch = found
+            if plog.log_end_offset != fetch_offset or self.entries.get(entry.key) is not entry:
+                continue  # the log or the leadership changed while the fetch was out
+            if entry.key in throttled and data.records:
+                manager.follower_quota.record(len(data.records), now_ms)
+            diverging = None
+            if version >= 12 and data.diverging_epoch is not None and data.diverging_epoch.end_offset >= 0:
+                diverging = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
+            step = entry.core.on_fetch_answer(
+                fetch_offset,
+                last_epoch,
+                ErrorCode(data.error_code),
+                data.high_watermark,
+                data.log_start_offset if version >= 5 else -1,
+                data.records,
+                diverging,
+                now_ms,
+            )
+            self._carry_out(entry, plog, step)
         # A partition left out of an incremental answer has no news: the source's
         # high watermark it last named still holds, so a promote may stop on it.
         for entry, plog, _, _ in fetched_from.values():

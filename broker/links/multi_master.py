@@ -45,6 +45,7 @@ from broker.links.multi_master_rules import (
 )
 from broker.links.offset_sync import _LinkCaller
 from broker.links.source import SourceConfigError, SourceUnavailable
+from broker.links.source_fetch import FetchWanted, consumer_fetch_request, fetched_partitions, topic_leaders
 from broker.net.in_process_client import RequestRefused
 from broker.replica.leader_append import ACKS_ALL, append_as_leader, replication_outcome
 from controller.link_configs import link_setting_ms
@@ -52,19 +53,17 @@ from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError
 from protocol.records import iter_batches
 from protocol.registry import APIS_BY_NAME
-from protocol.schema import ZERO_UUID, struct_classes
+from protocol.schema import struct_classes
 
 log = logging.getLogger(__name__)
 
 FETCH = APIS_BY_NAME["Fetch"]
 OFFSET_FETCH = APIS_BY_NAME["OffsetFetch"]
 OFFSET_COMMIT = APIS_BY_NAME["OffsetCommit"]
-_F = struct_classes(FETCH.request)
 _OF = struct_classes(OFFSET_FETCH.request)
 _OC = struct_classes(OFFSET_COMMIT.request)
 OFFSET_FETCH_VERSION = 8
 OFFSET_COMMIT_VERSION = 8
-CONSUMER_REPLICA_ID = -1
 FETCH_MAX_WAIT_MS = 500
 # How long a round waits for the in-sync replicas before it commits positions.
 REPLICATION_WAIT_MS = 30_000
@@ -227,12 +226,7 @@ class MultiMasterCopier:
                 mismatched[topic.name] = f"the source's {topic.name} has {len(topic.partitions)} partitions, this cluster's {len(here.partitions)}"
                 log.warning("link %s: multi-master copy: %s", link.name, mismatched[topic.name])
                 continue
-            topic_id = getattr(topic, "topic_id", None)
-            if topic_id is not None and topic_id != ZERO_UUID:
-                topic_ids[topic.name] = topic_id
-            for p in topic.partitions:
-                if p.leader_id >= 0:
-                    leaders[(topic.name, p.partition_index)] = p.leader_id
+            topic_leaders(topic, leaders, topic_ids)
         by_leader: dict[int, list[tuple[str, int]]] = {}
         for key, copy in copying.items():
             leader = leaders.get(key)
@@ -255,64 +249,42 @@ class MultiMasterCopier:
     async def _fetch(self, link, source, leader: int, keys: list[tuple[str, int]], copying, topic_ids) -> None:
         max_bytes = self.broker.config["replica.fetch.max.bytes"]
 
+        wanted = [FetchWanted(name, index, copying[(name, index)].position, max_bytes) for name, index in keys]
+
         def body(version: int):
-            by_id = version >= 13
-            topics: dict[str, list] = {}
-            for name, index in keys:
-                topics.setdefault(name, []).append(
-                    _F.FetchPartition(
-                        partition=index,
-                        current_leader_epoch=-1,
-                        fetch_offset=copying[(name, index)].position,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=max_bytes,
-                    )
-                )
-            return _F.FetchRequest(
-                replica_id=CONSUMER_REPLICA_ID,
-                replica_state=_F.ReplicaState(replica_id=CONSUMER_REPLICA_ID, replica_epoch=-1),
+            return consumer_fetch_request(
+                version,
+                wanted,
+                topic_ids,
                 max_wait_ms=FETCH_MAX_WAIT_MS,
-                min_bytes=1,
-                max_bytes=self.broker.config["replica.fetch.response.max.bytes"],
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,  # no fetch session: every partition is named each time
-                topics=[
-                    _F.FetchTopic(topic=t, topic_id=topic_ids.get(t, ZERO_UUID) if by_id else ZERO_UUID, partitions=parts)
-                    for t, parts in topics.items()
-                ],
-                forgotten_topics_data=[],
-                rack_id="",
+                response_max_bytes=self.broker.config["replica.fetch.response.max.bytes"],
             )
 
         version, response = await source.request_node(leader, FETCH, body, timeout_ms=FETCH_MAX_WAIT_MS + source.request_timeout_ms)
         names = {v: k for k, v in topic_ids.items()}
         waits = []
-        for topic_response in response.responses:
-            name = names.get(topic_response.topic_id) if version >= 13 else topic_response.topic
-            for data in topic_response.partitions:
-                key = (name, data.partition_index)
-                copy = copying.get(key)
-                if copy is None:
-                    continue
-                error = ErrorCode(data.error_code)
-                if error == ErrorCode.OFFSET_OUT_OF_RANGE and version >= 5 and copy.position < data.log_start_offset:
-                    log.warning(
-                        "link %s: %s-%d: the source's log starts at %d, past position %d: records deleted there "
-                        "before they were copied are missing here", link.name, name, data.partition_index,
-                        data.log_start_offset, copy.position,
-                    )
-                    copy.position = data.log_start_offset
-                    continue
-                if error != ErrorCode.NONE:
-                    copy.problem = f"Fetch from the source: {error.name}"
-                    continue
-                copy.problem = None
-                if data.records:
-                    wait = self._copy_batches(link, key, copy, data.records)
-                    if wait is not None:
-                        waits.append(wait)
+        for name, data in fetched_partitions(version, response, names):
+            key = (name, data.partition_index)
+            copy = copying.get(key)
+            if copy is None:
+                continue
+            error = ErrorCode(data.error_code)
+            if error == ErrorCode.OFFSET_OUT_OF_RANGE and version >= 5 and copy.position < data.log_start_offset:
+                log.warning(
+                    "link %s: %s-%d: the source's log starts at %d, past position %d: records deleted there "
+                    "before they were copied are missing here", link.name, name, data.partition_index,
+                    data.log_start_offset, copy.position,
+                )
+                copy.position = data.log_start_offset
+                continue
+            if error != ErrorCode.NONE:
+                copy.problem = f"Fetch from the source: {error.name}"
+                continue
+            copy.problem = None
+            if data.records:
+                wait = self._copy_batches(link, key, copy, data.records)
+                if wait is not None:
+                    waits.append(wait)
         for key, copy, leader_state, required in waits:
             outcome = await replication_outcome(self.broker.replicas, key, leader_state, required, REPLICATION_WAIT_MS)
             if outcome != ErrorCode.NONE:

@@ -148,6 +148,11 @@ def producers_here(producers: Iterable) -> dict[int, ProducerHere]:
     return {p.producer_id: ProducerHere(p.epoch, p.last_sequence) for p in producers}
 
 
+# The consumer groups holding links' source positions: never synced between
+# clusters (their offsets are another cluster's, and each link keeps its own).
+LINK_GROUP_PREFIX = "_pybroker-link-"
+
+
 def link_group_id(link_name: str) -> str:
     """The consumer group whose committed offsets are the link's source positions."""
-    return f"_pybroker-link-{link_name}"
+    return f"{LINK_GROUP_PREFIX}{link_name}"

@@ -12,7 +12,10 @@ and the work spreads as the groups do. For every link with
 2. on the destination: the groups' members (DescribeGroups) and committed
    offsets (OffsetFetch) through this broker's own dispatcher, and the high
    watermarks of the mirror partitions (ListOffsets at their leaders);
-3. :func:`broker.links.offset_sync_rules.offsets_to_commit` decides, and an
+3. :func:`broker.links.offset_sync_rules.offsets_to_commit` decides for
+   mirror topics; the offsets of the link's multi-master topics are
+   translated (broker/links/group_translation.py) and committed only when
+   they move the group forward. An
    OffsetCommit with generation -1 and no member id (a commit from outside
    the group, as an admin tool makes) goes through the normal group
    coordinator path, every check included.
@@ -28,6 +31,8 @@ import uuid
 from collections.abc import Iterable
 
 from broker.links.clients import SourceClients
+from broker.links.group_translation import GroupTranslator
+from broker.links.multi_master_rules import LINK_GROUP_PREFIX, link_multi_master_topics
 from broker.links.offset_sync_rules import (
     OFFSET_SYNC_ENABLE,
     OFFSET_SYNC_MS,
@@ -197,6 +202,7 @@ class ConsumerOffsetSync:
         self._due_s: dict[uuid.UUID, float] = {}
         self._problems: dict[uuid.UUID, str] = {}
         self._leader_connections: dict[tuple[int, str, int], object] = {}
+        self.translator = GroupTranslator(broker, self._leader_connection)
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -247,6 +253,7 @@ class ConsumerOffsetSync:
             self._due_s.pop(gone, None)
             self._problems.pop(gone, None)
         self._clients.keep_only(links)
+        self.translator.forget_links(set(links))
         committed = 0
         for link_id, link in links.items():
             if self._due_s.setdefault(link_id, now_s) > now_s:
@@ -263,13 +270,14 @@ class ConsumerOffsetSync:
     async def sync_link(self, link) -> int:
         image = self._broker.image
         mirrors = self._mirrors_of(image, link.link_id)
-        if not mirrors:
+        multi_master = {t for t in link_multi_master_topics(link) if t in image.topics and image.mirror_of(t) is None}
+        if not mirrors and not multi_master:
             return 0
         filters = parse_group_filters(link.configs.get("consumer.offset.group.filters"))
         if not filters.filters:
             return 0
         source = self._clients.for_link(link)
-        selected = [g for g in await list_source_groups(source) if filters.selects(g)]
+        selected = [g for g in await list_source_groups(source) if filters.selects(g) and not g.startswith(LINK_GROUP_PREFIX)]
         if selected and not self._broker.groups.offsets_topic_exists():
             # A destination no consumer used yet: __consumer_offsets is made
             # now, as a first FindCoordinator would, and used from the next
@@ -294,9 +302,34 @@ class ConsumerOffsetSync:
             if destination is None:
                 continue
             commits = offsets_to_commit(offsets, mirrors, high_watermarks, destination, group_has_members=has_members)
+            if multi_master and not has_members:
+                commits.update(await self._translated(link, source, group, offsets, multi_master, destination))
             if commits:
                 committed += await self._commit(link, group, commits)
         return committed
+
+    async def _translated(
+        self, link, source: SourceCluster, group: str, offsets: dict[tuple[str, int], SourceOffset], topics: set[str],
+        destination: dict[tuple[str, int], int],
+    ) -> dict[tuple[str, int], SourceOffset]:
+        """The offsets to commit for ``group``'s multi-master ``topics``: its
+        translated places, each only when past what the group has committed
+        here (a sync never moves a group back; in a cycle of links a place
+        translated from another cluster's translation is never ahead)."""
+        committed = {key: offset.offset for key, offset in offsets.items() if key[0] in topics and offset.offset >= 0}
+        if not committed:
+            return {}
+        commits = {}
+        for key, place in (await self.translator.translate(link, source, group, committed)).items():
+            current = destination.get(key)
+            if current is None or place.offset > current:
+                commits[key] = SourceOffset(place.offset, -1, offsets[key].metadata)
+                log.debug(
+                    "link %s: group %s: %s-%d resumes here at %d (%d at the source); %s%d records consumed there come again",
+                    link.name, group, key[0], key[1], place.offset, committed[key], "" if place.again_counted else "at least ",
+                    place.again_records,
+                )
+        return commits
 
     def _coordinates(self, group: str) -> bool:
         """This broker coordinates ``group`` on the destination."""

@@ -44,8 +44,8 @@ def wait_until(predicate, timeout_s: float = WAIT_S, interval_s: float = 0.2):
         time.sleep(interval_s)
 
 
-def create_multi_master_link(bootstrap: str, name: str, source_bootstrap: str, topic: str) -> None:
-    configs = {"bootstrap.servers": source_bootstrap, "multi.master.topics": topic, "retry.backoff.ms": "200"}
+def create_multi_master_link(bootstrap: str, name: str, source_bootstrap: str, topic: str, extra: dict[str, str] | None = None) -> None:
+    configs = {"bootstrap.servers": source_bootstrap, "multi.master.topics": topic, "retry.backoff.ms": "200", **(extra or {})}
     body = _CL.CreateClusterLinksRequest(
         links=[
             _CL.CreatableLink(
