@@ -180,6 +180,58 @@ def _mirrors_of_link(image: MetadataImage, link_id: uuid.UUID) -> list[tuple[str
 # ----------------------------------------------------------------------------- links
 
 
+class LinkSettingsRefused(Exception):
+    """A link's requested settings refused: the error code and message of its result."""
+
+    def __init__(self, error_code: ErrorCode, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def new_link_configs(requested) -> dict[str, str]:
+    """The checked settings of a new link from CreateClusterLinks' ``configs``
+    entries (``name``, ``value``); LinkSettingsRefused naming the key."""
+    given: dict[str, str] = {}
+    for c in requested:
+        if c.name in given:
+            raise LinkSettingsRefused(ErrorCode.INVALID_CONFIG, f"{c.name}: given more than once")
+        given[c.name] = c.value
+    try:
+        return validate_link_configs(given)
+    except LinkConfigError as exc:
+        raise LinkSettingsRefused(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def altered_link_configs(current: Mapping[str, str], changes) -> dict[str, str]:
+    """A link's checked settings once AlterClusterLinks' ``changes`` (``name``,
+    ``operation``, ``value``: SET or DELETE per key) apply to ``current``;
+    LinkSettingsRefused naming the key. The receiving broker applies the same
+    changes to check the result before the controller sees the request."""
+    configs = dict(current)
+    seen: set[str] = set()
+    for op in changes:
+        if op.name in seen:
+            raise LinkSettingsRefused(ErrorCode.INVALID_REQUEST, f"{op.name}: altered more than once")
+        seen.add(op.name)
+        if op.operation == LINK_CONFIG_SET:
+            if op.value is None:
+                raise LinkSettingsRefused(ErrorCode.INVALID_CONFIG, f"{op.name}: a value is required")
+            configs[op.name] = op.value
+        elif op.operation == LINK_CONFIG_DELETE:
+            if op.name == "bootstrap.servers":
+                raise LinkSettingsRefused(
+                    ErrorCode.INVALID_CONFIG, "bootstrap.servers: cannot be deleted (a link needs its source)"
+                )
+            configs.pop(op.name, None)
+        else:
+            raise LinkSettingsRefused(ErrorCode.INVALID_REQUEST, f"{op.name}: unknown operation {op.operation}")
+    try:
+        return validate_link_configs(configs)
+    except LinkConfigError as exc:
+        raise LinkSettingsRefused(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
 def plan_create_links(image: MetadataImage, request, new_uuid: Callable[[], uuid.UUID]):
     """(CreateClusterLinksResponse, records)."""
     results, records = [], []
@@ -201,19 +253,10 @@ def plan_create_links(image: MetadataImage, request, new_uuid: Callable[[], uuid
         if link.link_name in taken:
             results.append(result(ErrorCode.DUPLICATE_RESOURCE, f"cluster link {link.link_name} already exists"))
             continue
-        given: dict[str, str] = {}
-        duplicated = []
-        for c in link.configs:
-            if c.name in given:
-                duplicated.append(c.name)
-            given[c.name] = c.value
-        if duplicated:
-            results.append(result(ErrorCode.INVALID_CONFIG, f"{duplicated[0]}: given more than once"))
-            continue
         try:
-            configs = validate_link_configs(given)
-        except LinkConfigError as exc:
-            results.append(result(ErrorCode.INVALID_CONFIG, str(exc)))
+            configs = new_link_configs(link.configs)
+        except LinkSettingsRefused as exc:
+            results.append(result(exc.error_code, exc.message))
             continue
         link_id = new_uuid()
         results.append(result(ErrorCode.NONE, None, link_id))
@@ -257,34 +300,10 @@ def plan_alter_links(image: MetadataImage, request):
         if link is None:
             results.append(result(ErrorCode.RESOURCE_NOT_FOUND, f"cluster link {altered.link_name} does not exist"))
             continue
-        configs = dict(link.configs)
-        problem = None
-        seen: set[str] = set()
-        for op in altered.configs:
-            if op.name in seen:
-                problem = (ErrorCode.INVALID_REQUEST, f"{op.name}: altered more than once")
-                break
-            seen.add(op.name)
-            if op.operation == LINK_CONFIG_SET:
-                if op.value is None:
-                    problem = (ErrorCode.INVALID_CONFIG, f"{op.name}: a value is required")
-                    break
-                configs[op.name] = op.value
-            elif op.operation == LINK_CONFIG_DELETE:
-                if op.name == "bootstrap.servers":
-                    problem = (ErrorCode.INVALID_CONFIG, "bootstrap.servers: cannot be deleted (a link needs its source)")
-                    break
-                configs.pop(op.name, None)
-            else:
-                problem = (ErrorCode.INVALID_REQUEST, f"{op.name}: unknown operation {op.operation}")
-                break
-        if problem is None:
-            try:
-                configs = validate_link_configs(configs)
-            except LinkConfigError as exc:
-                problem = (ErrorCode.INVALID_CONFIG, str(exc))
-        if problem is not None:
-            results.append(result(*problem))
+        try:
+            configs = altered_link_configs(link.configs, altered.configs)
+        except LinkSettingsRefused as exc:
+            results.append(result(exc.error_code, exc.message))
             continue
         results.append(result(ErrorCode.NONE))
         if configs != dict(link.configs) and not request.validate_only:

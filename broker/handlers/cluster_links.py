@@ -23,6 +23,16 @@ controller make the topic a mirror again (``plan_failback``). A refusal
 (the source's topic is not a stopped mirror, partition counts differ, a
 leader does not answer) names its reason.
 
+CreateClusterLinks and AlterClusterLinks (``validate_only`` too) are checked
+by the broker the client asked, before they are forwarded: a link whose
+client settings cannot be used to reach the source (a TLS file missing or not
+PEM, SASL without usable credentials, a mechanism pybroker does not speak:
+``link_client_security`` in broker/links/source.py) is refused there with
+INVALID_CONFIG naming the key, and nothing is stored. For an alteration, the
+link's settings in this node's image with the changes applied as the
+controller applies them are what is checked. Anything the controller refuses
+itself (names, unknown keys, values) is left to its answer.
+
 Authorization, decided by the broker the client asked (as for CreateTopics):
 the link APIs need ALTER on the cluster (DescribeClusterLinks DESCRIBE),
 CreateMirrorTopics CREATE on the cluster or on each topic (else
@@ -37,7 +47,7 @@ import asyncio
 import logging
 
 from broker.links.failback import FailbackRefused, failback_report, local_log_ends, read_stop_marks
-from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable
+from broker.links.source import SourceCluster, SourceConfigError, SourceUnavailable, link_settings_error
 from broker.links.source_topic import SourceTopicMissing, describe_source_topic
 from broker.security.authorization import (
     TOPIC,
@@ -53,11 +63,15 @@ from broker.security.authorization import (
 from controller.authorizer import AclOperation
 from controller.link_commands import (
     FailbackSpec,
+    LinkSettingsRefused,
     MirrorResult,
     MirrorSpec,
+    altered_link_configs,
     describe_links,
     failback_error,
+    link_name_error,
     mirror_request_error,
+    new_link_configs,
     plan_alter_links,
     plan_alter_mirrors,
     plan_create_links,
@@ -194,14 +208,80 @@ def _update_answer(code, message):
     return _U.UpdateMirrorTopicResponse(throttle_time_ms=0, error_code=code, error_message=message)
 
 
-def _needs_cluster(broker, operation: int, answer):
+def _needs_cluster(broker, operation: int, answer, settings_check=None):
+    """The pre-forwarding hook: ``operation`` on the cluster, then, when given,
+    ``settings_check(request)`` (a Partial, or None when every entry passes)."""
+
     def authorize(ctx, request):
         message = cluster_refusal(broker, ctx, operation)
-        if message is None:
-            return None
-        return refuse_whole(lambda: answer(request, _DENIED, message))
+        if message is not None:
+            return refuse_whole(lambda: answer(request, _DENIED, message))
+        return None if settings_check is None else settings_check(request)
 
     return authorize
+
+
+def _unusable_new_link(image, link, counts: dict[str, int]) -> str | None:
+    """Why a CreateClusterLinks entry's client settings cannot be used here, naming
+    the key; None when they can, or when the controller refuses the entry for
+    another reason first (its name, settings it checks itself), whose answer
+    the client then gets unchanged."""
+    if link_name_error(link.link_name) or counts[link.link_name] > 1 or link.link_name in image.cluster_links:
+        return None
+    try:
+        configs = new_link_configs(link.configs)
+    except LinkSettingsRefused:
+        return None
+    return link_settings_error(link.link_name, configs)
+
+
+def _unusable_altered_link(image, altered) -> str | None:
+    """Why a link's settings once an AlterClusterLinks entry applies to them (as
+    the controller applies it, to this node's image) cannot be used here; None
+    as for :func:`_unusable_new_link`."""
+    link = image.cluster_links.get(altered.link_name)
+    if link is None:
+        return None
+    try:
+        configs = altered_link_configs(link.configs, altered.configs)
+    except LinkSettingsRefused:
+        return None
+    return link_settings_error(altered.link_name, configs)
+
+
+def _check_new_links(broker, request):
+    counts: dict[str, int] = {}
+    for link in request.links:
+        counts[link.link_name] = counts.get(link.link_name, 0) + 1
+    image = broker.image
+
+    def refusal(link):
+        message = _unusable_new_link(image, link, counts)
+        if message is None:
+            return None
+        return _C.CreatableLinkResult(
+            link_name=link.link_name, link_id=ZERO_UUID, error_code=ErrorCode.INVALID_CONFIG, error_message=message
+        )
+
+    return split_entries(
+        request, "links", refusal, "results", lambda: _C.CreateClusterLinksResponse(throttle_time_ms=0, results=[])
+    )
+
+
+def _check_altered_links(broker, request):
+    image = broker.image
+
+    def refusal(altered):
+        message = _unusable_altered_link(image, altered)
+        if message is None:
+            return None
+        return _A.AlterableLinkResult(
+            link_name=altered.link_name, error_code=ErrorCode.INVALID_CONFIG, error_message=message
+        )
+
+    return split_entries(
+        request, "links", refusal, "results", lambda: _A.AlterClusterLinksResponse(throttle_time_ms=0, results=[])
+    )
 
 
 async def _read_sources(broker, request) -> tuple[list[MirrorSpec], dict[int, MirrorResult]]:
@@ -357,9 +437,16 @@ def register(dispatcher, broker, *, forwarded: bool = False) -> None:
 
         return Partial(with_fields(request, topics=kept) if kept else None, answer)
 
-    dispatcher.register(CREATE.key, 0, 0, create_links, authorize=_needs_cluster(broker, AclOperation.ALTER, _create_links_answer))
+    # The broker the client asked checks that a link's client settings can be
+    # used (files readable, SASL complete) before the request goes on; what
+    # reaches the controller listener was forwarded, so checked there already.
+    check_new = None if forwarded else lambda request: _check_new_links(broker, request)
+    check_altered = None if forwarded else lambda request: _check_altered_links(broker, request)
+    create_hook = _needs_cluster(broker, AclOperation.ALTER, _create_links_answer, check_new)
+    alter_hook = _needs_cluster(broker, AclOperation.ALTER, _alter_links_answer, check_altered)
+    dispatcher.register(CREATE.key, 0, 0, create_links, authorize=create_hook)
     dispatcher.register(DELETE.key, 0, 0, delete_links, authorize=_needs_cluster(broker, AclOperation.ALTER, _delete_links_answer))
-    dispatcher.register(ALTER.key, 0, 0, alter_links, authorize=_needs_cluster(broker, AclOperation.ALTER, _alter_links_answer))
+    dispatcher.register(ALTER.key, 0, 0, alter_links, authorize=alter_hook)
     dispatcher.register(CREATE_MIRRORS.key, 0, 0, create_mirrors, authorize=authorize_create_mirrors)
     dispatcher.register(ALTER_MIRRORS.key, 0, 0, alter_mirrors, authorize=authorize_alter_mirrors)
     if not forwarded:

@@ -97,7 +97,8 @@ def link_client_security(link_name: str, configs: Mapping[str, str]) -> ClientSe
         try:
             context = client_context(tls_settings(_LinkTlsConfig(configs), where))
         except ConfigError as exc:
-            raise SourceConfigError(str(exc)) from None
+            # The TLS code names a listener where it read the files; a link's message starts with the key.
+            raise SourceConfigError(str(exc).removeprefix(f"listener {where}, ")) from None
         except OSError as exc:
             raise SourceConfigError(f"ssl.*: cannot read the TLS files: {exc}") from None
     if protocol not in SASL_PROTOCOLS:
@@ -113,6 +114,17 @@ def link_client_security(link_name: str, configs: Mapping[str, str]) -> ClientSe
         message = str(exc)
         raise SourceConfigError(message if message.startswith("sasl.jaas.config") else f"sasl.mechanism: {message}") from None
     return ClientSecurity(where, protocol, context, mechanism, factory, "User:" + entry.options["username"])
+
+
+def link_settings_error(link_name: str, configs: Mapping[str, str]) -> str | None:
+    """Why a link with ``configs`` (known keys, checked values) could not
+    connect to its source, naming the key (None: it could). TLS files are read
+    here, on this node, as they would be at each connection."""
+    try:
+        link_client_security(link_name, configs)
+    except SourceConfigError as exc:
+        return str(exc)
+    return None
 
 
 @dataclass(frozen=True)

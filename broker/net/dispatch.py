@@ -107,7 +107,8 @@ class Dispatcher:
         """``authorize``: the API's pre-authorization hook, run before the request is
         forwarded to the active controller or handled here (a forwarded request
         reaches the controller over the controller listener, where the client's
-        principal is not known, so the receiving broker decides). It returns None
+        principal is not known, so the receiving broker decides; the cluster link
+        APIs also refuse there the link settings this node must check itself). It returns None
         when everything is allowed, else a ``broker.security.authorization.Partial``: only its
         ``request`` is forwarded or handled (nothing when None) and its ``answer``
         makes the client's response from what came back."""
