@@ -108,8 +108,14 @@ def check_cluster(name: str, bootstrap: str, topic: str) -> None:
             written = [i for i in range(RECORDS_PER_CLUSTER) if i % PARTITIONS == p]
             assert order == written, f"{name}-{p}: records of {writer} out of order, missing or repeated"
         seen.extend(v for _, v in records)
+    written = {f"{c}-{i}" for c in ORIGINS for i in range(RECORDS_PER_CLUSTER)}
+    # The figures of the issue (shown with -s): duplicates, missing, amplification.
+    print(
+        f"{name}: {len(seen)} records held of {expected_total} written; duplicates {len(seen) - len(set(seen))}, "
+        f"missing {len(written - set(seen))}, amplification {len(seen) / expected_total:.3f}"
+    )
     assert len(seen) == expected_total, f"{name}: {len(seen)} records, not {expected_total}"
-    assert set(seen) == {f"{c}-{i}" for c in ORIGINS for i in range(RECORDS_PER_CLUSTER)}
+    assert set(seen) == written
 
 
 def batch_outcomes(broker, topic: str) -> dict[str, float]:
