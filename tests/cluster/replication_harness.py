@@ -179,6 +179,16 @@ class ReplicatedCluster:
         self._history.append((node, self.nodes[node]))
         self.nodes[node].start()
 
+    def restart_together(self, nodes) -> None:
+        """Start stopped ``nodes`` again on their data directories, together: each
+        prints its start line only once a quorum (a majority running) has a leader."""
+        for node in nodes:
+            old = self.nodes[node]
+            old.stop()
+            self.nodes[node] = BrokerProcess(old.data_dir, self.overrides[node])
+            self._history.append((node, self.nodes[node]))
+        start_together([self.nodes[n] for n in nodes])
+
     def stop(self) -> None:
         for node in NODE_IDS:
             self.resume(node)  # a stopped process cannot act on SIGTERM
@@ -193,12 +203,7 @@ class ReplicatedCluster:
             self.resume(node)
         dead = [n for n in NODE_IDS if not self.running(n)]
         if dead:
-            for node in dead:
-                old = self.nodes[node]
-                old.stop()
-                self.nodes[node] = BrokerProcess(old.data_dir, self.overrides[node])
-                self._history.append((node, self.nodes[node]))
-            start_together([self.nodes[n] for n in dead])
+            self.restart_together(dead)
         ok = wait_until(lambda: all(self.brokers(n) == list(NODE_IDS) for n in NODE_IDS), timeout_s)
         if not ok:
             raise RuntimeError("cluster did not heal: " + repr({n: self.brokers(n) for n in NODE_IDS}))
