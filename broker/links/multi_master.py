@@ -83,6 +83,22 @@ class PartitionCopy:
     copied_batches: int = 0
     skipped_batches: dict[str, int] = field(default_factory=dict)
     last_copy_ms: int = -1
+    source_high_watermark: int = -1  # from the source's last answer
+    last_fetch_ms: int = -1  # wall-clock time of that answer
+    caught_up_ms: int = -1  # the last time the position reached the source's high watermark
+
+    def lag_records(self) -> int:
+        """Source offsets not read yet (-1: not known)."""
+        if self.source_high_watermark < 0 or self.position < 0:
+            return -1
+        return max(0, self.source_high_watermark - self.position)
+
+    def lag_ms(self, now_ms: int) -> int:
+        """0 while the copy has read all the source had; else the time since it last had (-1: never)."""
+        lag = self.lag_records()
+        if lag == 0:
+            return 0
+        return -1 if lag < 0 or self.caught_up_ms < 0 else max(0, now_ms - self.caught_up_ms)
 
 
 class MultiMasterCopier:
@@ -281,10 +297,14 @@ class MultiMasterCopier:
                 copy.problem = f"Fetch from the source: {error.name}"
                 continue
             copy.problem = None
+            copy.source_high_watermark = data.high_watermark
+            copy.last_fetch_ms = int(time.time() * 1000)
             if data.records:
                 wait = self._copy_batches(link, key, copy, data.records)
                 if wait is not None:
                     waits.append(wait)
+            if copy.position >= copy.source_high_watermark:
+                copy.caught_up_ms = copy.last_fetch_ms
         for key, copy, leader_state, required in waits:
             outcome = await replication_outcome(self.broker.replicas, key, leader_state, required, REPLICATION_WAIT_MS)
             if outcome != ErrorCode.NONE:

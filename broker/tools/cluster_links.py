@@ -9,7 +9,9 @@ in the shape of Confluent's kafka-cluster-links and kafka-mirrors.
   the value before it;
 - ``--alter --link NAME --add-config k=v,... --delete-config k,...``;
 - ``--list``, ``--describe [--link NAME]`` (DescribeClusterLinks; secrets show
-  as ``(sensitive)``, in JSON as null), ``--output json``;
+  as ``(sensitive)``, in JSON as null), ``--output json``; ``--describe`` adds,
+  for a link with ``multi.master.topics``, each partition's copy as the broker
+  leading it describes it (DescribeMultiMasterCopies asked of every broker);
 - ``--delete --link NAME [--force]`` (force: the link's following mirrors
   become FAILED).
 
@@ -260,6 +262,20 @@ class LinksTool:
             raise Refused(f"not mirror topics (or not known): {', '.join(missing)}")
         return views
 
+    def describe_copies(self, links: list[str]) -> dict[str, list]:
+        """The multi-master copies of ``links``, each as the broker leading its partition describes it."""
+        self.client.require("DescribeMultiMasterCopies", "multi-master copy states")
+        metadata = fetch_metadata(self.client)
+        found: dict[str, list] = {name: [] for name in links}
+        for broker_id in sorted(metadata.brokers):
+            connection = self.client.broker_connection(broker_id, metadata.brokers)
+            answer = connection.call("DescribeMultiMasterCopies", VERSION, links=links)
+            for copy in answer.copies:
+                found.setdefault(copy.link_name, []).append(copy)
+        for rows in found.values():
+            rows.sort(key=lambda c: (c.topic, c.partition_index))
+        return found
+
     def wait_stopped(self, operation: int, topics: list[str], timeout_ms: int) -> dict[str, MirrorView]:
         """Wait until every topic reached the final state of ``operation``; Refused on timeout."""
         wanted = DONE_STATES[operation]
@@ -281,6 +297,30 @@ def _link_json(link) -> dict:
         "configs": {c.name: {"value": c.value, "sensitive": c.sensitive} for c in link.configs},
         "mirror_topics": list(link.mirror_topics),
     }
+
+
+def copy_json(copy) -> dict:
+    return {
+        "topic": copy.topic, "partition": copy.partition_index, "leader": copy.leader_id,
+        "state": "STOPPED" if copy.stopped else "COPYING", "error": copy.error_message,
+        "source_position": copy.source_position, "source_high_watermark": copy.source_high_watermark,
+        "lag_records": copy.lag_records, "lag_ms": copy.lag_ms, "last_fetch_ms": copy.last_fetch_ms,
+        "copied_batches": copy.copied_batches, "skipped_batches": copy.skipped_batches,
+    }
+
+
+def copy_line(copy) -> str:
+    state = "STOPPED" if copy.stopped else "COPYING"
+    line = (
+        f"    Topic: {copy.topic}\tPartition: {copy.partition_index}\tLeader: {copy.leader_id}\tState: {state}"
+        f"\tSourcePosition: {copy.source_position}\tSourceHighWatermark: {copy.source_high_watermark}"
+        f"\tLagRecords: {copy.lag_records}\tLagMs: {copy.lag_ms}\tCopiedBatches: {copy.copied_batches}"
+    )
+    return line + (f"\tError: {copy.error_message}" if copy.error_message else "")
+
+
+def _multi_master_links(links) -> list[str]:
+    return [link.link_name for link in links if any(c.name == "multi.master.topics" and c.value for c in link.configs)]
 
 
 def cmd_cluster_links(args) -> int:
@@ -310,8 +350,16 @@ def cmd_cluster_links(args) -> int:
             print(f"Cluster link '{args.link}' deletion successfully completed.")
         else:
             links = tool.describe_links([args.link] if args.link else None)
+            copying = _multi_master_links(links)
+            copies = tool.describe_copies(copying) if copying and args.describe else {}
             if args.output == "json":
-                print(json.dumps({"links": [_link_json(link) for link in links]}))
+                described = []
+                for link in links:
+                    row = _link_json(link)
+                    if link.link_name in copies:
+                        row["multi_master_copies"] = [copy_json(c) for c in copies[link.link_name]]
+                    described.append(row)
+                print(json.dumps({"links": described}))
             elif args.list:
                 for link in links:
                     print(f"Link name: '{link.link_name}', link ID: '{link.link_id}', mirror topics: {len(link.mirror_topics)}")
@@ -322,6 +370,12 @@ def cmd_cluster_links(args) -> int:
                     for c in link.configs:
                         print(f"    {c.name}={'(sensitive)' if c.sensitive else c.value}")
                     print(f"  Mirror topics: {', '.join(link.mirror_topics) or '(none)'}")
+                    if link.link_name in copies:
+                        print("  Multi-master copies (on the partitions' leaders here):")
+                        for copy in copies[link.link_name]:
+                            print(copy_line(copy))
+                        if not copies[link.link_name]:
+                            print("    (none yet: no leader here copies yet)")
         return 0
     except ToolError as exc:
         print(f"pybroker cluster-links: {exc}", file=sys.stderr)

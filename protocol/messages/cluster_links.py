@@ -270,4 +270,39 @@ APIS = [
             F("error_message", STRING, nullable="0+", default=None),
         ],
     ),
+    Api(
+        # Answered by every broker for the multi-master partitions it leads and
+        # copies in from a link's source: a tool asks each broker and joins.
+        16009, "DescribeMultiMasterCopies", "0", flexible="0+",
+        request=[
+            # Null: every link.
+            F("links", Array(STRING), nullable="0+", default=None),
+        ],
+        response=[
+            F("throttle_time_ms", INT32),
+            F("error_code", INT16),
+            F("copies", Array(Struct("MultiMasterCopy", [
+                F("link_name", STRING),
+                F("topic", STRING),
+                F("partition_index", INT32),
+                F("leader_id", INT32),
+                # True once the copy stopped on a sequence gap (until the
+                # leadership or the link's settings change).
+                F("stopped", BOOL),
+                # Why it stopped, or the last round's passing problem.
+                F("error_message", STRING, nullable="0+", default=None),
+                # The next source offset to read (-1: not known yet).
+                F("source_position", INT64, default=-1),
+                F("source_high_watermark", INT64, default=-1),
+                F("lag_records", INT64, default=-1),
+                # Milliseconds since the copy last read all the source had (0 while it does).
+                F("lag_ms", INT64, default=-1),
+                # Wall-clock time of the source's last answer (-1: none yet).
+                F("last_fetch_ms", INT64, default=-1),
+                F("copied_batches", INT64, default=0),
+                # Batches fetched and not copied: already here, this cluster's own, control.
+                F("skipped_batches", INT64, default=0),
+            ]))),
+        ],
+    ),
 ]
