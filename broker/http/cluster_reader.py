@@ -59,6 +59,7 @@ DESCRIBE_GROUPS = APIS_BY_NAME["DescribeGroups"]
 OFFSET_FETCH = APIS_BY_NAME["OffsetFetch"]
 DESCRIBE_LOG_DIRS = APIS_BY_NAME["DescribeLogDirs"]
 DESCRIBE_MIRRORS = APIS_BY_NAME["DescribeMirrors"]
+DESCRIBE_MULTI_MASTER = APIS_BY_NAME["DescribeMultiMasterCopies"]
 # Fetch v12: topics by name, no session (session id 0, epoch -1: a one-off full fetch).
 FETCH_VERSION = 12
 LIST_GROUPS_VERSION = 4
@@ -253,6 +254,10 @@ class ClusterReader:
         return await self.request(
             node_id, DESCRIBE_MIRRORS, DESCRIBE_MIRRORS_VERSION, DESCRIBE_MIRRORS.request.cls(topics=topics)
         )
+
+    async def describe_multi_master(self, node_id: int, links: list[str] | None = None):
+        """The DescribeMultiMasterCopies answer of ``node_id`` (the multi-master copies it runs)."""
+        return await self.request(node_id, DESCRIBE_MULTI_MASTER, 0, DESCRIBE_MULTI_MASTER.request.cls(links=links))
 
     # ------------------------------------------------------------- groups
 

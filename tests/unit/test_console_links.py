@@ -186,3 +186,48 @@ def test_the_pages_escape_link_and_topic_names_and_show_the_numbers():
     assert asyncio.run(console._get("/mirror", {"topic": "nope"}, session, "127.0.0.1")).status == 404
     svg = asyncio.run(console._get("/mirror/lag.svg", {"topic": MIRROR_NAME}, session, "127.0.0.1"))
     assert svg.content_type.startswith("image/svg+xml") and "orders&lt;script&gt;" in svg.body.decode()
+
+
+MM = struct_classes(APIS_BY_NAME["DescribeMultiMasterCopies"].response)
+RING = ClusterLink(uuid.uuid4(), "from-a", {"bootstrap.servers": "a:9092", "multi.master.topics": "ledger<x>"})
+
+
+class MultiMasterReader(FakeReader):
+    """Also answers DescribeMultiMasterCopies: node 1 copies partition 0 and stopped on partition 1; node 2 is silent."""
+
+    async def describe_multi_master(self, node_id, links=None):
+        self.asked.append((node_id, "multi-master"))
+        if node_id != 1:
+            raise NodeUnavailable(f"node {node_id} did not answer DescribeMultiMasterCopies: timed out")
+        rows = [
+            MM.MultiMasterCopy(link_name="from-a", topic="ledger<x>", partition_index=1, leader_id=1, stopped=True,
+                               error_message="partition 1: copy stopped: <gap>", source_position=9, source_high_watermark=12,
+                               lag_records=3, lag_ms=2500, last_fetch_ms=1, copied_batches=4, skipped_batches=0),
+            MM.MultiMasterCopy(link_name="from-a", topic="ledger<x>", partition_index=0, leader_id=1, stopped=False,
+                               error_message=None, source_position=20, source_high_watermark=20, lag_records=0,
+                               lag_ms=0, last_fetch_ms=1, copied_batches=7, skipped_batches=2),
+        ]
+        return MM.DescribeMultiMasterCopiesResponse(throttle_time_ms=0, error_code=0, copies=rows)
+
+
+def test_links_show_each_multi_master_copy_from_its_leader():
+    image = MetadataImage(
+        brokers={1: SimpleNamespace(fenced=False), 2: SimpleNamespace(fenced=False)}, cluster_links={"from-a": RING}
+    )
+    reader = MultiMasterReader({})
+    rows, notes = asyncio.run(link_rows(_broker(image), reader))
+    assert notes == ["node 2 unavailable: node 2 did not answer DescribeMultiMasterCopies: timed out"]
+    [row] = rows
+    assert row["multi_master_topics"] == "ledger<x>"
+    assert [(c["partition"], c["state"], c["lag_records"], c["error"]) for c in row["copies"]] == [
+        (0, "COPYING", 0, ""), (1, "STOPPED", 3, "partition 1: copy stopped: <gap>"),
+    ]
+    console = _console(reader)
+    console.broker.image = image
+    page = asyncio.run(console._get("/links", {}, ("s", "t"), "127.0.0.1")).body.decode()
+    stopped = re.search(r'<tr data-copy="ledger&lt;x&gt;-1">.*?</tr>', page).group(0)
+    assert '<td class="state">STOPPED</td>' in stopped and "copy stopped: &lt;gap&gt;" in stopped
+    # A cluster without multi-master links asks nothing.
+    reader = MultiMasterReader({})
+    asyncio.run(link_rows(_broker(MetadataImage(cluster_links={"quiet": QUIET})), reader))
+    assert reader.asked == []

@@ -10,6 +10,10 @@ answers are joined as ``pybroker mirrors --describe`` joins them
 (broker/tools/cluster_links.py). A broker that does not answer within the
 reader's timeout is named on the page, and its partitions show no numbers.
 
+A link with ``multi.master.topics`` also lists each partition's copy
+(copying or stopped and why, position, lag), asked the same way of every live
+broker with DescribeMultiMasterCopies: only a partition's leader copies it.
+
 Per mirror topic, the lag over time (history.py) is the sum of its partitions'
 lag in records (the records the mirror still has to copy) and the largest lag
 in milliseconds of its partitions (how far behind its most-behind partition
@@ -88,11 +92,39 @@ def _mirror_summary(image, topic: str, mirror, view: MirrorView | None) -> dict:
     }
 
 
+async def multi_master_copies(broker, reader) -> tuple[dict[str, list[dict]], list[str]]:
+    """Each link's multi-master copies (DescribeMultiMasterCopies asked of every
+    live broker at once), by link name, and the brokers that did not answer."""
+    image = broker.image
+    if not broker.is_broker or not any(link.configs.get("multi.master.topics") for link in image.cluster_links.values()):
+        return {}, []
+    live = sorted(n for n, b in image.brokers.items() if not b.fenced)
+    answers = await asyncio.gather(*(reader.describe_multi_master(n) for n in live), return_exceptions=True)
+    found: dict[str, list[dict]] = {}
+    notes = []
+    for node_id, answer in zip(live, answers):
+        if isinstance(answer, BaseException):
+            notes.append(f"node {node_id} unavailable: {answer}")
+            continue
+        for c in answer.copies:
+            found.setdefault(c.link_name, []).append({
+                "topic": c.topic, "partition": c.partition_index, "leader": c.leader_id,
+                "state": "STOPPED" if c.stopped else "COPYING", "error": c.error_message or "",
+                "position": c.source_position, "source_hw": c.source_high_watermark,
+                "lag_records": c.lag_records, "lag_ms": c.lag_ms, "copied": c.copied_batches,
+            })
+    for rows in found.values():
+        rows.sort(key=lambda r: (r["topic"], r["partition"]))
+    return found, notes
+
+
 async def link_rows(broker, reader) -> tuple[list[dict], list[str]]:
     """One entry per cluster link: its name, source bootstrap servers, its mirror
-    topics (state, lag) and the errors its mirror partitions report."""
+    topics (state, lag), the errors its mirror partitions report, and its
+    multi-master copies."""
     image = broker.image
     seen = await cluster_mirrors(broker, reader)
+    copies, copy_notes = await multi_master_copies(broker, reader)
     by_link: dict = {}
     for topic_id, mirror in image.mirror_topics.items():
         name = image.topic_names_by_id.get(topic_id)
@@ -109,8 +141,10 @@ async def link_rows(broker, reader) -> tuple[list[dict], list[str]]:
             "mirrors": mirrors,
             # What stops every mirror of the link alike (a bad setting, a source that does not answer).
             "errors": list(dict.fromkeys(e for m in mirrors for e in m["errors"])),
+            "multi_master_topics": link.configs.get("multi.master.topics") or "",
+            "copies": copies.get(link.name, []),
         })
-    return rows, seen.notes
+    return rows, list(dict.fromkeys(seen.notes + copy_notes))
 
 
 async def mirror_detail(broker, reader, topic: str) -> dict | None:
