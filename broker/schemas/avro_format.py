@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import fastavro
+from fastavro.schema import SchemaParseException, to_parsing_canonical_form
 from fastavro.schema import parse_schema as fastavro_parse_schema
-from fastavro.schema import to_parsing_canonical_form
 
 from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid
 
@@ -79,6 +80,15 @@ _ATTRIBUTE_ORDER = (
 )
 
 
+# What fastavro raises for a schema it cannot read: its own SchemaParseException and UnknownType
+# (a ValueError), and KeyError/TypeError for missing or mistyped attributes.
+_PARSE_ERRORS = (SchemaParseException, ValueError, KeyError, TypeError, AttributeError)
+# What decoding a payload raises: truncated data (EOFError), a union or enum index out of range
+# (IndexError), invalid UTF-8 (a ValueError), lengths beyond the data.
+_DECODE_ERRORS = (EOFError, IndexError, ValueError, KeyError, TypeError, OverflowError, MemoryError)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 @dataclass(frozen=True)
 class AvroHandle:
     """fastavro's parsed schema, every named type it can name (its own and its references'),
@@ -96,13 +106,15 @@ def parse(text: str, references: Mapping[str, str]) -> ParsedSchema:
     document = _load_json(text, "schema")
     try:
         parsed = fastavro_parse_schema(document, named_schemas=named, _write_hint=False)
-    except Exception as error:  # fastavro raises several types (SchemaParseException, UnknownType, ...)
+    except _PARSE_ERRORS as error:
         raise SchemaInvalid(f"Invalid Avro schema: {error}") from error
+    _check_fields_present(document)
+    _check_specification(parsed, named, set())
     standalone = _inline_references(parsed, named, set())
     try:
         reader_schema = fastavro_parse_schema(standalone)
         parsing_canonical_form = to_parsing_canonical_form(standalone)
-    except Exception as error:
+    except _PARSE_ERRORS as error:
         raise SchemaInvalid(f"Invalid Avro schema: {error}") from error
     return ParsedSchema(
         schema_type="AVRO",
@@ -123,7 +135,7 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
     stream = io.BytesIO(payload)
     try:
         fastavro.schemaless_reader(stream, schema.handle.reader_schema)
-    except Exception as error:  # truncated data, bad union/enum index, invalid UTF-8, ...
+    except _DECODE_ERRORS as error:
         return f"the payload does not decode as the Avro schema: {type(error).__name__}: {error}"
     if stream.tell() != len(payload):
         return f"the Avro schema decodes {stream.tell()} of the payload's {len(payload)} bytes"
@@ -149,7 +161,7 @@ def _parse_references(references: Mapping[str, str], named: dict[str, dict]) -> 
             attempt = dict(named)
             try:
                 fastavro_parse_schema(document, named_schemas=attempt, _write_hint=False)
-            except Exception as error:
+            except _PARSE_ERRORS as error:
                 last_error = error
                 continue
             named.update(attempt)
@@ -157,6 +169,78 @@ def _parse_references(references: Mapping[str, str], named: dict[str, dict]) -> 
             progressed = True
         if not progressed:
             raise SchemaInvalid(f"Invalid Avro reference(s) {sorted(pending)}: {last_error}")
+
+
+def _check_fields_present(schema) -> None:
+    # fastavro reads a record without "fields" as one with none; the specification requires them.
+    # Only schema positions are walked (a default value may be any JSON).
+    if isinstance(schema, list):
+        for branch in schema:
+            _check_fields_present(branch)
+    elif isinstance(schema, dict):
+        if schema.get("type") in ("record", "error"):
+            if "fields" not in schema:
+                raise SchemaInvalid(f"Invalid Avro schema: record {schema.get('name')!r} has no fields attribute")
+            for field in schema["fields"] if isinstance(schema["fields"], list) else ():
+                if isinstance(field, dict):
+                    _check_fields_present(field.get("type"))
+        for key in ("type", "items", "values"):
+            if isinstance(schema.get(key), (dict, list)):
+                _check_fields_present(schema[key])
+
+
+def _check_specification(schema, named: Mapping[str, dict], checked: set[str]) -> None:
+    """What the specification requires and fastavro lets through: records with a list of uniquely
+    named fields, valid names, an enum default among the symbols, a fixed size that is a count,
+    unions without nested unions or two branches of one unnamed type."""
+    if isinstance(schema, list):
+        kinds = []
+        for branch in schema:
+            if isinstance(branch, list):
+                raise SchemaInvalid("Invalid Avro schema: a union directly inside a union")
+            resolved = named.get(branch, branch) if isinstance(branch, str) else branch
+            kind = _type_name(resolved)
+            key = resolved["name"] if kind in NAMED_TYPES else kind
+            if key in kinds:
+                raise SchemaInvalid(f"Invalid Avro schema: the union {schema} holds {key} twice")
+            kinds.append(key)
+            _check_specification(branch, named, checked)
+        return
+    if not isinstance(schema, dict):
+        return
+    kind = schema.get("type")
+    if isinstance(kind, (dict, list)):
+        _check_specification(kind, named, checked)
+        return
+    if kind in NAMED_TYPES:
+        if schema["name"] in checked:
+            return
+        checked.add(schema["name"])
+        if not all(_NAME.fullmatch(part) for part in schema["name"].split(".")):
+            raise SchemaInvalid(f"Invalid Avro schema: {schema['name']!r} is not a valid name")
+    if kind in ("record", "error"):
+        fields = schema.get("fields")
+        if not isinstance(fields, list):
+            raise SchemaInvalid(f"Invalid Avro schema: record {schema['name']} has no list of fields")
+        names = [field["name"] for field in fields]
+        for name in names:
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
+                raise SchemaInvalid(f"Invalid Avro schema: field name {name!r} of {schema['name']} is not valid")
+        if len(set(names)) != len(names):
+            raise SchemaInvalid(f"Invalid Avro schema: record {schema['name']} names a field twice")
+        for field in fields:
+            _check_specification(field["type"], named, checked)
+    elif kind == "enum":
+        if "default" in schema and schema["default"] not in schema["symbols"]:
+            raise SchemaInvalid(f"Invalid Avro schema: enum {schema['name']}'s default is not one of its symbols")
+    elif kind == "fixed":
+        size = schema.get("size")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise SchemaInvalid(f"Invalid Avro schema: fixed {schema['name']} has size {size!r}")
+    elif kind == "array":
+        _check_specification(schema["items"], named, checked)
+    elif kind == "map":
+        _check_specification(schema["values"], named, checked)
 
 
 def _inline_references(schema, named: Mapping[str, dict], defined: set[str]):
@@ -277,8 +361,10 @@ class _ResolutionChecker:
                 if not self._errors(writer, branch, path):
                     return []
             return [
-                f"MISSING_UNION_BRANCH at '{path or '/'}': the reader's {_describe(reader)} "
-                f"has no branch that reads the writer's {_describe(writer)}"
+                (
+                    f"MISSING_UNION_BRANCH at '{path or '/'}': the reader's {_describe(reader)} "
+                    f"has no branch that reads the writer's {_describe(writer)}"
+                )
             ]
         if writer_type in PRIMITIVE_TYPES or reader_type in PRIMITIVE_TYPES:
             if writer_type == reader_type or reader_type in PROMOTIONS.get(writer_type, ()):
@@ -318,8 +404,10 @@ class _ResolutionChecker:
         if writer["name"] in accepted:
             return []
         return [
-            f"NAME_MISMATCH at '{path or '/'}': the reader's {reader['type']} {reader['name']} "
-            f"does not match the writer's {writer['name']} (by name or alias)"
+            (
+                f"NAME_MISMATCH at '{path or '/'}': the reader's {reader['type']} {reader['name']} "
+                f"does not match the writer's {writer['name']} (by name or alias)"
+            )
         ]
 
     def _record_errors(self, writer: dict, reader: dict, path: str) -> list[str]:

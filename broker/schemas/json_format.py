@@ -195,7 +195,9 @@ def _check_references_resolve(node, resolver: referencing.Resolver, specificatio
         try:
             resolver.lookup(reference)
         except referencing.exceptions.Unresolvable as error:
-            raise SchemaInvalid(f"Invalid JSON schema: $ref {reference!r} at {path} does not resolve: {error}") from error
+            raise SchemaInvalid(
+                f"Invalid JSON schema: $ref {reference!r} at {path} does not resolve: {error}"
+            ) from error
     for key, value in node.items():
         if key in ("enum", "const", "default", "examples"):
             continue  # values, not schemas
@@ -291,8 +293,16 @@ class _Comparison:
         reader_keyword = next((key for key in _SUM_KEYWORDS if key in reader), None)
         writer_rest = {key: value for key, value in writer.items() if key != writer_keyword}
         reader_rest = {key: value for key, value in reader.items() if key != reader_keyword}
-        writer_branches = [self._with_rest(writer_rest, branch) for branch in writer[writer_keyword]] if writer_keyword else [writer_rest]
-        reader_branches = [self._with_rest(reader_rest, branch) for branch in reader[reader_keyword]] if reader_keyword else [reader_rest]
+        writer_branches = (
+            [self._with_rest(writer_rest, branch) for branch in writer[writer_keyword]]
+            if writer_keyword
+            else [writer_rest]
+        )
+        reader_branches = (
+            [self._with_rest(reader_rest, branch) for branch in reader[reader_keyword]]
+            if reader_keyword
+            else [reader_rest]
+        )
         errors = []
         for index, branch in enumerate(writer_branches):
             if not any(not self.compare(branch, candidate, path) for candidate in reader_branches):
@@ -341,7 +351,9 @@ class _Comparison:
         if writer_types is None:
             return [f"TYPE_NARROWED at {path}: the reader allows only {sorted(reader_types)}, the writer any type"]
         missing = sorted(
-            kind for kind in writer_types if kind not in reader_types and not (kind == "integer" and "number" in reader_types)
+            kind
+            for kind in writer_types
+            if kind not in reader_types and not (kind == "integer" and "number" in reader_types)
         )
         if not missing:
             return []
@@ -452,12 +464,15 @@ class _Comparison:
         reader_additional = reader.get("additionalProperties", True)
         if writer_additional is not False and reader_additional is False:
             errors.append(f"ADDITIONAL_PROPERTIES_REMOVED at {path}: the reader closes the content model")
-        elif writer_additional is not False and reader_additional is not True:
-            if self.compare(writer_additional, reader_additional, f"{path}/additionalProperties"):
-                errors.append(
-                    f"ADDITIONAL_PROPERTIES_NARROWED at {path}/additionalProperties: the reader's schema for "
-                    "undeclared properties rejects values the writer's allowed"
-                )
+        elif (
+            writer_additional is not False
+            and reader_additional is not True
+            and self.compare(writer_additional, reader_additional, f"{path}/additionalProperties")
+        ):
+            errors.append(
+                f"ADDITIONAL_PROPERTIES_NARROWED at {path}/additionalProperties: the reader's schema for "
+                "undeclared properties rejects values the writer's allowed"
+            )
         writer_required = set(writer.get("required", ()))
         for name in reader.get("required", ()):
             if name in writer_required:
@@ -494,7 +509,9 @@ class _Comparison:
             read = reader_positions[index] if index < len(reader_positions) else reader_rest
             errors.extend(self.compare(written, read, f"{path}/items/{index}"))
         if writer_rest is not False and reader_rest is False:
-            errors.append(f"ADDITIONAL_ITEMS_REMOVED at {path}: the reader allows no items past position {len(reader_positions)}")
+            errors.append(
+                f"ADDITIONAL_ITEMS_REMOVED at {path}: the reader allows no items past position {len(reader_positions)}"
+            )
         else:
             where = f"{path}/items" if not reader_positions else f"{path}/additionalItems"
             errors.extend(self.compare(writer_rest, reader_rest, where))

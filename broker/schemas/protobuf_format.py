@@ -20,33 +20,8 @@ left out of the descriptors (they carry no message data).
 comments (layout and comments do not make a new schema); ``normalized`` also
 writes every message and enum type by its full name (``.pkg.Outer.Inner``).
 
-Compatibility (``reader_errors``, a diff from the writer's schema to the
-reader's, as Confluent's registry checks Protobuf). Incompatible:
-
-- PACKAGE_CHANGED: the package differs.
-- MESSAGE_REMOVED: a message of the writer is missing (by name within the
-  package; added or reordered messages are compatible).
-- FIELD_SCALAR_KIND_CHANGED: a field (by number) changes between scalar kinds
-  outside one wire-compatible group: {int32, uint32, int64, uint64, bool},
-  {sint32, sint64}, {fixed32, sfixed32}, {fixed64, sfixed64}, {string, bytes},
-  {float}, {double}; an enum field counts as {int32, uint32, int64, uint64}.
-- FIELD_KIND_CHANGED: scalar to message or back, or map to non-map.
-- FIELD_NAMED_TYPE_CHANGED: a message or enum field names another type
-  (qualifying the same name differently is no change); map fields compare
-  their key and value types.
-- FIELD_NUMERIC_LABEL_CHANGED: singular to repeated or back for a numeric
-  field (packed encoding differs; string, bytes and message fields may change).
-- REQUIRED_FIELD_ADDED / REQUIRED_FIELD_REMOVED (proto2), and a field changing
-  between required and not.
-- ONEOF_FIELD_REMOVED: a field leaves a oneof that still exists;
-  MULTIPLE_FIELDS_MOVED_TO_ONEOF: more than one existing field moves into a
-  oneof; FIELD_MOVED_TO_EXISTING_ONEOF: an existing field moves into a oneof
-  that already held fields.
-
-Compatible: fields added or removed (also by changing a number), renamed
-fields, messages and enums added, enum constants added, removed or renamed,
-one field moved into a new oneof, fields added to a oneof, a whole oneof
-removed, proto3 ``optional`` added or dropped.
+Compatibility (``reader_errors``) is Confluent's Protobuf diff, in
+:mod:`broker.schemas.protobuf_compatibility`, which lists its rules.
 """
 
 from __future__ import annotations
@@ -76,6 +51,7 @@ from proto_schema_parser import ast
 from proto_schema_parser.generator import Generator
 from proto_schema_parser.parser import Parser
 
+from broker.schemas import protobuf_compatibility
 from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
@@ -97,20 +73,6 @@ SCALAR_TYPES = {
     "sint32": FieldProto.TYPE_SINT32,
     "sint64": FieldProto.TYPE_SINT64,
 }
-_TYPE_NAMES = {number: name for name, number in SCALAR_TYPES.items()}
-_TYPE_NAMES[FieldProto.TYPE_ENUM] = "enum"
-_TYPE_NAMES[FieldProto.TYPE_MESSAGE] = "message"
-
-# Kinds whose values are read one as another (Confluent's groups; an enum is read as an integer).
-_COMPATIBLE_KIND_GROUPS = (
-    {"int32", "uint32", "int64", "uint64", "bool"},
-    {"int32", "uint32", "int64", "uint64", "enum"},
-    {"sint32", "sint64"},
-    {"fixed32", "sfixed32"},
-    {"fixed64", "sfixed64"},
-    {"string", "bytes"},
-)
-_LENGTH_DELIMITED_KINDS = {"string", "bytes", "message"}
 
 # The well-known types, imported by their file names without a reference.
 _WELL_KNOWN_MODULES = (
@@ -167,7 +129,7 @@ def parse(text: str, references: Mapping[str, str]) -> ParsedSchema:
 
 
 def reader_errors(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
-    return _Diff(writer.handle.file_proto, reader.handle.file_proto).errors()
+    return protobuf_compatibility.reader_errors(reader.handle.file_proto, writer.handle.file_proto)
 
 
 def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
@@ -193,6 +155,9 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
         message.ParseFromString(payload[offset:])
     except (DecodeError, RuntimeError, ValueError) as error:
         return f"the payload does not decode as {descriptor.full_name}: {error}"
+    if not message.IsInitialized():  # proto2 required fields; parsing alone does not check them
+        missing = ", ".join(message.FindInitializationErrors())
+        return f"the payload does not decode as {descriptor.full_name}: required fields missing: {missing}"
     return None
 
 
@@ -230,7 +195,7 @@ class _RaiseOnSyntaxError(ErrorListener):
     def __init__(self, what: str) -> None:
         self.what = what
 
-    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):  # noqa: N802 (ANTLR's name)
+    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):  # ANTLR's method name
         raise SchemaInvalid(f"Invalid Protobuf {self.what}: line {line}:{column}: {msg}")
 
 
@@ -540,142 +505,6 @@ def _qualified(file_ast: ast.File, symbols: Mapping[str, str]) -> ast.File:
             rewritten.append(element)
         return rewritten
 
-    return dataclasses.replace(file_ast, file_elements=rewrite(file_ast.file_elements, f".{package}" if package else ""))
-
-
-@dataclass
-class _FieldView:
-    number: int
-    name: str
-    kind: str  # a scalar type name, "enum", "message" or "map"
-    type_name: str  # messages and enums: the name within the package; maps: "key -> value"
-    label: int
-    oneof: str | None  # a real oneof's name (not proto3 optional's synthetic one)
-
-
-class _Diff:
-    """Differences from the writer's file to the reader's, as Confluent names them; only incompatible ones."""
-
-    def __init__(self, writer: descriptor_pb2.FileDescriptorProto, reader: descriptor_pb2.FileDescriptorProto) -> None:
-        self.writer = writer
-        self.reader = reader
-
-    def errors(self) -> list[str]:
-        errors = []
-        if self.writer.package != self.reader.package:
-            errors.append(f"PACKAGE_CHANGED: package '{self.writer.package}' -> '{self.reader.package}'")
-        writer_messages = self._messages(self.writer)
-        reader_messages = self._messages(self.reader)
-        for name, message in writer_messages.items():
-            if name not in reader_messages:
-                errors.append(f"MESSAGE_REMOVED: message {name}")
-                continue
-            errors.extend(self._message_errors(name, message, reader_messages[name]))
-        return errors
-
-    @staticmethod
-    def _messages(file_proto) -> dict[str, descriptor_pb2.DescriptorProto]:
-        found: dict[str, descriptor_pb2.DescriptorProto] = {}
-
-        def collect(messages, scope: str) -> None:
-            for message in messages:
-                if message.options.map_entry:
-                    continue  # compared through its map field
-                name = f"{scope}{message.name}"
-                found[name] = message
-                collect(message.nested_type, f"{name}.")
-
-        collect(file_proto.message_type, "")
-        return found
-
-    def _fields(self, file_proto, message) -> dict[int, _FieldView]:
-        prefix = f".{file_proto.package}." if file_proto.package else "."
-        entries = {f"{nested.name}": nested for nested in message.nested_type if nested.options.map_entry}
-
-        def relative(type_name: str) -> str:
-            return type_name[len(prefix):] if type_name.startswith(prefix) else type_name
-
-        def kind_of(field) -> tuple[str, str]:
-            if field.type == FieldProto.TYPE_MESSAGE:
-                entry = entries.get(field.type_name.rpartition(".")[2])
-                if entry is not None and field.label == FieldProto.LABEL_REPEATED and field.type_name.endswith(
-                    f"{message.name}.{entry.name}"
-                ):
-                    key, value = sorted(entry.field, key=lambda f: f.number)
-                    value_kind = _TYPE_NAMES[value.type]
-                    value_name = relative(value.type_name) if value.type_name else value_kind
-                    return "map", f"{_TYPE_NAMES[key.type]} -> {value_name}"
-                return "message", relative(field.type_name)
-            if field.type == FieldProto.TYPE_ENUM:
-                return "enum", relative(field.type_name)
-            return _TYPE_NAMES[field.type], ""
-
-        views = {}
-        for field in message.field:
-            kind, type_name = kind_of(field)
-            real_oneof = field.HasField("oneof_index") and not field.proto3_optional
-            views[field.number] = _FieldView(
-                number=field.number,
-                name=field.name,
-                kind=kind,
-                type_name=type_name,
-                label=field.label,
-                oneof=message.oneof_decl[field.oneof_index].name if real_oneof else None,
-            )
-        return views
-
-    def _message_errors(self, name: str, writer_message, reader_message) -> list[str]:
-        errors = []
-        writer_fields = self._fields(self.writer, writer_message)
-        reader_fields = self._fields(self.reader, reader_message)
-        reader_oneofs = {field.oneof for field in reader_fields.values() if field.oneof}
-        for number, written in writer_fields.items():
-            where = f"{name}.{written.name} (field {number})"
-            read = reader_fields.get(number)
-            if read is None:
-                if written.label == FieldProto.LABEL_REQUIRED:
-                    errors.append(f"REQUIRED_FIELD_REMOVED: {where}")
-                elif written.oneof in reader_oneofs:
-                    errors.append(f"ONEOF_FIELD_REMOVED: {where} left oneof {written.oneof}")
-                continue
-            errors.extend(self._field_errors(where, written, read))
-            if written.oneof and read.oneof is None:
-                errors.append(f"ONEOF_FIELD_REMOVED: {where} moved out of oneof {written.oneof}")
-        for number, read in reader_fields.items():
-            if number not in writer_fields and read.label == FieldProto.LABEL_REQUIRED:
-                errors.append(f"REQUIRED_FIELD_ADDED: {name}.{read.name} (field {number})")
-        # Fields moving into a oneof: one into a new oneof is compatible, more or into an existing one are not.
-        for oneof in sorted(reader_oneofs):
-            members = [field for field in reader_fields.values() if field.oneof == oneof]
-            moved = [f for f in members if f.number in writer_fields and writer_fields[f.number].oneof is None]
-            existing = [f for f in members if f.number in writer_fields and writer_fields[f.number].oneof is not None]
-            if len(moved) > 1:
-                names = ", ".join(field.name for field in moved)
-                errors.append(f"MULTIPLE_FIELDS_MOVED_TO_ONEOF: {name} fields {names} moved into oneof {oneof}")
-            elif moved and existing:
-                errors.append(
-                    f"FIELD_MOVED_TO_EXISTING_ONEOF: {name}.{moved[0].name} (field {moved[0].number}) "
-                    f"moved into oneof {oneof}, which already held fields"
-                )
-        return errors
-
-    @staticmethod
-    def _field_errors(where: str, written: _FieldView, read: _FieldView) -> list[str]:
-        errors = []
-        if written.kind != read.kind:
-            if "map" in (written.kind, read.kind) or "message" in (written.kind, read.kind):
-                errors.append(f"FIELD_KIND_CHANGED: {where} {written.kind} -> {read.kind}")
-            elif not any({written.kind, read.kind} <= group for group in _COMPATIBLE_KIND_GROUPS):
-                errors.append(f"FIELD_SCALAR_KIND_CHANGED: {where} {written.kind} -> {read.kind}")
-        elif written.type_name != read.type_name:
-            errors.append(f"FIELD_NAMED_TYPE_CHANGED: {where} {written.type_name} -> {read.type_name}")
-        repeated = (written.label == FieldProto.LABEL_REPEATED, read.label == FieldProto.LABEL_REPEATED)
-        if repeated[0] != repeated[1] and "map" not in (written.kind, read.kind):
-            if written.kind not in _LENGTH_DELIMITED_KINDS or read.kind not in _LENGTH_DELIMITED_KINDS:
-                errors.append(f"FIELD_NUMERIC_LABEL_CHANGED: {where} singular <-> repeated on a numeric field")
-        required = (written.label == FieldProto.LABEL_REQUIRED, read.label == FieldProto.LABEL_REQUIRED)
-        if required == (False, True):
-            errors.append(f"REQUIRED_FIELD_ADDED: {where} became required")
-        elif required == (True, False):
-            errors.append(f"REQUIRED_FIELD_REMOVED: {where} is no longer required")
-        return errors
+    return dataclasses.replace(
+        file_ast, file_elements=rewrite(file_ast.file_elements, f".{package}" if package else "")
+    )

@@ -26,17 +26,87 @@ INT_A = {"name": "a", "type": "int"}
 EVOLUTIONS = [
     # Confluent's table: BACKWARD allows deleting fields and adding optional ones, FORWARD adding fields
     # and deleting optional ones, FULL only adding and deleting optional fields.
-    ("field added with a default", record([INT_A]), record([INT_A, {"name": "b", "type": "string", "default": ""}]), True, True, ""),
-    ("field added without a default", record([INT_A]), record([INT_A, {"name": "b", "type": "string"}]), False, True, "READER_FIELD_MISSING_DEFAULT_VALUE"),
-    ("field deleted that had no default", record([INT_A, {"name": "b", "type": "string"}]), record([INT_A]), True, False, "READER_FIELD_MISSING_DEFAULT_VALUE"),
-    ("field deleted that had a default", record([INT_A, {"name": "b", "type": "string", "default": ""}]), record([INT_A]), True, True, ""),
+    (
+        "field added with a default",
+        record([INT_A]),
+        record([INT_A, {"name": "b", "type": "string", "default": ""}]),
+        True,
+        True,
+        "",
+    ),
+    (
+        "field added without a default",
+        record([INT_A]),
+        record([INT_A, {"name": "b", "type": "string"}]),
+        False,
+        True,
+        "READER_FIELD_MISSING_DEFAULT_VALUE",
+    ),
+    (
+        "field deleted that had no default",
+        record([INT_A, {"name": "b", "type": "string"}]),
+        record([INT_A]),
+        True,
+        False,
+        "READER_FIELD_MISSING_DEFAULT_VALUE",
+    ),
+    (
+        "field deleted that had a default",
+        record([INT_A, {"name": "b", "type": "string", "default": ""}]),
+        record([INT_A]),
+        True,
+        True,
+        "",
+    ),
     ("int promoted to long", record([INT_A]), record([{"name": "a", "type": "long"}]), True, False, "TYPE_MISMATCH"),
-    ("int promoted to double", record([INT_A]), record([{"name": "a", "type": "double"}]), True, False, "TYPE_MISMATCH"),
-    ("long promoted to float", record([{"name": "a", "type": "long"}]), record([{"name": "a", "type": "float"}]), True, False, "TYPE_MISMATCH"),
-    ("float promoted to double", record([{"name": "a", "type": "float"}]), record([{"name": "a", "type": "double"}]), True, False, "TYPE_MISMATCH"),
-    ("string and bytes read each other", record([{"name": "a", "type": "string"}]), record([{"name": "a", "type": "bytes"}]), True, True, ""),
-    ("int to string is no promotion", record([INT_A]), record([{"name": "a", "type": "string"}]), False, False, "TYPE_MISMATCH"),
-    ("logical type on the same underlying type", record([INT_A]), record([{"name": "a", "type": {"type": "int", "logicalType": "date"}}]), True, True, ""),
+    (
+        "int promoted to double",
+        record([INT_A]),
+        record([{"name": "a", "type": "double"}]),
+        True,
+        False,
+        "TYPE_MISMATCH",
+    ),
+    (
+        "long promoted to float",
+        record([{"name": "a", "type": "long"}]),
+        record([{"name": "a", "type": "float"}]),
+        True,
+        False,
+        "TYPE_MISMATCH",
+    ),
+    (
+        "float promoted to double",
+        record([{"name": "a", "type": "float"}]),
+        record([{"name": "a", "type": "double"}]),
+        True,
+        False,
+        "TYPE_MISMATCH",
+    ),
+    (
+        "string and bytes read each other",
+        record([{"name": "a", "type": "string"}]),
+        record([{"name": "a", "type": "bytes"}]),
+        True,
+        True,
+        "",
+    ),
+    (
+        "int to string is no promotion",
+        record([INT_A]),
+        record([{"name": "a", "type": "string"}]),
+        False,
+        False,
+        "TYPE_MISMATCH",
+    ),
+    (
+        "logical type on the same underlying type",
+        record([INT_A]),
+        record([{"name": "a", "type": {"type": "int", "logicalType": "date"}}]),
+        True,
+        True,
+        "",
+    ),
     (
         "field renamed with the old name as an alias",
         record([INT_A]),
@@ -45,8 +115,22 @@ EVOLUTIONS = [
         False,
         "READER_FIELD_MISSING_DEFAULT_VALUE",
     ),
-    ("record renamed with the old name as an alias", record([INT_A]), record([INT_A], name="Renamed", aliases=["Event"]), True, False, "NAME_MISMATCH"),
-    ("record renamed without an alias", record([INT_A]), record([INT_A], name="Renamed"), False, False, "NAME_MISMATCH"),
+    (
+        "record renamed with the old name as an alias",
+        record([INT_A]),
+        record([INT_A], name="Renamed", aliases=["Event"]),
+        True,
+        False,
+        "NAME_MISMATCH",
+    ),
+    (
+        "record renamed without an alias",
+        record([INT_A]),
+        record([INT_A], name="Renamed"),
+        False,
+        False,
+        "NAME_MISMATCH",
+    ),
     (
         "enum symbol added",
         record([{"name": "e", "type": {"type": "enum", "name": "Color", "symbols": ["RED"]}}]),
@@ -58,7 +142,9 @@ EVOLUTIONS = [
     (
         "enum symbol added, the old reader has a default symbol",
         record([{"name": "e", "type": {"type": "enum", "name": "Color", "symbols": ["RED"], "default": "RED"}}]),
-        record([{"name": "e", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"], "default": "RED"}}]),
+        record(
+            [{"name": "e", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"], "default": "RED"}}]
+        ),
         True,
         True,
         "",
@@ -95,8 +181,22 @@ EVOLUTIONS = [
         False,
         "MISSING_UNION_BRANCH",
     ),
-    ("type made a union holding it", record([{"name": "u", "type": "string"}]), record([{"name": "u", "type": ["null", "string"]}]), True, False, "TYPE_MISMATCH"),
-    ("union branch read by promotion", record([{"name": "u", "type": ["null", "int"]}]), record([{"name": "u", "type": ["null", "long"]}]), True, False, "MISSING_UNION_BRANCH"),
+    (
+        "type made a union holding it",
+        record([{"name": "u", "type": "string"}]),
+        record([{"name": "u", "type": ["null", "string"]}]),
+        True,
+        False,
+        "TYPE_MISMATCH",
+    ),
+    (
+        "union branch read by promotion",
+        record([{"name": "u", "type": ["null", "int"]}]),
+        record([{"name": "u", "type": ["null", "long"]}]),
+        True,
+        False,
+        "MISSING_UNION_BRANCH",
+    ),
     (
         "array items promoted",
         record([{"name": "xs", "type": {"type": "array", "items": "int"}}]),
@@ -128,9 +228,7 @@ def _verdicts(old, new):
     return {level: compatibility_errors(new, [old], level) for level in ("BACKWARD", "FORWARD", "FULL", "NONE")}
 
 
-@pytest.mark.parametrize(
-    "rule, old, new, backward, forward, named", EVOLUTIONS, ids=[row[0] for row in EVOLUTIONS]
-)
+@pytest.mark.parametrize("rule, old, new, backward, forward, named", EVOLUTIONS, ids=[row[0] for row in EVOLUTIONS])
 def test_each_rule_at_each_level(rule, old, new, backward, forward, named):
     verdicts = _verdicts(parse(old), parse(new))
     assert (not verdicts["BACKWARD"]) == backward, verdicts["BACKWARD"]
@@ -148,7 +246,9 @@ def test_the_table_has_a_compatible_and_an_incompatible_pair_per_level():
 
 def test_recursive_records_compare_without_looping():
     linked = record([INT_A, {"name": "next", "type": ["null", "shop.Event"], "default": None}])
-    grown = record([INT_A, {"name": "next", "type": ["null", "shop.Event"], "default": None}, {"name": "b", "type": "long"}])
+    grown = record(
+        [INT_A, {"name": "next", "type": ["null", "shop.Event"], "default": None}, {"name": "b", "type": "long"}]
+    )
     assert compatibility_errors(parse(linked), [parse(linked)], "FULL") == []
     assert "READER_FIELD_MISSING_DEFAULT_VALUE" in compatibility_errors(parse(grown), [parse(linked)], "BACKWARD")[0]
 
@@ -161,7 +261,9 @@ def test_transitive_levels_look_at_every_earlier_version():
     v3 = parse(record([INT_A, {"name": "b", "type": "string"}]))
     assert compatibility_errors(v3, [v1, v2], "BACKWARD") == []
     errors = compatibility_errors(v3, [v1, v2], "BACKWARD_TRANSITIVE")
-    assert len(errors) == 1 and "earlier schema 1 of 2" in errors[0] and "READER_FIELD_MISSING_DEFAULT_VALUE" in errors[0]
+    assert (
+        len(errors) == 1 and "earlier schema 1 of 2" in errors[0] and "READER_FIELD_MISSING_DEFAULT_VALUE" in errors[0]
+    )
     assert compatibility_errors(v3, [v1, v2], "FULL") == []
     assert compatibility_errors(v3, [v1, v2], "FULL_TRANSITIVE") != []
     # FORWARD: v1's reader has b as a string (with a default); v2 drops b; v3 brings it back as an int.
@@ -181,8 +283,31 @@ def test_transitive_levels_look_at_every_earlier_version():
         json.dumps({"type": "enum", "name": "E", "symbols": ["A", "A"]}),
         json.dumps({"type": "fixed", "name": "F"}),
         json.dumps({"type": "unknown"}),
+        json.dumps({"type": "record", "name": "R"}),
+        json.dumps(
+            {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "a", "type": "long"}]}
+        ),
+        json.dumps({"type": "enum", "name": "E", "symbols": ["A"], "default": "B"}),
+        json.dumps({"type": "fixed", "name": "F", "size": "16"}),
+        json.dumps({"type": "record", "name": "my-record", "fields": []}),
+        json.dumps(["null", ["int", "string"]]),
+        json.dumps(["string", "null", "string"]),
     ],
-    ids=["not-json", "unknown-type", "default-of-wrong-type", "duplicate-symbol", "fixed-without-size", "bad-type"],
+    ids=[
+        "not-json",
+        "unknown-type",
+        "default-of-wrong-type",
+        "duplicate-symbol",
+        "fixed-without-size",
+        "bad-type",
+        "record-without-fields",
+        "field-named-twice",
+        "enum-default-not-a-symbol",
+        "fixed-size-not-a-count",
+        "bad-name",
+        "union-in-union",
+        "union-with-two-strings",
+    ],
 )
 def test_unreadable_schemas_are_refused(text):
     with pytest.raises(SchemaInvalid):
@@ -193,7 +318,11 @@ def test_named_references_are_types_the_schema_can_use():
     address = record([{"name": "street", "type": "string"}], name="Address", namespace="common")
     country = {"type": "enum", "name": "Country", "namespace": "common", "symbols": ["NL", "DE"]}
     # The first reference names a type of the second: references may come in any order.
-    located = record([{"name": "address", "type": "common.Address"}, {"name": "country", "type": "common.Country"}], name="Located", namespace="common")
+    located = record(
+        [{"name": "address", "type": "common.Address"}, {"name": "country", "type": "common.Country"}],
+        name="Located",
+        namespace="common",
+    )
     schema = parse(
         record([{"name": "where", "type": "common.Located"}]),
         {"located.avsc": json.dumps(located), "address.avsc": json.dumps(address), "country.avsc": json.dumps(country)},
@@ -208,7 +337,13 @@ def test_named_references_are_types_the_schema_can_use():
         record([{"name": "where", "type": "common.Located"}]),
         {
             "located.avsc": json.dumps(located),
-            "address.avsc": json.dumps(record([{"name": "street", "type": "string"}, {"name": "zip", "type": "string"}], name="Address", namespace="common")),
+            "address.avsc": json.dumps(
+                record(
+                    [{"name": "street", "type": "string"}, {"name": "zip", "type": "string"}],
+                    name="Address",
+                    namespace="common",
+                )
+            ),
             "country.avsc": json.dumps(country),
         },
     )
@@ -256,5 +391,8 @@ def test_payloads_written_by_fastavro_decode_and_others_do_not():
 
 def test_payloads_of_a_schema_with_references():
     address = record([{"name": "street", "type": "string"}], name="Address", namespace="common")
-    schema = parse(record([{"name": "home", "type": "common.Address"}, {"name": "work", "type": "common.Address"}]), {"a.avsc": json.dumps(address)})
+    schema = parse(
+        record([{"name": "home", "type": "common.Address"}, {"name": "work", "type": "common.Address"}]),
+        {"a.avsc": json.dumps(address)},
+    )
     assert payload_error(schema, _written(schema, {"home": {"street": "a"}, "work": {"street": "b"}})) is None

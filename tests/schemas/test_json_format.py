@@ -26,10 +26,38 @@ STR = {"type": "string"}
 # (rule, old, new, BACKWARD compatible, FORWARD compatible, the rule name every incompatible verdict gives).
 EVOLUTIONS = [
     # Confluent's content-model rules: adding a property is safe only where old data could not hold it.
-    ("property added to an open model", obj({"a": INT}), obj({"a": INT, "b": STR}), False, True, "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"),
-    ("property added to a closed model", obj({"a": INT}, closed=True), obj({"a": INT, "b": STR}, closed=True), True, False, "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"),
-    ("property removed from an open model", obj({"a": INT, "b": STR}), obj({"a": INT}), True, False, "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"),
-    ("property removed from a closed model", obj({"a": INT, "b": STR}, closed=True), obj({"a": INT}, closed=True), False, True, "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"),
+    (
+        "property added to an open model",
+        obj({"a": INT}),
+        obj({"a": INT, "b": STR}),
+        False,
+        True,
+        "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
+    ),
+    (
+        "property added to a closed model",
+        obj({"a": INT}, closed=True),
+        obj({"a": INT, "b": STR}, closed=True),
+        True,
+        False,
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+    ),
+    (
+        "property removed from an open model",
+        obj({"a": INT, "b": STR}),
+        obj({"a": INT}),
+        True,
+        False,
+        "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
+    ),
+    (
+        "property removed from a closed model",
+        obj({"a": INT, "b": STR}, closed=True),
+        obj({"a": INT}, closed=True),
+        False,
+        True,
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+    ),
     (
         "property added, covered by the partially open model",
         obj({"a": INT}, additionalProperties=STR),
@@ -54,13 +82,34 @@ EVOLUTIONS = [
         True,
         "",
     ),
-    ("additionalProperties closed", obj({"a": INT}), obj({"a": INT}, closed=True), False, True, "ADDITIONAL_PROPERTIES_REMOVED"),
-    ("additionalProperties narrowed", obj({"a": INT}, additionalProperties={"type": "number"}), obj({"a": INT}, additionalProperties=INT), False, True, "ADDITIONAL_PROPERTIES_NARROWED"),
+    (
+        "additionalProperties closed",
+        obj({"a": INT}),
+        obj({"a": INT}, closed=True),
+        False,
+        True,
+        "ADDITIONAL_PROPERTIES_REMOVED",
+    ),
+    (
+        "additionalProperties narrowed",
+        obj({"a": INT}, additionalProperties={"type": "number"}),
+        obj({"a": INT}, additionalProperties=INT),
+        False,
+        True,
+        "ADDITIONAL_PROPERTIES_NARROWED",
+    ),
     ("type widened from integer to number", INT, {"type": "number"}, True, False, "TYPE_"),
     ("type extended with null", STR, {"type": ["string", "null"]}, True, False, "TYPE_NARROWED"),
     ("type changed", STR, INT, False, False, "TYPE_CHANGED"),
     ("type added where there was none", {}, STR, False, True, "TYPE_NARROWED"),
-    ("required property added", obj({"a": INT, "b": STR}), obj({"a": INT, "b": STR}, required=["b"]), False, True, "REQUIRED_ATTRIBUTE_ADDED"),
+    (
+        "required property added",
+        obj({"a": INT, "b": STR}),
+        obj({"a": INT, "b": STR}, required=["b"]),
+        False,
+        True,
+        "REQUIRED_ATTRIBUTE_ADDED",
+    ),
     (
         "required property added with a default",
         obj({"a": INT, "b": STR}),
@@ -80,20 +129,90 @@ EVOLUTIONS = [
     ("enum extended", {"enum": ["a", "b"]}, {"enum": ["a", "b", "c"]}, True, False, "ENUM_ARRAY_NARROWED"),
     ("enum added", STR, {"type": "string", "enum": ["a"]}, False, True, "ENUM_ADDED"),
     ("const changed", {"const": "a"}, {"const": "b"}, False, False, "CONST_CHANGED"),
-    ("maxLength increased", {"type": "string", "maxLength": 5}, {"type": "string", "maxLength": 10}, True, False, "MAX_LENGTH_DECREASED"),
+    (
+        "maxLength increased",
+        {"type": "string", "maxLength": 5},
+        {"type": "string", "maxLength": 10},
+        True,
+        False,
+        "MAX_LENGTH_DECREASED",
+    ),
     ("maxLength added", STR, {"type": "string", "maxLength": 10}, False, True, "MAX_LENGTH_ADDED"),
-    ("minLength decreased", {"type": "string", "minLength": 5}, {"type": "string", "minLength": 1}, True, False, "MIN_LENGTH_INCREASED"),
+    (
+        "minLength decreased",
+        {"type": "string", "minLength": 5},
+        {"type": "string", "minLength": 1},
+        True,
+        False,
+        "MIN_LENGTH_INCREASED",
+    ),
     ("minLength added", STR, {"type": "string", "minLength": 1}, False, True, "MIN_LENGTH_ADDED"),
-    ("maximum increased", {"type": "number", "maximum": 5}, {"type": "number", "maximum": 10}, True, False, "MAXIMUM_DECREASED"),
-    ("minimum increased", {"type": "number", "minimum": 0}, {"type": "number", "minimum": 1}, False, True, "MINIMUM_INCREASED"),
-    ("exclusiveMaximum increased", {"type": "number", "exclusiveMaximum": 5}, {"type": "number", "exclusiveMaximum": 6}, True, False, "EXCLUSIVE_MAXIMUM_DECREASED"),
-    ("maxItems increased", {"type": "array", "maxItems": 2}, {"type": "array", "maxItems": 3}, True, False, "MAX_ITEMS_DECREASED"),
+    (
+        "maximum increased",
+        {"type": "number", "maximum": 5},
+        {"type": "number", "maximum": 10},
+        True,
+        False,
+        "MAXIMUM_DECREASED",
+    ),
+    (
+        "minimum increased",
+        {"type": "number", "minimum": 0},
+        {"type": "number", "minimum": 1},
+        False,
+        True,
+        "MINIMUM_INCREASED",
+    ),
+    (
+        "exclusiveMaximum increased",
+        {"type": "number", "exclusiveMaximum": 5},
+        {"type": "number", "exclusiveMaximum": 6},
+        True,
+        False,
+        "EXCLUSIVE_MAXIMUM_DECREASED",
+    ),
+    (
+        "maxItems increased",
+        {"type": "array", "maxItems": 2},
+        {"type": "array", "maxItems": 3},
+        True,
+        False,
+        "MAX_ITEMS_DECREASED",
+    ),
     ("minItems added", {"type": "array"}, {"type": "array", "minItems": 1}, False, True, "MIN_ITEMS_ADDED"),
-    ("maxProperties decreased", {"type": "object", "maxProperties": 3}, {"type": "object", "maxProperties": 2}, False, True, "MAX_PROPERTIES_DECREASED"),
-    ("multipleOf made coarser", {"type": "number", "multipleOf": 2}, {"type": "number", "multipleOf": 4}, False, True, "MULTIPLE_OF_CHANGED"),
+    (
+        "maxProperties decreased",
+        {"type": "object", "maxProperties": 3},
+        {"type": "object", "maxProperties": 2},
+        False,
+        True,
+        "MAX_PROPERTIES_DECREASED",
+    ),
+    (
+        "multipleOf made coarser",
+        {"type": "number", "multipleOf": 2},
+        {"type": "number", "multipleOf": 4},
+        False,
+        True,
+        "MULTIPLE_OF_CHANGED",
+    ),
     ("pattern added", STR, {"type": "string", "pattern": "^a"}, False, True, "PATTERN_ADDED"),
-    ("uniqueItems turned on", {"type": "array"}, {"type": "array", "uniqueItems": True}, False, True, "UNIQUE_ITEMS_ADDED"),
-    ("items widened", {"type": "array", "items": INT}, {"type": "array", "items": {"type": "number"}}, True, False, "TYPE_"),
+    (
+        "uniqueItems turned on",
+        {"type": "array"},
+        {"type": "array", "uniqueItems": True},
+        False,
+        True,
+        "UNIQUE_ITEMS_ADDED",
+    ),
+    (
+        "items widened",
+        {"type": "array", "items": INT},
+        {"type": "array", "items": {"type": "number"}},
+        True,
+        False,
+        "TYPE_",
+    ),
     ("items changed", {"type": "array", "items": INT}, {"type": "array", "items": STR}, False, False, "TYPE_CHANGED"),
     (
         "tuple item changed (2020-12 prefixItems)",
@@ -111,19 +230,50 @@ EVOLUTIONS = [
         True,
         "ADDITIONAL_ITEMS_REMOVED",
     ),
-    ("oneOf branch added", {"oneOf": [INT, STR]}, {"oneOf": [INT, STR, {"type": "boolean"}]}, True, False, "SUM_TYPE_NARROWED"),
+    (
+        "oneOf branch added",
+        {"oneOf": [INT, STR]},
+        {"oneOf": [INT, STR, {"type": "boolean"}]},
+        True,
+        False,
+        "SUM_TYPE_NARROWED",
+    ),
     ("schema made an anyOf holding it", STR, {"anyOf": [STR, INT]}, True, False, "SUM_TYPE_NARROWED"),
-    ("oneOf branch narrowed", {"oneOf": [INT, STR]}, {"oneOf": [INT, {"type": "string", "maxLength": 3}]}, False, True, "SUM_TYPE_NARROWED"),
-    ("allOf constraint added", {"allOf": [STR]}, {"allOf": [STR, {"maxLength": 3}]}, False, True, "PRODUCT_TYPE_EXTENDED"),
+    (
+        "oneOf branch narrowed",
+        {"oneOf": [INT, STR]},
+        {"oneOf": [INT, {"type": "string", "maxLength": 3}]},
+        False,
+        True,
+        "SUM_TYPE_NARROWED",
+    ),
+    (
+        "allOf constraint added",
+        {"allOf": [STR]},
+        {"allOf": [STR, {"maxLength": 3}]},
+        False,
+        True,
+        "PRODUCT_TYPE_EXTENDED",
+    ),
     ("not added", STR, {"type": "string", "not": {"const": ""}}, False, True, "NOT_TYPE_CHANGED"),
-    ("nested property type widened", obj({"o": obj({"a": INT})}), obj({"o": obj({"a": {"type": "number"}})}), True, False, "#/properties/o/properties/a"),
+    (
+        "nested property type widened",
+        obj({"o": obj({"a": INT})}),
+        obj({"o": obj({"a": {"type": "number"}})}),
+        True,
+        False,
+        "#/properties/o/properties/a",
+    ),
 ]
 
 
 @pytest.mark.parametrize("rule, old, new, backward, forward, named", EVOLUTIONS, ids=[row[0] for row in EVOLUTIONS])
 def test_each_rule_at_each_level(rule, old, new, backward, forward, named):
     old_schema, new_schema = parse(old), parse(new)
-    verdicts = {level: compatibility_errors(new_schema, [old_schema], level) for level in ("BACKWARD", "FORWARD", "FULL", "NONE")}
+    verdicts = {
+        level: compatibility_errors(new_schema, [old_schema], level)
+        for level in ("BACKWARD", "FORWARD", "FULL", "NONE")
+    }
     assert (not verdicts["BACKWARD"]) == backward, verdicts["BACKWARD"]
     assert (not verdicts["FORWARD"]) == forward, verdicts["FORWARD"]
     assert (not verdicts["FULL"]) == (backward and forward), verdicts["FULL"]
@@ -199,7 +349,9 @@ ADDRESS_V2 = {"type": "object", "properties": {"street": STR, "zip": STR}, "addi
 
 
 def test_references_resolve_by_name_in_validation_and_compatibility():
-    customer = obj({"name": STR, "home": {"$ref": "address.json"}, "work": {"$ref": "address.json#"}}, required=["home"])
+    customer = obj(
+        {"name": STR, "home": {"$ref": "address.json"}, "work": {"$ref": "address.json#"}}, required=["home"]
+    )
     v1 = parse(customer, {"address.json": json.dumps(ADDRESS_V1)})
     v2 = parse(customer, {"address.json": json.dumps(ADDRESS_V2)})
     assert payload_error(v1, b'{"home": {"street": "a"}}') is None
@@ -213,7 +365,12 @@ def test_references_resolve_by_name_in_validation_and_compatibility():
 
 def test_internal_and_recursive_references():
     tree = {
-        "definitions": {"node": {"type": "object", "properties": {"value": INT, "children": {"type": "array", "items": {"$ref": "#/definitions/node"}}}}},
+        "definitions": {
+            "node": {
+                "type": "object",
+                "properties": {"value": INT, "children": {"type": "array", "items": {"$ref": "#/definitions/node"}}},
+            }
+        },
         "$ref": "#/definitions/node",
     }
     schema = parse(tree)
@@ -229,7 +386,11 @@ def test_internal_and_recursive_references():
 def test_a_reference_named_by_url_and_a_schema_with_an_id():
     reference = "https://example.com/schemas/address.json"
     schema = parse(
-        {"$id": "https://example.com/schemas/customer.json", "type": "object", "properties": {"home": {"$ref": "address.json"}}},
+        {
+            "$id": "https://example.com/schemas/customer.json",
+            "type": "object",
+            "properties": {"home": {"$ref": "address.json"}},
+        },
         {reference: json.dumps(ADDRESS_V1)},
     )
     assert payload_error(schema, b'{"home": {"street": 5}}') is not None
