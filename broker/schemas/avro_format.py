@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import fastavro
+import fastavro._read_py as fastavro_python_reader
 from fastavro.schema import SchemaParseException, to_parsing_canonical_form
 from fastavro.schema import parse_schema as fastavro_parse_schema
 
@@ -82,10 +83,10 @@ _ATTRIBUTE_ORDER = (
 
 # What fastavro raises for a schema it cannot read: its own SchemaParseException and UnknownType
 # (a ValueError), and KeyError/TypeError for missing or mistyped attributes.
-_PARSE_ERRORS = (SchemaParseException, ValueError, KeyError, TypeError, AttributeError)
+_PARSE_ERRORS = (SchemaParseException, ValueError, KeyError, TypeError, AttributeError, RecursionError)
 # What decoding a payload raises: truncated data (EOFError), a union or enum index out of range
 # (IndexError), invalid UTF-8 (a ValueError), lengths beyond the data.
-_DECODE_ERRORS = (EOFError, IndexError, ValueError, KeyError, TypeError, OverflowError, MemoryError)
+_DECODE_ERRORS = (EOFError, IndexError, ValueError, KeyError, TypeError, OverflowError, MemoryError, RecursionError)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -98,6 +99,7 @@ class AvroHandle:
     named: Mapping[str, dict]
     reader_schema: object
     parsing_canonical_form: str
+    recursive: bool = False
 
 
 def parse(text: str, references: Mapping[str, str]) -> ParsedSchema:
@@ -121,7 +123,7 @@ def parse(text: str, references: Mapping[str, str]) -> ParsedSchema:
         text=text,
         canonical=json.dumps(document, separators=(",", ":"), ensure_ascii=False),
         normalized=json.dumps(_normalize(parsed), separators=(",", ":"), ensure_ascii=False),
-        handle=AvroHandle(parsed, named, reader_schema, parsing_canonical_form),
+        handle=AvroHandle(parsed, named, reader_schema, parsing_canonical_form, _is_recursive(parsed, named, [])),
     )
 
 
@@ -133,8 +135,12 @@ def reader_errors(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
 
 def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
     stream = io.BytesIO(payload)
+    # fastavro's compiled reader recurses on the C stack without a bound: a payload nesting a
+    # recursive type some thousand levels deep crashes the process. Recursive schemas are read
+    # by fastavro's pure-Python reader instead, which stops at Python's recursion limit.
+    reader = fastavro_python_reader.schemaless_reader if schema.handle.recursive else fastavro.schemaless_reader
     try:
-        fastavro.schemaless_reader(stream, schema.handle.reader_schema)
+        reader(stream, schema.handle.reader_schema)
     except _DECODE_ERRORS as error:
         return f"the payload does not decode as the Avro schema: {type(error).__name__}: {error}"
     if stream.tell() != len(payload):
@@ -147,6 +153,8 @@ def _load_json(text: str, what: str):
         return json.loads(text)
     except ValueError as error:
         raise SchemaInvalid(f"Invalid Avro {what}: not JSON: {error}") from error
+    except RecursionError as error:
+        raise SchemaInvalid(f"Invalid Avro {what}: nested too deeply") from error
 
 
 def _parse_references(references: Mapping[str, str], named: dict[str, dict]) -> None:
@@ -169,6 +177,41 @@ def _parse_references(references: Mapping[str, str], named: dict[str, dict]) -> 
             progressed = True
         if not progressed:
             raise SchemaInvalid(f"Invalid Avro reference(s) {sorted(pending)}: {last_error}")
+
+
+def _is_recursive(schema, named: Mapping[str, dict], open_names: list[str], acyclic: set[str] | None = None) -> bool:
+    """Whether a named type of ``schema`` contains itself. ``acyclic``: names already found not to
+    (each named type is walked once, so a type used many times costs no more)."""
+    acyclic = set() if acyclic is None else acyclic
+    if isinstance(schema, str):
+        if schema in open_names:
+            return True
+        if schema in acyclic or schema not in named:
+            return False
+        return _is_recursive(named[schema], named, open_names, acyclic)
+    if isinstance(schema, list):
+        return any(_is_recursive(branch, named, open_names, acyclic) for branch in schema)
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if not isinstance(kind, str):
+        return _is_recursive(kind, named, open_names, acyclic)
+    if kind in ("record", "error"):
+        if schema["name"] in acyclic:
+            return False
+        open_names.append(schema["name"])
+        try:
+            found = any(_is_recursive(field["type"], named, open_names, acyclic) for field in schema["fields"])
+        finally:
+            open_names.pop()
+        if not found:
+            acyclic.add(schema["name"])
+        return found
+    if kind == "array":
+        return _is_recursive(schema["items"], named, open_names, acyclic)
+    if kind == "map":
+        return _is_recursive(schema["values"], named, open_names, acyclic)
+    return kind not in PRIMITIVE_TYPES and kind not in NAMED_TYPES and _is_recursive(kind, named, open_names, acyclic)
 
 
 def _check_fields_present(schema) -> None:

@@ -67,7 +67,11 @@ class SchemaReference:
 
 def parse_schema(schema_type: str, text: str, references: Mapping[str, str] | None = None) -> ParsedSchema:
     """``text`` read as ``schema_type``; ``references``: import name -> the referenced schema's text."""
-    return _format_module(schema_type).parse(text, dict(references or {}))
+    module = _format_module(schema_type)
+    try:
+        return module.parse(text, dict(references or {}))
+    except RecursionError as error:  # the formats' walks recurse once per nesting level
+        raise SchemaInvalid(f"Invalid {schema_type} schema: nested too deeply") from error
 
 
 def compatibility_errors(new: ParsedSchema, earlier: Sequence[ParsedSchema], level: str) -> list[str]:
@@ -89,20 +93,26 @@ def compatibility_errors(new: ParsedSchema, earlier: Sequence[ParsedSchema], lev
         if old.schema_type != new.schema_type:
             errors.append(f"{where}schema type changed from {old.schema_type} to {new.schema_type}")
             continue
-        module = _format_module(new.schema_type)
-        if backward:
-            # BACKWARD: a consumer on the new schema reads what producers wrote with the old one.
-            errors.extend(where + message for message in module.reader_errors(new, old))
-        if forward:
-            # FORWARD: a consumer still on the old schema reads what producers write with the new one.
-            errors.extend(where + message for message in module.reader_errors(old, new))
+        # BACKWARD: a consumer on the new schema reads what producers wrote with the old one.
+        # FORWARD: a consumer still on the old schema reads what producers write with the new one.
+        pairs = [(new, old)] * backward + [(old, new)] * forward
+        for reader, writer in pairs:
+            try:
+                errors.extend(
+                    where + message for message in _format_module(new.schema_type).reader_errors(reader, writer)
+                )
+            except RecursionError:
+                errors.append(f"{where}the schemas are nested too deeply to compare")
     return errors
 
 
 def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
     """Why ``payload`` (the bytes after the magic byte and schema id; for
     Protobuf, message indexes first) does not decode as ``schema``; None when it does."""
-    return _format_module(schema.schema_type).payload_error(schema, payload)
+    try:
+        return _format_module(schema.schema_type).payload_error(schema, payload)
+    except RecursionError:
+        return "the payload is nested too deeply to check"
 
 
 def _describe_earlier(index: int, count: int) -> str:

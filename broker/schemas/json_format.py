@@ -90,6 +90,24 @@ DRAFTS = {
 DEFAULT_DRAFT = "http://json-schema.org/draft-07/schema"
 
 _SUM_KEYWORDS = ("oneOf", "anyOf")
+# Schemas nested deeper than this are refused by the comparison rather than risking Python's recursion limit.
+MAX_COMPARISON_DEPTH = 100
+# The instance type a keyword constrains: its change matters only where the writer allows that type.
+_KEYWORD_KINDS = {
+    "maxLength": "string",
+    "minLength": "string",
+    "pattern": "string",
+    "maximum": "number",
+    "minimum": "number",
+    "exclusiveMaximum": "number",
+    "exclusiveMinimum": "number",
+    "multipleOf": "number",
+    "maxItems": "array",
+    "minItems": "array",
+    "uniqueItems": "array",
+    "maxProperties": "object",
+    "minProperties": "object",
+}
 # Upper bounds may only grow, lower bounds only shrink, for the reader to take all the writer's values.
 _UPPER_BOUNDS = {
     "maxLength": "MAX_LENGTH",
@@ -155,7 +173,12 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
         instance = json.loads(payload)
     except ValueError as error:  # includes invalid UTF-8
         return f"the payload is not JSON: {error}"
-    error = jsonschema.exceptions.best_match(schema.handle.validator.iter_errors(instance))
+    except RecursionError:
+        return "the payload is JSON nested too deeply to check"
+    try:
+        error = jsonschema.exceptions.best_match(schema.handle.validator.iter_errors(instance))
+    except RecursionError:
+        return "the payload is nested too deeply to check against its JSON schema"
     if error is None:
         return None
     return f"the payload does not match the JSON schema at {error.json_path}: {error.message}"
@@ -166,6 +189,8 @@ def _load(text: str, what: str):
         return json.loads(text)
     except ValueError as error:
         raise SchemaInvalid(f"Invalid JSON {what}: not JSON: {error}") from error
+    except RecursionError as error:
+        raise SchemaInvalid(f"Invalid JSON {what}: nested too deeply") from error
 
 
 def _draft_of(document) -> str:
@@ -224,6 +249,12 @@ def _types(schema: dict) -> set[str] | None:
     return {declared} if isinstance(declared, str) else set(declared)
 
 
+def _may_be(schema: dict, kind: str) -> bool:
+    """Whether ``schema`` allows instances of JSON type ``kind`` ("number" includes "integer")."""
+    types = _types(schema)
+    return types is None or kind in types or (kind == "number" and "integer" in types)
+
+
 def _is_multiple(value: float, divisor: float) -> bool:
     quotient = value / divisor
     return abs(quotient - round(quotient)) < 1e-9
@@ -235,15 +266,18 @@ class _Comparison:
     def __init__(self, writer_resolver: referencing.Resolver, reader_resolver: referencing.Resolver) -> None:
         self.writer_resolver = writer_resolver
         self.reader_resolver = reader_resolver
-        # Pairs under comparison: a recursive schema compares each pair once.
-        self._active: set[tuple[int, int]] = set()
+        # Pairs under comparison, by content (a $ref with siblings resolves to a new dict each
+        # time): a recursive schema meets its pair again and compares it once.
+        self._active: set[tuple[str, str]] = set()
 
     def compare(self, writer, reader, path: str) -> list[str]:
+        if len(self._active) >= MAX_COMPARISON_DEPTH:
+            return [f"TOO_DEEP at {path}: nested deeper than {MAX_COMPARISON_DEPTH} schemas, not compared"]
         saved = (self.writer_resolver, self.reader_resolver)
         try:
             writer, self.writer_resolver = self._dereference(writer, self.writer_resolver)
             reader, self.reader_resolver = self._dereference(reader, self.reader_resolver)
-            key = (id(writer), id(reader))
+            key = (json.dumps(writer, sort_keys=True), json.dumps(reader, sort_keys=True))
             if key in self._active:
                 return []
             self._active.add(key)
@@ -282,8 +316,10 @@ class _Comparison:
         errors.extend(self._compare_types(writer, reader, path))
         errors.extend(self._compare_values(writer, reader, path))
         errors.extend(self._compare_bounds(writer, reader, path))
-        errors.extend(self._compare_object(writer, reader, path))
-        errors.extend(self._compare_array(writer, reader, path))
+        if _may_be(writer, "object"):
+            errors.extend(self._compare_object(writer, reader, path))
+        if _may_be(writer, "array"):
+            errors.extend(self._compare_array(writer, reader, path))
         if "not" in reader and reader.get("not") != writer.get("not"):
             errors.append(f"NOT_TYPE_CHANGED at {path}: the reader's 'not' differs from the writer's")
         return errors
@@ -376,10 +412,10 @@ class _Comparison:
                 errors.append(f"CONST_ADDED at {path}: the reader allows only {reader['const']!r}")
             elif "const" in writer and writer["const"] != reader["const"]:
                 errors.append(f"CONST_CHANGED at {path}: {writer['const']!r} -> {reader['const']!r}")
-        if "pattern" in reader and writer.get("pattern") != reader["pattern"]:
+        if "pattern" in reader and writer.get("pattern") != reader["pattern"] and _may_be(writer, "string"):
             rule = "PATTERN_ADDED" if "pattern" not in writer else "PATTERN_CHANGED"
             errors.append(f"{rule} at {path}: the reader's pattern {reader['pattern']!r}")
-        if "multipleOf" in reader:
+        if "multipleOf" in reader and _may_be(writer, "number"):
             if "multipleOf" not in writer:
                 errors.append(f"MULTIPLE_OF_ADDED at {path}: the reader requires multiples of {reader['multipleOf']}")
             elif not _is_multiple(writer["multipleOf"], reader["multipleOf"]):
@@ -387,7 +423,7 @@ class _Comparison:
                     f"MULTIPLE_OF_CHANGED at {path}: multiples of {writer['multipleOf']} are not all "
                     f"multiples of {reader['multipleOf']}"
                 )
-        if reader.get("uniqueItems") is True and writer.get("uniqueItems") is not True:
+        if reader.get("uniqueItems") is True and writer.get("uniqueItems") is not True and _may_be(writer, "array"):
             errors.append(f"UNIQUE_ITEMS_ADDED at {path}: the reader requires unique items")
         return errors
 
@@ -397,7 +433,7 @@ class _Comparison:
         for bounds, tighter in ((_UPPER_BOUNDS, "DECREASED"), (_LOWER_BOUNDS, "INCREASED")):
             for keyword, rule in bounds.items():
                 limit = reader.get(keyword)
-                if limit is None or limit is False:
+                if limit is None or limit is False or not _may_be(writer, _KEYWORD_KINDS[keyword]):
                     continue
                 old = writer.get(keyword)
                 if isinstance(limit, bool):  # draft 4: exclusiveMaximum/Minimum qualify maximum/minimum

@@ -396,3 +396,11 @@ def test_payloads_of_a_schema_with_references():
         {"a.avsc": json.dumps(address)},
     )
     assert payload_error(schema, _written(schema, {"home": {"street": "a"}, "work": {"street": "b"}})) is None
+
+
+def test_a_deeply_nested_payload_of_a_recursive_schema_is_refused_not_fatal():
+    linked = parse(record([{"name": "next", "type": ["null", "shop.Event"]}]))
+    assert linked.handle.recursive and not parse(record([INT_A])).handle.recursive
+    assert payload_error(linked, b"\x02" * 50 + b"\x00") is None
+    # Each level is one union index byte: 100 000 levels would overflow the compiled reader's C stack.
+    assert "does not decode" in payload_error(linked, b"\x02" * 100_000 + b"\x00")
