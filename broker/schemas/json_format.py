@@ -243,10 +243,29 @@ def _merge(base: dict, extra: dict) -> dict:
 
 
 def _types(schema: dict) -> set[str] | None:
+    """The JSON types ``schema`` allows (None: any); without ``type``, those of its enum or const values."""
     declared = schema.get("type")
-    if declared is None:
-        return None
-    return {declared} if isinstance(declared, str) else set(declared)
+    if declared is not None:
+        return {declared} if isinstance(declared, str) else set(declared)
+    if "const" in schema:
+        return {_json_type(schema["const"])}
+    if isinstance(schema.get("enum"), list):
+        return {_json_type(value) for value in schema["enum"]}
+    return None
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _may_be(schema: dict, kind: str) -> bool:

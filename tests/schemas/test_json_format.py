@@ -127,6 +127,7 @@ EVOLUTIONS = [
         "_CONTENT_MODEL",
     ),
     ("enum extended", {"enum": ["a", "b"]}, {"enum": ["a", "b", "c"]}, True, False, "ENUM_ARRAY_NARROWED"),
+    ("enum given a type its values have", {"enum": ["a", "b"]}, {"type": "string", "enum": ["a", "b"]}, True, True, ""),
     ("enum added", STR, {"type": "string", "enum": ["a"]}, False, True, "ENUM_ADDED"),
     ("const changed", {"const": "a"}, {"const": "b"}, False, False, "CONST_CHANGED"),
     (
