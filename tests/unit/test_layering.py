@@ -108,7 +108,8 @@ def test_coordinator_state_machines_do_no_io(relative):
 # --------------------------------------------------------------------------- rooms inside broker/
 
 # broker/'s sub-packages, each allowed to import only the rooms named here (and
-# itself). The order reads bottom-up: security (sans-IO SASL), the node's base
+# itself). The order reads bottom-up: security (sans-IO SASL), schemas (the
+# schema registry's formats, pure), the node's base
 # modules (configuration), net (connections, TLS, SASL listeners, dispatch,
 # quotas, the node-to-node client), replica (replica manager shell, fetcher,
 # the leader's write), coordinators (groups, transactions, their shell),
@@ -123,6 +124,7 @@ BASE_MODULES = {"config", "config_info", "single_node_profile", "loop_monitor"}
 TOP_MODULES = {"__main__", "app", "cli", "container", "lifecycle"}
 ROOMS_ALLOWED = {
     "security": set(),
+    "schemas": set(),
     "base": set(),
     "net": {"base", "security"},
     "replica": {"base", "security", "net"},

@@ -1,0 +1,1 @@
+"""The schema registry: schema formats (parsing, compatibility, payload checks)."""
