@@ -92,6 +92,9 @@ PURE_BROKER_MODULES = (
     "broker/security/scram_server.py",
     "broker/security/oauthbearer_server.py",
     "broker/security/sasl.py",
+    # The schema registry's record codec and state (its shell is broker/schemas/service.py).
+    "broker/schemas/records.py",
+    "broker/schemas/state.py",
 )
 
 
@@ -116,7 +119,8 @@ def test_coordinator_state_machines_do_no_io(relative):
 # drivers: quorum controller, Raft driver, forwarding, controller listener).
 # tools (the admin command line) and http (metrics, console, REST) are client
 # programs of the cluster: neither reaches into the serving rooms, except that
-# the HTTP endpoints hand requests to the broker's own dispatcher (net).
+# the HTTP endpoints hand requests to the broker's own dispatcher (net) and the
+# schema registry's API reads and writes through its service (schemas).
 # The entry points and the wiring (app, cli, container, lifecycle) may import
 # anything.
 BASE_MODULES = {"config", "config_info", "single_node_profile", "loop_monitor"}
@@ -128,10 +132,12 @@ ROOMS_ALLOWED = {
     "replica": {"base", "security", "net"},
     "coordinators": {"base", "security", "net", "replica"},
     "links": {"base", "security", "net", "replica", "coordinators"},
-    "handlers": {"base", "security", "net", "replica", "coordinators", "links"},
-    "controller_node": {"base", "security", "net", "replica", "coordinators", "links", "handlers"},
+    # The schema registry: its _schemas shell stands on the coordinators' (validation on produce reads it).
+    "schemas": {"base", "security", "net", "replica", "coordinators"},
+    "handlers": {"base", "security", "net", "replica", "coordinators", "links", "schemas"},
+    "controller_node": {"base", "security", "net", "replica", "coordinators", "links", "handlers", "schemas"},
     "tools": {"base", "security"},
-    "http": {"base", "security", "net", "tools"},
+    "http": {"base", "security", "net", "tools", "schemas"},
 }
 # Named exceptions, each with its reason.
 ROOM_EXCEPTIONS = {

@@ -1,0 +1,8 @@
+"""The schema registry: Confluent Schema Registry's API served by every broker, its schemas in ``_schemas``.
+
+``formats.py`` reads and compares schemas (pure); ``records.py`` is the
+``_schemas`` record codec and ``state.py`` the registry replayed from those
+records (both pure); ``service.py`` is the asyncio shell over the internal
+topic (the partition's leader writes, every broker reads). The HTTP API is
+``broker/http/schema_registry.py``.
+"""
