@@ -58,6 +58,8 @@ REQUEST_TIMEOUT_MS = 10_000
 LEADER_WAIT_S = 15.0
 LEADER_POLL_S = 0.05
 WRITE_TIMEOUT_MS = 30_000
+# Between appends refused for too few in-sync replicas.
+RETRY_BACKOFF_S = 0.1
 # Reads of a catch-up, each making progress; the log is small, this is a guard.
 CATCH_UP_READS_MAX = 10_000
 
@@ -309,9 +311,7 @@ class SchemaRegistryService:
             answer, records = plan(self.state)
             if not records:
                 return answer
-            now_ms = int(time.time() * 1000)
-            batch = build_batch([(key, value, [], now_ms) for key, value in records])
-            append = self.shell.write(PARTITION, batch, leader_epoch=epoch, timeout_ms=WRITE_TIMEOUT_MS)
+            append = await self._append(records, epoch)
             if append.error != ErrorCode.NONE:
                 if append.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     raise NotLeader(-1)
@@ -327,6 +327,19 @@ class SchemaRegistryService:
                     raise timeout_error("the write was not replicated in time")
                 raise store_error(f"the write was not replicated: {ErrorCode(outcome).name}")
             return answer
+
+    async def _append(self, records, epoch: int):
+        """Append as the leader; while the in-sync replicas are too few (a new
+        topic's followers not caught up yet, a replica down for a moment) nothing
+        is written, and the append is tried again until LEADER_WAIT_S."""
+        deadline = time.monotonic() + LEADER_WAIT_S
+        while True:
+            now_ms = int(time.time() * 1000)
+            batch = build_batch([(key, value, [], now_ms) for key, value in records])
+            append = self.shell.write(PARTITION, batch, leader_epoch=epoch, timeout_ms=WRITE_TIMEOUT_MS)
+            if append.error != ErrorCode.NOT_ENOUGH_REPLICAS or time.monotonic() >= deadline or self._stopped:
+                return append
+            await asyncio.sleep(RETRY_BACKOFF_S)
 
     def stop(self) -> None:
         self._stopped = True
