@@ -62,6 +62,8 @@ WRITE_TIMEOUT_MS = 30_000
 RETRY_BACKOFF_S = 0.1
 # Reads of a catch-up, each making progress; the log is small, this is a guard.
 CATCH_UP_READS_MAX = 10_000
+# Catch-ups started over because the state was replaced meanwhile (a leadership change here).
+CATCH_UP_ATTEMPTS = 3
 
 
 class NotLeader(Exception):
@@ -143,8 +145,14 @@ class SchemaRegistryService:
         return self.state
 
     async def _catch_up(self) -> None:
+        for _ in range(CATCH_UP_ATTEMPTS):
+            if await self._catch_up_once():
+                return
+        raise store_error(f"{SCHEMAS_TOPIC} changed leaders while being read: try again")
+
+    async def _catch_up_once(self) -> bool:
         if not self.shell.topic_exists():
-            return
+            return True
         error, leader = self.shell.leader_of(PARTITION)
         if error != ErrorCode.NONE:
             raise store_error(f"{SCHEMAS_TOPIC} has no leader yet")
@@ -155,8 +163,8 @@ class SchemaRegistryService:
             # Loaded: its state follows its own appends (to the log end); else up to what is acknowledged.
             upper = plog.log_end_offset if PARTITION in self.shell.loaded else plog.high_watermark
             self._read_local(plog, upper)
-            return
-        await self._fetch_from(leader)
+            return True
+        return await self._fetch_from(leader)
 
     def _read_local(self, plog, upper: int) -> None:
         if self.position < plog.log_start_offset:
@@ -169,10 +177,17 @@ class SchemaRegistryService:
             if not data or self._apply_batches(data, upper) == 0:
                 return
 
-    async def _fetch_from(self, leader: int) -> None:
+    async def _fetch_from(self, leader: int) -> bool:
+        """Fetch and apply up to the leader's high watermark; False when the state
+        was replaced meanwhile."""
         target = None
         for _ in range(CATCH_UP_READS_MAX):
+            state = self.state
             answer = await self._fetch(leader, self.position)
+            if self.state is not state:
+                # Loaded or reset meanwhile (a leadership change here): the answer
+                # was for the old state's position; the catch-up starts over.
+                return False
             if answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 # Behind the log start or past a truncated end: read it all again.
                 self._reset()
@@ -186,9 +201,9 @@ class SchemaRegistryService:
             if data:
                 self._apply_batches(bytes(data), answer.high_watermark)
             if self.position >= target:
-                return
+                return True
             if not data:
-                return  # the leader has nothing more (its high watermark moved back: leadership changing)
+                return True  # the leader has nothing more (its high watermark moved back: leadership changing)
         raise store_error(f"{SCHEMAS_TOPIC} could not be read up to offset {target}")
 
     def _apply_batches(self, data: bytes, upper: int) -> int:
