@@ -39,6 +39,20 @@ def record(name: str, fields: int = 1) -> dict:
     return {"type": "record", "name": name, "fields": [{"name": f"f{i}", "type": "int", "default": 0} for i in range(fields)]}
 
 
+def register_until_answered(registry, subject: str, schema: dict, timeout_s: float = 30.0):
+    """Register, again while the answer is a 5xx: a broker whose image still names a
+    dead leader answers one, as Confluent's registry does during an election, and
+    clients retry (a registration is idempotent). The last answer."""
+    answers = []
+
+    def answered():
+        answers.append(registry.register(subject, schema))
+        return answers[-1][0] < 500
+
+    wait_until(answered, timeout_s, interval_s=0.2)
+    return answers[-1]
+
+
 def schemas_leader(cluster) -> int:
     state = cluster.describe("_schemas", via=1)
     return state[0].leader
@@ -93,3 +107,27 @@ def test_concurrent_registrations_on_all_nodes_get_unique_ids(cluster):
         for (writer, i), (_, body) in answers.items():
             name = f"R{prefix}n{writer}i{i}"
             assert json.loads(registries[node].get(f"/schemas/ids/{body['id']}")[1]["schema"])["name"] == name
+
+
+def test_the_registry_survives_the_loss_of_the_schemas_leader(cluster):
+    registries = cluster.registries
+    subject = f"survive-{uuid.uuid4().hex[:6]}-value"
+    status, body = registries[1].register(subject, record("Survive"))
+    assert status == 200, body
+    first = body["id"]
+    old_leader = schemas_leader(cluster)
+    cluster.kill(old_leader)
+    new_leader = cluster.leader_of("_schemas", exclude=(old_leader,), timeout_s=20)
+    assert new_leader is not None and new_leader != old_leader
+    survivors = [n for n in NODE_IDS if n != old_leader]
+    # Through each survivor: the old schema is there, and a new one gets an id past it
+    # (the new leader replayed every id the old one gave out).
+    answers = []
+    for node in survivors:
+        assert wait_until(lambda node=node: registries[node].get(f"/schemas/ids/{first}")[0] == 200, 20), node
+        status, body = register_until_answered(registries[node], f"{subject}-{node}", record(f"Survive{node}"))
+        assert status == 200, (node, body)
+        answers.append(body["id"])
+    assert all(schema_id > first for schema_id in answers) and len(set(answers)) == len(answers), answers
+    for node in survivors:
+        assert registries[node].get(f"/subjects/{subject}/versions") == (200, [1]), node
