@@ -33,7 +33,6 @@ from broker.schemas.records import (
     decode_key,
     decode_mode_value,
     decode_schema_value,
-    encode_clear_subject_value,
     encode_config_value,
     encode_delete_subject_value,
     encode_key,
