@@ -161,3 +161,66 @@ def test_confluent_kafka_avro_serializer_round_trip(registry):
     assert deserializer(payload, context) == {"name": "ada", "age": 36}
     assert client.get_latest_version(f"{topic}-value").schema_id == schema_id
     assert client.lookup_schema(f"{topic}-value", client.get_schema(schema_id)).version == 1
+
+
+def test_import_mode_keeps_the_given_ids_and_new_ids_go_past_them(registry):
+    s = subject()
+    assert registry.request("PUT", f"/mode/{s}", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    assert registry.get(f"/mode/{s}") == (200, {"mode": "IMPORT"})
+    assert registry.get("/mode") == (200, {"mode": "READWRITE"})
+    imported = {**USER_V1, "namespace": s.replace("-", "_")}
+    assert registry.register(s, imported, id=900_000, version=4) == (200, {"id": 900_000})
+    assert registry.get(f"/subjects/{s}/versions/4")[1]["id"] == 900_000
+    # Without an id, IMPORT refuses; back in READWRITE the next new schema's id is past the imported one.
+    assert registry.register(s, USER_V2)[1]["error_code"] == 42205
+    assert registry.request("PUT", f"/mode/{s}", {"mode": "READWRITE"}) == (200, {"mode": "READWRITE"})
+    status, body = registry.register(subject(), {**USER_V1, "name": "AfterImport"})
+    assert status == 200 and body["id"] > 900_000
+    status, body = registry.request("PUT", "/mode", {"mode": "SIDEWAYS"})
+    assert (status, body["error_code"]) == (422, 42204)
+
+
+def test_read_only_mode_refuses_registrations(registry):
+    s = subject()
+    registry.register(s, USER_V1)
+    assert registry.request("PUT", f"/mode/{s}", {"mode": "READONLY"})[0] == 200
+    status, body = registry.register(s, USER_V2)
+    assert (status, body["error_code"]) == (422, 42205)
+    assert registry.register(s, USER_V1)[0] == 200  # an existing schema's id is still answered
+    assert registry.request("DELETE", f"/mode/{s}") == (200, {"mode": "READONLY"})
+    assert registry.register(s, USER_V2)[0] == 200
+
+
+def test_references_resolve_and_protect_what_they_name(registry):
+    address_subject, customer_subject = subject(), subject()
+    namespace = address_subject.replace("-", "_")
+    address = {"type": "record", "name": "Address", "namespace": namespace, "fields": [{"name": "city", "type": "string"}]}
+    registry.register(address_subject, address)
+    customer = {"type": "record", "name": "Customer", "namespace": namespace, "fields": [{"name": "home", "type": f"{namespace}.Address"}]}
+    references = [{"name": f"{namespace}.Address", "subject": address_subject, "version": 1}]
+    status, body = registry.register(customer_subject, customer, references=references)
+    assert status == 200, body
+    customer_id = body["id"]
+    assert registry.get(f"/schemas/ids/{customer_id}")[1]["references"] == references
+    assert registry.get(f"/subjects/{address_subject}/versions/1/referencedby") == (200, [customer_id])
+    # Without its reference the schema cannot be read.
+    assert registry.register(subject(), customer)[1]["error_code"] == 42201
+    # What a live schema references cannot be deleted.
+    status, body = registry.request("DELETE", f"/subjects/{address_subject}/versions/1")
+    assert (status, body["error_code"]) == (422, 42206)
+
+
+def test_lookups_and_listings_of_deleted_versions(registry):
+    s = subject()
+    own = {**USER_V1, "namespace": s.replace("-", "_")}
+    registry.register(s, own)
+    registry.register(s, {**USER_V2, "namespace": s.replace("-", "_")})
+    registry.request("DELETE", f"/subjects/{s}/versions/1")
+    assert registry.post(f"/subjects/{s}", {"schema": json.dumps(own)})[1]["error_code"] == 40403
+    assert registry.post(f"/subjects/{s}?deleted=true", {"schema": json.dumps(own)})[1]["version"] == 1
+    assert registry.get(f"/subjects/{s}/versions/1")[1]["error_code"] == 40402
+    assert registry.get(f"/subjects/{s}/versions/1?deleted=true")[1]["version"] == 1
+    listed = [e["version"] for e in registry.get(f"/schemas?subjectPrefix={s}")[1]]
+    assert listed == [2]
+    assert [e["version"] for e in registry.get(f"/schemas?subjectPrefix={s}&deleted=true")[1]] == [1, 2]
+    assert [e["version"] for e in registry.get(f"/schemas?subjectPrefix={s}&deleted=true&latestOnly=true")[1]] == [2]

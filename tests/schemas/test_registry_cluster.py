@@ -76,6 +76,10 @@ def test_registered_through_one_node_is_read_through_the_others_at_once(cluster)
         assert registries[node].get(f"/subjects/{subject}/versions") == (200, [1, 2]), node
         assert registries[node].get(f"/schemas/ids/{second}")[1]["schema"] == json.dumps(record("Order", 2)), node
         assert registries[node].get(f"/schemas/ids/{schema_id}")[0] == 200, node
+    # A refusal by the leader comes back through the forwarding node unchanged.
+    incompatible = {"type": "record", "name": "Order", "fields": [{"name": "f0", "type": "int"}, {"name": "g", "type": "string"}]}
+    status, body = registries[writer].register(subject, incompatible)
+    assert (status, body["error_code"]) == (409, 409), body
     # Config writes are forwarded too, and read everywhere.
     assert registries[writer].request("PUT", f"/config/{subject}", {"compatibility": "FULL"}) == (200, {"compatibility": "FULL"})
     for node in NODE_IDS:
