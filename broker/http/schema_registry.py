@@ -64,6 +64,16 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
+def _optional_int(body: dict, name: str, code: int) -> int | None:
+    """A register body's ``id`` or ``version``: None when absent (or -1, 0, as Confluent's clients send)."""
+    value = body.get(name)
+    if value in (None, -1, 0):
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise RegistryError(422, code, f"The {name} {value!r} is not a positive integer")
+    return value
+
+
 def _schema_body(value, *, with_subject: bool = True) -> dict:
     body = {}
     if with_subject:
@@ -145,6 +155,9 @@ class SchemaRegistryApi:
             if exc.status >= 400:
                 return _error(exc.status, exc.status, f"HTTP {exc.status} {exc.reason}")
             raise
+        except Exception:  # a bug answers in the API's shape, and is logged with its trace
+            log.exception("schema registry: %s %s failed", request.method, request.path)
+            return _error(500, 50001, "Error in the backend data store: an internal error (see the broker's log)")
 
     async def _state(self) -> RegistryState:
         return await self.service.read_state()
@@ -297,9 +310,7 @@ class SchemaRegistryApi:
         subject = request.match_info["subject"]
         body = await self._body(request)
         text, schema_type, references = self._schema_of(body)
-        schema_id, version = body.get("id"), body.get("version")
-        schema_id = None if schema_id in (None, -1, 0) else int(schema_id)
-        version = None if version in (None, -1, 0) else int(version)
+        schema_id, version = _optional_int(body, "id", 42201), _optional_int(body, "version", 42202)
         normalize = _flag(request, "normalize")
 
         def plan(state: RegistryState):

@@ -224,3 +224,13 @@ def test_lookups_and_listings_of_deleted_versions(registry):
     assert listed == [2]
     assert [e["version"] for e in registry.get(f"/schemas?subjectPrefix={s}&deleted=true")[1]] == [1, 2]
     assert [e["version"] for e in registry.get(f"/schemas?subjectPrefix={s}&deleted=true&latestOnly=true")[1]] == [2]
+
+
+def test_malformed_bodies_answer_in_the_error_shape(registry):
+    s = subject()
+    assert registry.register(s, USER_V1, id="seven")[1]["error_code"] == 42201
+    assert registry.register(s, USER_V1, version=-5)[1]["error_code"] == 42202
+    status, body = registry.post(f"/subjects/{s}/versions", {"schemaType": "AVRO"})
+    assert (status, body["error_code"]) == (422, 42201)
+    status, body = registry.request("PATCH", "/subjects")
+    assert (status, body["error_code"]) == (405, 405)
