@@ -19,8 +19,12 @@ served:
   ``GET/PUT/DELETE /mode`` and ``/mode/{s}`` (READWRITE, READONLY, IMPORT);
 - ``POST /compatibility/subjects/{s}/versions[/{v}]`` (``verbose``).
 
+- ``GET /contexts``: the default context ``.`` alone; a subject qualified
+  with it (``:.:s``) is the subject ``s``.
+
 Any other path answers 404 in Confluent's error shape. Not served yet:
-contexts (``:.ctx:subject``), authentication.
+contexts other than the default (``:.ctx:subject`` is read as a plain
+subject name), authentication.
 
 Reads are answered from this broker's state caught up to the ``_schemas``
 leader's high watermark (broker/schemas/service.py). A write on a broker that
@@ -64,6 +68,18 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
+# The default context's qualified prefix: ":.:orders-value" is the subject "orders-value".
+DEFAULT_CONTEXT_PREFIX = ":.:"
+
+
+def _subject(request: web.Request, *, required: bool = True) -> str | None:
+    """The path's subject, a default-context qualified name (``:.:s``) read as ``s``."""
+    subject = request.match_info.get("subject") if not required else request.match_info["subject"]
+    if subject is not None and subject.startswith(DEFAULT_CONTEXT_PREFIX):
+        subject = subject[len(DEFAULT_CONTEXT_PREFIX):]
+    return subject
+
+
 def _optional_int(body: dict, name: str, code: int) -> int | None:
     """A register body's ``id`` or ``version``: None when absent (or -1, 0, as Confluent's clients send)."""
     value = body.get(name)
@@ -98,6 +114,7 @@ class SchemaRegistryApi:
         routes = [
             (get, "/", self.root),
             (get, "/schemas/types", self.schema_types),
+            (get, "/contexts", self.contexts),
             (get, "/schemas", self.schemas),
             (get, "/schemas/ids/{id}", self.schema_by_id),
             (get, "/schemas/ids/{id}/schema", self.schema_text_by_id),
@@ -208,6 +225,10 @@ class SchemaRegistryApi:
     async def root(self, request):
         return _answer({})
 
+    async def contexts(self, request):
+        # Only the default context is served.
+        return _answer(["."])
+
     async def schema_types(self, request):
         return _answer(list(formats.SCHEMA_TYPES))
 
@@ -267,7 +288,7 @@ class SchemaRegistryApi:
 
     async def versions(self, request):
         state = await self._state()
-        subject = request.match_info["subject"]
+        subject = _subject(request)
         values = state.live_versions(subject, deleted=_flag(request, "deleted"))
         if not values:
             raise subject_not_found(subject)
@@ -275,17 +296,17 @@ class SchemaRegistryApi:
 
     async def version(self, request):
         state = await self._state()
-        value = state.version_of(request.match_info["subject"], request.match_info["version"], deleted=_flag(request, "deleted"))
+        value = state.version_of(_subject(request), request.match_info["version"], deleted=_flag(request, "deleted"))
         return _answer(_schema_body(value))
 
     async def version_schema(self, request):
         state = await self._state()
-        value = state.version_of(request.match_info["subject"], request.match_info["version"], deleted=_flag(request, "deleted"))
+        value = state.version_of(_subject(request), request.match_info["version"], deleted=_flag(request, "deleted"))
         return web.Response(text=value.schema, content_type="application/json")
 
     async def referenced_by(self, request):
         state = await self._state()
-        value = state.version_of(request.match_info["subject"], request.match_info["version"])
+        value = state.version_of(_subject(request), request.match_info["version"])
         ids = sorted(
             other.schema_id for versions in state.subjects.values() for other in versions.values()
             if not other.deleted and any(r.subject == value.subject and r.version == value.version for r in other.references)
@@ -307,7 +328,7 @@ class SchemaRegistryApi:
         return text, str(schema_type), tuple(references)
 
     async def register(self, request):
-        subject = request.match_info["subject"]
+        subject = _subject(request)
         body = await self._body(request)
         text, schema_type, references = self._schema_of(body)
         schema_id, version = _optional_int(body, "id", 42201), _optional_int(body, "version", 42202)
@@ -323,7 +344,7 @@ class SchemaRegistryApi:
 
     async def lookup(self, request):
         state = await self._state()
-        subject = request.match_info["subject"]
+        subject = _subject(request)
         body = await self._body(request)
         text, schema_type, references = self._schema_of(body)
         deleted = _flag(request, "deleted")
@@ -338,25 +359,25 @@ class SchemaRegistryApi:
         return _answer(_schema_body(value))
 
     async def delete_subject(self, request):
-        subject, permanent = request.match_info["subject"], _flag(request, "permanent")
+        subject, permanent = _subject(request), _flag(request, "permanent")
         return await self._write(request, lambda state: state.plan_delete_subject(subject, permanent=permanent))
 
     async def delete_version(self, request):
-        subject, raw, permanent = request.match_info["subject"], request.match_info["version"], _flag(request, "permanent")
+        subject, raw, permanent = _subject(request), request.match_info["version"], _flag(request, "permanent")
         return await self._write(request, lambda state: state.plan_delete_version(subject, raw, permanent=permanent))
 
     # ------------------------------------------------------------------ config and mode
 
     async def get_config(self, request):
         state = await self._state()
-        subject = request.match_info.get("subject")
+        subject = _subject(request, required=False)
         level = state.compatibility(subject, default_to_global=_flag(request, "defaultToGlobal"))
         if level is None:
             raise RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
         return _answer({"compatibilityLevel": level})
 
     async def put_config(self, request):
-        subject = request.match_info.get("subject")
+        subject = _subject(request, required=False)
         body = await self._body(request)
         level = body.get("compatibility", body.get("compatibilityLevel"))
         level = level.upper() if isinstance(level, str) else level
@@ -367,7 +388,7 @@ class SchemaRegistryApi:
         return await self._write(request, plan)
 
     async def delete_config(self, request):
-        subject = request.match_info.get("subject")
+        subject = _subject(request, required=False)
 
         def plan(state: RegistryState):
             if subject is not None and subject not in state.configs:
@@ -378,14 +399,14 @@ class SchemaRegistryApi:
 
     async def get_mode(self, request):
         state = await self._state()
-        subject = request.match_info.get("subject")
+        subject = _subject(request, required=False)
         mode = state.mode(subject, default_to_global=_flag(request, "defaultToGlobal"))
         if mode is None:
             raise RegistryError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
         return _answer({"mode": mode})
 
     async def put_mode(self, request):
-        subject = request.match_info.get("subject")
+        subject = _subject(request, required=False)
         body = await self._body(request)
         mode = body.get("mode")
         mode = mode.upper() if isinstance(mode, str) else ""
@@ -393,7 +414,7 @@ class SchemaRegistryApi:
         return await self._write(request, lambda state: ({"mode": mode}, state.plan_mode(subject, mode, force=force)))
 
     async def delete_mode(self, request):
-        subject = request.match_info.get("subject")
+        subject = _subject(request, required=False)
 
         def plan(state: RegistryState):
             if subject is not None and subject not in state.modes:
@@ -406,7 +427,7 @@ class SchemaRegistryApi:
 
     async def compatibility(self, request):
         state = await self._state()
-        subject = request.match_info["subject"]
+        subject = _subject(request)
         body = await self._body(request)
         text, schema_type, references = self._schema_of(body)
         parsed = state.parse(schema_type, text, references)

@@ -75,7 +75,7 @@ def test_errors_have_confluents_codes(registry):
     status, body = registry.register(s, USER_BAD)
     assert (status, body["error_code"]) == (409, 409)
     # An unbuilt path answers 404 in the same shape.
-    status, body = registry.get("/contexts")
+    status, body = registry.get("/exporters")
     assert status == 404 and body["error_code"] == 404
 
 
@@ -234,3 +234,11 @@ def test_malformed_bodies_answer_in_the_error_shape(registry):
     assert (status, body["error_code"]) == (422, 42201)
     status, body = registry.request("PATCH", "/subjects")
     assert (status, body["error_code"]) == (405, 405)
+
+
+def test_the_default_context(registry):
+    s = subject()
+    schema_id = registry.register(f":.:{s}", USER_V1)[1]["id"]
+    assert registry.get("/contexts") == (200, ["."])
+    assert registry.get(f"/subjects/{s}/versions/1")[1]["id"] == schema_id
+    assert registry.get(f"/subjects/:.:{s}/versions") == (200, [1])
