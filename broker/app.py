@@ -29,6 +29,7 @@ from broker.controller_node.quorum_controller import QuorumController
 from broker.controller_node.raft_driver import RaftDriver
 from broker.coordinators.groups.service import GroupService
 from broker.coordinators.transactions.service import TransactionService
+from broker.schemas.service import SchemaRegistryService
 from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
 from broker.links.failback import apply_failback_cuts
@@ -217,6 +218,8 @@ class Broker:
         self.topic_defaults = self._topic_defaults()
         self.groups = GroupService(self)
         self.transactions = TransactionService(self)
+        # The schema registry's _schemas (its HTTP API is an endpoint: schema.registry.listener).
+        self.schemas = SchemaRegistryService(self)
         self.replicas = ReplicaManager(self)
         # Cluster links: the mirror partitions led here copy from their link's source.
         self.mirrors = MirrorManager(self)
@@ -313,6 +316,7 @@ class Broker:
         self.controller.subscribe(self._on_metadata_change)
         self.groups.follow_leadership()
         self.transactions.follow_leadership()
+        self.schemas.follow_leadership()
         self._tasks.append(asyncio.get_running_loop().create_task(self._create_new_logs(), name="new partition logs"))
 
     def _topic_defaults(self, image: MetadataImage | None = None) -> dict[str, str]:
@@ -451,6 +455,7 @@ class Broker:
         self.mirrors.apply_image(old, new)
         self.groups.follow_leadership()
         self.transactions.follow_leadership()
+        self.schemas.follow_leadership()
         if new.mirror_topics or old.mirror_topics:
             self.mirror_watcher.metadata_changed()
             self.offset_sync.metadata_changed()
@@ -470,6 +475,7 @@ class Broker:
         longer leads ``key``: coordinators on it stop too."""
         self.groups.follow_leadership()
         self.transactions.follow_leadership()
+        self.schemas.follow_leadership()
         self.partition_watch.notify(key)
 
     def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> None:
@@ -684,6 +690,7 @@ class Broker:
         await self.endpoints.stop()
         self.groups.stop()  # requests waiting for a rebalance are answered NOT_COORDINATOR
         self.transactions.stop()  # and those waiting for a transaction state change too
+        self.schemas.stop()
         for connection in list(self._connections):
             connection.close_when_idle()
         self.partition_watch.wake_all()  # long-polling fetches answer now

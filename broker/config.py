@@ -412,6 +412,11 @@ _KEYS = [
     ConfigKey("rest.listener", parse_metrics_listener, None),
     ConfigKey("rest.authentication.method", _choice_parser("NONE", "BASIC"), "NONE"),
     ConfigKey("rest.authentication.listener", _string, None),
+    # The schema registry (broker/schemas/, broker/http/schema_registry.py): off unless
+    # schema.registry.listener is set; its _schemas topic's replicas (Confluent's
+    # kafkastore.topic.replication.factor), the single-node profile's 1.
+    ConfigKey("schema.registry.listener", parse_metrics_listener, None),
+    ConfigKey("schema.registry.topic.replication.factor", _int_parser(1, 32767), 3),
     # A v2 consumer instance not used for this long is closed (Confluent's consumer.instance.timeout.ms).
     ConfigKey("rest.consumer.instance.timeout.ms", _int_parser(1000, INT32_MAX), 300_000),
     # Authorization (Kafka's names and defaults); see _check_authorizer.

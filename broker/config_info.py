@@ -56,6 +56,8 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "console.read.only": ("BOOLEAN", "Whether the web console refuses every change (topic create/delete, config edits)."),
     "console.lag.history.ms": ("LONG", "How long the web console keeps its in-memory samples of group lag and broker counters (10 s to 1 day)."),
     "rest.listener": ("STRING", "http://host:port of the REST proxy (Confluent REST Proxy v3 resources, /v3/openapi.json); unset: no proxy."),
+    "schema.registry.listener": ("STRING", "http://host:port of the schema registry (Confluent Schema Registry's REST API, schemas in _schemas); unset: no registry on this broker."),
+    "schema.registry.topic.replication.factor": ("SHORT", "Replicas of _schemas; it is not created (registrations wait) until this many brokers are registered."),
     "rest.authentication.method": ("STRING", "REST proxy authentication: NONE (every caller is User:ANONYMOUS) or BASIC (HTTP basic credentials of SASL/PLAIN users)."),
     "rest.authentication.listener": ("STRING", "The SASL listener whose PLAIN JAAS users the REST proxy's BASIC authentication checks; unset: the first listener that has them."),
     "rest.consumer.instance.timeout.ms": ("INT", "A REST v2 consumer instance not used for this long (ms) leaves its group and is deleted (Confluent's consumer.instance.timeout.ms)."),

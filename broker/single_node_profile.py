@@ -45,6 +45,7 @@ SINGLE_NODE_PROFILE: dict[str, str] = {
     "offsets.retention.minutes": "10080",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
+    "schema.registry.topic.replication.factor": "1",
 }
 
 

@@ -1,7 +1,7 @@
-"""The broker's HTTP endpoints: Prometheus metrics, the web console, the REST proxy.
+"""The broker's HTTP endpoints: Prometheus metrics, the web console, the REST proxy, the schema registry.
 
 Each is off unless its listener key is set (``metrics.listener``,
-``console.listener``, ``rest.listener``) and then bound when the broker starts,
+``console.listener``, ``rest.listener``, ``schema.registry.listener``) and then bound when the broker starts,
 right after its Kafka listeners, so a port in use stops the node at once as a
 listener error. They stop after the Kafka listeners close.
 
@@ -57,6 +57,12 @@ class HttpEndpoints:
             from broker.http.rest.server import RestProxy
 
             self.rest = broker.rest = RestProxy.from_config(broker)
+        # schema.registry.listener: the schema registry's API (broker/http/schema_registry.py).
+        self.schema_registry = None
+        if config["schema.registry.listener"] is not None:
+            from broker.http.schema_registry import SchemaRegistryApi
+
+            self.schema_registry = SchemaRegistryApi(broker)
 
     async def start(self) -> None:
         """Bind and serve each configured endpoint; EndpointUnavailable when one cannot be bound."""
@@ -76,8 +82,15 @@ class HttpEndpoints:
                 await self.rest.start()
             except OSError as exc:
                 raise EndpointUnavailable(unavailable_message("rest.listener", self.rest.listener, exc)) from None
+        if self.schema_registry is not None:
+            try:
+                await self.schema_registry.start()
+            except OSError as exc:
+                raise EndpointUnavailable(
+                    unavailable_message("schema.registry.listener", self.schema_registry.listener, exc)
+                ) from None
 
     async def stop(self) -> None:
-        for endpoint in (self.metrics, self.console, self.rest):
+        for endpoint in (self.metrics, self.console, self.rest, self.schema_registry):
             if endpoint is not None:
                 await endpoint.stop()

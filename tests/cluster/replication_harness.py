@@ -112,6 +112,7 @@ class ReplicatedCluster:
                 "default.replication.factor": "3",
                 "min.insync.replicas": "2",
                 "offsets.topic.replication.factor": "3",
+                "schema.registry.topic.replication.factor": "3",
                 # Kafka's 50 partitions of __consumer_offsets would be 150 replicas
                 # fetching on a 2-core test machine; a handful shows the same rules.
                 "offsets.topic.num.partitions": str(offsets_topic_partitions),

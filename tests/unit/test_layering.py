@@ -92,6 +92,16 @@ PURE_BROKER_MODULES = (
     "broker/security/scram_server.py",
     "broker/security/oauthbearer_server.py",
     "broker/security/sasl.py",
+    # The schema registry's record codec and state (its shell is broker/schemas/service.py).
+    "broker/schemas/records.py",
+    "broker/schemas/state.py",
+    # The schema formats: parsing, compatibility and payload checks.
+    "broker/schemas/formats.py",
+    "broker/schemas/parsed_schema.py",
+    "broker/schemas/avro_format.py",
+    "broker/schemas/json_format.py",
+    "broker/schemas/protobuf_format.py",
+    "broker/schemas/protobuf_compatibility.py",
 )
 
 
@@ -108,32 +118,35 @@ def test_coordinator_state_machines_do_no_io(relative):
 # --------------------------------------------------------------------------- rooms inside broker/
 
 # broker/'s sub-packages, each allowed to import only the rooms named here (and
-# itself). The order reads bottom-up: security (sans-IO SASL), schemas (the
-# schema registry's formats, pure), the node's base
+# itself). The order reads bottom-up: security (sans-IO SASL), the node's base
 # modules (configuration), net (connections, TLS, SASL listeners, dispatch,
 # quotas, the node-to-node client), replica (replica manager shell, fetcher,
 # the leader's write), coordinators (groups, transactions, their shell),
+# schemas (the schema registry: its pure formats, codec and state, and its
+# ``_schemas`` shell on the coordinators'),
 # handlers (one module per API), controller_node (the controller process's
 # drivers: quorum controller, Raft driver, forwarding, controller listener).
 # tools (the admin command line) and http (metrics, console, REST) are client
 # programs of the cluster: neither reaches into the serving rooms, except that
-# the HTTP endpoints hand requests to the broker's own dispatcher (net).
+# the HTTP endpoints hand requests to the broker's own dispatcher (net) and the
+# schema registry's API reads and writes through its service (schemas).
 # The entry points and the wiring (app, cli, container, lifecycle) may import
 # anything.
 BASE_MODULES = {"config", "config_info", "single_node_profile", "loop_monitor"}
 TOP_MODULES = {"__main__", "app", "cli", "container", "lifecycle"}
 ROOMS_ALLOWED = {
     "security": set(),
-    "schemas": set(),
     "base": set(),
     "net": {"base", "security"},
     "replica": {"base", "security", "net"},
     "coordinators": {"base", "security", "net", "replica"},
     "links": {"base", "security", "net", "replica", "coordinators"},
-    "handlers": {"base", "security", "net", "replica", "coordinators", "links"},
-    "controller_node": {"base", "security", "net", "replica", "coordinators", "links", "handlers"},
+    # The schema registry: its _schemas shell stands on the coordinators' (validation on produce reads it).
+    "schemas": {"base", "security", "net", "replica", "coordinators"},
+    "handlers": {"base", "security", "net", "replica", "coordinators", "links", "schemas"},
+    "controller_node": {"base", "security", "net", "replica", "coordinators", "links", "handlers", "schemas"},
     "tools": {"base", "security"},
-    "http": {"base", "security", "net", "tools"},
+    "http": {"base", "security", "net", "tools", "schemas"},
 }
 # Named exceptions, each with its reason.
 ROOM_EXCEPTIONS = {

@@ -54,6 +54,7 @@ def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=())
         loop_monitor=SimpleNamespace(histogram=LagHistogram()),
         mirrors=SimpleNamespace(partition_rows=lambda: iter(mirror_rows)),
         multi_master=SimpleNamespace(partitions={}),
+        offset_sync=SimpleNamespace(translator=SimpleNamespace(results=dict)),
         is_broker=True,
         is_controller=True,
     )

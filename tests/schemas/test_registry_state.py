@@ -1,0 +1,175 @@
+"""The ``_schemas`` record codec and the registry state replayed from it (broker/schemas/records.py, state.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from broker.schemas.records import (
+    ConfigKey,
+    ModeKey,
+    NoopKey,
+    RecordUnreadable,
+    SchemaKey,
+    SchemaValue,
+    decode_key,
+    decode_schema_value,
+    encode_key,
+    encode_schema_value,
+)
+from broker.schemas.state import RegistryError, RegistryState
+
+RECORD_V1 = json.dumps({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]})
+RECORD_V2_DEFAULT = json.dumps(
+    {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": 0}]}
+)
+RECORD_V2_NO_DEFAULT = json.dumps(
+    {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}]}
+)
+
+
+def test_keys_are_confluents_shapes():
+    assert json.loads(encode_key(SchemaKey("s", 2))) == {"keytype": "SCHEMA", "subject": "s", "version": 2, "magic": 1}
+    assert json.loads(encode_key(ConfigKey(None))) == {"keytype": "CONFIG", "subject": None, "magic": 0}
+    assert json.loads(encode_key(ModeKey("s"))) == {"keytype": "MODE", "subject": "s", "magic": 0}
+    assert json.loads(encode_key(NoopKey())) == {"keytype": "NOOP", "magic": 0}
+    # One key, one byte string: compaction keeps only the last record of a key.
+    assert encode_key(SchemaKey("s", 1)) == encode_key(decode_key(b'{"magic":1,"version":1,"subject":"s","keytype":"SCHEMA"}'))
+
+
+def test_schema_values_leave_out_the_avro_type_and_round_trip():
+    avro = SchemaValue("s", 1, 7, "AVRO", '"string"')
+    body = json.loads(encode_schema_value(avro))
+    assert body == {"subject": "s", "version": 1, "id": 7, "schema": '"string"', "references": [], "deleted": False}
+    assert decode_schema_value(encode_schema_value(avro)) == avro
+    as_json = SchemaValue("s", 2, 8, "JSON", "{}", deleted=True)
+    assert json.loads(encode_schema_value(as_json))["schemaType"] == "JSON"
+    assert decode_schema_value(encode_schema_value(as_json)) == as_json
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[]", b'{"keytype":"SCHEMA","subject":"s"}', b'{"keytype":"OTHER"}'])
+def test_unreadable_keys_are_refused(raw):
+    with pytest.raises(RecordUnreadable):
+        decode_key(raw)
+
+
+def replay(records) -> RegistryState:
+    state = RegistryState()
+    for key, value in records:
+        state.apply(key, value)
+    return state
+
+
+def register(state: RegistryState, subject: str, text: str, log: list) -> int:
+    planned = state.plan_register(subject, "AVRO", text)
+    for key, value in planned.records:
+        state.apply(key, value)
+        log.append((key, value))
+    return planned.schema_id
+
+
+def test_ids_are_shared_by_equal_schemas_and_grow_for_new_ones():
+    state, log = RegistryState(), []
+    first = register(state, "a-value", RECORD_V1, log)
+    assert register(state, "a-value", RECORD_V1, log) == first  # idempotent: no new record
+    assert len(log) == 1
+    # The same schema (spaced differently) under another subject keeps its id, as a new version there.
+    assert register(state, "b-value", json.dumps(json.loads(RECORD_V1), indent=2), log) == first
+    assert register(state, "a-value", RECORD_V2_DEFAULT, log) == first + 1
+    assert [v.version for v in state.live_versions("a-value")] == [1, 2]
+    # Another broker replaying the same records has the same state.
+    other = replay(log)
+    assert other.subject_names() == ["a-value", "b-value"] and other.max_id == state.max_id
+
+
+def test_backward_refuses_a_field_without_default_and_none_accepts_it():
+    state, log = RegistryState(), []
+    register(state, "s", RECORD_V1, log)
+    with pytest.raises(RegistryError) as refused:
+        state.plan_register("s", "AVRO", RECORD_V2_NO_DEFAULT)
+    assert (refused.value.status, refused.value.code) == (409, 409)
+    for key, value in state.plan_config("s", "NONE"):
+        state.apply(key, value)
+    assert register(state, "s", RECORD_V2_NO_DEFAULT, log) == 2
+
+
+def test_soft_then_permanent_delete_and_ids_never_reused():
+    state, log = RegistryState(), []
+    register(state, "s", RECORD_V1, log)
+    second = register(state, "s", RECORD_V2_DEFAULT, log)
+    with pytest.raises(RegistryError) as not_soft:
+        state.plan_delete_subject("s", permanent=True)
+    assert not_soft.value.code == 40405
+    versions, records = state.plan_delete_subject("s", permanent=False)
+    assert versions == [1, 2]
+    for key, value in records:
+        state.apply(key, value)
+    assert state.subject_names() == [] and state.subject_names(deleted=True) == ["s"]
+    with pytest.raises(RegistryError) as again:
+        state.plan_delete_subject("s", permanent=False)
+    assert again.value.code == 40404
+    # The ids stay readable until the permanent delete.
+    assert state.schema_by_id(second).schema == RECORD_V2_DEFAULT
+    versions, records = state.plan_delete_subject("s", permanent=True)
+    for key, value in records:
+        assert value is None  # tombstones
+        state.apply(key, value)
+    assert state.subject_names(deleted=True) == []
+    with pytest.raises(RegistryError) as gone:
+        state.schema_by_id(second)
+    assert gone.value.code == 40403
+    # A new schema gets a new id past every id seen, and the subject's versions start again.
+    third = register(state, "s", json.dumps({"type": "enum", "name": "E", "symbols": ["A"]}), log)
+    assert third == second + 1
+    assert [v.version for v in state.live_versions("s")] == [1]
+
+
+def test_version_reads_and_their_errors():
+    state, log = RegistryState(), []
+    register(state, "s", RECORD_V1, log)
+    assert state.version_of("s", "latest").version == 1
+    assert state.version_of("s", "1").schema == RECORD_V1
+    for raw, code in (("2", 40402), ("0", 42202), ("x", 42202)):
+        with pytest.raises(RegistryError) as refused:
+            state.version_of("s", raw)
+        assert refused.value.code == code, raw
+    with pytest.raises(RegistryError) as missing:
+        state.version_of("nope", "1")
+    assert missing.value.code == 40401
+
+
+def test_configs_and_modes():
+    state = RegistryState()
+    assert state.compatibility(None) == "BACKWARD" and state.compatibility("s") == "BACKWARD"
+    assert state.compatibility("s", default_to_global=False) is None
+    for key, value in state.plan_config(None, "FULL") + state.plan_config("s", "NONE"):
+        state.apply(key, value)
+    assert (state.compatibility(None), state.compatibility("s"), state.compatibility("t")) == ("FULL", "NONE", "FULL")
+    for key, value in state.plan_config("s", None):
+        state.apply(key, value)
+    assert state.compatibility("s") == "FULL"
+    with pytest.raises(RegistryError) as level:
+        state.plan_config(None, "SIDEWAYS")
+    assert level.value.code == 42203
+    for key, value in state.plan_mode(None, "READONLY"):
+        state.apply(key, value)
+    with pytest.raises(RegistryError) as read_only:
+        state.plan_register("s", "AVRO", RECORD_V1)
+    assert read_only.value.code == 42205
+
+
+def test_import_mode_keeps_the_given_ids():
+    state = RegistryState()
+    for key, value in state.plan_mode(None, "IMPORT"):
+        state.apply(key, value)
+    planned = state.plan_register("s", "AVRO", RECORD_V1, schema_id=42, version=3)
+    for key, value in planned.records:
+        state.apply(key, value)
+    assert planned.schema_id == 42 and state.version_of("s", "3").schema_id == 42
+    # Without an id, IMPORT refuses; back in READWRITE new ids continue past the imported ones.
+    with pytest.raises(RegistryError):
+        state.plan_register("t", "AVRO", RECORD_V2_DEFAULT)
+    for key, value in state.plan_mode(None, "READWRITE"):
+        state.apply(key, value)
+    assert state.plan_register("t", "AVRO", RECORD_V2_DEFAULT).schema_id == 43
