@@ -109,6 +109,8 @@ class BrokerMetrics:
         self.registry_requests: dict[tuple[str, int], int] = {}
         self.registry_latency_buckets: dict[str, list[int]] = {}
         self.registry_latency_sum_s: dict[str, list[float]] = {}
+        # The registry's service, set by its API when this broker serves one (None: no registry families).
+        self.schema_registry = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_BrokerCollector(self))
         # CPU, memory and open files of this process (Linux /proc), as every Prometheus client offers.
@@ -628,10 +630,9 @@ class _BrokerCollector:
         """The schema registry, on a broker serving its API: what this broker's state holds
         (no read of the leader at scrape time) and the requests its API answered."""
         metrics = self.metrics
-        broker = metrics.broker
-        if broker.config["schema.registry.listener"] is None:
+        if metrics.schema_registry is None:
             return
-        state = broker.schemas.state
+        state = metrics.schema_registry.state
         lag_note = (
             "as replayed on this broker, which catches up with the _schemas leader when its API is read: "
             "it may lag the leader until then"

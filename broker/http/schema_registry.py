@@ -116,6 +116,8 @@ class SchemaRegistryApi:
         self._session: ClientSession | None = None
         # metrics.listener's counters (None when unset): each request counted by method and status.
         self.metrics = broker.metrics
+        if self.metrics is not None:
+            self.metrics.schema_registry = self.service
         middlewares = [self._count, self._errors] if self.metrics is not None else [self._errors]
         app = application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
         get, post, put, delete = "GET", "POST", "PUT", "DELETE"
