@@ -73,9 +73,6 @@ TOPIC_COUNTER_FAMILIES = (
     ("kafka_server_brokertopicmetrics_failedfetchrequests", "Fetch partitions answered to consumers with an error"),
 )
 
-# The methods the schema registry's API serves: the others are counted as "other".
-REGISTRY_METHODS = frozenset({"GET", "POST", "PUT", "DELETE"})
-
 DEFAULT_TOPIC_SERIES_MAX = 1000
 DEFAULT_GROUP_SERIES_MAX = 10000
 # How often the high watermarks of committed partitions led elsewhere are refreshed (see above).
@@ -104,12 +101,8 @@ class BrokerMetrics:
         self.requests: dict[tuple[int, int], int] = {}
         self.latency_buckets: dict[int, list[int]] = {}
         self.latency_sum_s: dict[int, list[float]] = {}
-        # The schema registry's API (schema.registry.listener): (method, status) -> requests;
-        # method -> latency bucket counts (the last one past the largest bound) and [sum of seconds].
-        self.registry_requests: dict[tuple[str, int], int] = {}
-        self.registry_latency_buckets: dict[str, list[int]] = {}
-        self.registry_latency_sum_s: dict[str, list[float]] = {}
-        # The registry's service, set by its API when this broker serves one (None: no registry families).
+        # The schema registry's counters and state (broker/http/schema_registry_metrics.py),
+        # set by its API when this broker serves one; None: no registry families.
         self.schema_registry = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_BrokerCollector(self))
@@ -168,18 +161,6 @@ class BrokerMetrics:
             self.latency_sum_s[api_key] = [0.0]
         buckets[bisect.bisect_left(LATENCY_BUCKETS_S, elapsed_s)] += 1
         self.latency_sum_s[api_key][0] += elapsed_s
-
-    def registry_request_done(self, method: str, status: int, elapsed_s: float) -> None:
-        """One request answered by the schema registry's API (broker/http/schema_registry.py)."""
-        method = method if method in REGISTRY_METHODS else "other"  # a bounded label set
-        key = (method, status)
-        self.registry_requests[key] = self.registry_requests.get(key, 0) + 1
-        buckets = self.registry_latency_buckets.get(method)
-        if buckets is None:
-            buckets = self.registry_latency_buckets[method] = [0] * (len(LATENCY_BUCKETS_S) + 1)
-            self.registry_latency_sum_s[method] = [0.0]
-        buckets[bisect.bisect_left(LATENCY_BUCKETS_S, elapsed_s)] += 1
-        self.registry_latency_sum_s[method][0] += elapsed_s
 
     def _topic(self, name: str) -> list[int] | None:
         counters = self.topics.get(name)
@@ -371,7 +352,8 @@ class _BrokerCollector:
         yield from lag
         yield from self._connections()
         yield self._loop_lag()
-        yield from self._schema_registry()
+        if metrics.schema_registry is not None:
+            yield from metrics.schema_registry.families()
         dropped = GaugeMetricFamily(
             "pybroker_metrics_series_dropped",
             "Left out by metrics.topic.series.max (topics) and metrics.group.series.max (group lag series)",
@@ -624,39 +606,6 @@ class _BrokerCollector:
         bounds_s = tuple(bound / 1000 for bound in LAG_BUCKET_BOUNDS_MS)
         family.add_metric([], _cumulative(bounds_s, histogram.counts), histogram.sum_ms / 1000)
         return family
-
-
-    def _schema_registry(self):
-        """The schema registry, on a broker serving its API: what this broker's state holds
-        (no read of the leader at scrape time) and the requests its API answered."""
-        metrics = self.metrics
-        if metrics.schema_registry is None:
-            return
-        state = metrics.schema_registry.state
-        lag_note = (
-            "as replayed on this broker, which catches up with the _schemas leader when its API is read: "
-            "it may lag the leader until then"
-        )
-        yield _gauge("pybroker_schema_registry_schemas", f"Schema ids registered, {lag_note}", len(state.ids))
-        yield _gauge("pybroker_schema_registry_subjects", f"Subjects with a version not deleted, {lag_note}", len(state.subject_names()))
-        requests = CounterMetricFamily(
-            "pybroker_schema_registry_requests",
-            "Requests this broker's schema registry API answered, per method and HTTP status "
-            "(a write forwarded to the _schemas leader counts on both brokers)",
-            labels=["method", "status"],
-        )
-        for (method, status), count in sorted(metrics.registry_requests.items()):
-            requests.add_metric([method, str(status)], count)
-        yield requests
-        latency = HistogramMetricFamily(
-            "pybroker_schema_registry_request_duration_seconds",
-            "Time from a schema registry request's arrival to its answer being ready, per method "
-            "(a forwarded write includes the leader's answer)",
-            labels=["method"],
-        )
-        for method, buckets in sorted(metrics.registry_latency_buckets.items()):
-            latency.add_metric([method], _cumulative(LATENCY_BUCKETS_S, buckets), metrics.registry_latency_sum_s[method][0])
-        yield latency
 
 
 def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, int]]:

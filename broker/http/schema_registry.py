@@ -33,7 +33,7 @@ registry endpoint (its ``schema.registry.listener``), and its answer given
 back unchanged; a forwarded request that meets a leader change answers 50003.
 
 With ``metrics.listener`` set, every request is counted by method and status
-and timed (broker/http/metrics.py), outside the error middleware so the status
+and timed (broker/http/schema_registry_metrics.py), outside the error middleware so the status
 counted is the one answered.
 """
 
@@ -114,10 +114,12 @@ class SchemaRegistryApi:
         self.listener = broker.config["schema.registry.listener"]
         self.bound_port: int | None = None
         self._session: ClientSession | None = None
-        # metrics.listener's counters (None when unset): each request counted by method and status.
-        self.metrics = broker.metrics
-        if self.metrics is not None:
-            self.metrics.schema_registry = self.service
+        # With metrics.listener set, each request is counted by method and status (None: not counted).
+        self.metrics = None
+        if broker.metrics is not None:
+            from broker.http.schema_registry_metrics import SchemaRegistryMetrics
+
+            self.metrics = broker.metrics.schema_registry = SchemaRegistryMetrics(self.service)
         middlewares = [self._count, self._errors] if self.metrics is not None else [self._errors]
         app = application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
         get, post, put, delete = "GET", "POST", "PUT", "DELETE"
@@ -180,9 +182,9 @@ class SchemaRegistryApi:
         try:
             response = await handler(request)
         except web.HTTPException as exc:
-            self.metrics.registry_request_done(request.method, exc.status, time.perf_counter() - started)
+            self.metrics.request_done(request.method, exc.status, time.perf_counter() - started)
             raise
-        self.metrics.registry_request_done(request.method, response.status, time.perf_counter() - started)
+        self.metrics.request_done(request.method, response.status, time.perf_counter() - started)
         return response
 
     @web.middleware

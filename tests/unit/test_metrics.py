@@ -188,6 +188,7 @@ def test_state_families():
 def test_schema_registry_families_only_where_the_registry_is_served():
     import json
 
+    from broker.http.schema_registry_metrics import SchemaRegistryMetrics
     from broker.schemas.state import RegistryState
 
     metrics = metrics_of(fake_broker())
@@ -200,11 +201,11 @@ def test_schema_registry_families_only_where_the_registry_is_served():
             state.apply(key, value)
     for key, value in state.plan_delete_subject("a-value", permanent=False)[1]:
         state.apply(key, value)
-    metrics.schema_registry = SimpleNamespace(state=state)
-    metrics.registry_request_done("POST", 200, 0.002)
-    metrics.registry_request_done("POST", 409, 0.001)
-    metrics.registry_request_done("GET", 404, 0.0001)
-    metrics.registry_request_done("PATCH", 405, 0.0001)  # methods the API does not serve share one label
+    registry = metrics.schema_registry = SchemaRegistryMetrics(SimpleNamespace(state=state))
+    registry.request_done("POST", 200, 0.002)
+    registry.request_done("POST", 409, 0.001)
+    registry.request_done("GET", 404, 0.0001)
+    registry.request_done("PATCH", 405, 0.0001)  # methods the API does not serve share one label
     got = samples(metrics)
     # Ids stay while a version uses them, soft-deleted or not; a soft-deleted subject is not counted.
     assert got[("pybroker_schema_registry_schemas", ())] == 2
