@@ -488,3 +488,12 @@ class _ResolutionChecker:
                 f"writer's symbols {missing} and has no default"
             )
         return errors
+
+
+def record_name(schema: ParsedSchema, payload: bytes) -> str | None:
+    """The full name of a named type (record, enum, fixed); None for a primitive, array, map or union."""
+    parsed = schema.handle.parsed
+    if isinstance(parsed, dict) and parsed.get("type") in ("record", "error", "enum", "fixed"):
+        name = parsed.get("name")
+        return name if isinstance(name, str) else None
+    return None

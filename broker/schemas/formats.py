@@ -115,6 +115,14 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
         return "the payload is nested too deeply to check"
 
 
+def record_name(schema: ParsedSchema, payload: bytes) -> str | None:
+    """The fully qualified record name the subject name strategies
+    RecordNameStrategy and TopicRecordNameStrategy use: Avro, the named
+    type's full name; JSON Schema, its ``title``; Protobuf, the message the
+    payload's message indexes name. None when the schema has none."""
+    return _format_module(schema.schema_type).record_name(schema, payload)
+
+
 def _describe_earlier(index: int, count: int) -> str:
     if index == count - 1:
         return "against the latest earlier schema: "

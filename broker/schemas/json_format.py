@@ -571,3 +571,10 @@ class _Comparison:
             where = f"{path}/items" if not reader_positions else f"{path}/additionalItems"
             errors.extend(self.compare(writer_rest, reader_rest, where))
         return errors
+
+
+def record_name(schema: ParsedSchema, payload: bytes) -> str | None:
+    """The schema's ``title`` (Confluent's JSON Schema serializers name the record by it)."""
+    document = schema.handle.document
+    title = document.get("title") if isinstance(document, dict) else None
+    return title if isinstance(title, str) else None

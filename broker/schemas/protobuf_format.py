@@ -137,18 +137,10 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
         indexes, offset = _message_indexes(payload)
     except ValueError as error:
         return f"the payload's message indexes do not decode: {error}"
-    # Walk the declaration order of the FileDescriptorProto (nested map entries included, as in protoc's).
-    file_proto = schema.handle.file_proto
-    scope = file_proto.package
-    messages = list(file_proto.message_type)
-    message_proto = None
-    for index in indexes:
-        if index < 0 or index >= len(messages):
-            where = "top-level messages" if message_proto is None else f"messages nested in {scope}"
-            return f"the payload's message index {index} is out of range ({len(messages)} {where})"
-        message_proto = messages[index]
-        scope = f"{scope}.{message_proto.name}" if scope else message_proto.name
-        messages = list(message_proto.nested_type)
+    try:
+        scope = _message_name(schema.handle.file_proto, indexes)
+    except ValueError as error:
+        return str(error)
     descriptor = schema.handle.pool.FindMessageTypeByName(scope)
     message = message_factory.GetMessageClass(descriptor)()
     try:
@@ -159,6 +151,31 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
         missing = ", ".join(message.FindInitializationErrors())
         return f"the payload does not decode as {descriptor.full_name}: required fields missing: {missing}"
     return None
+
+
+def _message_name(file_proto, indexes: list[int]) -> str:
+    """The full name of the message ``indexes`` name, walking the declaration
+    order of the FileDescriptorProto (nested map entries included, as in protoc's)."""
+    scope = file_proto.package
+    messages = list(file_proto.message_type)
+    message_proto = None
+    for index in indexes:
+        if index < 0 or index >= len(messages):
+            where = "top-level messages" if message_proto is None else f"messages nested in {scope}"
+            raise ValueError(f"the payload's message index {index} is out of range ({len(messages)} {where})")
+        message_proto = messages[index]
+        scope = f"{scope}.{message_proto.name}" if scope else message_proto.name
+        messages = list(message_proto.nested_type)
+    return scope
+
+
+def record_name(schema: ParsedSchema, payload: bytes) -> str | None:
+    """The full name of the message the payload's message indexes name; None when they do not decode."""
+    try:
+        indexes, _ = _message_indexes(payload)
+        return _message_name(schema.handle.file_proto, indexes)
+    except ValueError:
+        return None
 
 
 def _message_indexes(payload: bytes) -> tuple[list[int], int]:
