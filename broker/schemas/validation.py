@@ -17,11 +17,14 @@ import logging
 
 from broker.schemas import formats
 from broker.schemas.parsed_schema import SchemaInvalid
-from broker.schemas.validation_rules import TopicValidation, record_problem, topic_validation
+from broker.schemas.validation_rules import FRAMING_BYTES, TOPIC_NAME_STRATEGY, TopicValidation, record_problem, topic_validation
 from protocol.exceptions import ProtocolError
 from protocol.records import decode_batch_records
 
 log = logging.getLogger(__name__)
+
+
+_UNKNOWN = object()
 
 
 class NeedsRefresh(Exception):
@@ -96,15 +99,29 @@ class SchemaValidator:
         (index in the batch, reason), in order. ``fresh``: the registry was
         just caught up, so an unknown id is refused rather than NeedsRefresh."""
         try:
-            _, decoded = decode_batch_records(records)
+            # The append checks the CRC; the batch is decompressed once here.
+            _, decoded = decode_batch_records(records, verify_crc=False)
         except ProtocolError:
             return []  # the append refuses a batch that does not decode, with its own error
         view = _StateView(self._service.state, fresh=fresh)
+        sides_checked = [(is_key, validation.side(is_key)) for is_key in (True, False) if validation.side(is_key) is not None]
+        # With the topic's subject and ids alone (no payload decoded), a record's
+        # verdict follows from its first five bytes: one answer per id and side.
+        memo: dict | None = {} if not validation.full else None
         problems = []
         sides = []
         for index, record in enumerate(decoded):
-            for is_key, data in ((True, record.key), (False, record.value)):
-                problem = record_problem(validation, topic, is_key, data, view)
+            for is_key, strategy in sides_checked:
+                data = record.key if is_key else record.value
+                if data is None:
+                    continue
+                if memo is not None and strategy == TOPIC_NAME_STRATEGY:
+                    memo_key = (is_key, data[:FRAMING_BYTES])
+                    problem = memo.get(memo_key, _UNKNOWN)
+                    if problem is _UNKNOWN:
+                        problem = memo[memo_key] = record_problem(validation, topic, is_key, data, view)
+                else:
+                    problem = record_problem(validation, topic, is_key, data, view)
                 if problem is not None:
                     problems.append((index, problem))
                     sides.append("key" if is_key else "value")
