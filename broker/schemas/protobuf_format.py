@@ -39,6 +39,7 @@ from google.protobuf import (
     duration_pb2,
     empty_pb2,
     field_mask_pb2,
+    json_format,
     message_factory,
     source_context_pb2,
     struct_pb2,
@@ -52,7 +53,7 @@ from proto_schema_parser.generator import Generator
 from proto_schema_parser.parser import Parser
 
 from broker.schemas import protobuf_compatibility
-from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid
+from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
@@ -525,3 +526,18 @@ def _qualified(file_ast: ast.File, symbols: Mapping[str, str]) -> ast.File:
     return dataclasses.replace(
         file_ast, file_elements=rewrite(file_ast.file_elements, f".{package}" if package else "")
     )
+
+
+def serialize(schema: ParsedSchema, data) -> bytes:
+    """``data`` (the message as JSON, protobuf's JSON mapping) as the schema's first
+    message: Confluent's message indexes for it (a single 0) and the message's bytes."""
+    file_proto = schema.handle.file_proto
+    if not file_proto.message_type:
+        raise SerializationError("the Protobuf schema declares no message")
+    name = _message_name(file_proto, [0])
+    message = message_factory.GetMessageClass(schema.handle.pool.FindMessageTypeByName(name))()
+    try:
+        json_format.ParseDict(data, message)
+    except (json_format.ParseError, TypeError, ValueError) as error:
+        raise SerializationError(f"the data does not fit {name}: {error}") from error
+    return b"\x00" + message.SerializeToString()

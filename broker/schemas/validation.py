@@ -17,7 +17,13 @@ import logging
 
 from broker.schemas import formats
 from broker.schemas.parsed_schema import SchemaInvalid
-from broker.schemas.validation_rules import FRAMING_BYTES, TOPIC_NAME_STRATEGY, TopicValidation, record_problem, topic_validation
+from broker.schemas.validation_rules import (
+    FRAMING_BYTES,
+    TOPIC_NAME_STRATEGY,
+    TopicValidation,
+    record_problem,
+    topic_validation,
+)
 from protocol.exceptions import ProtocolError
 from protocol.records import decode_batch_records
 
