@@ -55,6 +55,7 @@ def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=())
         mirrors=SimpleNamespace(partition_rows=lambda: iter(mirror_rows)),
         multi_master=SimpleNamespace(partitions={}),
         offset_sync=SimpleNamespace(translator=SimpleNamespace(results=dict)),
+        schema_validator=SimpleNamespace(refused_records={}),
         is_broker=True,
         is_controller=True,
     )
