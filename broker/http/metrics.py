@@ -101,6 +101,9 @@ class BrokerMetrics:
         self.requests: dict[tuple[int, int], int] = {}
         self.latency_buckets: dict[int, list[int]] = {}
         self.latency_sum_s: dict[int, list[float]] = {}
+        # The schema registry's counters and state (broker/http/schema_registry_metrics.py),
+        # set by its API when this broker serves one; None: no registry families.
+        self.schema_registry = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_BrokerCollector(self))
         # CPU, memory and open files of this process (Linux /proc), as every Prometheus client offers.
@@ -350,6 +353,8 @@ class _BrokerCollector:
         yield from lag
         yield from self._connections()
         yield self._loop_lag()
+        if metrics.schema_registry is not None:
+            yield from metrics.schema_registry.families()
         dropped = GaugeMetricFamily(
             "pybroker_metrics_series_dropped",
             "Left out by metrics.topic.series.max (topics) and metrics.group.series.max (group lag series)",
