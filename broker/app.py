@@ -30,6 +30,7 @@ from broker.controller_node.raft_driver import RaftDriver
 from broker.coordinators.groups.service import GroupService
 from broker.coordinators.transactions.service import TransactionService
 from broker.schemas.service import SchemaRegistryService
+from broker.schemas.validation import SchemaValidator
 from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
 from broker.links.failback import apply_failback_cuts
@@ -220,6 +221,7 @@ class Broker:
         self.transactions = TransactionService(self)
         # The schema registry's _schemas (its HTTP API is an endpoint: schema.registry.listener).
         self.schemas = SchemaRegistryService(self)
+        self.schema_validator = SchemaValidator(self.schemas)
         self.replicas = ReplicaManager(self)
         # Cluster links: the mirror partitions led here copy from their link's source.
         self.mirrors = MirrorManager(self)

@@ -86,6 +86,31 @@ def _throttled_replicas(raw: str) -> str:
     return ",".join(pairs)
 
 
+# Schema validation on produce: the topic configs Confluent Server and Redpanda
+# name it by (the rules are broker/schemas/validation_rules.py's).
+SCHEMA_VALIDATION_FLAGS = (
+    "confluent.key.schema.validation",
+    "confluent.value.schema.validation",
+    "redpanda.key.schema.id.validation",
+    "redpanda.value.schema.id.validation",
+)
+SUBJECT_NAME_STRATEGY_CONFIGS = (
+    "confluent.key.subject.name.strategy",
+    "confluent.value.subject.name.strategy",
+    "redpanda.key.subject.name.strategy",
+    "redpanda.value.subject.name.strategy",
+)
+_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+SUBJECT_NAME_STRATEGIES = tuple(
+    name
+    for short in ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+    for name in (_STRATEGY_PACKAGE + short, short)
+)
+DEFAULT_SUBJECT_NAME_STRATEGY = _STRATEGY_PACKAGE + "TopicNameStrategy"
+# Topic configs that are not Apache Kafka's (the schema validation ones above).
+NON_KAFKA_TOPIC_CONFIGS = frozenset((*SCHEMA_VALIDATION_FLAGS, *SUBJECT_NAME_STRATEGY_CONFIGS, "schema.validation.mode"))
+
+
 @dataclass(frozen=True)
 class TopicConfigKey:
     name: str
@@ -123,6 +148,11 @@ TOPIC_CONFIG_KEYS: dict[str, TopicConfigKey] = {
         TopicConfigKey("segment.jitter.ms", _int(0, INT64_MAX), "0", "log.roll.jitter.ms"),
         TopicConfigKey("segment.ms", _int(1, INT64_MAX), "604800000", "log.roll.ms"),
         TopicConfigKey("unclean.leader.election.enable", _bool, "false", "unclean.leader.election.enable"),
+        # Schema validation on produce (broker/schemas/validation_rules.py): Confluent
+        # Server's names, Redpanda's, and pybroker's own mode. No broker default.
+        *(TopicConfigKey(name, _bool, "false", None) for name in SCHEMA_VALIDATION_FLAGS),
+        *(TopicConfigKey(name, _choice(*SUBJECT_NAME_STRATEGIES), DEFAULT_SUBJECT_NAME_STRATEGY, None) for name in SUBJECT_NAME_STRATEGY_CONFIGS),
+        TopicConfigKey("schema.validation.mode", _choice("id", "full"), "id", None),
     ]
 }
 
@@ -158,6 +188,9 @@ TOPIC_CONFIG_TYPES: dict[str, str] = {
     "segment.jitter.ms": "LONG",
     "segment.ms": "LONG",
     "unclean.leader.election.enable": "BOOLEAN",
+    **dict.fromkeys(SCHEMA_VALIDATION_FLAGS, "BOOLEAN"),
+    **dict.fromkeys(SUBJECT_NAME_STRATEGY_CONFIGS, "STRING"),
+    "schema.validation.mode": "STRING",
 }
 
 # DescribeConfigs' ConfigType ids (DescribeConfigsResponse.ConfigType in Kafka).
@@ -205,6 +238,20 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "segment.jitter.ms": "Random amount subtracted from segment.ms to spread segment rolls over time.",
     "segment.ms": "Age at which the active segment is rolled even when it is not full.",
     "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader, at the cost of losing data.",
+    "confluent.key.schema.validation": "Whether every record key must carry the id of a schema registered under its subject "
+    "(Confluent's framing); others are refused with INVALID_RECORD.",
+    "confluent.value.schema.validation": "Whether every record value must carry the id of a schema registered under its subject "
+    "(Confluent's framing); others are refused with INVALID_RECORD.",
+    "redpanda.key.schema.id.validation": "Redpanda's name for confluent.key.schema.validation.",
+    "redpanda.value.schema.id.validation": "Redpanda's name for confluent.value.schema.validation.",
+    "confluent.key.subject.name.strategy": "How a validated key's subject is named: TopicNameStrategy, RecordNameStrategy "
+    "or TopicRecordNameStrategy.",
+    "confluent.value.subject.name.strategy": "How a validated value's subject is named: TopicNameStrategy, RecordNameStrategy "
+    "or TopicRecordNameStrategy.",
+    "redpanda.key.subject.name.strategy": "The subject name strategy for redpanda.key.schema.id.validation.",
+    "redpanda.value.subject.name.strategy": "The subject name strategy for redpanda.value.schema.id.validation.",
+    "schema.validation.mode": "id checks that a validated key or value names a schema registered under its subject; "
+    "full also decodes the payload by that schema (pybroker's own).",
 }
 
 # The broker-level keys that supply a topic config's default, in Kafka's order of

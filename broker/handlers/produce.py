@@ -35,6 +35,14 @@ reaches the topic's ``flush.messages``, the response (acks 1 or all) also
 waits for the fsync, which broker.replica.flusher runs off the event loop, grouped
 with other partitions'.
 
+Schema validation (topics with ``confluent.value.schema.validation`` and
+the like, broker/schemas/validation.py): each record's key or value must
+name a schema registered under its subject; the batch is refused with
+INVALID_RECORD and ``record_errors`` naming the records at fault. An id
+this broker's registry does not know yet first catches the registry up to
+its leader (the request then holds its connection, as a transactional one
+does), and only then is refused.
+
 Authorization (with an authorizer, as Kafka 3+): a request with
 transactional batches needs WRITE on its transactional id (else every
 partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs WRITE
@@ -56,6 +64,7 @@ import asyncio
 from broker.links.multi_master_rules import is_multi_master, produce_refusal
 from broker.net.dispatch import AnswerLater
 from broker.replica.leader_append import append_as_leader
+from broker.schemas.validation import NeedsRefresh
 from broker.security.authorization import TOPIC, TRANSACTIONAL_ID, allowed, denied
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS
@@ -138,6 +147,52 @@ def multi_master_problem(image, topic: str, records) -> str | None:
 def register(dispatcher, broker) -> None:
     replicas = broker.replicas
     quotas = broker.quotas
+    validator = broker.schema_validator
+
+    def schema_checks(request) -> list:
+        """(partition, validation, records) of the partitions whose topic validates schemas."""
+        checks = []
+        image = broker.image
+        for topic_data in request.topic_data:
+            topic = image.topics.get(topic_data.name)
+            if topic is None or not topic.configs:
+                continue
+            validation = validator.validation_of(topic_data.name, topic.configs)
+            if validation is None:
+                continue
+            for pdata in topic_data.partition_data:
+                if pdata.records:
+                    checks.append(((topic_data.name, pdata.index), validation, pdata.records))
+        return checks
+
+    def schema_problems(checks, *, fresh: bool) -> dict:
+        """partition -> its records that break the topic's schema validation (NeedsRefresh unless ``fresh``)."""
+        problems = {}
+        for key, validation, records in checks:
+            found = validator.check(validation, key[0], records, fresh=fresh)
+            if found:
+                problems[key] = found
+        return problems
+
+    async def _refresh_then_append(ctx, request, verify, checks):
+        # A schema id this broker's registry does not know yet: catch it up
+        # (another broker may have registered it a moment ago), then decide.
+        try:
+            await validator.refresh()
+        except Exception as exc:  # noqa: BLE001 - the records are then checked against what is here
+            note = f" (the schema registry could not be caught up: {exc})"
+        else:
+            note = ""
+        invalid = {
+            key: [(index, reason + note) for index, reason in found]
+            for key, found in schema_problems(checks, fresh=True).items()
+        }
+        if verify:
+            return await _verify_then_append(ctx, request, verify, invalid)
+        answer = _append_all(ctx, request, {}, {}, invalid)
+        if type(answer) is AnswerLater:
+            return await answer.answer
+        return answer
 
     def handle(ctx, request):
         throttle_ms = quotas.record_produce(ctx.principal, ctx.client_id, ctx.frame_bytes)
@@ -164,11 +219,18 @@ def register(dispatcher, broker) -> None:
                     and not plog.has_ongoing_transaction(header.producer_id)
                 ):
                     verify.append(((topic_data.name, pdata.index), plog, header))
+        checks = schema_checks(request)
+        invalid = {}
+        if checks:
+            try:
+                invalid = schema_problems(checks, fresh=False)
+            except NeedsRefresh:
+                return AnswerLater(_refresh_then_append(ctx, request, verify, checks), overlappable=False)
         if verify:
-            return AnswerLater(_verify_then_append(ctx, request, verify), overlappable=False)
-        return _append_all(ctx, request, {}, {})
+            return AnswerLater(_verify_then_append(ctx, request, verify, invalid), overlappable=False)
+        return _append_all(ctx, request, {}, {}, invalid)
 
-    async def _verify_then_append(ctx, request, verify):
+    async def _verify_then_append(ctx, request, verify, invalid):
         # Guards first: a marker or an epoch bump arriving while the coordinator
         # answers voids them, and the append is then refused (INVALID_TXN_STATE).
         guards = {key: plog.verification_guard_for(header.producer_id) for key, plog, header in verify}
@@ -182,7 +244,7 @@ def register(dispatcher, broker) -> None:
                 error = outcome.get(key, ErrorCode.UNKNOWN_SERVER_ERROR)
                 if error != ErrorCode.NONE:
                     refused[key] = _VERIFICATION_ERRORS.get(error, error)
-        answer = _append_all(ctx, request, guards, refused)
+        answer = _append_all(ctx, request, guards, refused, invalid)
         if type(answer) is AnswerLater:
             return await answer.answer
         return answer
@@ -202,7 +264,7 @@ def register(dispatcher, broker) -> None:
         ]
         return _response(ctx, responses, set())
 
-    def _append_all(ctx, request, guards, refused):
+    def _append_all(ctx, request, guards, refused, invalid):
         # The appends happen here, in request order; what is left is waiting
         # (fsyncs, followers), which a pipelining connection overlaps with its
         # next Produce requests (see broker/net/connection.py).
@@ -244,6 +306,12 @@ def register(dispatcher, broker) -> None:
                     error, message = ErrorCode.INVALID_RECORD, "clients may not write control batches"
                 elif (problem := multi_master_problem(broker.image, name, pdata.records)) is not None:
                     error, message = ErrorCode.INVALID_REQUEST, problem
+                elif (name, index) in invalid:
+                    # Schema validation (KIP-467 record errors: the client fails the
+                    # other records of the batch as collateral, not as invalid).
+                    found = invalid[(name, index)]
+                    error, message = ErrorCode.INVALID_RECORD, found[0][1]
+                    record_errors = [R.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m) for i, m in found]
                 elif (name, index) in refused:
                     error = refused[(name, index)]
                     message = "the transaction coordinator did not verify this partition for the transaction"

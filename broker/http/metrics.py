@@ -101,6 +101,9 @@ class BrokerMetrics:
         self.requests: dict[tuple[int, int], int] = {}
         self.latency_buckets: dict[int, list[int]] = {}
         self.latency_sum_s: dict[int, list[float]] = {}
+        # The schema registry's counters and state (broker/http/schema_registry_metrics.py),
+        # set by its API when this broker serves one; None: no registry families.
+        self.schema_registry = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_BrokerCollector(self))
         # CPU, memory and open files of this process (Linux /proc), as every Prometheus client offers.
@@ -345,10 +348,13 @@ class _BrokerCollector:
         yield from self._logs(kept)
         yield from self._mirrors(kept)
         yield from self._multi_master(kept)
+        yield self._schema_validation(kept)
         lag, dropped_lag = self._group_lag()
         yield from lag
         yield from self._connections()
         yield self._loop_lag()
+        if metrics.schema_registry is not None:
+            yield from metrics.schema_registry.families()
         dropped = GaugeMetricFamily(
             "pybroker_metrics_series_dropped",
             "Left out by metrics.topic.series.max (topics) and metrics.group.series.max (group lag series)",
@@ -550,6 +556,19 @@ class _BrokerCollector:
             again.add_metric(series, place.again_records)
             counted.add_metric(series, 1 if place.again_counted else 0)
         return [batches, position, errors, group_offset, again, counted]
+
+    def _schema_validation(self, kept: set[str]):
+        """Records refused by schema validation on produce, per topic and side
+        (broker/schemas/validation.py), on the partitions this broker leads."""
+        refused = CounterMetricFamily(
+            "pybroker_schema_validation_refused_records",
+            "Records refused by schema validation on produce (INVALID_RECORD), by topic and side (key or value)",
+            labels=["topic", "side"],
+        )
+        for (topic, side), count in sorted(self.metrics.broker.schema_validator.refused_records.items()):
+            if topic in kept:
+                refused.add_metric([topic, side], count)
+        return refused
 
     def _group_lag(self):
         """Lag of the groups this broker coordinates, per committed partition: the high

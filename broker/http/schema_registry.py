@@ -34,12 +34,17 @@ leader's high watermark (broker/schemas/service.py). A write on a broker that
 does not lead ``_schemas`` is forwarded, as it came, to the leader's
 registry endpoint (its ``schema.registry.listener``), and its answer given
 back unchanged; a forwarded request that meets a leader change answers 50003.
+
+With ``metrics.listener`` set, every request is counted by method and status
+and timed (broker/http/schema_registry_metrics.py), outside the error middleware so the status
+counted is the one answered.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from importlib import resources
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
@@ -127,7 +132,14 @@ class SchemaRegistryApi:
         self.bound_port: int | None = None
         self._session: ClientSession | None = None
         self._openapi: bytes | None = None
-        app = application(middlewares=[self._errors], client_max_size=MAX_BODY_BYTES)
+        # With metrics.listener set, each request is counted by method and status (None: not counted).
+        self.metrics = None
+        if broker.metrics is not None:
+            from broker.http.schema_registry_metrics import SchemaRegistryMetrics
+
+            self.metrics = broker.metrics.schema_registry = SchemaRegistryMetrics(self.service)
+        middlewares = [self._count, self._errors] if self.metrics is not None else [self._errors]
+        app = application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
         get, post, put, delete = "GET", "POST", "PUT", "DELETE"
         routes = [
             (get, "/", self.root),
@@ -180,6 +192,19 @@ class SchemaRegistryApi:
             self._session = None
 
     # ------------------------------------------------------------------ plumbing
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler):
+        """Outside ``_errors``: the status counted is the one answered (a request
+        cancelled before its answer, its caller gone, is not counted)."""
+        started = time.perf_counter()
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            self.metrics.request_done(request.method, exc.status, time.perf_counter() - started)
+            raise
+        self.metrics.request_done(request.method, response.status, time.perf_counter() - started)
+        return response
 
     @web.middleware
     async def _errors(self, request: web.Request, handler):

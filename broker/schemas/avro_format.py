@@ -48,7 +48,7 @@ import fastavro._read_py as fastavro_python_reader
 from fastavro.schema import SchemaParseException, to_parsing_canonical_form
 from fastavro.schema import parse_schema as fastavro_parse_schema
 
-from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid
+from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 PRIMITIVE_TYPES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 NAMED_TYPES = ("record", "error", "enum", "fixed")
@@ -488,3 +488,22 @@ class _ResolutionChecker:
                 f"writer's symbols {missing} and has no default"
             )
         return errors
+
+
+def record_name(schema: ParsedSchema, payload: bytes) -> str | None:
+    """The full name of a named type (record, enum, fixed); None for a primitive, array, map or union."""
+    parsed = schema.handle.parsed
+    if isinstance(parsed, dict) and parsed.get("type") in ("record", "error", "enum", "fixed"):
+        name = parsed.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+def serialize(schema: ParsedSchema, data) -> bytes:
+    """``data`` (Avro's JSON-like Python value) as Avro binary; SerializationError when it does not fit."""
+    stream = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(stream, schema.handle.reader_schema, data)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as error:
+        raise SerializationError(f"the data does not fit the Avro schema: {type(error).__name__}: {error}") from error
+    return stream.getvalue()

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from broker.schemas import avro_format, json_format, protobuf_format
-from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid
+from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 __all__ = [
     "COMPATIBILITY_LEVELS",
@@ -113,6 +113,25 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
         return _format_module(schema.schema_type).payload_error(schema, payload)
     except RecursionError:
         return "the payload is nested too deeply to check"
+
+
+def record_name(schema: ParsedSchema, payload: bytes) -> str | None:
+    """The fully qualified record name the subject name strategies
+    RecordNameStrategy and TopicRecordNameStrategy use: Avro, the named
+    type's full name; JSON Schema, its ``title``; Protobuf, the message the
+    payload's message indexes name. None when the schema has none."""
+    return _format_module(schema.schema_type).record_name(schema, payload)
+
+
+def serialize(schema: ParsedSchema, data) -> bytes:
+    """``data`` written by ``schema`` (the payload after Confluent's magic byte and
+    schema id; for Protobuf, message indexes first, naming the first message):
+    Avro binary, JSON text, Protobuf bytes. SerializationError when the data
+    does not fit the schema."""
+    try:
+        return _format_module(schema.schema_type).serialize(schema, data)
+    except RecursionError as exc:
+        raise SerializationError("the data is nested too deeply") from exc
 
 
 def _describe_earlier(index: int, count: int) -> str:

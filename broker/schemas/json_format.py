@@ -71,7 +71,7 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
-from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid
+from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 # $schema (without a trailing "#") -> validator and referencing specification.
 DRAFTS = {
@@ -571,3 +571,21 @@ class _Comparison:
             where = f"{path}/items" if not reader_positions else f"{path}/additionalItems"
             errors.extend(self.compare(writer_rest, reader_rest, where))
         return errors
+
+
+def record_name(schema: ParsedSchema, payload: bytes) -> str | None:
+    """The schema's ``title`` (Confluent's JSON Schema serializers name the record by it)."""
+    document = schema.handle.document
+    title = document.get("title") if isinstance(document, dict) else None
+    return title if isinstance(title, str) else None
+
+
+def serialize(schema: ParsedSchema, data) -> bytes:
+    """``data`` as compact JSON text, once it matches the schema; SerializationError when it does not."""
+    try:
+        error = jsonschema.exceptions.best_match(schema.handle.validator.iter_errors(data))
+    except RecursionError as exc:
+        raise SerializationError("the data is nested too deeply to check against its JSON schema") from exc
+    if error is not None:
+        raise SerializationError(f"the data does not match the JSON schema at {error.json_path}: {error.message}")
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

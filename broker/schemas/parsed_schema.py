@@ -22,3 +22,7 @@ class ParsedSchema:
     canonical: str
     normalized: str
     handle: object = field(compare=False, repr=False)
+
+
+class SerializationError(ValueError):
+    """Data that cannot be written by a schema (the REST proxy's produce with a schema)."""

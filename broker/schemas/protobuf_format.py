@@ -39,6 +39,7 @@ from google.protobuf import (
     duration_pb2,
     empty_pb2,
     field_mask_pb2,
+    json_format,
     message_factory,
     source_context_pb2,
     struct_pb2,
@@ -52,7 +53,7 @@ from proto_schema_parser.generator import Generator
 from proto_schema_parser.parser import Parser
 
 from broker.schemas import protobuf_compatibility
-from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid
+from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
@@ -137,18 +138,10 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
         indexes, offset = _message_indexes(payload)
     except ValueError as error:
         return f"the payload's message indexes do not decode: {error}"
-    # Walk the declaration order of the FileDescriptorProto (nested map entries included, as in protoc's).
-    file_proto = schema.handle.file_proto
-    scope = file_proto.package
-    messages = list(file_proto.message_type)
-    message_proto = None
-    for index in indexes:
-        if index < 0 or index >= len(messages):
-            where = "top-level messages" if message_proto is None else f"messages nested in {scope}"
-            return f"the payload's message index {index} is out of range ({len(messages)} {where})"
-        message_proto = messages[index]
-        scope = f"{scope}.{message_proto.name}" if scope else message_proto.name
-        messages = list(message_proto.nested_type)
+    try:
+        scope = _message_name(schema.handle.file_proto, indexes)
+    except ValueError as error:
+        return str(error)
     descriptor = schema.handle.pool.FindMessageTypeByName(scope)
     message = message_factory.GetMessageClass(descriptor)()
     try:
@@ -159,6 +152,31 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
         missing = ", ".join(message.FindInitializationErrors())
         return f"the payload does not decode as {descriptor.full_name}: required fields missing: {missing}"
     return None
+
+
+def _message_name(file_proto, indexes: list[int]) -> str:
+    """The full name of the message ``indexes`` name, walking the declaration
+    order of the FileDescriptorProto (nested map entries included, as in protoc's)."""
+    scope = file_proto.package
+    messages = list(file_proto.message_type)
+    message_proto = None
+    for index in indexes:
+        if index < 0 or index >= len(messages):
+            where = "top-level messages" if message_proto is None else f"messages nested in {scope}"
+            raise ValueError(f"the payload's message index {index} is out of range ({len(messages)} {where})")
+        message_proto = messages[index]
+        scope = f"{scope}.{message_proto.name}" if scope else message_proto.name
+        messages = list(message_proto.nested_type)
+    return scope
+
+
+def record_name(schema: ParsedSchema, payload: bytes) -> str | None:
+    """The full name of the message the payload's message indexes name; None when they do not decode."""
+    try:
+        indexes, _ = _message_indexes(payload)
+        return _message_name(schema.handle.file_proto, indexes)
+    except ValueError:
+        return None
 
 
 def _message_indexes(payload: bytes) -> tuple[list[int], int]:
@@ -508,3 +526,18 @@ def _qualified(file_ast: ast.File, symbols: Mapping[str, str]) -> ast.File:
     return dataclasses.replace(
         file_ast, file_elements=rewrite(file_ast.file_elements, f".{package}" if package else "")
     )
+
+
+def serialize(schema: ParsedSchema, data) -> bytes:
+    """``data`` (the message as JSON, protobuf's JSON mapping) as the schema's first
+    message: Confluent's message indexes for it (a single 0) and the message's bytes."""
+    file_proto = schema.handle.file_proto
+    if not file_proto.message_type:
+        raise SerializationError("the Protobuf schema declares no message")
+    name = _message_name(file_proto, [0])
+    message = message_factory.GetMessageClass(schema.handle.pool.FindMessageTypeByName(name))()
+    try:
+        json_format.ParseDict(data, message)
+    except (json_format.ParseError, TypeError, ValueError) as error:
+        raise SerializationError(f"the data does not fit {name}: {error}") from error
+    return b"\x00" + message.SerializeToString()

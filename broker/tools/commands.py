@@ -705,6 +705,7 @@ def register(commands) -> None:
     from broker.tools.acls import register as register_acls
     from broker.tools.cluster_links import register as register_cluster_links
     from broker.tools.leader_election import register as register_leader_election
+    from broker.tools.schemas import register_command as register_schemas
 
     _register_topics(commands)
     _register_configs(commands)
@@ -713,3 +714,4 @@ def register(commands) -> None:
     register_acls(commands)
     register_leader_election(commands)
     register_cluster_links(commands)
+    register_schemas(commands)

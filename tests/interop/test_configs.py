@@ -63,6 +63,18 @@ KAFKA_TOPIC_DEFAULTS = {
     "segment.ms": "604800000",
     "unclean.leader.election.enable": "false",
 }
+# Schema validation on produce: Confluent Server's and Redpanda's topic configs, and pybroker's mode.
+SCHEMA_VALIDATION_DEFAULTS = {
+    "confluent.key.schema.validation": "false",
+    "confluent.value.schema.validation": "false",
+    "redpanda.key.schema.id.validation": "false",
+    "redpanda.value.schema.id.validation": "false",
+    "confluent.key.subject.name.strategy": "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+    "confluent.value.subject.name.strategy": "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+    "redpanda.key.subject.name.strategy": "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+    "redpanda.value.subject.name.strategy": "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+    "schema.validation.mode": "id",
+}
 
 DESCRIBE = APIS_BY_NAME["DescribeConfigs"]
 ALTER = APIS_BY_NAME["AlterConfigs"]
@@ -203,9 +215,10 @@ def test_confluent_describe_topic_lists_every_config_with_its_source(cfg_broker,
     topic = unique_topic("cfg-all")
     create_topic(cfg_broker.bootstrap, topic, configs={"retention.ms": "1000"})
     entries = c_describe(cadmin, ResourceType.TOPIC, topic)
-    assert set(entries) == set(TOPIC_CONFIG_KEYS) == set(KAFKA_TOPIC_DEFAULTS)
+    assert set(entries) == set(TOPIC_CONFIG_KEYS) == set(KAFKA_TOPIC_DEFAULTS) | set(SCHEMA_VALIDATION_DEFAULTS)
     got = {k: (e.value, e.source, e.is_default, e.is_read_only, e.is_sensitive) for k, e in entries.items()}
-    want = {k: (v, ConfigSource.DEFAULT_CONFIG.value, True, False, False) for k, v in KAFKA_TOPIC_DEFAULTS.items()}
+    defaults = {**KAFKA_TOPIC_DEFAULTS, **SCHEMA_VALIDATION_DEFAULTS}
+    want = {k: (v, ConfigSource.DEFAULT_CONFIG.value, True, False, False) for k, v in defaults.items()}
     want["retention.ms"] = ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value, False, False, False)
     want["max.message.bytes"] = (STATIC_MESSAGE_MAX_BYTES, ConfigSource.STATIC_BROKER_CONFIG.value, False, False, False)
     assert got == want

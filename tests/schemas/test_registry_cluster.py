@@ -135,3 +135,27 @@ def test_the_registry_survives_the_loss_of_the_schemas_leader(cluster):
     assert all(schema_id > first for schema_id in answers) and len(set(answers)) == len(answers), answers
     for node in survivors:
         assert registries[node].get(f"/subjects/{subject}/versions") == (200, [1]), node
+
+
+def test_validation_on_a_leader_that_has_not_seen_the_id_yet_catches_up_first(cluster):
+    """A topic validated on produce, each partition led by another node: a schema
+    registered through node 1 and used at once is taken by every partition's
+    leader (it catches its registry up before deciding); an unregistered id is
+    refused there."""
+    from protocol.errors import ErrorCode
+    from protocol.records import build_batch
+    from tests.interop._support import produce_raw
+
+    topic = f"validated-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, 3, 3, {"confluent.value.schema.validation": "true"})
+    subject = f"{topic}-value"
+    status, body = register_until_answered(cluster.registries[1], subject, record("Event"))
+    assert status == 200, body
+    framed = b"\x00" + body["id"].to_bytes(4, "big") + b"\x00"  # f0 = 0
+    for partition in range(3):
+        leader = cluster.leader_of(topic, partition)
+        bootstrap = cluster.nodes[leader].bootstrap
+        assert produce_raw(bootstrap, topic, build_batch([(None, framed)]), partition).error_code == ErrorCode.NONE
+        unknown = b"\x00" + (body["id"] + 1000).to_bytes(4, "big") + b"\x00"
+        answer = produce_raw(bootstrap, topic, build_batch([(None, unknown)]), partition)
+        assert answer.error_code == ErrorCode.INVALID_RECORD and "is not registered" in answer.error_message

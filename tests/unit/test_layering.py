@@ -102,6 +102,7 @@ PURE_BROKER_MODULES = (
     "broker/schemas/json_format.py",
     "broker/schemas/protobuf_format.py",
     "broker/schemas/protobuf_compatibility.py",
+    "broker/schemas/validation_rules.py",
 )
 
 

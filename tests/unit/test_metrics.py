@@ -55,6 +55,7 @@ def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=())
         mirrors=SimpleNamespace(partition_rows=lambda: iter(mirror_rows)),
         multi_master=SimpleNamespace(partitions={}),
         offset_sync=SimpleNamespace(translator=SimpleNamespace(results=dict)),
+        schema_validator=SimpleNamespace(refused_records={}),
         is_broker=True,
         is_controller=True,
     )
@@ -183,6 +184,38 @@ def test_state_families():
     assert got[("kafka_server_broker_metadata_metrics_last_applied_record_offset", ())] == 41
     assert got[("kafka_server_socket_server_metrics_connection_count", (("listener", "PLAINTEXT"),))] == 2
     assert got[("pybroker_event_loop_lag_seconds_count", ())] == 0
+
+
+def test_schema_registry_families_only_where_the_registry_is_served():
+    import json
+
+    from broker.http.schema_registry_metrics import SchemaRegistryMetrics
+    from broker.schemas.state import RegistryState
+
+    metrics = metrics_of(fake_broker())
+    assert not any(name.startswith("pybroker_schema_registry") for name, _ in samples(metrics))
+
+    state = RegistryState()
+    for subject, fields in (("a-value", ["x"]), ("b-value", ["x"]), ("b-value", ["x", "y"])):
+        schema = {"type": "record", "name": "R", "fields": [{"name": f, "type": "string", "default": ""} for f in fields]}
+        for key, value in state.plan_register(subject, "AVRO", json.dumps(schema)).records:
+            state.apply(key, value)
+    for key, value in state.plan_delete_subject("a-value", permanent=False)[1]:
+        state.apply(key, value)
+    registry = metrics.schema_registry = SchemaRegistryMetrics(SimpleNamespace(state=state))
+    registry.request_done("POST", 200, 0.002)
+    registry.request_done("POST", 409, 0.001)
+    registry.request_done("GET", 404, 0.0001)
+    registry.request_done("PATCH", 405, 0.0001)  # methods the API does not serve share one label
+    got = samples(metrics)
+    # Ids stay while a version uses them, soft-deleted or not; a soft-deleted subject is not counted.
+    assert got[("pybroker_schema_registry_schemas", ())] == 2
+    assert got[("pybroker_schema_registry_subjects", ())] == 1
+    for method, status in (("POST", "200"), ("POST", "409"), ("GET", "404"), ("other", "405")):
+        assert got[("pybroker_schema_registry_requests_total", (("method", method), ("status", status)))] == 1
+    assert got[("pybroker_schema_registry_request_duration_seconds_count", (("method", "POST"),))] == 2
+    assert got[("pybroker_schema_registry_request_duration_seconds_bucket", (("le", "0.001"), ("method", "POST")))] == 1
+    assert got[("pybroker_schema_registry_request_duration_seconds_sum", (("method", "POST"),))] == pytest.approx(0.003)
 
 
 def test_mirror_partition_families():

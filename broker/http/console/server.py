@@ -33,7 +33,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from broker.config import MetricsListener
 from broker.http.cluster_reader import ClusterReader
-from broker.http.console import links, views
+from broker.http.console import links, schemas, views
 from broker.http.console.admin import Admin, AdminRefused
 from broker.http.console.history import History, svg_chart
 from broker.http.server import REQUEST_HEAD_TIMEOUT_S, HttpServer, application
@@ -246,6 +246,16 @@ class Console:
                               interval_ms=self.history.interval_ms, window_ms=self.history.window_ms)
         if path == "/mirror/lag.svg":
             return Response(200, "".join(self._mirror_charts(query.get("topic", ""))).encode(), "image/svg+xml; charset=utf-8")
+        if path == "/schemas":
+            overview = await schemas.registry_overview(broker, deleted=query.get("deleted", "") == "true")
+            return self._page("schemas.html", session, r=overview)
+        if path == "/subject":
+            name = query.get("name", "")
+            detail = await schemas.subject_detail(broker, name, deleted=query.get("deleted", "") == "true",
+                                                  diff_from=query.get("from", ""), diff_to=query.get("to", ""))
+            if detail is None:
+                return self._page("error.html", session, 404, message=f"no subject {name!r}")
+            return self._page("subject.html", session, detail["status"], s=detail)
         if path == "/charts":
             return self._page("charts.html", session, charts=self._broker_charts(), metrics_on=broker.metrics is not None,
                               interval_ms=self.history.interval_ms, window_ms=self.history.window_ms)

@@ -6,8 +6,9 @@ record, in order, written as the records are acknowledged. A record is
 ``{"partition_id", "headers": [{"name", "value": base64}], "key": {"type",
 "data"}, "value": {"type", "data"}, "timestamp": ISO-8601}`` with types
 BINARY (base64 data), JSON (any JSON value, stored as its compact text) and
-STRING; schema-registry types (AVRO, PROTOBUF, JSONSCHEMA) and a missing type
-with data are refused with 400. Without ``partition_id`` a keyed record goes to
+STRING; AVRO, PROTOBUF and JSONSCHEMA are serialized by a schema of the
+registry (broker/http/rest/schema_payloads.py says which); a missing type with
+data and no schema field is refused with 400. Without ``partition_id`` a keyed record goes to
 murmur2(key) % partitions, as Kafka's default partitioner, others round-robin.
 
 Batching: the records parsed from what has arrived so far (at most
@@ -37,6 +38,9 @@ from datetime import UTC, datetime
 
 from broker.http.rest.errors import RestError, bad_request, kafka_error
 from broker.http.rest.resources import Call
+from broker.http.rest.schema_payloads import SchemaPayload, schema_payload
+from broker.http.rest.schema_payloads import serialize as serialize_by_schema
+from broker.schemas.state import RegistryError
 from broker.tools.console import partition_for_key
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
@@ -124,22 +128,24 @@ def _cut_short(text: str, exc: json.JSONDecodeError) -> bool:
     )
 
 
-def _payload(part, what: str) -> tuple[bytes | None, dict | None]:
-    """(bytes, {"type", "size"}) of a key or value; (None, None) when absent."""
+def _payload(part, what: str) -> tuple[bytes | SchemaPayload | None, dict | None]:
+    """(bytes, {"type", "size"}) of a key or value; (None, None) when absent; a
+    SchemaPayload (and None) when the registry must serialize it."""
     if part is None:
         return None, None
     if not isinstance(part, dict):
         raise bad_request(f"'{what}' must be an object with 'type' and 'data'.")
     kind = part.get("type")
     data = part.get("data")
+    pending = schema_payload(part, what)
+    if pending is not None:
+        return pending, None  # serialized by the registry before the produce (Producer.produce)
     if kind is None:
         if "data" not in part:
             return None, None
-        raise bad_request(f"'{what}.type' is required: one of {', '.join(PAYLOAD_TYPES)} (no schema registry is configured).")
+        raise bad_request(f"'{what}.type' is required: one of {', '.join(PAYLOAD_TYPES + SCHEMA_TYPES)}.")
     if not isinstance(kind, str) or kind.upper() not in PAYLOAD_TYPES:
-        if isinstance(kind, str) and kind.upper() in SCHEMA_TYPES:
-            raise bad_request(f"'{what}.type' {kind} needs a schema registry, which this proxy does not have.")
-        raise bad_request(f"'{what}.type' must be one of {', '.join(PAYLOAD_TYPES)}.")
+        raise bad_request(f"'{what}.type' must be one of {', '.join(PAYLOAD_TYPES + SCHEMA_TYPES)}.")
     kind = kind.upper()
     if kind == "BINARY":
         if data is None:
@@ -210,22 +216,30 @@ def parse_record(value, partitions: int, round_robin, size_max: int) -> _Parsed:
             record.partition = partition
         elif partitions <= 0:
             record.partition = 0
-        elif record.key is not None:
+        elif record.key is not None and not isinstance(record.key, SchemaPayload):
             record.partition = partition_for_key(record.key, partitions)
+        elif record.key is not None:
+            record.partition = None  # by the serialized key, once it is (Producer.produce)
         else:
             record.partition = next(round_robin) % partitions
-        record.size = (
-            len(record.key or b"") + len(record.value or b"") + RECORD_OVERHEAD_BYTES
-            + sum(len(n.encode()) + len(v or b"") + 10 for n, v in record.headers)
-        )
-        if record.size + BATCH_OVERHEAD_BYTES > size_max:
-            raise RestError(
-                413, 413,
-                f"The record is {record.size + BATCH_OVERHEAD_BYTES} bytes, larger than the topic's max.message.bytes ({size_max}).",
-            )
+        if not isinstance(record.key, SchemaPayload) and not isinstance(record.value, SchemaPayload):
+            size_record(record, size_max)
     except RestError as exc:
         record.error = exc
     return record
+
+
+def size_record(record: _Parsed, size_max: int) -> None:
+    """The record's size in a batch; RestError 413 past the topic's max.message.bytes."""
+    record.size = (
+        len(record.key or b"") + len(record.value or b"") + RECORD_OVERHEAD_BYTES
+        + sum(len(n.encode()) + len(v or b"") + 10 for n, v in record.headers)
+    )
+    if record.size + BATCH_OVERHEAD_BYTES > size_max:
+        raise RestError(
+            413, 413,
+            f"The record is {record.size + BATCH_OVERHEAD_BYTES} bytes, larger than the topic's max.message.bytes ({size_max}).",
+        )
 
 
 class Producer:
@@ -245,9 +259,34 @@ class Producer:
     def parse(self, value) -> _Parsed:
         return parse_record(value, self.partitions, self.round_robin, self.size_max)
 
+    async def _serialize(self, records: list[_Parsed]) -> None:
+        """Serialize the keys and values that name a schema, by this broker's registry caught up once."""
+        waiting = [r for r in records if r.error is None and (isinstance(r.key, SchemaPayload) or isinstance(r.value, SchemaPayload))]
+        if not waiting:
+            return
+        try:
+            state = await self.call.broker.schemas.read_state()
+        except RegistryError as exc:
+            error = RestError(500, 50002, f"The schema registry cannot be read: {exc.message}")
+            for r in waiting:
+                r.error = error
+            return
+        for r in waiting:
+            try:
+                if isinstance(r.key, SchemaPayload):
+                    r.key, r.key_info = serialize_by_schema(state, self.topic, r.key)
+                    if r.partition is None:
+                        r.partition = partition_for_key(r.key, self.partitions) if self.partitions > 0 else 0
+                if isinstance(r.value, SchemaPayload):
+                    r.value, r.value_info = serialize_by_schema(state, self.topic, r.value)
+                size_record(r, self.size_max)
+            except RestError as exc:
+                r.error = exc
+
     async def produce(self, records: list[_Parsed]) -> None:
         """Produce the records without an error (one batch per partition, cut at the
         size limit into further Produce requests) and set each one's result or error."""
+        await self._serialize(records)
         pending = [r for r in records if r.error is None]
         while pending:
             batches: dict[int, list[_Parsed]] = {}
