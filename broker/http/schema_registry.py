@@ -21,6 +21,9 @@ served:
 
 - ``GET /contexts``: the default context ``.`` alone; a subject qualified
   with it (``:.:s``) is the subject ``s``.
+- ``GET /openapi.json``: the OpenAPI 3 document of all this
+  (``schema_registry_openapi.json`` next to this module; Confluent's registry
+  serves nothing at that path).
 
 Any other path answers 404 in Confluent's error shape. Not served yet:
 contexts other than the default (``:.ctx:subject`` is read as a plain
@@ -42,6 +45,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from importlib import resources
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
@@ -59,6 +63,12 @@ FORWARDED_HEADER = "X-Schema-Registry-Forwarded"
 FORWARD_TIMEOUT_S = 60.0
 # A register body, schema text included.
 MAX_BODY_BYTES = 16 << 20
+# The API's OpenAPI document, shipped with the package (pyproject's package-data).
+OPENAPI_DOCUMENT = "schema_registry_openapi.json"
+
+
+def openapi_document() -> bytes:
+    return resources.files("broker.http").joinpath(OPENAPI_DOCUMENT).read_bytes()
 
 
 def _answer(body, status: int = 200) -> web.Response:
@@ -67,6 +77,13 @@ def _answer(body, status: int = 200) -> web.Response:
 
 def _error(status: int, code: int, message: str) -> web.Response:
     return _answer({"error_code": code, "message": message}, status)
+
+
+def _schema_text(schema_type: str, text: str) -> web.Response:
+    """A schema's text alone (``.../schema``): Avro and JSON Schema texts are JSON; a
+    ``.proto`` text is not, and is answered as plain text rather than claimed JSON."""
+    media = "text/plain" if schema_type == "PROTOBUF" else "application/json"
+    return web.Response(text=text, content_type=media)
 
 
 def _flag(request: web.Request, name: str) -> bool:
@@ -114,6 +131,7 @@ class SchemaRegistryApi:
         self.listener = broker.config["schema.registry.listener"]
         self.bound_port: int | None = None
         self._session: ClientSession | None = None
+        self._openapi: bytes | None = None
         # With metrics.listener set, each request is counted by method and status (None: not counted).
         self.metrics = None
         if broker.metrics is not None:
@@ -125,6 +143,7 @@ class SchemaRegistryApi:
         get, post, put, delete = "GET", "POST", "PUT", "DELETE"
         routes = [
             (get, "/", self.root),
+            (get, "/openapi.json", self.openapi),
             (get, "/schemas/types", self.schema_types),
             (get, "/contexts", self.contexts),
             (get, "/schemas", self.schemas),
@@ -250,6 +269,11 @@ class SchemaRegistryApi:
     async def root(self, request):
         return _answer({})
 
+    async def openapi(self, request):
+        if self._openapi is None:
+            self._openapi = openapi_document()
+        return web.Response(body=self._openapi, content_type="application/json")
+
     async def contexts(self, request):
         # Only the default context is served.
         return _answer(["."])
@@ -280,7 +304,8 @@ class SchemaRegistryApi:
 
     async def schema_text_by_id(self, request):
         state = await self._state()
-        return web.Response(text=state.schema_by_id(self._schema_id(request)).schema, content_type="application/json")
+        entry = state.schema_by_id(self._schema_id(request))
+        return _schema_text(entry.schema_type, entry.schema)
 
     def _uses(self, state: RegistryState, request) -> list[tuple[str, int]]:
         entry = state.schema_by_id(self._schema_id(request))
@@ -327,7 +352,7 @@ class SchemaRegistryApi:
     async def version_schema(self, request):
         state = await self._state()
         value = state.version_of(_subject(request), request.match_info["version"], deleted=_flag(request, "deleted"))
-        return web.Response(text=value.schema, content_type="application/json")
+        return _schema_text(value.schema_type, value.schema)
 
     async def referenced_by(self, request):
         state = await self._state()
