@@ -35,6 +35,7 @@ FETCH_MAX_WAIT_MS = 100
 FETCHES_PER_ROUND = 16
 # Records delivered again are counted this far past the place (Fetch requests).
 AGAIN_FETCHES_PER_ROUND = 4
+SCAN_ROUNDS_MAX = 2 * (FETCHES_PER_ROUND + AGAIN_FETCHES_PER_ROUND)
 DESTINATION_TIMEOUT_MS = 30_000
 
 
@@ -163,7 +164,10 @@ class GroupTranslator:
         placed: dict[tuple[str, int], tuple[int, bool]] = {}
         pending = dict(ready)
         fetches = dict.fromkeys(ready, 0)  # Fetch requests for a partition this round (reset once placed)
-        while pending:
+        # Bounded as a whole too: a log cut under the scan starts it over.
+        for _ in range(SCAN_ROUNDS_MAX):
+            if not pending:
+                break
             by_leader: dict[int, list] = {}
             for key in list(pending):
                 topic = image.topics.get(key[0])
