@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from controller.raft import wire
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
+from tests import ports
 from tests.conftest import PROJECT_ROOT, BrokerProcess
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -40,14 +40,8 @@ MD = struct_classes(METADATA.request)
 
 
 def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """Ports for nodes started later (tests/ports.py: outside the ephemeral range)."""
+    return ports.free_ports(count)
 
 
 def start_together(processes) -> None:

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import ports
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 SHELL_LANGUAGES = frozenset({"sh", "shell", "bash", "console"})
@@ -125,9 +127,8 @@ def long_running_ready_line(command: str) -> str | None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    # Outside the ephemeral range: the page's own servers dial each other meanwhile.
+    return ports.free_port()
 
 
 def bindable(port: int) -> bool:
@@ -143,7 +144,7 @@ def bindable(port: int) -> bool:
 def free_port_run(count: int, taken: set[int]) -> int:
     """The first of ``count`` consecutive ports that are free now and not in ``taken``."""
     for _ in range(200):
-        start = free_port()
+        start = ports.free_port(taken)
         run = set(range(start, start + count))
         if start + count <= 65536 and not run & taken and all(bindable(p) for p in run):
             return start
