@@ -100,13 +100,13 @@ SUBJECT_NAME_STRATEGY_CONFIGS = (
     "redpanda.key.subject.name.strategy",
     "redpanda.value.subject.name.strategy",
 )
-_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+SUBJECT_NAME_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
 SUBJECT_NAME_STRATEGIES = tuple(
     name
     for short in ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
-    for name in (_STRATEGY_PACKAGE + short, short)
+    for name in (SUBJECT_NAME_STRATEGY_PACKAGE + short, short)
 )
-DEFAULT_SUBJECT_NAME_STRATEGY = _STRATEGY_PACKAGE + "TopicNameStrategy"
+DEFAULT_SUBJECT_NAME_STRATEGY = SUBJECT_NAME_STRATEGY_PACKAGE + "TopicNameStrategy"
 # Topic configs that are not Apache Kafka's (the schema validation ones above).
 NON_KAFKA_TOPIC_CONFIGS = frozenset((*SCHEMA_VALIDATION_FLAGS, *SUBJECT_NAME_STRATEGY_CONFIGS, "schema.validation.mode"))
 

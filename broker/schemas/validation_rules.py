@@ -33,14 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from storage.topic_config import DEFAULT_SUBJECT_NAME_STRATEGY
+from storage.topic_config import DEFAULT_SUBJECT_NAME_STRATEGY, SUBJECT_NAME_STRATEGY_PACKAGE
 
 MAGIC_BYTE = 0
 FRAMING_BYTES = 5
 TOPIC_NAME_STRATEGY = "TopicNameStrategy"
 RECORD_NAME_STRATEGY = "RecordNameStrategy"
 TOPIC_RECORD_NAME_STRATEGY = "TopicRecordNameStrategy"
-_JAVA_PACKAGE = "io.confluent.kafka.serializers.subject."
 VALIDATION_MODE = "schema.validation.mode"
 
 # (flag, strategy) config names per side, Confluent's before Redpanda's.
@@ -57,7 +56,7 @@ SIDE_CONFIGS = {
 
 
 def short_strategy(name: str) -> str:
-    return name.removeprefix(_JAVA_PACKAGE)
+    return name.removeprefix(SUBJECT_NAME_STRATEGY_PACKAGE)
 
 
 @dataclass(frozen=True)
@@ -105,6 +104,11 @@ def split_framing(data: bytes) -> tuple[int, bytes]:
     if data[0] != MAGIC_BYTE:
         raise FramingError(f"the first byte is {data[0]}, not the magic byte {MAGIC_BYTE}")
     return int.from_bytes(data[1:FRAMING_BYTES], "big", signed=True), bytes(data[FRAMING_BYTES:])
+
+
+def frame(schema_id: int, payload: bytes) -> bytes:
+    """``payload`` behind Confluent's framing: the magic byte and the 4-byte schema id."""
+    return bytes((MAGIC_BYTE,)) + schema_id.to_bytes(FRAMING_BYTES - 1, "big") + payload
 
 
 def subject_name(strategy: str, topic: str, is_key: bool, record_name: str | None) -> str | None:

@@ -25,12 +25,12 @@ from __future__ import annotations
 from broker.http.rest.errors import RestError, bad_request
 from broker.schemas import formats
 from broker.schemas.state import RegistryError
+from broker.schemas.validation_rules import frame
 
 # The REST proxy's type names, and the registry's.
 REGISTRY_TYPES = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSONSCHEMA": "JSON"}
 SCHEMA_FIELDS = ("schema_id", "schema_version", "schema", "subject", "subject_name_strategy")
 STRATEGIES = ("TOPIC_NAME", "RECORD_NAME", "TOPIC_RECORD_NAME")
-MAGIC_BYTE = b"\x00"
 
 
 class SchemaPayload:
@@ -68,7 +68,7 @@ def serialize(state, topic: str, payload: SchemaPayload) -> tuple[bytes, dict]:
         raise bad_request(f"'{what}.subject_name_strategy' must be one of {', '.join(STRATEGIES)}.")
     strategy = strategy.upper()
     try:
-        schema_id, parsed = _schema_of(state, topic, part, what, is_key, strategy)
+        schema_id, parsed = _schema_of(state, topic, part, what, is_key, strategy, payload.kind)
     except RegistryError as exc:
         raise _registry_error(exc, what) from None
     if payload.kind is not None and REGISTRY_TYPES[payload.kind] != parsed.schema_type:
@@ -77,7 +77,7 @@ def serialize(state, topic: str, payload: SchemaPayload) -> tuple[bytes, dict]:
         body = formats.serialize(parsed, payload.data)
     except formats.SerializationError as exc:
         raise bad_request(f"'{what}.data' cannot be serialized with schema {schema_id}: {exc}") from None
-    encoded = MAGIC_BYTE + schema_id.to_bytes(4, "big") + body
+    encoded = frame(schema_id, body)
     kind = payload.kind or next(k for k, v in REGISTRY_TYPES.items() if v == parsed.schema_type)
     return encoded, {"type": kind, "size": len(encoded)}
 
@@ -95,7 +95,7 @@ def _subject(part: dict, topic: str, is_key: bool, strategy: str, what: str, rec
     return record_name if strategy == "RECORD_NAME" else f"{topic}-{record_name}"
 
 
-def _schema_of(state, topic: str, part: dict, what: str, is_key: bool, strategy: str):
+def _schema_of(state, topic: str, part: dict, what: str, is_key: bool, strategy: str, kind: str | None):
     schema_id = part.get("schema_id")
     if schema_id is not None:
         if type(schema_id) is not int or schema_id < 0:
@@ -112,8 +112,7 @@ def _schema_of(state, topic: str, part: dict, what: str, is_key: bool, strategy:
     elif text is not None:
         if not isinstance(text, str):
             raise bad_request(f"'{what}.schema' must be the schema's text.")
-        kind = REGISTRY_TYPES.get(part.get("type", "AVRO").upper() if isinstance(part.get("type"), str) else "AVRO", "AVRO")
-        parsed = state.parse(kind, text, [])
+        parsed = state.parse(REGISTRY_TYPES[kind or "AVRO"], text, [])
         value = state.lookup(subject, parsed, [])
         if value is None:
             raise bad_request(f"'{what}.schema' is not registered under subject {subject}.")
