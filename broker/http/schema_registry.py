@@ -50,8 +50,8 @@ from importlib import resources
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
 from broker.http.server import HttpServer, application
-from broker.schemas import formats
-from broker.schemas.records import Reference
+from protocol.schema_formats import formats
+from protocol.schema_formats.records import Reference
 from broker.schemas.service import NotLeader
 from broker.schemas.state import RegistryError, RegistryState, parse_version, schema_not_found, subject_not_found
 

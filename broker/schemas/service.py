@@ -31,7 +31,7 @@ import time
 
 from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from broker.net.node_client import ConnectionFailed
-from broker.schemas.records import RecordUnreadable
+from protocol.schema_formats.records import RecordUnreadable
 from broker.schemas.state import RegistryError, RegistryState
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.schemas import formats
-from broker.schemas.records import (
+from protocol.schema_formats import formats
+from protocol.schema_formats.records import (
     ClearSubjectKey,
     ConfigKey,
     DeleteSubjectKey,

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import logging
 
-from broker.schemas import formats
-from broker.schemas.parsed_schema import SchemaInvalid
+from protocol.schema_formats import formats
+from protocol.schema_formats.parsed_schema import SchemaInvalid
 from broker.schemas.validation_rules import (
-    FRAMING_BYTES,
     TOPIC_NAME_STRATEGY,
     TopicValidation,
     record_problem,
@@ -26,6 +25,7 @@ from broker.schemas.validation_rules import (
 )
 from protocol.exceptions import ProtocolError
 from protocol.records import decode_batch_records
+from protocol.schema_formats.framing import FRAMING_BYTES
 
 log = logging.getLogger(__name__)
 

@@ -33,10 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from protocol.schema_formats.framing import FramingError, split_framing
 from storage.topic_config import DEFAULT_SUBJECT_NAME_STRATEGY, SUBJECT_NAME_STRATEGY_PACKAGE
 
-MAGIC_BYTE = 0
-FRAMING_BYTES = 5
 TOPIC_NAME_STRATEGY = "TopicNameStrategy"
 RECORD_NAME_STRATEGY = "RecordNameStrategy"
 TOPIC_RECORD_NAME_STRATEGY = "TopicRecordNameStrategy"
@@ -91,24 +90,6 @@ def topic_validation(configs: Mapping[str, object]) -> TopicValidation | None:
         return None
     mode = configs.get(VALIDATION_MODE)
     return TopicValidation(strategies["key"], strategies["value"], isinstance(mode, str) and mode.strip() == "full")
-
-
-class FramingError(ValueError):
-    """Bytes without Confluent's framing (magic byte 0 and a schema id)."""
-
-
-def split_framing(data: bytes) -> tuple[int, bytes]:
-    """(schema id, payload) of a framed key or value."""
-    if len(data) < FRAMING_BYTES:
-        raise FramingError(f"{len(data)} bytes, fewer than the magic byte and schema id")
-    if data[0] != MAGIC_BYTE:
-        raise FramingError(f"the first byte is {data[0]}, not the magic byte {MAGIC_BYTE}")
-    return int.from_bytes(data[1:FRAMING_BYTES], "big", signed=True), bytes(data[FRAMING_BYTES:])
-
-
-def frame(schema_id: int, payload: bytes) -> bytes:
-    """``payload`` behind Confluent's framing: the magic byte and the 4-byte schema id."""
-    return bytes((MAGIC_BYTE,)) + schema_id.to_bytes(FRAMING_BYTES - 1, "big") + payload
 
 
 def subject_name(strategy: str, topic: str, is_key: bool, record_name: str | None) -> str | None:

@@ -8,7 +8,7 @@ import json
 import fastavro
 import pytest
 
-from broker.schemas.formats import SchemaInvalid, compatibility_errors, parse_schema, payload_error
+from protocol.schema_formats.formats import SchemaInvalid, compatibility_errors, parse_schema, payload_error
 
 
 def record(fields, name="Event", **attributes) -> dict:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from broker.schemas.formats import (
+from protocol.schema_formats.formats import (
     COMPATIBILITY_LEVELS,
     SCHEMA_TYPES,
     ParsedSchema,

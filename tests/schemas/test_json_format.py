@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from broker.schemas.formats import SchemaInvalid, compatibility_errors, parse_schema, payload_error
+from protocol.schema_formats.formats import SchemaInvalid, compatibility_errors, parse_schema, payload_error
 
 
 def obj(properties, closed=False, **keywords) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from google.protobuf import message_factory
 
-from broker.schemas.formats import SchemaInvalid, compatibility_errors, parse_schema, payload_error
+from protocol.schema_formats.formats import SchemaInvalid, compatibility_errors, parse_schema, payload_error
 
 
 def proto3(body: str, package: str = "shop") -> str:

@@ -1,4 +1,4 @@
-"""The ``_schemas`` record codec and the registry state replayed from it (broker/schemas/records.py, state.py)."""
+"""The ``_schemas`` record codec and the registry state replayed from it (protocol/schema_formats/records.py, state.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from broker.schemas.records import (
+from protocol.schema_formats.records import (
     ConfigKey,
     ModeKey,
     NoopKey,

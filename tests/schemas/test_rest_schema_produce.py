@@ -117,7 +117,7 @@ def test_protobuf_values_are_written_with_message_indexes(broker):
     value = message.value()
     assert value[:5] == b"\x00" + schema_id.to_bytes(4, "big") and value[5:6] == b"\x00"  # message indexes [0]
     # Decoded by a message class built from the same .proto text (protobuf's own parser path is the broker's).
-    from broker.schemas import formats
+    from protocol.schema_formats import formats
 
     parsed = formats.parse_schema("PROTOBUF", PROTO, {})
     refund = message_factory.GetMessageClass(parsed.handle.pool.FindMessageTypeByName("acme.Refund"))()

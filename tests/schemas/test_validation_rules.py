@@ -8,14 +8,8 @@ from typing import ClassVar
 
 import pytest
 
-from broker.schemas.validation_rules import (
-    FramingError,
-    TopicValidation,
-    record_problem,
-    split_framing,
-    subject_name,
-    topic_validation,
-)
+from broker.schemas.validation_rules import TopicValidation, record_problem, subject_name, topic_validation
+from protocol.schema_formats.framing import FramingError, split_framing
 
 
 class View:

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from broker.config import MetricsListener
 from broker.http.console.schemas import NEVER_USED, diff_lines, pretty, registry_overview, subject_detail
 from broker.http.console.server import Console
-from broker.schemas.records import Reference
+from protocol.schema_formats.records import Reference
 from broker.schemas.state import RegistryError, RegistryState
 
 EVIL = '<b id="x">"users"&-value'

@@ -93,16 +93,17 @@ PURE_BROKER_MODULES = (
     "broker/security/oauthbearer_server.py",
     "broker/security/sasl.py",
     # The schema registry's record codec and state (its shell is broker/schemas/service.py).
-    "broker/schemas/records.py",
+    "protocol/schema_formats/records.py",
     "broker/schemas/state.py",
     # The schema formats: parsing, compatibility and payload checks.
-    "broker/schemas/formats.py",
-    "broker/schemas/parsed_schema.py",
-    "broker/schemas/avro_format.py",
-    "broker/schemas/json_format.py",
-    "broker/schemas/protobuf_format.py",
-    "broker/schemas/protobuf_compatibility.py",
+    "protocol/schema_formats/formats.py",
+    "protocol/schema_formats/parsed_schema.py",
+    "protocol/schema_formats/avro_format.py",
+    "protocol/schema_formats/json_format.py",
+    "protocol/schema_formats/protobuf_format.py",
+    "protocol/schema_formats/protobuf_compatibility.py",
     "broker/schemas/validation_rules.py",
+    "protocol/schema_formats/framing.py",
 )
 
 
@@ -123,7 +124,8 @@ def test_coordinator_state_machines_do_no_io(relative):
 # modules (configuration), net (connections, TLS, SASL listeners, dispatch,
 # quotas, the node-to-node client), replica (replica manager shell, fetcher,
 # the leader's write), coordinators (groups, transactions, their shell),
-# schemas (the schema registry: its pure formats, codec and state, and its
+# schemas (the schema registry: its pure state (formats and codec are in
+# protocol/schema_formats/), its
 # ``_schemas`` shell on the coordinators'),
 # handlers (one module per API), controller_node (the controller process's
 # drivers: quorum controller, Raft driver, forwarding, controller listener).

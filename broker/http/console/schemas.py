@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import json
 
-from broker.schemas import formats
+from protocol.schema_formats import formats
 from broker.schemas.state import RegistryError
 
 # Bounds of one page's work: subjects listed, earlier versions parsed and compared.

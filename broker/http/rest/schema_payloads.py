@@ -23,9 +23,9 @@ caught up once per POST (broker/schemas/service.py).
 from __future__ import annotations
 
 from broker.http.rest.errors import RestError, bad_request
-from broker.schemas import formats
+from protocol.schema_formats import formats
 from broker.schemas.state import RegistryError
-from broker.schemas.validation_rules import frame
+from protocol.schema_formats.framing import frame
 
 # The REST proxy's type names, and the registry's.
 REGISTRY_TYPES = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSONSCHEMA": "JSON"}

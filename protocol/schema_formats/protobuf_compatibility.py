@@ -1,6 +1,6 @@
 """Protobuf compatibility (pure): Confluent's Protobuf diff over two FileDescriptorProtos.
 
-The descriptors are those :mod:`broker.schemas.protobuf_format` builds
+The descriptors are those :mod:`protocol.schema_formats.protobuf_format` builds
 (names resolved, maps as map-entry messages, proto3 ``optional`` as
 synthetic oneofs). ``reader_errors`` is a diff from the writer's schema to the
 reader's, as Confluent's registry checks Protobuf: messages matched by name

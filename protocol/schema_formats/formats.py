@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import importlib
-from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
+from protocol.schema_formats.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 __all__ = [
     "COMPATIBILITY_LEVELS",
@@ -150,4 +150,4 @@ def _format_module(schema_type: str):
         name = _FORMAT_MODULES[schema_type]
     except KeyError:
         raise SchemaInvalid(f"unknown schema type {schema_type!r}; known: {', '.join(SCHEMA_TYPES)}") from None
-    return importlib.import_module(f"broker.schemas.{name}")
+    return importlib.import_module(f"protocol.schema_formats.{name}")

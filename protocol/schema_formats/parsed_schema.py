@@ -1,6 +1,6 @@
 """What every schema format produces (pure): a parsed schema, and the error of a schema that cannot be read.
 
-Apart from :mod:`broker.schemas.formats` (which re-exports both) so that the
+Apart from :mod:`protocol.schema_formats.formats` (which re-exports both) so that the
 format modules can use them without importing the module that dispatches to them.
 """
 

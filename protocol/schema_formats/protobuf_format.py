@@ -21,7 +21,7 @@ comments (layout and comments do not make a new schema); ``normalized`` also
 writes every message and enum type by its full name (``.pkg.Outer.Inner``).
 
 Compatibility (``reader_errors``) is Confluent's Protobuf diff, in
-:mod:`broker.schemas.protobuf_compatibility`, which lists its rules.
+:mod:`protocol.schema_formats.protobuf_compatibility`, which lists its rules.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from proto_schema_parser import ast
 from proto_schema_parser.generator import Generator
 from proto_schema_parser.parser import Parser
 
-from broker.schemas import protobuf_compatibility
-from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
+from protocol.schema_formats import protobuf_compatibility
+from protocol.schema_formats.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
 

@@ -71,7 +71,7 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
-from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
+from protocol.schema_formats.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 # $schema (without a trailing "#") -> validator and referencing specification.
 DRAFTS = {

@@ -48,7 +48,7 @@ import fastavro._read_py as fastavro_python_reader
 from fastavro.schema import SchemaParseException, to_parsing_canonical_form
 from fastavro.schema import parse_schema as fastavro_parse_schema
 
-from broker.schemas.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
+from protocol.schema_formats.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 PRIMITIVE_TYPES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 NAMED_TYPES = ("record", "error", "enum", "fixed")
