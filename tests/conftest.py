@@ -148,6 +148,55 @@ def shared_broker(tmp_path_factory):
     broker.stop()
 
 
+# --------------------------------------------------------------------------- two workers
+# The suite runs on two pytest-xdist workers (``-n 2``, pyproject's addopts) with
+# the scheduler below. The tests that start processes (brokers, clusters, Spark, the tools)
+# all go to one worker and run one after another, exactly as in a serial run, so
+# a cluster test's timing never competes with another cluster. The in-process
+# tests (pure units, simulations, property tests) go to the other worker at a
+# lower CPU priority: they fill the CPU the process tests leave idle and yield it
+# whenever a process test wants it. ``-n 0`` runs everything serially.
+IN_PROCESS_DIRS = {"unit", "sim", "property", "golden", "conformance"}
+# Modules in those directories that start processes (a broker, a tool, git, Spark, mkdocs).
+STARTS_PROCESSES = {
+    "test_api_key_literals.py", "test_arrow_decoder.py", "test_bench_suite.py", "test_cli.py",
+    "test_cli_edges.py", "test_compose_files.py", "test_docs_site.py", "test_dump_log.py",
+    "test_gitignore.py", "test_layering.py", "test_leader_election_tool.py", "test_many_partitions.py",
+    "test_segment_reader.py", "test_segment_reader_txn.py", "test_tls.py",
+}  # fmt: skip
+IN_PROCESS_GROUP = "in-process"
+PROCESSES_GROUP = "processes"
+IN_PROCESS_NICE = 10
+
+
+def xdist_group_of(path: Path) -> str:
+    relative = path.relative_to(PROJECT_ROOT / "tests").parts
+    if relative[0] in IN_PROCESS_DIRS and path.name not in STARTS_PROCESSES:
+        return IN_PROCESS_GROUP
+    return PROCESSES_GROUP
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduling with two scopes, the groups above: each goes whole to one worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(PROJECT_ROOT / nodeid.split("::", 1)[0])
+
+    return GroupScheduling(config, log)
+
+
+_niced = False
+
+
+def pytest_runtest_setup(item):
+    global _niced
+    if not _niced and os.environ.get("PYTEST_XDIST_WORKER") and xdist_group_of(Path(str(item.path))) == IN_PROCESS_GROUP:
+        os.nice(IN_PROCESS_NICE)
+        _niced = True
+
+
 def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):
     """Poll ``predicate`` until it returns a truthy value or the time is up."""
     deadline = time.monotonic() + timeout_s
