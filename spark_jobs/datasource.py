@@ -287,8 +287,8 @@ class PybrokerDataSource(DataSource):
         reader = PybrokerReader(_lower_keys(self.options), getattr(self, "_decoders", None))
         if reader.output_schema() != schema:
             raise ValueError(
-                "the decoded columns changed while the query was planned (a new schema version was registered?): "
-                "run it again"
+                f"the schema {schema.simpleString()} is not the source's {reader.output_schema().simpleString()} "
+                "(given with .schema()? or a new schema version was registered while the query was planned)"
             )
         return reader
 
