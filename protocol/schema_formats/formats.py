@@ -23,8 +23,9 @@ this module turns the levels into reader/writer pairs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import importlib
 from protocol.schema_formats.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
@@ -39,6 +40,7 @@ __all__ = [
     "SchemaReference",
     "compatibility_errors",
     "parse_schema",
+    "payload_checker",
     "payload_error",
 ]
 
@@ -112,7 +114,27 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
     try:
         return _format_module(schema.schema_type).payload_error(schema, payload)
     except RecursionError:
-        return "the payload is nested too deeply to check"
+        return _TOO_DEEP
+
+
+def payload_checker(schema: ParsedSchema) -> Callable[[bytes], str | None]:
+    """:func:`payload_error` bound to ``schema``, for checking many payloads
+    by one schema: what can be prepared once per schema (the format's module,
+    Avro's reader) is."""
+    module = _format_module(schema.schema_type)
+    prepare = getattr(module, "payload_checker", None)
+    check = prepare(schema) if prepare is not None else partial(module.payload_error, schema)
+
+    def checked(payload: bytes) -> str | None:
+        try:
+            return check(payload)
+        except RecursionError:
+            return _TOO_DEEP
+
+    return checked
+
+
+_TOO_DEEP = "the payload is nested too deeply to check"
 
 
 def record_name(schema: ParsedSchema, payload: bytes) -> str | None:
