@@ -87,17 +87,6 @@ class _StateView:
         return formats.payload_checker(parsed)
 
 
-def _payload_check(view: _StateView, side: str, schema_id: int):
-    """A payload -> the record's problem (record_problem's wording), or None, for one schema id."""
-    checker = view.payload_checker(schema_id)
-
-    def check(payload: bytes) -> str | None:
-        problem = checker(payload)
-        return None if problem is None else f"{side} does not match schema id {schema_id}: {problem}"
-
-    return check
-
-
 class _Deleted:
     deleted = True
 
@@ -181,8 +170,8 @@ class SchemaValidator:
                 if problem is not None:
                     problems.append((index, problem))
             return problems
-        # Full mode: prefix -> (its problem, or None and the payload check of its schema id).
-        full_verdicts: dict[bytes, tuple[str | None, object]] = {}
+        # Full mode: prefix -> (its problem; or None, the schema id and its payload check).
+        full_verdicts: dict[bytes, tuple[str | None, int, object]] = {}
         for index, span in enumerate(spans):
             length = span[offset + 1]
             if length < 0:
@@ -192,13 +181,19 @@ class SchemaValidator:
             verdict = full_verdicts.get(prefix)
             if verdict is None:
                 problem = record_problem(id_only, topic, is_key, prefix, view)
-                payload_check = None if problem is not None else _payload_check(view, side, split_framing(prefix)[0])
-                verdict = full_verdicts[prefix] = (problem, payload_check)
-            problem = verdict[0]
-            if problem is None:
-                problem = verdict[1](data[position + framing_bytes : position + length])
+                if problem is None:
+                    schema_id = split_framing(prefix)[0]
+                    verdict = (None, schema_id, view.payload_checker(schema_id))
+                else:
+                    verdict = (problem, 0, None)
+                full_verdicts[prefix] = verdict
+            if verdict[0] is not None:
+                problems.append((index, verdict[0]))
+                continue
+            problem = verdict[2](data[position + framing_bytes : position + length])
             if problem is not None:
-                problems.append((index, problem))
+                # record_problem's wording
+                problems.append((index, f"{side} does not match schema id {verdict[1]}: {problem}"))
         return problems
 
     @staticmethod

@@ -152,7 +152,7 @@ def payload_checker(schema: ParsedSchema) -> Callable[[bytes], str | None]:
         stream = new_stream(payload)
         try:
             read(stream, reader_schema)
-        except decode_errors as error:
+        except decode_errors as error:  # RecursionError too: the pure-Python reader's bound
             return f"the payload does not decode as the Avro schema: {type(error).__name__}: {error}"
         # The reader stops where the schema ends: bytes after that are no part of a valid payload.
         decoded_bytes = stream.tell()

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import importlib
 from protocol.schema_formats.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
@@ -120,14 +119,16 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
 def payload_checker(schema: ParsedSchema) -> Callable[[bytes], str | None]:
     """:func:`payload_error` bound to ``schema``, for checking many payloads
     by one schema: what can be prepared once per schema (the format's module,
-    Avro's reader) is."""
+    Avro's reader) is. A format module's own ``payload_checker`` answers
+    RecursionError itself (one call less per payload)."""
     module = _format_module(schema.schema_type)
     prepare = getattr(module, "payload_checker", None)
-    check = prepare(schema) if prepare is not None else partial(module.payload_error, schema)
+    if prepare is not None:
+        return prepare(schema)
 
     def checked(payload: bytes) -> str | None:
         try:
-            return check(payload)
+            return module.payload_error(schema, payload)
         except RecursionError:
             return _TOO_DEEP
 
