@@ -71,13 +71,16 @@ def per_record_us(function, count: int, number: int, repeat: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, action="append", help="bytes of each value (repeatable); 1000 and 100 by default")
+    parser.add_argument(
+        "--size", type=int, action="append", help="bytes of each value (repeatable); 1000 and 100 by default"
+    )
     parser.add_argument("--number", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
 
     state = RegistryState()
-    state._apply_schema(SchemaKey(f"{TOPIC}-value", 1), SchemaValue(f"{TOPIC}-value", 1, SCHEMA_ID, "AVRO", json.dumps(SCHEMA)))
+    subject = f"{TOPIC}-value"
+    state._apply_schema(SchemaKey(subject, 1), SchemaValue(subject, 1, SCHEMA_ID, "AVRO", json.dumps(SCHEMA)))
     validator = SchemaValidator(_Service(state))
     id_mode = topic_validation({"confluent.value.schema.validation": "true"})
     full_mode = topic_validation({"confluent.value.schema.validation": "true", "schema.validation.mode": "full"})
@@ -94,15 +97,16 @@ def main() -> None:
         count = len(decoded)
         assert not validator.check(id_mode, TOPIC, batch, fresh=True)
         assert not validator.check(full_mode, TOPIC, batch, fresh=True)
-        print(f"{count} records of {len(value)} B in a batch of {len(batch)} B (us per record, best of {args.repeat}):")
+        print(f"{count} records of {len(value)} B in a batch of {len(batch)} B", end=" ")
+        print(f"(us of CPU per record, best of {args.repeat}):")
         figures = {
-            "decode_batch_records": lambda: decode_batch_records(batch, verify_crc=False),
-            "check, id mode": lambda: validator.check(id_mode, TOPIC, batch, fresh=True),
-            "check, full mode": lambda: validator.check(full_mode, TOPIC, batch, fresh=True),
+            "decode_batch_records": lambda batch=batch: decode_batch_records(batch, verify_crc=False),
+            "check, id mode": lambda batch=batch: validator.check(id_mode, TOPIC, batch, fresh=True),
+            "check, full mode": lambda batch=batch: validator.check(full_mode, TOPIC, batch, fresh=True),
         }
         if scan_keys_values is not None:
             records_bytes = batch[BATCH_HEADER_BYTES:]
-            figures["scan_keys_values"] = lambda: scan_keys_values(records_bytes, count)
+            figures["scan_keys_values"] = lambda data=records_bytes, count=count: scan_keys_values(data, count)
         for name, function in figures.items():
             print(f"  {name:22s} {per_record_us(function, count, args.number, args.repeat):6.3f}")
 

@@ -7,12 +7,13 @@ rules' questions from this broker's replay of ``_schemas``
 (broker/schemas/service.py). Under TopicNameStrategy everything but the
 payload follows from a key's or value's first five bytes, so the rules are
 asked once per schema id and batch, and full mode decodes each payload by
-a reader prepared once per id; the other strategies ask the rules per record. The leader of a partition checks what it is
-asked to append: a schema id it does not know yet may have been registered
-through another broker a moment ago, so an unknown id first makes the
-caller catch the registry up to its leader's high watermark
-(:meth:`SchemaValidator.refresh`) and check again; only then is the record
-refused.
+a reader prepared once per id; the other strategies ask the rules per record.
+
+The leader of a partition checks what it is asked to append: a schema id
+it does not know yet may have been registered through another broker a
+moment ago, so an unknown id first makes the caller catch the registry up
+to its leader's high watermark (:meth:`SchemaValidator.refresh`) and check
+again; only then is the record refused.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from protocol.schema_formats import formats
-from protocol.schema_formats.parsed_schema import SchemaInvalid
 from broker.schemas.validation_rules import (
     TOPIC_NAME_STRATEGY,
     TopicValidation,
@@ -30,7 +29,9 @@ from broker.schemas.validation_rules import (
 )
 from protocol.exceptions import ProtocolError
 from protocol.records import batch_records_data, scan_keys_values
+from protocol.schema_formats import formats
 from protocol.schema_formats.framing import FRAMING_BYTES, split_framing
+from protocol.schema_formats.parsed_schema import SchemaInvalid
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,9 @@ class SchemaValidator:
                 if length < 0:
                     continue  # null: a tombstone, or a record without a key
                 position = span[offset]
-                prefix = data[position : position + (framing_bytes if length >= framing_bytes else length)]
+                # An if-expression, not min(): no call per record.
+                end = position + (framing_bytes if length >= framing_bytes else length)  # noqa: FURB136
+                prefix = data[position:end]
                 problem = get(prefix, unknown)
                 if problem is unknown:
                     problem = verdicts[prefix] = record_problem(id_only, topic, is_key, prefix, view)
@@ -177,7 +180,8 @@ class SchemaValidator:
             if length < 0:
                 continue
             position = span[offset]
-            prefix = data[position : position + (framing_bytes if length >= framing_bytes else length)]
+            end = position + (framing_bytes if length >= framing_bytes else length)  # noqa: FURB136
+            prefix = data[position:end]
             verdict = full_verdicts.get(prefix)
             if verdict is None:
                 problem = record_problem(id_only, topic, is_key, prefix, view)

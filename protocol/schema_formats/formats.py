@@ -23,10 +23,10 @@ this module turns the levels into reader/writer pairs.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import importlib
 from protocol.schema_formats.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 __all__ = [

@@ -30,8 +30,18 @@ from protocol.schema_formats.framing import frame
 from protocol.schema_formats.records import SchemaKey, SchemaValue
 
 TOPIC = "orders"
-ORDER = {"type": "record", "name": "Order", "namespace": "com.acme", "fields": [{"name": "id", "type": "long"}, {"name": "note", "type": "string"}]}
-CUSTOMER = {"type": "record", "name": "Customer", "namespace": "com.acme", "fields": [{"name": "name", "type": "string"}]}
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "com.acme",
+    "fields": [{"name": "id", "type": "long"}, {"name": "note", "type": "string"}],
+}
+CUSTOMER = {
+    "type": "record",
+    "name": "Customer",
+    "namespace": "com.acme",
+    "fields": [{"name": "name", "type": "string"}],
+}
 VALUE_ID, KEY_ID, OTHER_ID, UNKNOWN_ID = 1, 2, 3, 99
 
 
@@ -101,7 +111,11 @@ def record_by_record(validation, batch, view) -> tuple[list[tuple[int, str]], di
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(validations, st.lists(st.tuples(fields, fields), min_size=1, max_size=25), st.sampled_from([CompressionType.NONE, CompressionType.LZ4]))
+@given(
+    validations,
+    st.lists(st.tuples(fields, fields), min_size=1, max_size=25),
+    st.sampled_from([CompressionType.NONE, CompressionType.LZ4]),
+)
 def test_check_answers_as_the_rules_record_by_record(validation, items, codec):
     state = registry()
     batch = build_batch(items, codec=codec)
@@ -118,7 +132,8 @@ def test_an_unknown_id_asks_for_a_refresh_unless_the_registry_was_just_caught_up
         validation = TopicValidation(None, "TopicNameStrategy", full)
         with pytest.raises(NeedsRefresh):
             validator.check(validation, TOPIC, batch, fresh=False)
-        assert validator.check(validation, TOPIC, batch, fresh=True) == [(1, f"value schema id {UNKNOWN_ID} is not registered")]
+        refused = [(1, f"value schema id {UNKNOWN_ID} is not registered")]
+        assert validator.check(validation, TOPIC, batch, fresh=True) == refused
 
 
 def test_full_mode_decodes_every_payload_not_one_per_schema_id():

@@ -38,7 +38,9 @@ def batches(draw, codecs=tuple(CompressionType)):
     of one to ten varint bytes, either sign."""
     items = draw(records)
     deltas = sorted(draw(st.sets(st.integers(0, 20_000), min_size=len(items), max_size=len(items))))
-    timestamp_deltas = draw(st.lists(st.integers(-(1 << 62), 1 << 62) | st.integers(-70, 70), min_size=len(items), max_size=len(items)))
+    timestamp_deltas = draw(
+        st.lists(st.integers(-(1 << 62), 1 << 62) | st.integers(-70, 70), min_size=len(items), max_size=len(items))
+    )
     return build_batch(
         [Record(d, t, k, v, list(h)) for d, t, (k, v, h) in zip(deltas, timestamp_deltas, items, strict=True)],
         codec=draw(st.sampled_from(codecs)),
@@ -137,6 +139,7 @@ def test_the_named_kinds_of_bad_bytes_raise_protocol_error():
     for name, garbage in cases.items():
         with pytest.raises(ProtocolError):
             scan_keys_values(garbage, 1)
+            pytest.fail(f"the scan took {name}")
         with pytest.raises(ProtocolError):
             _decode_v2_records(garbage, parse_batch_header(batch))
     with pytest.raises(ProtocolError, match="claims 1000 records"):
