@@ -28,7 +28,7 @@ from broker.schemas.validation_rules import (
     topic_validation,
 )
 from protocol.exceptions import ProtocolError
-from protocol.records import batch_records_data, scan_keys_values
+from protocol.records import batch_records_data, scan_keys_values, validate_batch
 from protocol.schema_formats import formats
 from protocol.schema_formats.framing import FRAMING_BYTES, split_framing
 from protocol.schema_formats.parsed_schema import SchemaInvalid
@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 
 _UNKNOWN = object()
+
+# The index ``check`` gives a problem of the batch as a whole (its records cannot be read).
+WHOLE_BATCH = -1
 
 
 class NeedsRefresh(Exception):
@@ -116,15 +119,24 @@ class SchemaValidator:
 
     def check(self, validation: TopicValidation, topic: str, records, *, fresh: bool) -> list[tuple[int, str]]:
         """The records of the batch ``records`` that break ``validation``, as
-        (index in the batch, reason), in order. ``fresh``: the registry was
-        just caught up, so an unknown id is refused rather than NeedsRefresh."""
+        (index in the batch, reason), in order; ``[(WHOLE_BATCH, reason)]``
+        when a batch of sound framing and CRC holds records that cannot be
+        read. ``fresh``: the registry was just caught up, so an unknown id is
+        refused rather than NeedsRefresh."""
         try:
             # The append checks the CRC; the batch is decompressed once here,
             # and only where each key and value lies is read of its records.
             header, data = batch_records_data(records, verify_crc=False)
             spans = scan_keys_values(data, header.records_count)
-        except ProtocolError:
-            return []  # the append refuses a batch that does not decode, with its own error
+        except ProtocolError as exc:
+            try:
+                validate_batch(records)
+            except ProtocolError:
+                return []  # the append refuses the batch itself, with its own error (framing, CRC)
+            # A sound batch whose records do not decode: the append reads no
+            # records of most topics, so without this refusal they would be
+            # stored unchecked.
+            return [(WHOLE_BATCH, f"the batch's records cannot be read: {exc}")]
         view = _StateView(self._service.state, fresh=fresh)
         found: dict[int, tuple[str, str]] = {}  # record index -> (side, problem): the key's first
         for is_key in (True, False):

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 fastavro = pytest.importorskip("fastavro")
 
 from broker.schemas.state import RegistryState
-from broker.schemas.validation import NeedsRefresh, SchemaValidator, _StateView
+from broker.schemas.validation import WHOLE_BATCH, NeedsRefresh, SchemaValidator, _StateView
 from broker.schemas.validation_rules import TopicValidation, record_problem
 from protocol.compression import CompressionType
-from protocol.records import build_batch, decode_batch_records
+from protocol.records import BATCH_HEADER_BYTES, CRC_OFFSET, build_batch, decode_batch_records, update_crc
 from protocol.schema_formats.framing import frame
 from protocol.schema_formats.records import SchemaKey, SchemaValue
 
@@ -144,3 +144,18 @@ def test_full_mode_decodes_every_payload_not_one_per_schema_id():
     problems = validator.check(TopicValidation(None, "TopicNameStrategy", True), TOPIC, batch, fresh=True)
     assert [index for index, _ in problems] == [1, 3]
     assert all(problem.startswith(f"value does not match schema id {VALUE_ID}: ") for _, problem in problems)
+
+
+def test_records_that_cannot_be_read_refuse_the_batch_unless_the_append_refuses_it_first():
+    validator = SchemaValidator(_Service(registry()))
+    validation = TopicValidation(None, "TopicNameStrategy", False)
+    garbled = bytearray(build_batch([(None, frame(VALUE_ID, GOOD_ORDER)), (None, b"x")], codec=CompressionType.NONE))
+    garbled[BATCH_HEADER_BYTES] += 2  # the first record claims one byte more
+    update_crc(garbled)
+    [(index, reason)] = validator.check(validation, TOPIC, bytes(garbled), fresh=True)
+    assert index == WHOLE_BATCH and "records cannot be read" in reason
+    # A bad CRC (or framing) is the append's to refuse, with its own error.
+    garbled[CRC_OFFSET] ^= 0xFF
+    assert validator.check(validation, TOPIC, bytes(garbled), fresh=True) == []
+    assert validator.check(validation, TOPIC, b"\x00" * 20, fresh=True) == []
+    assert validator.refused_records == {}
