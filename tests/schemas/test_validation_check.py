@@ -114,7 +114,7 @@ def record_by_record(validation, batch, view) -> tuple[list[tuple[int, str]], di
 @given(
     validations,
     st.lists(st.tuples(fields, fields), min_size=1, max_size=25),
-    st.sampled_from([CompressionType.NONE, CompressionType.LZ4]),
+    st.sampled_from(list(CompressionType)),
 )
 def test_check_answers_as_the_rules_record_by_record(validation, items, codec):
     state = registry()
