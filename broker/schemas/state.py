@@ -57,6 +57,9 @@ from protocol.schema_formats.records import (
     encode_schema_value,
 )
 
+# References nest at most this deep (a guard against a chain that never ends).
+MAX_REFERENCE_DEPTH = 32
+
 MODES = ("READWRITE", "READONLY", "IMPORT")
 DEFAULT_MODE = "READWRITE"
 # Confluent's bound on a version number (2^31 - 1).
@@ -384,14 +387,23 @@ class RegistryState:
         return qualified(context, name)
 
     def resolve(self, references, subject: str = "") -> dict[str, str]:
-        """Import name -> schema text of each reference of ``subject``'s schema (42201
-        when one is not registered)."""
-        texts = {}
-        for ref in references:
-            value = self.subjects.get(self.reference_target(ref, subject), {}).get(ref.version)
+        """Import name -> schema text of each reference of ``subject``'s schema, and of
+        their references in turn (a parser needs every named type the schema reaches,
+        as Confluent resolves them); 42201 when one is not registered."""
+        texts: dict[str, str] = {}
+        pending = [(ref, subject, 0) for ref in references]
+        while pending:
+            ref, holder, depth = pending.pop()
+            if ref.name in texts:
+                continue
+            if depth > MAX_REFERENCE_DEPTH:
+                raise invalid_schema(f"references nest deeper than {MAX_REFERENCE_DEPTH}")
+            target = self.reference_target(ref, holder)
+            value = self.subjects.get(target, {}).get(ref.version)
             if value is None:
                 raise invalid_schema(f"reference {ref.name!r} names {ref.subject} version {ref.version}, which is not registered")
             texts[ref.name] = value.schema
+            pending.extend((nested, target, depth + 1) for nested in value.references)
         return texts
 
     def parse(self, schema_type: str, text: str, references, subject: str = "") -> formats.ParsedSchema:

@@ -295,3 +295,16 @@ def test_unqualified_references_resolve_in_the_referring_subjects_context():
         state.resolve([Reference("n", "name-value", 1)], "wrapper-value")  # the default context has no name-value
     assert state.resolve([Reference("n", "name-value", 1)], ":.shared:wrapper-value") == {"n": '"string"'}
     assert state.resolve([Reference("n", ":.shared:name-value", 1)], "wrapper-value") == {"n": '"string"'}
+
+
+def test_references_of_references_are_resolved_for_the_parser():
+    state, log = RegistryState(), []
+    register(state, "address-value", json.dumps({"type": "record", "name": "shop.Address", "fields": [{"name": "city", "type": "string"}]}), log)
+    person = {"type": "record", "name": "shop.Person", "fields": [{"name": "home", "type": "shop.Address"}]}
+    planned = state.plan_register("person-value", "AVRO", json.dumps(person), (Reference("shop.Address", "address-value", 1),))
+    apply_all(state, planned.records, log)
+    order = {"type": "record", "name": "shop.Order", "fields": [{"name": "buyer", "type": "shop.Person"}]}
+    # The order names only shop.Person; shop.Person's own reference comes with it.
+    references = (Reference("shop.Person", "person-value", 1),)
+    assert set(state.resolve(references, "order-value")) == {"shop.Person", "shop.Address"}
+    assert state.plan_register("order-value", "AVRO", json.dumps(order), references).schema_id == 3
