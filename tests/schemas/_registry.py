@@ -46,3 +46,21 @@ class Registry:
     def register(self, subject: str, schema: dict | str, **extra):
         text = schema if isinstance(schema, str) else json.dumps(schema)
         return self.post(f"/subjects/{subject}/versions", {"schema": text, **extra})
+
+
+def start_registry_cluster(cluster) -> None:
+    """Start a ReplicatedCluster (tests/cluster/replication_harness.py) with the
+    registry on every node, each on a fixed port (a restarted node serves it where
+    it did before); ``cluster.registries`` maps node id -> Registry."""
+    from tests.cluster.replication_harness import NODE_IDS, wait_until
+    from tests.cluster.test_quorum_processes import free_ports
+    from tests.conftest import BrokerProcess
+
+    ports = dict(zip(NODE_IDS, free_ports(len(NODE_IDS))))
+    for node in NODE_IDS:
+        cluster.overrides[node]["schema.registry.listener"] = f"http://127.0.0.1:{ports[node]}"
+        cluster.nodes[node] = BrokerProcess(cluster.nodes[node].data_dir, cluster.overrides[node])
+    cluster._history = list(cluster.nodes.items())
+    cluster.start()
+    assert wait_until(lambda: all(REGISTRY_LINE.search(cluster.nodes[n].log_text()) for n in NODE_IDS), 15)
+    cluster.registries = {node: Registry(ports[node]) for node in NODE_IDS}
