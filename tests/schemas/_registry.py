@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+from contextlib import contextmanager
 
 REGISTRY_LINE = re.compile(r"schema registry: serving on http://[^:]+:(?P<port>\d+)")
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -64,3 +65,24 @@ def start_registry_cluster(cluster) -> None:
     cluster.start()
     assert wait_until(lambda: all(REGISTRY_LINE.search(cluster.nodes[n].log_text()) for n in NODE_IDS), 15)
     cluster.registries = {node: Registry(ports[node]) for node in NODE_IDS}
+
+
+USER_V1 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
+USER_V2 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": 0}]}
+USER_BAD = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}, {"name": "email", "type": "string"}]}
+
+
+@contextmanager
+def serving_registry(data_dir):
+    """One broker process serving the registry on an ephemeral port: a Registry
+    whose ``broker`` is the process, stopped on exit."""
+    from tests.conftest import BrokerProcess, wait_until
+
+    broker = BrokerProcess(data_dir, {"schema.registry.listener": "http://127.0.0.1:0"}).start()
+    try:
+        assert wait_until(lambda: REGISTRY_LINE.search(broker.log_text()))
+        registry = Registry(registry_port(broker))
+        registry.broker = broker
+        yield registry
+    finally:
+        broker.stop()

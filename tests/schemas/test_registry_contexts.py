@@ -10,25 +10,14 @@ import uuid
 
 import pytest
 
-from tests.conftest import BrokerProcess, wait_until
+from tests.conftest import wait_until
 from tests.interop.test_compaction import consume_all
-from tests.schemas._registry import REGISTRY_LINE, Registry, registry_port
-
-USER_V1 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
-USER_V2 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": 0}]}
-USER_BAD = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}, {"name": "email", "type": "string"}]}
-
+from tests.schemas._registry import REGISTRY_LINE, USER_BAD, USER_V1, USER_V2, Registry, registry_port, serving_registry
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    broker = BrokerProcess(tmp_path_factory.mktemp("registry-contexts"), {"schema.registry.listener": "http://127.0.0.1:0"}).start()
-    try:
-        assert wait_until(lambda: REGISTRY_LINE.search(broker.log_text()))
-        registry = Registry(registry_port(broker))
-        registry.broker = broker
+    with serving_registry(tmp_path_factory.mktemp("registry-contexts")) as registry:
         yield registry
-    finally:
-        broker.stop()
 
 
 def context() -> str:
