@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -375,3 +376,23 @@ def test_the_assignor_most_members_ask_for_is_used():
     # range: per topic, member-0 and member-1 get partition 0 and 1 of each topic.
     assert group.target["member-0"] == parts(0) | parts(0, topic_id=T2)
     assert group.target["member-2"] == frozenset()
+
+
+def test_a_member_that_says_it_no_longer_owns_what_it_must_revoke_moves_on_at_once():
+    h = Harness()
+    first = h.join()
+    h.join()
+    kept_target = h.group().target["member-0"]
+    # It reports owning only what it keeps (it lost the rest meanwhile): no revocation round.
+    r = h.hb(member_id="member-0", member_epoch=1, owned=first.assignment & kept_target)
+    assert r.member_epoch == 2 and r.assignment == kept_target
+    assert h.member("member-0").state == MemberState.STABLE
+
+
+def test_a_member_in_an_unknown_state_is_fenced_unless_it_owns_nothing():
+    h = Harness()
+    first = h.join()
+    h.coordinator.groups["g"].set_member(replace(h.member("member-0"), state=MemberState.UNKNOWN))
+    assert h.hb(member_id="member-0", member_epoch=1, owned=first.assignment).error == ErrorCode.FENCED_MEMBER_EPOCH
+    r = h.hb(member_id="member-0", member_epoch=1, owned=frozenset())
+    assert (r.error, r.member_epoch) == (ErrorCode.NONE, 1) and h.member("member-0").state == MemberState.STABLE

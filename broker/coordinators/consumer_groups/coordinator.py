@@ -21,8 +21,8 @@ A heartbeat, as Kafka's GroupMetadataManager handles it:
    own, or its previous one with owned partitions it was assigned (a lost
    answer), else FENCED_MEMBER_EPOCH; an unknown member is UNKNOWN_MEMBER_ID,
    another member's instance id FENCED_INSTANCE_ID. Epoch -1 leaves; -2 leaves
-   for a while (a static member keeps its partitions and epoch until its
-   session expires).
+   for a while (a static member keeps its partitions until its session
+   expires).
 2. The member's fields the request carries update its metadata. The group
    epoch goes up when a member joins or leaves, changes its subscription,
    rack or assignor, or when the subscribed topics' partitions (or racks)
@@ -56,6 +56,7 @@ from broker.coordinators.consumer_groups.model import (
     STATIC_LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerGroupMember,
+    MemberFenced,
     MemberState,
     Partitions,
     TopicInfo,
@@ -189,16 +190,20 @@ class ConsumerGroupCoordinator:
 
     def store_done(self, token: int, error: ErrorCode) -> list[Store]:
         """The outcome of the store with ``token``; a failed one undoes its change."""
-        group_id, (group, timers), then = self._open_stores.pop(token)
+        group_id, before, then = self._open_stores.pop(token)
         if error != ErrorCode.NONE:
-            if group is None:
-                self.groups.pop(group_id, None)
-                self._timers.pop(group_id, None)
-            else:
-                self.groups[group_id] = group
-                self._timers[group_id] = timers
+            self._restore(group_id, before)
         then(error)
         return []
+
+    def _restore(self, group_id: str, before: _Snapshot) -> None:
+        group, timers = before
+        if group is None:
+            self.groups.pop(group_id, None)
+            self._timers.pop(group_id, None)
+        else:
+            self.groups[group_id] = group
+            self._timers[group_id] = timers
 
     # ----------------------------------------------------------------- replay
 
@@ -249,7 +254,10 @@ class ConsumerGroupCoordinator:
             else:
                 response = self._heartbeat(now_ms, request, records)
         except _Refused as refused:
-            # Nothing was applied: every check comes before the first record.
+            # What was applied before the refusal is undone (a member in an
+            # unknown state is fenced after its metadata was updated).
+            if records:
+                self._restore(request.group_id, before)
             reply(HeartbeatResponse(refused.error, refused.message))
             return []
         if not records:
@@ -332,16 +340,15 @@ class ConsumerGroupCoordinator:
 
     def _replace_static_member(self, group: ConsumerGroup, old: ConsumerGroupMember, new_id: str,
                                records: list[ConsumerGroupRecord]) -> ConsumerGroupMember:
-        """A static member back under a new member id takes over its old place: epoch,
+        """A static member back under a new member id takes over its old place:
         partitions and target; the old id is forgotten (and fenced)."""
         target = group.target.get(old.member_id, NO_PARTITIONS)
         for record in member_removal_records(group.group_id, old.member_id):
             self._apply(records, record)
         self._drop_timers(group.group_id, old.member_id)
-        # It comes back at the epoch it had before it left (kept as its previous
-        # epoch), not at -2: if its target lost partitions while it was away it
-        # must be able to revoke them as a member, at a member's epoch.
-        new = replace(old, member_id=new_id, member_epoch=old.previous_member_epoch)
+        # As a joining member (epoch 0) that owns nothing yet: reconciled at
+        # once to the assignment epoch, with what it had and still may have.
+        new = replace(old, member_id=new_id, member_epoch=JOIN_EPOCH, previous_member_epoch=JOIN_EPOCH)
         self._apply(records, member_metadata_record(group.group_id, new))
         self._apply(records, target_record(group.group_id, new_id, target))
         self._apply(records, current_assignment_record(group.group_id, new))
@@ -385,7 +392,10 @@ class ConsumerGroupCoordinator:
         self._maybe_compute_target(group, records)
 
         member = group.members[updated.member_id]
-        reconciled = reconcile(group, member, group.target.get(member.member_id, NO_PARTITIONS), group.assignment_epoch, request.owned)
+        try:
+            reconciled = reconcile(group, member, group.target.get(member.member_id, NO_PARTITIONS), group.assignment_epoch, request.owned)
+        except MemberFenced as fenced:
+            raise _Refused(ErrorCode.FENCED_MEMBER_EPOCH, str(fenced)) from None
         if not reconciled.assignment_equal(member):
             self._apply(records, current_assignment_record(group_id, reconciled))
         self._arm_timers(group, reconciled, now_ms, assignment_changed=not reconciled.assignment_equal(member))
@@ -458,10 +468,8 @@ class ConsumerGroupCoordinator:
             member = group.members[member_id]
         if request.member_epoch == STATIC_LEAVE_EPOCH:
             # It keeps its partitions (no one else gets them) until its session ends.
-            # Its epoch is kept as its previous one, to come back at.
-            away = replace(member, member_epoch=STATIC_LEAVE_EPOCH, previous_member_epoch=(
-                               member.member_epoch if member.member_epoch != STATIC_LEAVE_EPOCH else member.previous_member_epoch),
-                           state=MemberState.STABLE, pending_revocation=NO_PARTITIONS)
+            # What it was revoking is released: its process is gone.
+            away = replace(member, member_epoch=STATIC_LEAVE_EPOCH, state=MemberState.STABLE, pending_revocation=NO_PARTITIONS)
             self._apply(records, current_assignment_record(group.group_id, away))
             self._timers_of(group.group_id).rebalance.pop(member.member_id, None)
         else:

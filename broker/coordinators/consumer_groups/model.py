@@ -31,6 +31,10 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
 
+class MemberFenced(Exception):
+    """The member must give up its partitions and rejoin (FENCED_MEMBER_EPOCH)."""
+
+
 class MemberState(enum.IntEnum):
     """Values as Kafka writes them in ConsumerGroupCurrentMemberAssignmentValue.State."""
 
