@@ -84,6 +84,23 @@ offsets; ``minPartitions`` then cuts the largest pieces into equal offset
 ranges until there are at least that many input partitions. A batch
 straddling a cut is decoded by both neighbours, each keeping its own records.
 
+Decoding keys and values by the schema registry (:mod:`spark_jobs.registry_decoder`):
+``valueFormat`` / ``keyFormat`` ``registry`` (default ``binary``: the bytes
+only) add one column per top-level field of the latest version of
+``valueSubject`` / ``keySubject`` (default ``<topic>-value`` / ``<topic>-key``
+when one topic is read, Confluent's TopicNameStrategy), each record decoded by
+the schema its id names, read from the ``_schemas`` topic of the same log dirs
+(:mod:`spark_jobs.schema_registry`), up to its high watermark found as for any
+partition. Value fields are named as they are (``valueFieldsPrefix``, default
+empty, goes in front), key fields get ``keyFieldsPrefix`` (default ``key_``);
+a schema that is not a record gives one column, ``decodedValue`` /
+``decodedKey``. ``mode`` as Spark's ``from_avro``: ``FAILFAST`` (default) fails
+the query at the first key or value that is not framed, names an unknown id or
+does not decode; ``PERMISSIVE`` gives null decoded columns and the reason in
+``columnNameOfCorruptRecord`` (default ``_corrupt_record``, a column added in
+that mode, null for a record decoded). The Kafka columns (``key``, ``value``,
+...) stay as they are.
+
 Not supported yet: streaming reads.
 
 Offsets are resolved from the files (and the high watermarks) when the
@@ -113,8 +130,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs import kafka_offsets, segment_reader, txn_state
+from spark_jobs import kafka_offsets, registry_decoder, schema_registry, segment_reader, txn_state
 from spark_jobs import replicas as replica_choice
+from spark_jobs.registry_decoder import SideDecoder, SideOptions
 from spark_jobs.replicas import ReplicaLog
 from spark_jobs.segment_reader import SegmentPiece
 
@@ -259,10 +277,20 @@ class PybrokerDataSource(DataSource):
         return "pybroker"
 
     def schema(self) -> StructType:
-        return spark_schema(_bool_option(_lower_keys(self.options), "includeHeaders", False))
+        reader = PybrokerReader(_lower_keys(self.options))
+        # Kept with the data source, which Spark hands to reader() pickled: the
+        # columns and the decoding then come from one replay of _schemas.
+        self._decoders = reader.decoders()
+        return reader.output_schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return PybrokerReader(_lower_keys(self.options))
+        reader = PybrokerReader(_lower_keys(self.options), getattr(self, "_decoders", None))
+        if reader.output_schema() != schema:
+            raise ValueError(
+                f"the schema {schema.simpleString()} is not the source's {reader.output_schema().simpleString()} "
+                "(given with .schema()? or a new schema version was registered while the query was planned)"
+            )
+        return reader
 
 
 def _lower_keys(options) -> dict[str, str]:
@@ -278,8 +306,36 @@ class SegmentInputPartition(InputPartition):
         self.pieces = pieces
 
 
+def _registry_sides(options: dict, strategy: str, strategy_value: str) -> list[SideOptions]:
+    """The sides (key, value) to decode by the schema registry, with their subjects and prefixes."""
+    topics: list[str] = []
+    if strategy == "subscribe":
+        topics = sorted({t.strip() for t in strategy_value.split(",") if t.strip()})
+    elif strategy == "assign":
+        try:
+            topics = sorted(json.loads(strategy_value))
+        except (json.JSONDecodeError, TypeError):
+            topics = []  # the assign option's own check says what is wrong
+    sides = []
+    for side, default_prefix in (("key", "key_"), ("value", "")):
+        form = _choice_option(options, (f"{side}Format",), ("binary", "registry"), "binary")
+        if form != "registry":
+            continue
+        subject = options.get(f"{side}subject")
+        if subject is None or not subject.strip():
+            if len(topics) != 1:
+                raise ValueError(
+                    f"option {side}Format=registry reads {'several topics' if topics else 'a topic pattern'}: "
+                    f"name the subject whose latest schema gives the columns with the option {side}Subject"
+                )
+            subject = f"{topics[0]}-{side}"
+        prefix = options.get(f"{side}fieldsprefix")
+        sides.append(SideOptions(side, subject.strip(), default_prefix if prefix is None else prefix))
+    return sides
+
+
 class PybrokerReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]):
+    def __init__(self, options: dict[str, str], decoders: list[SideDecoder] | None = None):
         path = options.get("path")
         if not path or not path.strip():
             raise ValueError('option "path" is required: the comma-separated log dirs of a pybroker')
@@ -339,6 +395,76 @@ class PybrokerReader(DataSourceReader):
         if self.bootstrap_servers is not None:
             kafka_offsets.parse_bootstrap_servers(self.bootstrap_servers)  # a malformed list fails here
         self.api_timeout_ms = _positive_int_option(options, "kafka.default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS)
+        self.registry_sides = _registry_sides(options, self.strategy, self.strategy_value)
+        mode = options.get("mode", registry_decoder.FAILFAST).strip().upper()
+        if mode not in registry_decoder.MODES:
+            raise ValueError(
+                f"option mode must be FAILFAST or PERMISSIVE, not {options['mode']!r} (records that do not "
+                "decode are never dropped: PERMISSIVE keeps them with the reason in columnNameOfCorruptRecord)"
+            )
+        self.permissive = mode == registry_decoder.PERMISSIVE
+        corrupt = options.get("columnnameofcorruptrecord", registry_decoder.DEFAULT_CORRUPT_COLUMN)
+        self.corrupt_column = corrupt.strip() or registry_decoder.DEFAULT_CORRUPT_COLUMN
+        self._decoders = decoders
+
+    # ------------------------------------------------------------------ decoding
+
+    def decoders(self) -> list[SideDecoder]:
+        """The key and value decoders the options ask for, from one replay of ``_schemas``."""
+        if self._decoders is None:
+            self._decoders = []
+            if self.registry_sides:
+                key = (schema_registry.SCHEMAS_TOPIC, 0)
+                high_watermark = self._high_watermarks([key]).get(key)
+                registered = schema_registry.read_registry(self.log_dirs, high_watermark)
+                schemas = registered.by_id()
+                for side in self.registry_sides:
+                    latest = registered.latest(side.subject)
+                    self._decoders.append(SideDecoder(side, schemas[latest.schema_id], schemas))
+        return self._decoders
+
+    def output_schema(self) -> StructType:
+        """The Kafka source's columns, then the decoded key's and value's, then the corrupt-record column."""
+        fields = list(spark_schema(self.include_headers).fields)
+        decoders = self.decoders()
+        for decoder in decoders:
+            fields.extend(decoder.struct_fields())
+        if decoders and self.permissive:
+            fields.append(StructField(self.corrupt_column, StringType()))
+        clashes = registry_decoder.column_name_clashes([field.name for field in fields])
+        if clashes:
+            raise ValueError(
+                f"decoded columns named like other columns: {', '.join(clashes)}; set keyFieldsPrefix, "
+                "valueFieldsPrefix or columnNameOfCorruptRecord"
+            )
+        return StructType(fields)
+
+    def _with_decoded(self, batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:
+        """``batch`` with the decoded columns (and the corrupt-record column) appended."""
+        import pyarrow as pa
+
+        arrays = list(batch.columns)
+        names = list(batch.schema.names)
+        reasons: list[str | None] = [None] * batch.num_rows
+        for decoder in self.decoders():
+            outputs, errors = decoder.decode(batch.column(decoder.options.side).to_pylist())
+            for i, error in enumerate(errors):
+                if error is None:
+                    continue
+                if not self.permissive:
+                    offset = batch.column("offset")[i].as_py()
+                    raise ValueError(
+                        f"{topic}-{partition} offset {offset}: {error} (mode=FAILFAST; set the option "
+                        "mode=PERMISSIVE to read it with null columns and the reason in "
+                        f"{self.corrupt_column})"
+                    )
+                reasons[i] = error if reasons[i] is None else f"{reasons[i]}; {error}"
+            arrays.extend(registry_decoder.arrow_arrays(decoder.columns, outputs))
+            names.extend(column.name for column in decoder.columns)
+        if self.permissive:
+            arrays.append(pa.array(reasons, pa.string()))
+            names.append(self.corrupt_column)
+        return pa.RecordBatch.from_arrays(arrays, names=names)
 
     # ------------------------------------------------------------------ planning
 
@@ -498,7 +624,12 @@ class PybrokerReader(DataSourceReader):
                 piece, ARROW_BATCH_RECORDS, missing_ok=not self.fail_on_data_loss
             )
             for group in groups:
-                yield decode_batches(group, piece.topic, piece.partition, piece.start, piece.end, self.include_headers)
+                batch = decode_batches(
+                    group, piece.topic, piece.partition, piece.start, piece.end, self.include_headers
+                )
+                if self.registry_sides:
+                    batch = self._with_decoded(batch, piece.topic, piece.partition)
+                yield batch
 
 
 PyBrokerDataSource = PybrokerDataSource  # either spelling

@@ -3,6 +3,8 @@
     python -m spark_jobs.export --path data/kafka-logs --output DIR [--topics a,b | --pattern 'orders.*']
         [--starting-offsets earliest|JSON] [--ending-offsets latest|JSON] [--include-headers]
         [--mode overwrite|append|errorifexists|ignore]
+        [--value-format binary|registry] [--value-subject S] [--key-format binary|registry] [--key-subject S]
+        [--decode-mode FAILFAST|PERMISSIVE]
 
 The columns are the data source's (key, value, topic, partition, offset,
 timestamp, timestampType, and headers with ``--include-headers``) plus
@@ -14,7 +16,10 @@ source's ``startingOffsets``/``endingOffsets`` (``earliest``/``latest`` or JSON
 Spark's save mode; ``overwrite`` (the default) replaces the whole output
 directory (Spark's static partition overwrite). Timestamps are written as
 Parquet TIMESTAMP_MICROS rather than Spark's legacy INT96 so that other readers
-see them as timestamps. Prints the records written per date.
+see them as timestamps. ``--value-format registry`` (``--key-format``) adds the
+values' (keys') fields as columns, decoded by the schema registry's schemas:
+the source's ``valueFormat``, ``valueSubject``, ``keyFormat``, ``keySubject``
+and, as ``--decode-mode``, ``mode``. Prints the records written per date.
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ def export_records(
     ending_offsets: str = "latest",
     include_headers: bool = False,
     mode: str = "overwrite",
+    source_options: dict[str, str] | None = None,
 ) -> list[tuple[object, int]] | None:
     """Write the range as Parquet partitioned by ``date``; returns [(date, records written)]
     in date order, or None when ``mode`` is ``ignore`` and ``output`` exists (nothing written).
@@ -98,6 +104,7 @@ def export_records(
         startingOffsets=starting_offsets,
         endingOffsets=ending_offsets,
         includeHeaders=str(include_headers).lower(),
+        **(source_options or {}),
     )
     dated = with_date(records)
     before = (
@@ -109,6 +116,20 @@ def export_records(
     return sorted((day, count) for day, count in written.items() if count > 0)
 
 
+def registry_options(args) -> dict[str, str]:
+    """The data source's options for decoding keys and values by the schema registry."""
+    options = {}
+    for side in ("key", "value"):
+        if getattr(args, f"{side}_format") == "registry":
+            options[f"{side}Format"] = "registry"
+            subject = getattr(args, f"{side}_subject")
+            if subject:
+                options[f"{side}Subject"] = subject
+    if options:
+        options["mode"] = args.decode_mode
+    return options
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = job_arguments(__doc__.splitlines()[0])
     parser.add_argument("--topics", help="comma-separated topics (default: every topic but internal ones)")
@@ -118,6 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ending-offsets", default="latest", help="latest (default) or JSON per partition, exclusive")
     parser.add_argument("--include-headers", action="store_true", help="add the headers column")
     parser.add_argument("--mode", default="overwrite", choices=SAVE_MODES, help="Spark's save mode (default overwrite)")
+    for side in ("value", "key"):
+        parser.add_argument(
+            f"--{side}-format",
+            default="binary",
+            choices=("binary", "registry"),
+            help=f"registry: the {side}s' fields as columns, decoded by the schema registry's schemas",
+        )
+        parser.add_argument(f"--{side}-subject", help=f"the subject giving the {side} columns (default <topic>-{side})")
+    parser.add_argument(
+        "--decode-mode",
+        default="FAILFAST",
+        choices=("FAILFAST", "PERMISSIVE"),
+        help="FAILFAST (default) fails at a record that does not decode; PERMISSIVE adds _corrupt_record",
+    )
     args = parser.parse_args(argv)
     spark = spark_session("pybroker-export", args.master)
     try:
@@ -133,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             args.ending_offsets,
             args.include_headers,
             args.mode,
+            registry_options(args),
         )
     finally:
         spark.stop()

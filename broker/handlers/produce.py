@@ -38,7 +38,8 @@ with other partitions'.
 Schema validation (topics with ``confluent.value.schema.validation`` and
 the like, broker/schemas/validation.py): each record's key or value must
 name a schema registered under its subject; the batch is refused with
-INVALID_RECORD and ``record_errors`` naming the records at fault. An id
+INVALID_RECORD and ``record_errors`` naming the records at fault (none
+when the batch's records cannot be read at all). An id
 this broker's registry does not know yet first catches the registry up to
 its leader (the request then holds its connection, as a transactional one
 does), and only then is refused.
@@ -64,7 +65,7 @@ import asyncio
 from broker.links.multi_master_rules import is_multi_master, produce_refusal
 from broker.net.dispatch import AnswerLater
 from broker.replica.leader_append import append_as_leader
-from broker.schemas.validation import NeedsRefresh
+from broker.schemas.validation import WHOLE_BATCH, NeedsRefresh
 from broker.security.authorization import TOPIC, TRANSACTIONAL_ID, allowed, denied
 from controller.authorizer import AclOperation
 from controller.topic_commands import INTERNAL_TOPICS
@@ -311,7 +312,13 @@ def register(dispatcher, broker) -> None:
                     # other records of the batch as collateral, not as invalid).
                     found = invalid[(name, index)]
                     error, message = ErrorCode.INVALID_RECORD, found[0][1]
-                    record_errors = [R.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m) for i, m in found]
+                    # Records that cannot be read (WHOLE_BATCH) name no record, as Kafka's
+                    # InvalidRecordException of a record it cannot parse; non-retriable either way.
+                    record_errors = [
+                        R.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                        for i, m in found
+                        if i != WHOLE_BATCH
+                    ]
                 elif (name, index) in refused:
                     error = refused[(name, index)]
                     message = "the transaction coordinator did not verify this partition for the transaction"

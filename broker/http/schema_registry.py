@@ -19,15 +19,22 @@ served:
   ``GET/PUT/DELETE /mode`` and ``/mode/{s}`` (READWRITE, READONLY, IMPORT);
 - ``POST /compatibility/subjects/{s}/versions[/{v}]`` (``verbose``).
 
-- ``GET /contexts``: the default context ``.`` alone; a subject qualified
-  with it (``:.:s``) is the subject ``s``.
+- Contexts, as Confluent's registry serves them (always; no setting turns
+  them on or off): a subject ``:.ctx:s`` wherever a subject goes (``:.:s`` is
+  ``s``); ``/config/:.ctx:`` and ``/mode/:.ctx:`` the context's own settings;
+  ``GET /contexts`` (the default ``.`` and every context with a schema
+  registered, until deleted), ``DELETE /contexts/{ctx}`` (only an empty one);
+  ``GET /schemas/ids/{id}?subject=:.ctx:s`` (the id in that context);
+  ``subjectPrefix`` ``:.ctx:`` (one context) and ``:*:`` (all, the default);
+  and the prefix ``/contexts/{ctx}/`` before any subject, schema, config,
+  mode or compatibility path, which scopes the request to the context (a
+  client whose registry URL ends with it works in that context).
 - ``GET /openapi.json``: the OpenAPI 3 document of all this
   (``schema_registry_openapi.json`` next to this module; Confluent's registry
   serves nothing at that path).
 
 Any other path answers 404 in Confluent's error shape. Not served yet:
-contexts other than the default (``:.ctx:subject`` is read as a plain
-subject name), authentication.
+authentication.
 
 Reads are answered from this broker's state caught up to the ``_schemas``
 leader's high watermark (broker/schemas/service.py). A write on a broker that
@@ -53,7 +60,18 @@ from broker.http.server import HttpServer, application
 from protocol.schema_formats import formats
 from protocol.schema_formats.records import Reference
 from broker.schemas.service import NotLeader
-from broker.schemas.state import RegistryError, RegistryState, parse_version, schema_not_found, subject_not_found
+from broker.schemas.state import (
+    DEFAULT_CONTEXT,
+    RegistryError,
+    RegistryState,
+    context_subject,
+    normalize_context,
+    normalize_subject,
+    parse_version,
+    qualified,
+    schema_not_found,
+    subject_not_found,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,16 +108,47 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
-# The default context's qualified prefix: ":.:orders-value" is the subject "orders-value".
-DEFAULT_CONTEXT_PREFIX = ":.:"
+# Paths served under the context prefix ``/contexts/{ctx}`` too.
+CONTEXT_SCOPED = ("/subjects", "/schemas", "/config", "/mode", "/compatibility")
+
+
+def _url_context(request: web.Request) -> str | None:
+    """The context of a ``/contexts/{ctx}/...`` request (None without the prefix)."""
+    raw = request.match_info.get("context")
+    return None if raw is None else normalize_context(raw)
+
+
+def _in_url_context(request: web.Request, raw: str) -> str:
+    """A subject or prefix as the client gave it, qualified with the URL's context
+    unless it names a context itself (as Confluent's context filter does)."""
+    context = _url_context(request)
+    if context is None or raw.startswith((":.", ":*:")):
+        return raw
+    return qualified(context, raw)
 
 
 def _subject(request: web.Request, *, required: bool = True) -> str | None:
-    """The path's subject, a default-context qualified name (``:.:s``) read as ``s``."""
-    subject = request.match_info.get("subject") if not required else request.match_info["subject"]
-    if subject is not None and subject.startswith(DEFAULT_CONTEXT_PREFIX):
-        subject = subject[len(DEFAULT_CONTEXT_PREFIX):]
+    """The path's subject as stored (``:.:s`` is ``s``, ``:.ctx:s`` stays qualified).
+    Where it may be absent (config, mode): None for the global setting (no subject,
+    or the default context's ``:.:``) and ``:.ctx:`` for a context's own."""
+    raw = request.match_info["subject"] if required else request.match_info.get("subject")
+    if raw is None:
+        context = _url_context(request)
+        return None if context is None else context_subject(context)
+    subject = normalize_subject(_in_url_context(request, raw))
+    if not required and subject == "":
+        return None
     return subject
+
+
+def _subject_prefix(request: web.Request) -> str | None:
+    """``subjectPrefix``: None (every context) when absent outside a context prefix."""
+    raw = request.query.get("subjectPrefix")
+    if raw is None:
+        if _url_context(request) is None:
+            return None
+        raw = ""
+    return _in_url_context(request, raw)
 
 
 def _optional_int(body: dict, name: str, code: int) -> int | None:
@@ -175,6 +224,8 @@ class SchemaRegistryApi:
             (post, "/compatibility/subjects/{subject}/versions", self.compatibility),
             (post, "/compatibility/subjects/{subject}/versions/{version}", self.compatibility),
         ]
+        routes += [(method, "/contexts/{context}" + path, handler) for method, path, handler in routes if path.startswith(CONTEXT_SCOPED)]
+        routes += [(delete, "/contexts/{context}", self.delete_context)]
         for method, path, handler in routes:
             app.router.add_route(method, path, handler)
         self.app = app
@@ -275,8 +326,21 @@ class SchemaRegistryApi:
         return web.Response(body=self._openapi, content_type="application/json")
 
     async def contexts(self, request):
-        # Only the default context is served.
-        return _answer(["."])
+        state = await self._state()
+        names = state.context_names()
+        prefix = request.query.get("contextPrefix")
+        if prefix:
+            names = [n for n in names if n.startswith(prefix)]
+        return _answer(names)
+
+    async def delete_context(self, request):
+        context = normalize_context(request.match_info["context"])
+
+        def plan(state: RegistryState):
+            return None, state.plan_delete_context(context)
+
+        response = await self._write(request, plan)
+        return web.Response(status=204) if response.status == 200 else response
 
     async def schema_types(self, request):
         return _answer(list(formats.SCHEMA_TYPES))
@@ -287,13 +351,18 @@ class SchemaRegistryApi:
         except ValueError:
             raise schema_not_found(request.match_info["id"]) from None
 
+    def _entry(self, state: RegistryState, request):
+        """The id's entry in the context the ``subject`` parameter (or the URL's context) names."""
+        schema_id = self._schema_id(request)
+        raw = request.query.get("subject")
+        default = _url_context(request) or DEFAULT_CONTEXT
+        subject = normalize_subject(_in_url_context(request, raw)) if raw else None
+        context = state.context_of_id(schema_id, subject, default)
+        return state.schema_by_id(schema_id, context), context
+
     async def schema_by_id(self, request):
         state = await self._state()
-        schema_id = self._schema_id(request)
-        entry = state.schema_by_id(schema_id)
-        subject = request.query.get("subject")
-        if subject and not any(s == subject for s, _ in entry.users):
-            raise schema_not_found(schema_id)
+        entry, _ = self._entry(state, request)
         body = {}
         if entry.schema_type != formats.DEFAULT_SCHEMA_TYPE:
             body["schemaType"] = entry.schema_type
@@ -304,11 +373,11 @@ class SchemaRegistryApi:
 
     async def schema_text_by_id(self, request):
         state = await self._state()
-        entry = state.schema_by_id(self._schema_id(request))
+        entry, _ = self._entry(state, request)
         return _schema_text(entry.schema_type, entry.schema)
 
     def _uses(self, state: RegistryState, request) -> list[tuple[str, int]]:
-        entry = state.schema_by_id(self._schema_id(request))
+        entry, _ = self._entry(state, request)
         deleted = _flag(request, "deleted")
         return sorted((s, v) for s, v in entry.users if deleted or not state.subjects[s][v].deleted)
 
@@ -324,7 +393,7 @@ class SchemaRegistryApi:
         state = await self._state()
         deleted, latest_only = _flag(request, "deleted"), _flag(request, "latestOnly")
         out = []
-        for subject in state.subject_names(deleted=deleted, prefix=request.query.get("subjectPrefix", "")):
+        for subject in state.subject_names(deleted=deleted, prefix=_subject_prefix(request)):
             values = state.live_versions(subject, deleted=deleted)
             for value in values[-1:] if latest_only else values:
                 out.append(_schema_body(value))
@@ -334,7 +403,7 @@ class SchemaRegistryApi:
 
     async def subjects(self, request):
         state = await self._state()
-        return _answer(state.subject_names(deleted=_flag(request, "deleted"), prefix=request.query.get("subjectPrefix", "")))
+        return _answer(state.subject_names(deleted=_flag(request, "deleted"), prefix=_subject_prefix(request)))
 
     async def versions(self, request):
         state = await self._state()
@@ -359,7 +428,7 @@ class SchemaRegistryApi:
         value = state.version_of(_subject(request), request.match_info["version"])
         ids = sorted(
             other.schema_id for versions in state.subjects.values() for other in versions.values()
-            if not other.deleted and any(r.subject == value.subject and r.version == value.version for r in other.references)
+            if not other.deleted and state.references_to(other, value)
         )  # fmt: skip
         return _answer(ids)
 
@@ -400,9 +469,9 @@ class SchemaRegistryApi:
         deleted = _flag(request, "deleted")
         if not state.live_versions(subject, deleted=deleted):
             raise subject_not_found(subject)
-        parsed = state.parse(schema_type, text, references)
+        parsed = state.parse(schema_type, text, references, subject)
         if _flag(request, "normalize"):
-            parsed = state.parse(schema_type, parsed.normalized, references)
+            parsed = state.parse(schema_type, parsed.normalized, references, subject)
         value = state.lookup(subject, parsed, references, deleted=deleted)
         if value is None:
             raise schema_not_found()
@@ -480,7 +549,7 @@ class SchemaRegistryApi:
         subject = _subject(request)
         body = await self._body(request)
         text, schema_type, references = self._schema_of(body)
-        parsed = state.parse(schema_type, text, references)
+        parsed = state.parse(schema_type, text, references, subject)
         raw = request.match_info.get("version")
         live = state.live_versions(subject)
         if raw is None or parse_version(raw) is None:

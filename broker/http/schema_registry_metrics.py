@@ -51,7 +51,8 @@ class SchemaRegistryMetrics:
 
     def families(self):
         state = self.service.state
-        yield GaugeMetricFamily("pybroker_schema_registry_schemas", f"Schema ids registered, {LAG_NOTE}", value=len(state.ids))
+        schemas = sum(len(ids) for ids in state.context_ids.values())  # ids count per context
+        yield GaugeMetricFamily("pybroker_schema_registry_schemas", f"Schema ids registered (all contexts), {LAG_NOTE}", value=schemas)
         yield GaugeMetricFamily(
             "pybroker_schema_registry_subjects", f"Subjects with a version not deleted, {LAG_NOTE}", value=len(state.subject_names())
         )

@@ -4,7 +4,7 @@
   internal topic through ``CoordinatorShell`` (replication factor
   ``schema.registry.topic.replication.factor``, 1 in the single-node profile).
 - **The single writer**: the broker leading ``_schemas-0`` plans each write on
-  its state (broker/schemas/state.py: ids are the highest seen plus one,
+  its state (broker/schemas/state.py: ids are the context's highest seen plus one,
   versions the subject's highest plus one) under one lock, appends the records
   acks=all and answers once they are replicated. At load (a new leader epoch)
   its state is replayed from the log start to the log end by the shell, so it

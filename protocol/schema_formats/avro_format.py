@@ -40,7 +40,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import fastavro
@@ -134,18 +134,33 @@ def reader_errors(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
 
 
 def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
-    stream = io.BytesIO(payload)
+    return payload_checker(schema)(payload)
+
+
+def payload_checker(schema: ParsedSchema) -> Callable[[bytes], str | None]:
+    """payload -> why it does not decode as ``schema`` (None when it does), the
+    reader and its parsed schema chosen once for many payloads."""
     # fastavro's compiled reader recurses on the C stack without a bound: a payload nesting a
     # recursive type some thousand levels deep crashes the process. Recursive schemas are read
     # by fastavro's pure-Python reader instead, which stops at Python's recursion limit.
-    reader = fastavro_python_reader.schemaless_reader if schema.handle.recursive else fastavro.schemaless_reader
-    try:
-        reader(stream, schema.handle.reader_schema)
-    except _DECODE_ERRORS as error:
-        return f"the payload does not decode as the Avro schema: {type(error).__name__}: {error}"
-    if stream.tell() != len(payload):
-        return f"the Avro schema decodes {stream.tell()} of the payload's {len(payload)} bytes"
-    return None
+    read = fastavro_python_reader.schemaless_reader if schema.handle.recursive else fastavro.schemaless_reader
+    reader_schema = schema.handle.reader_schema
+    new_stream = io.BytesIO  # over bytes it shares their buffer: no copy of the payload
+    decode_errors = _DECODE_ERRORS
+
+    def check(payload: bytes) -> str | None:
+        stream = new_stream(payload)
+        try:
+            read(stream, reader_schema)
+        except decode_errors as error:  # RecursionError too: the pure-Python reader's bound
+            return f"the payload does not decode as the Avro schema: {type(error).__name__}: {error}"
+        # The reader stops where the schema ends: bytes after that are no part of a valid payload.
+        decoded_bytes = stream.tell()
+        if decoded_bytes != len(payload):
+            return f"the Avro schema decodes {decoded_bytes} of the payload's {len(payload)} bytes"
+        return None
+
+    return check
 
 
 def _load_json(text: str, what: str):

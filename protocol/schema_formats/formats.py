@@ -23,10 +23,10 @@ this module turns the levels into reader/writer pairs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import importlib
 from protocol.schema_formats.parsed_schema import ParsedSchema, SchemaInvalid, SerializationError
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "SchemaReference",
     "compatibility_errors",
     "parse_schema",
+    "payload_checker",
     "payload_error",
 ]
 
@@ -112,7 +113,29 @@ def payload_error(schema: ParsedSchema, payload: bytes) -> str | None:
     try:
         return _format_module(schema.schema_type).payload_error(schema, payload)
     except RecursionError:
-        return "the payload is nested too deeply to check"
+        return _TOO_DEEP
+
+
+def payload_checker(schema: ParsedSchema) -> Callable[[bytes], str | None]:
+    """:func:`payload_error` bound to ``schema``, for checking many payloads
+    by one schema: what can be prepared once per schema (the format's module,
+    Avro's reader) is. A format module's own ``payload_checker`` answers
+    RecursionError itself (one call less per payload)."""
+    module = _format_module(schema.schema_type)
+    prepare = getattr(module, "payload_checker", None)
+    if prepare is not None:
+        return prepare(schema)
+
+    def checked(payload: bytes) -> str | None:
+        try:
+            return module.payload_error(schema, payload)
+        except RecursionError:
+            return _TOO_DEEP
+
+    return checked
+
+
+_TOO_DEEP = "the payload is nested too deeply to check"
 
 
 def record_name(schema: ParsedSchema, payload: bytes) -> str | None:

@@ -541,3 +541,11 @@ def serialize(schema: ParsedSchema, data) -> bytes:
     except (json_format.ParseError, TypeError, ValueError) as error:
         raise SerializationError(f"the data does not fit {name}: {error}") from error
     return b"\x00" + message.SerializeToString()
+
+
+def payload_message(schema: ParsedSchema, payload: bytes) -> tuple[str, int]:
+    """The full name of the message a framed payload's message indexes name, and where
+    the message's bytes start (for readers that decode it themselves, as the Spark
+    data source does); ValueError when the indexes do not decode or name no message."""
+    indexes, offset = _message_indexes(payload)
+    return _message_name(schema.handle.file_proto, indexes), offset

@@ -18,6 +18,20 @@ can read it:
 - CLEAR_SUBJECT: key ``{"keytype": "CLEAR_SUBJECT", "subject", "magic": 0}``,
   value ``{"subject"}``: the subject's soft-deleted versions are gone.
 - NOOP: key ``{"keytype": "NOOP", "magic": 0}``, no meaning to the state.
+- CONTEXT: key ``{"keytype": "CONTEXT", "tenant": "default", "context", "magic": 0}``,
+  value ``{"tenant", "context"}``: a context other than the default (``.staging``)
+  that has had a schema registered; a null value (DELETE /contexts/{ctx}) ends it.
+- The highest id a context gave out, kept past compaction: key ``{"keytype": "NOOP",
+  "context", "magic": 0}``, value ``{"context", "maxId"}``. Confluent's registry
+  reads any NOOP key as its own (unknown fields ignored) and skips the record, value
+  unread: for it the record is a no-op; for pybroker it is a floor under the
+  context's next id once the SCHEMA record that held the highest id is tombstoned
+  and compacted away (Confluent's own registry keeps no such floor).
+
+Subjects are written as Confluent's registry writes them: a subject of the default
+context bare (``orders-value``), one of another context qualified
+(``:.staging:orders-value``), in keys and values alike; a context's own CONFIG or
+MODE key has the subject ``:.staging:`` (the empty subject of that context).
 
 A null value (a tombstone) on a SCHEMA key deletes that version permanently.
 Keys are written with sorted fields and no spaces, so one key always has the
@@ -29,8 +43,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-SCHEMA, CONFIG, MODE, DELETE_SUBJECT, CLEAR_SUBJECT, NOOP = "SCHEMA", "CONFIG", "MODE", "DELETE_SUBJECT", "CLEAR_SUBJECT", "NOOP"
-KEY_TYPES = (SCHEMA, CONFIG, MODE, DELETE_SUBJECT, CLEAR_SUBJECT, NOOP)
+SCHEMA, CONFIG, MODE, DELETE_SUBJECT, CLEAR_SUBJECT, NOOP, CONTEXT = (
+    "SCHEMA", "CONFIG", "MODE", "DELETE_SUBJECT", "CLEAR_SUBJECT", "NOOP", "CONTEXT",
+)  # fmt: skip
+KEY_TYPES = (SCHEMA, CONFIG, MODE, DELETE_SUBJECT, CLEAR_SUBJECT, NOOP, CONTEXT)
+# The tenant Confluent's registry writes in CONTEXT records when it serves one tenant.
+DEFAULT_TENANT = "default"
 # Confluent's SCHEMA keys carry magic 1, the others 0.
 SCHEMA_KEY_MAGIC = 1
 OTHER_KEY_MAGIC = 0
@@ -89,7 +107,19 @@ class NoopKey:
     pass
 
 
-Key = SchemaKey | ConfigKey | ModeKey | DeleteSubjectKey | ClearSubjectKey | NoopKey
+@dataclass(frozen=True)
+class ContextKey:
+    context: str
+
+
+@dataclass(frozen=True)
+class MaxIdKey:
+    """The NOOP key carrying a context's highest id (see the module's docstring)."""
+
+    context: str
+
+
+Key = SchemaKey | ConfigKey | ModeKey | DeleteSubjectKey | ClearSubjectKey | NoopKey | ContextKey | MaxIdKey
 
 
 def _dump(obj: dict) -> bytes:
@@ -109,6 +139,10 @@ def encode_key(key: Key) -> bytes:
         return _dump({"keytype": CLEAR_SUBJECT, "subject": key.subject, "magic": OTHER_KEY_MAGIC})
     if isinstance(key, NoopKey):
         return _dump({"keytype": NOOP, "magic": OTHER_KEY_MAGIC})
+    if isinstance(key, ContextKey):
+        return _dump({"keytype": CONTEXT, "tenant": DEFAULT_TENANT, "context": key.context, "magic": OTHER_KEY_MAGIC})
+    if isinstance(key, MaxIdKey):
+        return _dump({"keytype": NOOP, "context": key.context, "magic": OTHER_KEY_MAGIC})
     raise TypeError(f"not a _schemas key: {key!r}")
 
 
@@ -140,6 +174,14 @@ def encode_delete_subject_value(subject: str, version: int) -> bytes:
 
 def encode_clear_subject_value(subject: str) -> bytes:
     return _dump({"subject": subject})
+
+
+def encode_context_value(context: str) -> bytes:
+    return _dump({"tenant": DEFAULT_TENANT, "context": context})
+
+
+def encode_max_id_value(context: str, max_id: int) -> bytes:
+    return _dump({"context": context, "maxId": max_id})
 
 
 def _load(raw: bytes, what: str) -> dict:
@@ -182,7 +224,10 @@ def decode_key(raw: bytes) -> Key:
     if keytype == CLEAR_SUBJECT:
         return ClearSubjectKey(_string(obj, "subject", "CLEAR_SUBJECT key"))
     if keytype == NOOP:
-        return NoopKey()
+        context = obj.get("context")
+        return MaxIdKey(context) if isinstance(context, str) else NoopKey()
+    if keytype == CONTEXT:
+        return ContextKey(_string(obj, "context", "CONTEXT key"))
     raise RecordUnreadable(f"unknown keytype {keytype!r}")
 
 
@@ -217,3 +262,7 @@ def decode_mode_value(raw: bytes) -> str:
 
 def decode_delete_subject_value(raw: bytes) -> int:
     return _int(_load(raw, "DELETE_SUBJECT value"), "version", "DELETE_SUBJECT value")
+
+
+def decode_max_id_value(raw: bytes) -> int:
+    return _int(_load(raw, "NOOP value"), "maxId", "NOOP value")

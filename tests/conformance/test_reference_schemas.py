@@ -38,7 +38,11 @@ def snake_case(name: str) -> str:
 
 
 # The records of __consumer_offsets that the group coordinator writes and reads.
-GROUP_COORDINATOR_RECORDS = ("OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue")
+GROUP_COORDINATOR_RECORDS = ("OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue") + tuple(
+    f"ConsumerGroup{record}{part}"
+    for record in ("Metadata", "PartitionMetadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember", "CurrentMemberAssignment")
+    for part in ("Key", "Value")
+)
 # The records of __transaction_state (declared in protocol/transaction_state.py).
 TRANSACTION_COORDINATOR_RECORDS = ("TransactionLogKey", "TransactionLogValue")
 

@@ -60,6 +60,8 @@ NOT_RUN = {
     ("docs/spark.md", "from spark_jobs.session import spark_session"):
         "needs Java for PySpark and topic data: tests/spark/test_datasource.py reads segments this way",
     ("docs/spark.md", '(spark.read.format("pybroker")'): "a fragment: the log dirs of brokers b1-b3 mounted under /mnt",
+    ("docs/spark.md", 'users = (spark.read.format("pybroker")        # spark: the session of the first example'):
+        "needs Java for PySpark and a topic of framed values: tests/spark/test_registry_read.py reads them this way",
     ("docs/spark.md", "pip install '.[spark]'"): INSTALLS,
     ("docs/spark.md", "python -m spark_jobs.package_zip pybroker-spark.zip"):
         "submits to a Spark master at spark://host:7077: tests/spark/test_standalone_cluster.py submits with the zip",

@@ -13,6 +13,7 @@ from protocol.schema_formats.formats import (
     SchemaInvalid,
     compatibility_errors,
     parse_schema,
+    payload_checker,
     payload_error,
 )
 
@@ -66,3 +67,20 @@ def test_payload_checks_dispatch_by_type():
     assert payload_error(parse_schema("JSON", '{"type": "string"}'), b'"x"') is None
     assert payload_error(parse_schema("AVRO", '"int"'), b"\x02") is None
     assert payload_error(parse_schema("PROTOBUF", SCHEMAS["PROTOBUF"][0]), b"\x00\x08\x01") is None
+
+
+@pytest.mark.parametrize(
+    "schema_type, text, payloads",
+    [
+        ("JSON", '{"type": "string"}', [b'"x"', b"1", b"not json", b""]),
+        ("AVRO", '"int"', [b"\x02", b"\x02\x00", b"\x80", b""]),
+        ("AVRO", SCHEMAS["AVRO"][0], [b"\x02", b"", b"\xff" * 11]),
+        ("PROTOBUF", SCHEMAS["PROTOBUF"][0], [b"\x00\x08\x01", b"\x00\x08", b"\x07", b""]),
+    ],
+)
+def test_a_payload_checker_answers_as_payload_error(schema_type, text, payloads):
+    schema = parse_schema(schema_type, text)
+    check = payload_checker(schema)
+    answers = [check(payload) for payload in payloads]
+    assert answers == [payload_error(schema, payload) for payload in payloads]
+    assert answers[0] is None and all(answer is not None for answer in answers[1:])

@@ -9,26 +9,12 @@ import uuid
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.schemas._registry import MEDIA_TYPE, REGISTRY_LINE, Registry, registry_port
-
-USER_V1 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
-USER_V2 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": 0}]}
-USER_BAD = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}, {"name": "email", "type": "string"}]}
-
+from tests.schemas._registry import MEDIA_TYPE, USER_BAD, USER_V1, USER_V2, serving_registry
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    from tests.conftest import BrokerProcess
-
-    broker = BrokerProcess(tmp_path_factory.mktemp("registry"), {"schema.registry.listener": "http://127.0.0.1:0"}).start()
-    try:
-        assert wait_until(lambda: REGISTRY_LINE.search(broker.log_text()))
-        registry = Registry(registry_port(broker))
-        registry.broker = broker
+    with serving_registry(tmp_path_factory.mktemp("registry")) as registry:
         yield registry
-    finally:
-        broker.stop()
 
 
 def subject() -> str:

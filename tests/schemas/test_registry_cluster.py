@@ -13,23 +13,14 @@ import uuid
 import pytest
 
 from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster, wait_until
-from tests.cluster.test_quorum_processes import free_ports
-from tests.conftest import BrokerProcess
-from tests.schemas._registry import REGISTRY_LINE, Registry
+from tests.schemas._registry import start_registry_cluster
 
 
 @pytest.fixture
 def cluster(tmp_path):
     cluster = ReplicatedCluster(tmp_path)
-    ports = dict(zip(NODE_IDS, free_ports(len(NODE_IDS))))
-    for node in NODE_IDS:
-        cluster.overrides[node]["schema.registry.listener"] = f"http://127.0.0.1:{ports[node]}"
-        cluster.nodes[node] = BrokerProcess(cluster.nodes[node].data_dir, cluster.overrides[node])
-    cluster._history = [(n, p) for n, p in cluster.nodes.items()]
-    cluster.start()
     try:
-        assert wait_until(lambda: all(REGISTRY_LINE.search(cluster.nodes[n].log_text()) for n in NODE_IDS), 15)
-        cluster.registries = {node: Registry(ports[node]) for node in NODE_IDS}
+        start_registry_cluster(cluster)
         yield cluster
     finally:
         cluster.stop()

@@ -39,6 +39,11 @@ DELETED_SUBJECT = "openapi-deleted-value"
 DELETED_VERSIONS_SUBJECT = "openapi-deleted-versions-value"
 # DELETE /config/{s} and /mode/{s} are steered to a subject with both set.
 SETTINGS_SUBJECT = "openapi-settings-value"
+# The paths under /contexts/{context}/ are steered to a context holding the same subjects
+# (registered in it too); DELETE /contexts/{context} to one that is empty.
+CONTEXT = "openapi"
+EMPTY_CONTEXT = "openapi-empty"
+CONTEXT_PREFIX = "/contexts/{context}"
 
 
 JSON_SCHEMA = ("JSON", json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}}))
@@ -56,17 +61,23 @@ def served(tmp_path_factory):
         assert wait_until(lambda: REGISTRY_LINE.search(broker.log_text()))
         registry = Registry(registry_port(broker))
         ids = []
-        for subject, fields in ((SUBJECT, 1), (SUBJECT, 2), (DELETED_SUBJECT, 1), (DELETED_SUBJECT, 2), (DELETED_VERSIONS_SUBJECT, 1)):
-            status, body = registry.register(subject, record(fields))
-            assert status == 200, body
-            ids.append(body["id"])
-        for subject, (schema_type, text) in (("openapi-json-value", JSON_SCHEMA), ("openapi-proto-value", PROTOBUF_SCHEMA)):
-            status, body = registry.register(subject, text, schemaType=schema_type)
-            assert status == 200, body
-            ids.append(body["id"])
-        assert registry.request("PUT", f"/config/{SETTINGS_SUBJECT}", {"compatibility": "FULL"})[0] == 200
-        assert registry.request("PUT", f"/mode/{SETTINGS_SUBJECT}", {"mode": "READWRITE"})[0] == 200
-        yield registry, ids
+        # The default context, then CONTEXT, given the same subjects (and so the same ids).
+        for qualifier in ("", f":.{CONTEXT}:"):
+            for subject, fields in ((SUBJECT, 1), (SUBJECT, 2), (DELETED_SUBJECT, 1), (DELETED_SUBJECT, 2), (DELETED_VERSIONS_SUBJECT, 1)):
+                status, body = registry.register(qualifier + subject, record(fields))
+                assert status == 200, body
+                ids.append(body["id"])
+            for subject, (schema_type, text) in (("openapi-json-value", JSON_SCHEMA), ("openapi-proto-value", PROTOBUF_SCHEMA)):
+                status, body = registry.register(qualifier + subject, text, schemaType=schema_type)
+                assert status == 200, body
+                ids.append(body["id"])
+            assert registry.request("PUT", f"/config/{qualifier}{SETTINGS_SUBJECT}", {"compatibility": "FULL"})[0] == 200
+            assert registry.request("PUT", f"/mode/{qualifier}{SETTINGS_SUBJECT}", {"mode": "READWRITE"})[0] == 200
+        assert ids[: len(ids) // 2] == ids[len(ids) // 2 :]
+        # The context's own level and mode, read and deleted by GET and DELETE under /contexts/{context}/.
+        assert registry.request("PUT", f"/config/:.{CONTEXT}:", {"compatibility": "BACKWARD"})[0] == 200
+        assert registry.request("PUT", f"/mode/:.{CONTEXT}:", {"mode": "READWRITE"})[0] == 200
+        yield registry, ids[: len(ids) // 2]
     finally:
         broker.stop()
 
@@ -86,12 +97,17 @@ def test_every_operation_conforms_to_the_served_document(served):
             return path_parameters
         path_parameters = dict(path_parameters)
         subject = SUBJECT
+        path = context.operation.path
+        bare = path[len(CONTEXT_PREFIX) :] if path.startswith(CONTEXT_PREFIX + "/") else path
         if context.operation.method.upper() == "DELETE":
-            if context.operation.path.startswith(("/config", "/mode")):
+            if bare.startswith(("/config", "/mode")):
                 subject = SETTINGS_SUBJECT
             else:
                 subject = DELETED_VERSIONS_SUBJECT if "version" in path_parameters else DELETED_SUBJECT
-        steer = {"subject": subject, "version": "1", "id": ids[len(str(path_parameters)) % len(ids)]}
+        steer = {
+            "subject": subject, "version": "1", "id": ids[len(str(path_parameters)) % len(ids)],
+            "context": EMPTY_CONTEXT if path == CONTEXT_PREFIX else CONTEXT,
+        }  # fmt: skip
         for name, real in steer.items():
             if name in path_parameters:
                 path_parameters[name] = _steered(path_parameters[name], real)
@@ -128,10 +144,12 @@ def test_every_operation_conforms_to_the_served_document(served):
                 response = case.call_and_validate(base_url=registry.url, checks=checks)
                 answered.setdefault(f"{case.method.upper()} {case.path}", set()).add(response.status_code)
             finally:
-                if case.method.upper() == "PUT" and case.path.startswith("/mode"):
+                if case.method.upper() == "PUT" and case.path.startswith(("/mode", CONTEXT_PREFIX + "/mode")):
                     # READONLY or IMPORT would leave later operations only their refusals.
                     registry.request("PUT", "/mode?force=true", {"mode": "READWRITE"})
                     registry.request("DELETE", f"/mode/{SUBJECT}")
+                    registry.request("PUT", f"/mode/:.{CONTEXT}:", {"mode": "READWRITE"})
+                    registry.request("DELETE", f"/mode/:.{CONTEXT}:{SUBJECT}")
 
         try:
             run()

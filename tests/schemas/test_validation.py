@@ -145,6 +145,23 @@ def test_keys_are_validated_when_asked_and_values_then_are_not(broker):
     assert answer.error_code == ErrorCode.INVALID_RECORD and "key has no schema id" in answer.error_message
 
 
+def test_a_batch_whose_records_cannot_be_read_is_refused_not_stored_unchecked(broker):
+    from protocol.records import BATCH_HEADER_BYTES, update_crc
+
+    topic = topic_with(broker, {"confluent.value.schema.validation": "true"})
+    # The first record's length grows by one: the records no longer fill the
+    # batch. The CRC is made right again, so only reading the records shows it.
+    garbled = bytearray(build_batch([(None, b"no framing at all")]))
+    garbled[BATCH_HEADER_BYTES] += 2
+    update_crc(garbled)
+    answer = produce_raw(broker.bootstrap, topic, bytes(garbled))
+    assert answer.error_code == ErrorCode.INVALID_RECORD, answer
+    assert "records cannot be read" in answer.error_message and answer.record_errors == []
+    # Nothing was stored: the next record takes offset 0.
+    answer = produce_raw(broker.bootstrap, topic, build_batch([(None, None)]))
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 0)
+
+
 def test_a_topic_config_of_another_kind_is_refused(broker):
     from tests.interop._support import create_topics_raw
 

@@ -83,6 +83,11 @@ PURE_BROKER_MODULES = (
     "broker/coordinators/groups/group.py",
     "broker/coordinators/groups/coordinator.py",
     "broker/coordinators/groups/pending_offsets.py",
+    "broker/coordinators/consumer_groups/model.py",
+    "broker/coordinators/consumer_groups/assignors.py",
+    "broker/coordinators/consumer_groups/reconciliation.py",
+    "broker/coordinators/consumer_groups/records.py",
+    "broker/coordinators/consumer_groups/coordinator.py",
     "broker/coordinators/transactions/model.py",
     "broker/coordinators/transactions/coordinator.py",
     # SASL mechanisms and the per-connection session: sans-IO, the clock passed in.

@@ -152,7 +152,7 @@ def _compatibility_rows(state, level: str, live: list) -> list[dict]:
     rows = []
     new = new_error = None
     try:
-        new = state.parsed(latest.schema_id)
+        new = state.parsed_of(latest)
     except (formats.SchemaInvalid, RegistryError) as exc:
         new_error = f"version {latest.version}: {_message(exc)}"
     for value in reversed(live[:-1][-MAX_COMPARED:]):
@@ -168,7 +168,7 @@ def _compatibility_rows(state, level: str, live: list) -> list[dict]:
         else:
             try:
                 # One earlier schema at a time: a transitive level checks each as its plain level would.
-                row["errors"] = formats.compatibility_errors(new, [state.parsed(value.schema_id)], level)
+                row["errors"] = formats.compatibility_errors(new, [state.parsed_of(value)], level)
                 row["result"] = "incompatible" if row["errors"] else "compatible"
             except (formats.SchemaInvalid, RegistryError) as exc:
                 row["result"], row["errors"] = "unreadable", [f"version {value.version}: {_message(exc)}"]

@@ -118,5 +118,5 @@ def _schema_of(state, topic: str, part: dict, what: str, is_key: bool, strategy:
             raise bad_request(f"'{what}.schema' is not registered under subject {subject}.")
     else:
         value = state.version_of(subject, "latest")
-    return value.schema_id, state.parsed(value.schema_id)
+    return value.schema_id, state.parsed_of(value)
 

@@ -1,0 +1,170 @@
+"""The consumer group model as ``__consumer_offsets`` records, and back (pure).
+
+The coordinator changes a group only by applying the records it stores
+(:func:`apply_record`), and replay after a failover applies the same records
+decoded from the log: the group a new coordinator rebuilds is the group the
+old one had, by construction. What is not in the records is the timers: the
+loading coordinator gives every member a fresh session.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import replace
+
+from broker.coordinators.consumer_groups.model import (
+    NO_PARTITIONS,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    Partitions,
+    TopicInfo,
+)
+from protocol.consumer_group_records import (
+    VALUE_CLASSES,
+    ConsumerGroupRecord,
+    CurrentTopicPartitions,
+    PartitionRacks,
+    RecordKind,
+    TargetTopicPartitions,
+    TopicMetadata,
+)
+
+
+def _by_topic(partitions: Partitions, cls) -> list:
+    grouped: dict[uuid.UUID, list[int]] = defaultdict(list)
+    for topic_id, partition in partitions:
+        grouped[topic_id].append(partition)
+    return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(grouped.items())]
+
+
+def _from_topics(topic_partitions) -> Partitions:
+    return frozenset((tp.topic_id, p) for tp in topic_partitions for p in tp.partitions)
+
+
+def group_epoch_record(group_id: str, epoch: int) -> ConsumerGroupRecord:
+    return ConsumerGroupRecord(RecordKind.GROUP_METADATA, group_id, None, VALUE_CLASSES[RecordKind.GROUP_METADATA](epoch=epoch))
+
+
+def subscription_metadata_record(group_id: str, metadata: dict[str, TopicInfo]) -> ConsumerGroupRecord:
+    topics = []
+    for name in sorted(metadata):
+        info = metadata[name]
+        racks_known = any(info.partition_racks)
+        topics.append(TopicMetadata(
+            topic_id=info.topic_id,
+            topic_name=name,
+            num_partitions=info.partition_count,
+            partition_metadata=[
+                PartitionRacks(partition=p, racks=sorted(racks)) for p, racks in enumerate(info.partition_racks)
+            ] if racks_known else [],
+        ))
+    value = VALUE_CLASSES[RecordKind.PARTITION_METADATA](topics=topics)
+    return ConsumerGroupRecord(RecordKind.PARTITION_METADATA, group_id, None, value)
+
+
+def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> ConsumerGroupRecord:
+    value = VALUE_CLASSES[RecordKind.MEMBER_METADATA](
+        instance_id=member.instance_id,
+        rack_id=member.rack_id,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        subscribed_topic_names=list(member.subscribed_topic_names),
+        subscribed_topic_regex=member.subscribed_topic_regex,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        server_assignor=member.server_assignor,
+        classic_member_metadata=None,
+    )
+    return ConsumerGroupRecord(RecordKind.MEMBER_METADATA, group_id, member.member_id, value)
+
+
+def assignment_epoch_record(group_id: str, epoch: int) -> ConsumerGroupRecord:
+    value = VALUE_CLASSES[RecordKind.TARGET_ASSIGNMENT_METADATA](assignment_epoch=epoch)
+    return ConsumerGroupRecord(RecordKind.TARGET_ASSIGNMENT_METADATA, group_id, None, value)
+
+
+def target_record(group_id: str, member_id: str, partitions: Partitions) -> ConsumerGroupRecord:
+    value = VALUE_CLASSES[RecordKind.TARGET_ASSIGNMENT_MEMBER](topic_partitions=_by_topic(partitions, TargetTopicPartitions))
+    return ConsumerGroupRecord(RecordKind.TARGET_ASSIGNMENT_MEMBER, group_id, member_id, value)
+
+
+def current_assignment_record(group_id: str, member: ConsumerGroupMember) -> ConsumerGroupRecord:
+    value = VALUE_CLASSES[RecordKind.CURRENT_MEMBER_ASSIGNMENT](
+        member_epoch=member.member_epoch,
+        previous_member_epoch=member.previous_member_epoch,
+        state=int(member.state),
+        assigned_partitions=_by_topic(member.assigned, CurrentTopicPartitions),
+        partitions_pending_revocation=_by_topic(member.pending_revocation, CurrentTopicPartitions),
+    )
+    return ConsumerGroupRecord(RecordKind.CURRENT_MEMBER_ASSIGNMENT, group_id, member.member_id, value)
+
+
+def member_removal_records(group_id: str, member_id: str) -> list[ConsumerGroupRecord]:
+    """Tombstones of a member, in Kafka's order: current assignment, target, metadata."""
+    return [
+        ConsumerGroupRecord(RecordKind.CURRENT_MEMBER_ASSIGNMENT, group_id, member_id, None),
+        ConsumerGroupRecord(RecordKind.TARGET_ASSIGNMENT_MEMBER, group_id, member_id, None),
+        ConsumerGroupRecord(RecordKind.MEMBER_METADATA, group_id, member_id, None),
+    ]
+
+
+def apply_record(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) -> None:
+    """Apply one record to ``groups`` (live, or replaying the log in order)."""
+    kind, value = record.kind, record.value
+    if kind == RecordKind.GROUP_METADATA and value is None:
+        groups.pop(record.group_id, None)
+        return
+    group = groups.get(record.group_id)
+    if group is None:
+        group = groups[record.group_id] = ConsumerGroup(record.group_id)
+    if kind == RecordKind.GROUP_METADATA:
+        group.group_epoch = value.epoch
+    elif kind == RecordKind.PARTITION_METADATA:
+        group.subscription_metadata = {} if value is None else {
+            t.topic_name: TopicInfo(
+                t.topic_id,
+                t.topic_name,
+                tuple(frozenset(pm.racks) for pm in sorted(t.partition_metadata, key=lambda pm: pm.partition))
+                if t.partition_metadata else (frozenset(),) * t.num_partitions,
+            )
+            for t in value.topics
+        }
+    elif kind == RecordKind.TARGET_ASSIGNMENT_METADATA:
+        group.assignment_epoch = 0 if value is None else value.assignment_epoch
+    elif kind == RecordKind.TARGET_ASSIGNMENT_MEMBER:
+        if value is None:
+            group.target.pop(record.member_id, None)
+        else:
+            group.target[record.member_id] = _from_topics(value.topic_partitions)
+    elif kind == RecordKind.MEMBER_METADATA:
+        if value is None:
+            group.remove_member(record.member_id)
+        else:
+            member = group.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
+            group.set_member(replace(
+                member,
+                instance_id=value.instance_id,
+                rack_id=value.rack_id,
+                client_id=value.client_id,
+                client_host=value.client_host,
+                subscribed_topic_names=tuple(value.subscribed_topic_names),
+                subscribed_topic_regex=value.subscribed_topic_regex,
+                rebalance_timeout_ms=value.rebalance_timeout_ms,
+                server_assignor=value.server_assignor,
+            ))
+    elif kind == RecordKind.CURRENT_MEMBER_ASSIGNMENT:
+        member = group.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
+        if value is None:
+            member = replace(member, member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE,
+                             assigned=NO_PARTITIONS, pending_revocation=NO_PARTITIONS)
+        else:
+            member = replace(
+                member,
+                member_epoch=value.member_epoch,
+                previous_member_epoch=value.previous_member_epoch,
+                state=MemberState(value.state) if value.state in MemberState._value2member_map_ else MemberState.UNKNOWN,
+                assigned=_from_topics(value.assigned_partitions),
+                pending_revocation=_from_topics(value.partitions_pending_revocation),
+            )
+        group.set_member(member)
