@@ -53,9 +53,15 @@ def test_a_throttled_follower_catches_up_no_faster_than_the_rate(tmp_path):
         follower_admin = cluster.admin([follower])
         alter(follower_admin, rate)
         shown = ConfigResource(ResourceType.BROKER, str(follower))
-        described = follower_admin.describe_configs([shown])[shown].result(timeout=20)
-        entry = described["follower.replication.throttled.rate"]
-        assert (entry.value, entry.source) == (str(RATE_BYTES_PER_S), ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+        def rate_shown():
+            entry = follower_admin.describe_configs([shown])[shown].result(timeout=20)["follower.replication.throttled.rate"]
+            return entry.value, entry.source
+
+        # The alter returns once the controller committed it; the follower shows it once
+        # it has replayed that record (as in Kafka, a moment later).
+        expected = (str(RATE_BYTES_PER_S), ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        assert wait_until(lambda: rate_shown() == expected, 20), rate_shown()
 
         cluster.kill(follower)
         producer = Producer({"bootstrap.servers": cluster.bootstrap([leader]), "acks": "1", "linger.ms": 5, "batch.size": 16384})
