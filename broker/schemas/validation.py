@@ -24,6 +24,7 @@ from dataclasses import replace
 from broker.schemas.validation_rules import (
     TOPIC_NAME_STRATEGY,
     TopicValidation,
+    payload_mismatch,
     record_problem,
     topic_validation,
 )
@@ -208,8 +209,7 @@ class SchemaValidator:
                 continue
             problem = verdict[2](data[position + framing_bytes : position + length])
             if problem is not None:
-                # record_problem's wording
-                problems.append((index, f"{side} does not match schema id {verdict[1]}: {problem}"))
+                problems.append((index, payload_mismatch(side, verdict[1], problem)))
         return problems
 
     @staticmethod

@@ -116,6 +116,11 @@ class SchemaView(Protocol):
         """Why ``payload`` does not decode as the schema; None when it does."""
 
 
+def payload_mismatch(side: str, schema_id: int, problem: str) -> str:
+    """The refusal of a ``side`` ("key"/"value") whose payload does not decode as its schema."""
+    return f"{side} does not match schema id {schema_id}: {problem}"
+
+
 def record_problem(validation: TopicValidation, topic: str, is_key: bool, data: bytes | None, view: SchemaView) -> str | None:
     """Why one record's key (``is_key``) or value breaks the topic's validation; None when it passes."""
     strategy = validation.side(is_key)
@@ -138,5 +143,5 @@ def record_problem(validation: TopicValidation, topic: str, is_key: bool, data: 
     if validation.full:
         problem = view.payload_error(schema_id, payload)
         if problem is not None:
-            return f"{side} does not match schema id {schema_id}: {problem}"
+            return payload_mismatch(side, schema_id, problem)
     return None
