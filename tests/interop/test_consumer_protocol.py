@@ -1,0 +1,258 @@
+"""confluent-kafka with ``group.protocol=consumer`` (KIP-848) against one broker.
+
+The broker assigns: members only heartbeat (ConsumerGroupHeartbeat), commit
+with their member epoch (OffsetCommit v9) and are described by
+ConsumerGroupDescribe. Each test starts its own broker, with a short
+``group.consumer.heartbeat.interval.ms`` so that changes are seen quickly.
+Records are produced while a group is stable, and every record is committed
+before the next poll, so the checks are exact: who consumes what, and after a
+member leaves or a group resumes, that nothing committed is consumed again.
+
+Every wait is bounded; every client is closed and every broker stopped.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from protocol.registry import APIS_BY_NAME
+from protocol.schema import struct_classes
+from tests.interop._support import RawConnection, create_topic, unique_topic
+from tests.ports import free_port
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if confluent_kafka.libversion()[1] < 0x020C0000:
+    pytest.skip("group.protocol=consumer needs librdkafka 2.12+", allow_module_level=True)
+
+BROKER_OVERRIDES = {"group.consumer.heartbeat.interval.ms": "300"}
+WAIT_S = 40
+DESCRIBE = APIS_BY_NAME["ConsumerGroupDescribe"]
+DESCRIBE_REQUEST = struct_classes(DESCRIBE.request)
+
+
+class Member:
+    """A consumer-protocol consumer polled from the test's thread; every record it
+    gets is committed (synchronously) before it is polled again."""
+
+    def __init__(self, bootstrap: str, group: str, *, topics=None, pattern=None, instance_id: str | None = None):
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+        if instance_id is not None:
+            config["group.instance.id"] = instance_id
+        self.consumer = confluent_kafka.Consumer(config)
+        self.consumer.subscribe([pattern] if pattern else list(topics))
+        self.values: list[bytes] = []
+        self.errors: list[str] = []
+        self.closed = False
+
+    def poll(self, timeout_s: float = 0.05) -> None:
+        message = self.consumer.poll(timeout_s)
+        if message is None:
+            return
+        if message.error():
+            self.errors.append(str(message.error()))
+            return
+        self.values.append(message.value())
+        self.consumer.commit(message=message, asynchronous=False)
+
+    def partitions(self) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
+
+
+@pytest.fixture
+def members():
+    """Members made with ``members.append(Member(...))`` are closed at teardown."""
+    made: list[Member] = []
+    yield made
+    for member in made:
+        try:
+            member.close()
+        except Exception:  # a consumer of a killed broker: closing is best effort
+            pass
+
+
+def poll_until(active: list[Member], done, describe, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for member in active:
+            member.poll()
+        if done():
+            return
+    errors = [e for m in active for e in m.errors]
+    pytest.fail(f"timed out after {timeout_s}s waiting for {describe()}; client errors: {errors[:5]}")
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str) -> dict[int, list[bytes]]:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    values: dict[int, list[bytes]] = {}
+    for p in range(partitions):
+        values[p] = [f"{tag}-{p}-{i}".encode() for i in range(per_partition)]
+        for value in values[p]:
+            producer.produce(topic, value, partition=p)
+    assert producer.flush(30) == 0
+    return values
+
+
+def of_partitions(values: dict[int, list[bytes]], partitions) -> set[bytes]:
+    return {v for p in partitions for v in values[p]}
+
+
+def describe_group(bootstrap: str, group: str):
+    with RawConnection(bootstrap) as conn:
+        response = conn.request(
+            DESCRIBE, 0, DESCRIBE_REQUEST.ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
+        )
+    (described,) = response.groups
+    return described
+
+
+def test_two_members_share_then_one_takes_all_and_a_new_one_resumes(broker_factory, members):
+    broker = broker_factory(BROKER_OVERRIDES)
+    topic, group = unique_topic("kip848-share"), f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 4)
+    first = Member(broker.bootstrap, group, topics=[topic])
+    second = Member(broker.bootstrap, group, topics=[topic])
+    members += [first, second]
+    poll_until(
+        [first, second],
+        lambda: len(first.partitions()) == 2 and len(second.partitions()) == 2,
+        lambda: f"2 partitions each, got {first.partitions()} and {second.partitions()}",
+    )
+    assert first.partitions().isdisjoint(second.partitions())
+    first_parts = {p for _, p in first.partitions()}
+    second_parts = {p for _, p in second.partitions()}
+
+    # Produced while the group is stable: each member consumes exactly its partitions' records.
+    values = produce(broker.bootstrap, topic, 4, 10, "a")
+    poll_until(
+        [first, second],
+        lambda: len(first.values) + len(second.values) >= 40,
+        lambda: f"40 records, got {len(first.values)} + {len(second.values)}",
+    )
+    assert sorted(first.values) == sorted(of_partitions(values, first_parts))
+    assert sorted(second.values) == sorted(of_partitions(values, second_parts))
+
+    # The second leaves: the first gets all four partitions and, resuming at the
+    # second's committed offsets, only the records produced since.
+    second.close()
+    poll_until([first], lambda: len(first.partitions()) == 4, lambda: f"4 partitions, got {first.partitions()}")
+    first.values.clear()
+    more = produce(broker.bootstrap, topic, 4, 5, "b")
+    poll_until([first], lambda: len(first.values) >= 20, lambda: f"20 records, got {len(first.values)}")
+    time.sleep(0.5)
+    first.poll(0.5)
+    assert sorted(first.values) == sorted(of_partitions(more, range(4)))
+
+    # Commit and resume: a new member of the emptied group starts at the committed offsets.
+    first.close()
+    last = produce(broker.bootstrap, topic, 4, 2, "c")
+    third = Member(broker.bootstrap, group, topics=[topic])
+    members.append(third)
+    poll_until([third], lambda: len(third.values) >= 8, lambda: f"8 records, got {len(third.values)}")
+    time.sleep(0.5)
+    third.poll(0.5)
+    assert sorted(third.values) == sorted(of_partitions(last, range(4)))
+    described = describe_group(broker.bootstrap, group)
+    assert (described.error_code, described.group_state, len(described.members)) == (0, "Stable", 1), described
+    assert described.assignor_name == "uniform"
+
+
+def test_regex_subscription_picks_up_a_topic_created_later(broker_factory, members):
+    broker = broker_factory(BROKER_OVERRIDES)
+    prefix = f"kip848-rx-{uuid.uuid4().hex[:8]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, f"{prefix}-a", 2)
+    create_topic(broker.bootstrap, f"other-{prefix}", 1)  # not matched: the expression must match the whole name
+    member = Member(broker.bootstrap, group, pattern=f"^{prefix}-.*")
+    members.append(member)
+    poll_until([member], lambda: len(member.partitions()) == 2, lambda: f"{prefix}-a's 2 partitions, got {member.partitions()}")
+    create_topic(broker.bootstrap, f"{prefix}-b", 3)
+    poll_until([member], lambda: len(member.partitions()) == 5, lambda: f"5 partitions, got {member.partitions()}")
+    assert {t for t, _ in member.partitions()} == {f"{prefix}-a", f"{prefix}-b"}
+    values = produce(broker.bootstrap, f"{prefix}-b", 3, 2, "b")
+    poll_until([member], lambda: len(member.values) >= 6, lambda: f"6 records, got {len(member.values)}")
+    assert sorted(member.values) == sorted(of_partitions(values, range(3)))
+    described = describe_group(broker.bootstrap, group)
+    (only,) = described.members
+    # librdkafka sends its expressions joined as one alternation: "(^prefix-.*)".
+    assert f"^{prefix}-.*" in only.subscribed_topic_regex
+
+
+def test_static_member_restarts_and_keeps_its_partitions(broker_factory, members):
+    broker = broker_factory(BROKER_OVERRIDES)
+    topic, group = unique_topic("kip848-static"), f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 4)
+    first = Member(broker.bootstrap, group, topics=[topic], instance_id="instance-a")
+    second = Member(broker.bootstrap, group, topics=[topic], instance_id="instance-b")
+    members += [first, second]
+    poll_until(
+        [first, second],
+        lambda: len(first.partitions()) == 2 and len(second.partitions()) == 2,
+        lambda: f"2 partitions each, got {first.partitions()} and {second.partitions()}",
+    )
+    kept, others = first.partitions(), second.partitions()
+    before = {m.instance_id: m for m in describe_group(broker.bootstrap, group).members}
+    first.close()  # a static member leaves for a while (epoch -2): nobody takes its partitions
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        second.poll()
+        assert second.partitions() == others
+    back = Member(broker.bootstrap, group, topics=[topic], instance_id="instance-a")
+    members.append(back)
+    poll_until([back, second], lambda: back.partitions() == kept, lambda: f"{kept} back, got {back.partitions()}")
+    assert second.partitions() == others
+    after = {m.instance_id: m for m in describe_group(broker.bootstrap, group).members}
+    assert set(after) == {"instance-a", "instance-b"}
+    assert after["instance-b"].member_id == before["instance-b"].member_id
+
+
+def test_coordinator_restart_keeps_the_group(broker_factory, members, tmp_path):
+    port = free_port()
+    overrides = {**BROKER_OVERRIDES, "listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+    data_dir = tmp_path / "restarted"
+    broker = broker_factory(overrides, data_dir=data_dir)
+    topic, group = unique_topic("kip848-restart"), f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 4)
+    member = Member(broker.bootstrap, group, topics=[topic])
+    members.append(member)
+    poll_until([member], lambda: len(member.partitions()) == 4, lambda: f"4 partitions, got {member.partitions()}")
+    before = describe_group(broker.bootstrap, group)
+    (old,) = before.members
+    assert old.member_epoch == before.group_epoch >= 1
+
+    broker.kill()
+    broker = broker_factory(overrides, data_dir=data_dir)
+
+    def kept() -> bool:
+        described = describe_group(broker.bootstrap, group)
+        return described.error_code == 0 and [m.member_id for m in described.members] == [old.member_id]
+
+    poll_until([member], kept, lambda: f"member {old.member_id} described after the restart")
+    after = describe_group(broker.bootstrap, group)
+    assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+    assert after.members[0].member_epoch == old.member_epoch
+    # The epochs go on from there: a new member bumps the group epoch by one.
+    joining = Member(broker.bootstrap, group, topics=[topic])
+    members.append(joining)
+    poll_until(
+        [member, joining],
+        lambda: len(member.partitions()) == 2 and len(joining.partitions()) == 2,
+        lambda: f"2 partitions each, got {member.partitions()} and {joining.partitions()}",
+    )
+    described = describe_group(broker.bootstrap, group)
+    assert described.group_epoch == before.group_epoch + 1
+    assert {m.member_id for m in described.members} >= {old.member_id}
