@@ -256,3 +256,91 @@ def test_coordinator_restart_keeps_the_group(broker_factory, members, tmp_path):
     described = describe_group(broker.bootstrap, group)
     assert described.group_epoch == before.group_epoch + 1
     assert {m.member_id for m in described.members} >= {old.member_id}
+
+
+def _call(bootstrap: str, name: str, version: int, **fields):
+    api = APIS_BY_NAME[name]
+    with RawConnection(bootstrap) as conn:
+        return conn.request(api, version, api.request.cls(**fields))
+
+
+def test_wire_errors_between_classic_and_consumer_groups(broker_factory):
+    """What the clients above never hit: a classic member and a consumer group
+    (and the reverse), commits and fetches with a wrong member epoch, the listing."""
+    broker = broker_factory(BROKER_OVERRIDES)
+    bootstrap = broker.bootstrap
+    topic = unique_topic("kip848-wire")
+    create_topic(bootstrap, topic, 2)
+    versions = {k.api_key: (k.min_version, k.max_version) for k in _call(bootstrap, "ApiVersions", 3,
+                client_software_name="t", client_software_version="1").api_keys}
+    assert (versions[68], versions[69]) == ((0, 1), (0, 0))
+
+    consumer_group, classic_group = f"c-{uuid.uuid4().hex[:8]}", f"k-{uuid.uuid4().hex[:8]}"
+    joined = _call(bootstrap, "ConsumerGroupHeartbeat", 1, group_id=consumer_group, member_id="", member_epoch=0,
+                   rebalance_timeout_ms=30000, subscribed_topic_names=[topic], topic_partitions=[])
+    for _ in range(20):  # COORDINATOR_LOAD_IN_PROGRESS while __consumer_offsets is made (bounded)
+        if joined.error_code not in (14, 15):
+            break
+        time.sleep(0.25)
+        joined = _call(bootstrap, "ConsumerGroupHeartbeat", 1, group_id=consumer_group, member_id="", member_epoch=0,
+                       rebalance_timeout_ms=30000, subscribed_topic_names=[topic], topic_partitions=[])
+    assert joined.error_code == 0, joined
+    member_id, epoch = joined.member_id, joined.member_epoch
+    assert epoch >= 1 and sum(len(t.partitions) for t in joined.assignment.topic_partitions) == 2
+
+    # A classic member cannot join a consumer group; a consumer-protocol member cannot join a classic group with members.
+    join = dict(group_id=consumer_group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                group_instance_id=None, protocol_type="consumer", protocols=[])
+    JG = struct_classes(APIS_BY_NAME["JoinGroup"].request)
+    join["protocols"] = [JG.JoinGroupRequestProtocol(name="range", metadata=b"")]
+    assert _call(bootstrap, "JoinGroup", 5, **join).error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+    join["group_id"] = classic_group
+    required = _call(bootstrap, "JoinGroup", 5, **join)
+    assert required.error_code == 79  # MEMBER_ID_REQUIRED
+    assert _call(bootstrap, "JoinGroup", 5, **{**join, "member_id": required.member_id}).error_code == 0
+    refused = _call(bootstrap, "ConsumerGroupHeartbeat", 0, group_id=classic_group, member_id="", member_epoch=0,
+                    rebalance_timeout_ms=30000, subscribed_topic_names=[topic], topic_partitions=[])
+    assert refused.error_code == 69  # GROUP_ID_NOT_FOUND
+    described = describe_group(bootstrap, classic_group)
+    assert described.error_code == 69 and "not a consumer group" in described.error_message
+
+    # OffsetCommit v9 with the member epoch: Kafka's checks.
+    OC = struct_classes(APIS_BY_NAME["OffsetCommit"].request)
+
+    def commit(version: int, member: str, member_epoch: int) -> int:
+        partition = OC.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                                    commit_timestamp=-1, committed_metadata="")
+        response = _call(bootstrap, "OffsetCommit", version, group_id=consumer_group, generation_id_or_member_epoch=member_epoch,
+                         member_id=member, group_instance_id=None, retention_time_ms=-1,
+                         topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[partition])])
+        return response.topics[0].partitions[0].error_code
+
+    assert commit(9, member_id, epoch) == 0
+    assert commit(9, member_id, epoch - 1) == 113  # STALE_MEMBER_EPOCH
+    assert commit(9, member_id, epoch + 1) == 110  # FENCED_MEMBER_EPOCH
+    assert commit(9, "someone-else", epoch) == 25  # UNKNOWN_MEMBER_ID
+    assert commit(8, member_id, epoch) == 35  # UNSUPPORTED_VERSION: consumer-protocol members commit with v9+
+    assert commit(9, "", -1) == 25  # epoch -1 only while the group has no members
+
+    OF = struct_classes(APIS_BY_NAME["OffsetFetch"].request)
+
+    def fetch(member: str | None, member_epoch: int):
+        group = OF.OffsetFetchRequestGroup(group_id=consumer_group, member_id=member, member_epoch=member_epoch,
+                                           topics=[OF.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])])
+        (answer,) = _call(bootstrap, "OffsetFetch", 9, groups=[group], require_stable=False).groups
+        return answer
+
+    fetched = fetch(member_id, epoch)
+    assert (fetched.error_code, fetched.topics[0].partitions[0].committed_offset) == (0, 1)
+    assert fetch(member_id, epoch - 1).error_code == 113
+    assert fetch(None, -1).error_code == 0  # an admin client
+
+    listed = _call(bootstrap, "ListGroups", 5, states_filter=[], types_filter=["consumer"]).groups
+    assert [(g.group_id, g.protocol_type, g.group_type) for g in listed] == [(consumer_group, "consumer", "consumer")]
+    (dead,) = _call(bootstrap, "DescribeGroups", 5, groups=[consumer_group], include_authorized_operations=False).groups
+    assert (dead.error_code, dead.group_state) == (0, "Dead")  # before v6 Kafka describes a non-classic group so
+
+    left = _call(bootstrap, "ConsumerGroupHeartbeat", 0, group_id=consumer_group, member_id=member_id, member_epoch=-1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    assert commit(9, "", -1) == 0  # the group is empty now
+    assert describe_group(bootstrap, consumer_group).group_state == "Empty"
