@@ -322,6 +322,19 @@ def test_wire_errors_between_classic_and_consumer_groups(broker_factory):
     assert commit(8, member_id, epoch) == 35  # UNSUPPORTED_VERSION: consumer-protocol members commit with v9+
     assert commit(9, "", -1) == 25  # epoch -1 only while the group has no members
 
+    # TxnOffsetCommit (v3+) names the member with its epoch as the generation: the same checks, refused before anything is written.
+    TC = struct_classes(APIS_BY_NAME["TxnOffsetCommit"].request)
+
+    def txn_commit(member: str, member_epoch: int) -> int:
+        partition = TC.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")
+        response = _call(bootstrap, "TxnOffsetCommit", 3, transactional_id="t", group_id=consumer_group, producer_id=1,
+                         producer_epoch=0, generation_id=member_epoch, member_id=member, group_instance_id=None,
+                         topics=[TC.TxnOffsetCommitRequestTopic(name=topic, partitions=[partition])])
+        return response.topics[0].partitions[0].error_code
+
+    assert txn_commit(member_id, epoch - 1) == 113
+    assert txn_commit("someone-else", epoch) == 25
+
     OF = struct_classes(APIS_BY_NAME["OffsetFetch"].request)
 
     def fetch(member: str | None, member_epoch: int):

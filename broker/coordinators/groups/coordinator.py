@@ -1019,7 +1019,7 @@ class GroupCoordinator:
             for tp, pending in offsets.items():
                 if tp not in committed or positions.get(tp, -1) < pending.write_position:
                     self._set_committed(group_id, tp, pending.offset, pending.write_position)
-            if group_id not in self.groups:
+            if group_id not in self.groups and not self._is_consumer_group(group_id):
                 # Kept while its commit was pending, so only while loading (where
                 # finish_loading puts the stored group in its place) is it missing.
                 self.groups[group_id] = ClassicGroup(group_id)

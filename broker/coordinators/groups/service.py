@@ -438,14 +438,17 @@ class GroupService:
             return HeartbeatResponse(error)
         return response
 
-    def consumer_member_error(self, group_id: str, member_id: str | None, member_epoch: int, commit_version: int | None) -> ErrorCode | None:
+    def consumer_member_error(
+        self, group_id: str, member_id: str | None, member_epoch: int, commit_version: int | None, transactional: bool = False
+    ) -> ErrorCode | None:
         """Whether a consumer group's member may commit (``commit_version``: the
         OffsetCommit version) or fetch offsets, as Kafka's ConsumerGroup checks it:
         a commit with no epoch (-1) is accepted while the group has no members, a
         fetch with neither member id nor epoch always; otherwise the member must be
         in the group (UNKNOWN_MEMBER_ID) at that epoch (FENCED_MEMBER_EPOCH ahead of
         it, STALE_MEMBER_EPOCH behind), and commit with OffsetCommit v9+
-        (UNSUPPORTED_VERSION)."""
+        (UNSUPPORTED_VERSION; a ``transactional`` commit, TxnOffsetCommit, at any
+        version)."""
         group = self.consumer_groups.groups[group_id]
         if commit_version is not None and member_epoch < 0 and not group.members:
             return None
@@ -454,7 +457,7 @@ class GroupService:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if commit_version is not None and commit_version < 9:
+        if commit_version is not None and commit_version < 9 and not transactional:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch > member.member_epoch:
             return ErrorCode.FENCED_MEMBER_EPOCH
