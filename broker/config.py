@@ -153,6 +153,14 @@ def _list(key: str, raw: str) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
+def _assignors(key: str, raw: str) -> tuple[str, ...]:
+    names = tuple(_list(key, raw))
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if not names or unknown:
+        raise ConfigError(f"{key}: the server-side assignors are uniform and range, not {', '.join(unknown) or 'none'}")
+    return names
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -325,6 +333,11 @@ _KEYS = [
     ConfigKey("group.min.session.timeout.ms", _int_parser(0, INT32_MAX), 6000),
     ConfigKey("group.max.session.timeout.ms", _int_parser(0, INT32_MAX), 1800000),
     ConfigKey("group.max.size", _int_parser(1, INT32_MAX), INT32_MAX),
+    # KIP-848 consumer groups (Kafka's names and defaults; assignors by their short names).
+    ConfigKey("group.consumer.session.timeout.ms", _int_parser(1, INT32_MAX), 45000),
+    ConfigKey("group.consumer.heartbeat.interval.ms", _int_parser(1, INT32_MAX), 5000),
+    ConfigKey("group.consumer.max.size", _int_parser(1, INT32_MAX), INT32_MAX),
+    ConfigKey("group.consumer.assignors", _assignors, ("uniform", "range")),
     ConfigKey("cluster.id", _string, None),
     ConfigKey("broker.rack", _string, None),
     ConfigKey("max.request.partition.size.limit", _int_parser(1, INT32_MAX), 2000),

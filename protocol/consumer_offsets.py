@@ -15,6 +15,7 @@ Pure codec over the declarations in protocol/messages: the group coordinator
 from __future__ import annotations
 
 import base64
+import uuid
 import struct
 from dataclasses import dataclass
 
@@ -176,6 +177,9 @@ def _plain(field_type, version: int, value):
         return _fields_as_dict(field_type, version, value)
     if isinstance(field_type, Array):
         return [_plain(field_type.item, version, item) for item in value]
+    if isinstance(value, uuid.UUID):
+        # As Kafka's Uuid prints: URL-safe base64 of the 16 bytes, unpadded.
+        return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
     if isinstance(value, (bytes, bytearray, memoryview)):
         # Bytes as base64, as Kafka's JSON forms of these messages write them.
         return base64.b64encode(bytes(value)).decode("ascii")
@@ -191,9 +195,21 @@ def _fields_as_dict(struct, version: int, value) -> dict:
     }
 
 
+# KIP-848 consumer group records, by key version (3 to 8): the key and value messages.
+_CONSUMER_GROUP_MESSAGES = {
+    3: "ConsumerGroupMetadata",
+    4: "ConsumerGroupPartitionMetadata",
+    5: "ConsumerGroupMemberMetadata",
+    6: "ConsumerGroupTargetAssignmentMetadata",
+    7: "ConsumerGroupTargetAssignmentMember",
+    8: "ConsumerGroupCurrentMemberAssignment",
+}
+
+
 def describe_key(data: bytes) -> dict:
     """A key as {"type": key version, "data": its fields}; ProtocolError when it is
-    not one of the classic group records (offset commit or group metadata)."""
+    not one of the group records (offset commit, group metadata, or a KIP-848
+    consumer group's records, key versions 3 to 8)."""
     if len(data) < 2:
         raise ProtocolError("__consumer_offsets key without a version")
     version = _INT16.unpack_from(data)[0]
@@ -201,8 +217,12 @@ def describe_key(data: bytes) -> dict:
         message = _OFFSET_KEY
     elif version == GROUP_KEY_VERSION:
         message = _GROUP_KEY
+    elif version in _CONSUMER_GROUP_MESSAGES:
+        message = DATA_MESSAGES[_CONSUMER_GROUP_MESSAGES[version] + "Key"]
+        key, _ = decode_struct(message.struct, version, False, data, 2)
+        return {"type": str(version), "data": _fields_as_dict(message.struct, version, key)}
     else:
-        raise ProtocolError(f"key version {version} is not an offset commit (0, 1) or group metadata (2) key")
+        raise ProtocolError(f"key version {version} is not an offset commit (0, 1), group metadata (2) or consumer group (3-8) key")
     _, key = _read_versioned(message, data)
     return {"type": str(version), "data": _fields_as_dict(message.struct, version, key)}
 
@@ -211,7 +231,17 @@ def describe_value(key_version: int, data: bytes) -> dict:
     """A value as {"version": its version, "data": its fields}: an offset commit's
     for key versions 0 and 1, a group's metadata for 2. A member's subscription
     and assignment are decoded too when the group's protocol type is
-    ``consumer``; other protocols' bytes stay base64."""
+    ``consumer``; other protocols' bytes stay base64. Key versions 3 to 8: the
+    consumer group record's value (flexible, as Kafka writes them)."""
+    if key_version in _CONSUMER_GROUP_MESSAGES:
+        message = DATA_MESSAGES[_CONSUMER_GROUP_MESSAGES[key_version] + "Value"]
+        if len(data) < 2:
+            raise ProtocolError(f"{message.name}: no version")
+        version = _INT16.unpack_from(data)[0]
+        if version not in message.versions:
+            raise ProtocolError(f"{message.name}: unknown version {version}")
+        value, _ = decode_struct(message.struct, version, version in message.flexible, data, 2)
+        return {"version": str(version), "data": _fields_as_dict(message.struct, version, value)}
     message = _OFFSET_VALUE if key_version in (0, 1) else _GROUP_VALUE
     version, value = _read_versioned(message, data)
     fields = _fields_as_dict(message.struct, version, value)

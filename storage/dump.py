@@ -359,7 +359,7 @@ def _offsets_record_text(key: bytes | None, value: bytes | None) -> str:
         described_key = describe_key(bytes(key))
     except ProtocolError as exc:
         payload = "<DELETE>" if value is None else _text(value)
-        return f"key: <not an offset commit or group metadata key: {exc}> {_text(key)} payload: {payload}"
+        return f"key: <not a group record key: {exc}> {_text(key)} payload: {payload}"
     text = f"key: {json.dumps(described_key, separators=(',', ':'), ensure_ascii=False)}"
     if value is None:
         return f"{text} payload: <DELETE>"

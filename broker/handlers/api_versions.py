@@ -4,6 +4,8 @@ Lists every API the dispatcher has a handler for, with that handler's range.
 A request with a version above ours is answered (in v0) by the dispatcher with
 UNSUPPORTED_VERSION and the same list. Feature negotiation (supported and
 finalized features) is left empty: no feature flags are implemented yet.
+KIP-848's ``group.version`` is not claimed either: librdkafka uses
+``group.protocol=consumer`` when ConsumerGroupHeartbeat is listed, without it.
 """
 
 from __future__ import annotations

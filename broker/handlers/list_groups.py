@@ -2,8 +2,8 @@
 
 Every group the coordinator has, with its protocol type (``consumer`` for
 consumer groups, empty for offsets committed without a group), its state (v4+)
-and its type (v5+, always ``classic``: the KIP-848 consumer protocol is not
-served). ``states_filter`` (v4+) and ``types_filter`` (v5+) match
+and its type (v5+): ``classic``, or ``consumer`` for a KIP-848 consumer group
+(protocol type ``consumer``; states Empty, Assigning, Reconciling, Stable). ``states_filter`` (v4+) and ``types_filter`` (v5+) match
 case-insensitively; empty filters match everything.
 
 With an authorizer (as Kafka): DESCRIBE on the cluster lists every group,
@@ -12,6 +12,7 @@ otherwise only the groups the caller may DESCRIBE.
 
 from __future__ import annotations
 
+from broker.coordinators.groups.coordinator import GroupListing
 from broker.security.authorization import GROUP, allowed, cluster_allowed
 from controller.authorizer import AclOperation
 from protocol.errors import ErrorCode
@@ -22,12 +23,24 @@ API = APIS_BY_NAME["ListGroups"]
 R = struct_classes(API.response)
 
 
+def _consumer_groups(broker, states, types) -> list[GroupListing]:
+    wanted_states = {s.lower() for s in states}
+    if types and "consumer" not in {t.lower() for t in types}:
+        return []
+    return [
+        GroupListing(group.group_id, "consumer", group.state, group_type="consumer")
+        for group in broker.groups.consumer_groups.groups.values()
+        if not wanted_states or group.state.lower() in wanted_states
+    ]
+
+
 def register(dispatcher, broker) -> None:
     def handle(ctx, request):
         states = request.states_filter if ctx.api_version >= 4 else []
         types = request.types_filter if ctx.api_version >= 5 else []
         # Each broker lists the groups it coordinates (admin clients ask them all).
-        listings = [g for g in broker.groups.coordinator.list_groups(states, types) if broker.groups.not_coordinator(g.group_id) is None]
+        listings = [*broker.groups.coordinator.list_groups(states, types), *_consumer_groups(broker, states, types)]
+        listings = [g for g in listings if broker.groups.not_coordinator(g.group_id) is None]
         if not cluster_allowed(broker, ctx, AclOperation.DESCRIBE):
             listings = [g for g in listings if allowed(broker, ctx, AclOperation.DESCRIBE, GROUP, g.group_id)]
         return R.ListGroupsResponse(

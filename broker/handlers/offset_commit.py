@@ -13,6 +13,11 @@ for a partition the cluster does not have, OFFSET_METADATA_TOO_LARGE above
 coordinator does not have answers ILLEGAL_GENERATION before v9 and
 GROUP_ID_NOT_FOUND from v9, as Kafka does.
 
+A KIP-848 consumer group's member commits with v9+ and its member epoch in
+``generation_id_or_member_epoch`` (Kafka's checks: UNKNOWN_MEMBER_ID,
+STALE_MEMBER_EPOCH behind the member's epoch, FENCED_MEMBER_EPOCH ahead of it,
+UNSUPPORTED_VERSION before v9); epoch -1 commits while the group has no members.
+
 With an authorizer (as Kafka): every partition answers
 GROUP_AUTHORIZATION_FAILED when the caller may not READ the group, and
 TOPIC_AUTHORIZATION_FAILED for a topic it may not READ.
@@ -75,6 +80,13 @@ def register(dispatcher, broker) -> None:
         wrong = groups.not_writable(request.group_id) if offsets else groups.not_coordinator(request.group_id)
         if wrong is not None:
             errors.update({tp: wrong for tp in offsets})
+        elif offsets and groups.is_consumer_group(request.group_id):
+            member_error = groups.consumer_member_error(request.group_id, request.member_id if version >= 1 else None, generation_id, version)
+            if member_error is not None:
+                errors.update({tp: member_error for tp in offsets})
+            else:
+                results = groups.run(groups.coordinator.commit_consumer_group_offsets, now_ms, request.group_id, offsets)
+                errors.update(await groups.answer_after_replication(request.group_id, results))
         elif offsets and version >= 9 and generation_id >= 0 and request.group_id not in groups.coordinator.groups:
             # A member of a group the coordinator does not have: v9+ says so; before
             # v9 Kafka answers ILLEGAL_GENERATION (the coordinator's answer).

@@ -17,6 +17,11 @@ GROUP_AUTHORIZATION_FAILED (the group's error, v0-1 every partition's); the
 partitions of a topic it may not DESCRIBE answer TOPIC_AUTHORIZATION_FAILED,
 and asking for every offset leaves such topics out.
 
+v9 carries the member id and epoch of a KIP-848 consumer group's member:
+checked as Kafka does (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH,
+FENCED_MEMBER_EPOCH, the group's error), unless both are absent (an admin
+client: null member id, epoch -1).
+
 Leadership: the group's coordinator answers (NOT_COORDINATOR elsewhere); no
 replica of the partitions named is read.
 """
@@ -94,6 +99,8 @@ def register(dispatcher, broker) -> None:
                 if not allowed(broker, ctx, AclOperation.DESCRIBE, GROUP, group.group_id):
                     return R.OffsetFetchResponseGroup(group_id=group.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[])
                 wrong = broker.groups.not_coordinator(group.group_id)
+                if wrong is None and ctx.api_version >= 9 and broker.groups.is_consumer_group(group.group_id):
+                    wrong = broker.groups.consumer_member_error(group.group_id, group.member_id, group.member_epoch, None)
                 if wrong is not None:
                     return R.OffsetFetchResponseGroup(group_id=group.group_id, error_code=wrong, topics=[])
                 fetched = visible(ctx, _fetch(coordinator, group.group_id, group.topics, request.require_stable), group.topics is None)

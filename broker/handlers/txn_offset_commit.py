@@ -15,7 +15,9 @@ INVALID_GROUP_ID for an empty group id; OFFSET_METADATA_TOO_LARGE above
 FENCED_INSTANCE_ID, ILLEGAL_GENERATION (also for a generation given to a group
 the coordinator does not have); without membership (generation -1, no member
 id, as v0-2 always are) the commit is accepted in any group state, and an
-unknown group becomes a simple group. A negative producer id answers
+unknown group becomes a simple group. For a KIP-848 consumer group the
+generation is the member epoch, checked as for OffsetCommit (UNKNOWN_MEMBER_ID,
+STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH; any version). A negative producer id answers
 INVALID_PRODUCER_ID_MAPPING, a negative epoch INVALID_PRODUCER_EPOCH; the log's
 refusals of the producer (INVALID_PRODUCER_EPOCH for an epoch older than the
 partition knows, PRODUCER_FENCED, ...) are passed on. v4 (KIP-890)
@@ -89,7 +91,89 @@ def register(dispatcher, broker) -> None:
                 )
         if offsets:
             wrong = groups.not_writable(request.group_id) if request.group_id else None
+            generation_id = request.generation_id if version >= 3 else -1
+            member_id = request.member_id if version >= 3 else ""
+            instance_id = request.group_instance_id if version >= 3 else None
+            if wrong is None and groups.is_consumer_group(request.group_id):
+                # A consumer group's member gives its member epoch as the generation,
+                # checked as Kafka does; the classic coordinator then stores the
+                # offsets as a commit without membership.
+                wrong = groups.consumer_member_error(request.group_id, member_id or None, generation_id, version, transactional=True)
+                generation_id, member_id, instance_id = -1, "", None
             if wrong is not None:
+                errors.update({tp: wrong for tp in offsets})
+            else:
+                results = groups.run(
+                    groups.coordinator.commit_transactional_offsets,
+                    now_ms,
+                    request.group_id,
+                    request.producer_id,
+                    request.producer_epoch,
+                    generation_id,
+                    member_id,
+                    instance_id,
+                    offsets,
+                )
+                errors.update(await groups.answer_after_replication(request.group_id, results))
+        return R.TxnOffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                R.TxnOffsetCommitResponseTopic(
+                    name=topic.name,
+                    partitions=[R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error) for p in topic.partitions],
+                )
+                for topic in request.topics
+            ],
+        )
+
+    async def handle(ctx, request):
+        version = ctx.api_version
+        groups = broker.groups
+        if not allowed(broker, ctx, AclOperation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            return every_partition(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id):
+            return every_partition(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        unauthorized = denied(broker, ctx, AclOperation.READ, TOPIC, (topic.name for topic in request.topics))
+        # The offsets go to __consumer_offsets: make sure it exists.
+        await groups.ensure_offsets_topic()
+        now_ms = groups.now_ms()
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for topic in request.topics:
+            image = broker.image.topics.get(topic.name)
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if topic.name in unauthorized:
+                    errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
+                if image is None or p.partition_index not in image.partitions:
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                offsets[tp] = OffsetAndMetadata(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp_ms=now_ms,
+                )
+        if offsets:
+            wrong = groups.not_writable(request.group_id) if request.group_id else None
+            if wrong is None and groups.is_consumer_group(request.group_id):
+                # A consumer group's member gives its member epoch as the generation
+                # (checked as Kafka does); the commit is then one without membership.
+                wrong = groups.consumer_member_error(
+                    request.group_id, request.member_id if version >= 3 else None,
+                    request.generation_id if version >= 3 else -1, version, transactional=True,
+                )
+                if wrong is None:
+                    results = groups.run(
+                        groups.coordinator.commit_transactional_offsets, now_ms, request.group_id,
+                        request.producer_id, request.producer_epoch, -1, "", None, offsets,
+                    )
+                    errors.update(await groups.answer_after_replication(request.group_id, results))
+                    offsets = {}
+            if not offsets:
+                pass
+            elif wrong is not None:
                 errors.update({tp: wrong for tp in offsets})
             else:
                 results = groups.run(

@@ -1,14 +1,17 @@
 """The readable forms of ``__consumer_offsets`` records that
 ``dump-log --offsets-decoder`` prints: every field of the record's version and
-no other, bytes as base64, the consumer protocol's payloads decoded."""
+no other, bytes as base64, topic ids as Kafka prints them, the consumer
+protocol's payloads decoded, KIP-848 consumer group records (key versions 3-8) too."""
 
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 
 from protocol.codec import encode_struct
+from protocol.consumer_group_records import VALUE_CLASSES, ConsumerGroupRecord, CurrentTopicPartitions, RecordKind, encode_record
 from protocol.consumer_offsets import (
     GROUP_VALUE_CLASS,
     GroupMember,
@@ -82,9 +85,26 @@ def test_a_consumer_groups_subscription_and_assignment_are_decoded():
     assert shown["assignment"] == {"assignedPartitions": [{"topic": "a", "partitions": [0, 2]}], "userData": "/w=="}
 
 
-def test_what_is_not_a_classic_group_record_is_refused_with_the_reason():
-    with pytest.raises(ProtocolError, match="key version 3"):
-        describe_key(struct.pack(">h", 3) + b"anything")
+def test_consumer_group_records_are_described_with_topic_ids_as_kafka_prints_them():
+    topic_id = uuid.UUID(int=1)
+    record = ConsumerGroupRecord(RecordKind.CURRENT_MEMBER_ASSIGNMENT, "g", "m-1", VALUE_CLASSES[RecordKind.CURRENT_MEMBER_ASSIGNMENT](
+        member_epoch=4, previous_member_epoch=3, state=1,
+        assigned_partitions=[CurrentTopicPartitions(topic_id=topic_id, partitions=[0, 2])], partitions_pending_revocation=[],
+    ))
+    key, value = encode_record(record)
+    assert describe_key(key) == {"type": "8", "data": {"groupId": "g", "memberId": "m-1"}}
+    described = describe_value(8, value)
+    assert described["version"] == "0"
+    assert described["data"]["memberEpoch"] == 4
+    assert described["data"]["assignedPartitions"] == [{"topicId": "AAAAAAAAAAAAAAAAAAAAAQ", "partitions": [0, 2]}]
+    epoch_key, epoch_value = encode_record(ConsumerGroupRecord(RecordKind.GROUP_METADATA, "g", None, VALUE_CLASSES[RecordKind.GROUP_METADATA](epoch=7)))
+    assert describe_key(epoch_key) == {"type": "3", "data": {"groupId": "g"}}
+    assert describe_value(3, epoch_value) == {"version": "0", "data": {"epoch": 7}}
+
+
+def test_what_is_not_a_group_record_is_refused_with_the_reason():
+    with pytest.raises(ProtocolError, match="key version 9"):
+        describe_key(struct.pack(">h", 9) + b"anything")
     with pytest.raises(ProtocolError):
         describe_key(b"\x00")
     with pytest.raises(ProtocolError):
@@ -95,7 +115,9 @@ def test_the_dump_line_shows_tombstones_and_undecodable_records_as_such():
     assert DumpOptions(offsets_decoder=True).prints_data and DumpOptions(offsets_decoder=True).deep_iteration
     key = offset_key_bytes(OffsetKey("g", "t", 0))
     assert _offsets_record_text(key, None) == 'key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: <DELETE>'
-    odd = _offsets_record_text(struct.pack(">h", 5) + b"x", b"v")
-    assert odd.startswith("key: <not an offset commit or group metadata key: key version 5") and odd.endswith("payload: v")
+    odd = _offsets_record_text(struct.pack(">h", 9) + b"x", b"v")
+    assert odd.startswith("key: <not a group record key: key version 9") and odd.endswith("payload: v")
+    truncated = _offsets_record_text(struct.pack(">h", 5) + b"x", b"v")
+    assert truncated.startswith("key: <not a group record key: cannot decode ConsumerGroupMemberMetadataKey")
     broken = _offsets_record_text(key, b"\x00\x03")
     assert "payload: <not decodable: " in broken

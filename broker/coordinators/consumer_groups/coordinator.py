@@ -211,9 +211,13 @@ class ConsumerGroupCoordinator:
         """Replay one consumer group record of ``__consumer_offsets``, in log order."""
         apply_record(self.groups, decode_record(key, value))
 
-    def finish_loading(self, now_ms: int) -> None:
-        """Every member gets a fresh session; one with partitions to revoke, its rebalance timeout."""
+    def finish_loading(self, now_ms: int, partition: int | None = None) -> None:
+        """Every member (of the groups of ``partition``, when given: those of other
+        partitions keep their deadlines) gets a fresh session; one with partitions
+        to revoke, its rebalance timeout."""
         for group in self.groups.values():
+            if partition is not None and self.partition_for(group.group_id) != partition:
+                continue
             for member in group.members.values():
                 self._arm_timers(group, member, now_ms, assignment_changed=True)
 
@@ -424,7 +428,7 @@ class ConsumerGroupCoordinator:
         if bump:
             self._apply(records, group_epoch_record(group.group_id, group.group_epoch + 1))
 
-    def _assignor_of(self, group: ConsumerGroup) -> str:
+    def assignor_of(self, group: ConsumerGroup) -> str:
         """The assignor most members ask for (ties by name); the default when none asks."""
         votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor in self.config.assignors)
         if not votes:
@@ -445,7 +449,7 @@ class ConsumerGroupCoordinator:
             )
             for m in group.members.values()
         }
-        new_target = ASSIGNORS[self._assignor_of(group)](members, topics)
+        new_target = ASSIGNORS[self.assignor_of(group)](members, topics)
         for member_id in sorted(new_target):
             if group.target.get(member_id) != new_target[member_id]:
                 self._apply(records, target_record(group.group_id, member_id, new_target[member_id]))

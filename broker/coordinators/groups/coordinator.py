@@ -207,9 +207,13 @@ def _take_join_fields(member: Member, request: JoinRequest) -> None:
 
 
 class GroupCoordinator:
-    def __init__(self, config: GroupConfig, new_member_id: Callable[[str], str]):
+    def __init__(self, config: GroupConfig, new_member_id: Callable[[str], str],
+                 is_consumer_group: Callable[[str], bool] = lambda group_id: False):
         self.config = config
         self._new_member_id = new_member_id
+        # A KIP-848 consumer group has this id (its own coordinator has it): its
+        # offsets are kept here, but no classic group is made of them.
+        self._is_consumer_group = is_consumer_group
         # The stores of the running operation, and what waits for their outcomes.
         self._effects: list[Store] = []
         self._store_waiters: dict[int, StoreDone] = {}
@@ -292,7 +296,8 @@ class GroupCoordinator:
     def finish_loading(self, now_ms: int) -> None:
         """Build the groups from what was replayed; members get a fresh session timeout."""
         for group_id, value in self._loaded_group_values.items():
-            if value is None:
+            if value is None or self._is_consumer_group(group_id):
+                # A consumer group took over the id of an empty classic group.
                 continue
             group = ClassicGroup(group_id)
             group.generation_id = value.generation
@@ -323,7 +328,7 @@ class GroupCoordinator:
         # A group known only by its offsets (or by offsets of a transaction still
         # open) is a simple group, as Kafka makes one on replay.
         for group_id in [*self.offsets, *self.pending.group_ids()]:
-            if group_id not in self.groups:
+            if group_id not in self.groups and not self._is_consumer_group(group_id):
                 group = ClassicGroup(group_id)
                 group.transition(GroupState.EMPTY, now_ms)
                 self.groups[group_id] = group
@@ -918,7 +923,7 @@ class GroupCoordinator:
             if error != ErrorCode.NONE:
                 reply({tp: results.get(tp, error) for tp in offsets})
                 return
-            if unknown_group:
+            if unknown_group and not self._is_consumer_group(group_id):
                 self._new_simple_group(group_id, now_ms)
             for tp, offset in accepted.items():
                 record(tp, offset, next(self._write_positions))
@@ -928,6 +933,21 @@ class GroupCoordinator:
         records = [(offset_key_bytes(OffsetKey(group_id, t, p)), offset_value_bytes(o)) for (t, p), o in accepted.items()]
         self._store(self.partition_for(group_id), records, stored, producer=producer)
         return self._take_effects()
+
+    def commit_consumer_group_offsets(
+        self, now_ms: int, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata], reply: Reply
+    ) -> list[Store]:
+        """OffsetCommit to a consumer group, whose coordinator checked the member."""
+        return self._store_offsets(
+            now_ms, group_id, offsets, reply,
+            lambda tp, offset, position: self._set_committed(group_id, tp, offset, position),
+        )
+
+    def forget_empty_group(self, group_id: str) -> None:
+        """An empty classic group whose id a consumer group took (its offsets stay)."""
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            group.transition(GroupState.DEAD, 0)
 
     def _new_simple_group(self, group_id: str, now_ms: int) -> None:
         group = ClassicGroup(group_id)
@@ -999,7 +1019,7 @@ class GroupCoordinator:
             for tp, pending in offsets.items():
                 if tp not in committed or positions.get(tp, -1) < pending.write_position:
                     self._set_committed(group_id, tp, pending.offset, pending.write_position)
-            if group_id not in self.groups:
+            if group_id not in self.groups and not self._is_consumer_group(group_id):
                 # Kept while its commit was pending, so only while loading (where
                 # finish_loading puts the stored group in its place) is it missing.
                 self.groups[group_id] = ClassicGroup(group_id)

@@ -27,6 +27,24 @@ partition replays them the same way: records of transactional batches are
 pending for their producer, and each COMMIT/ABORT marker completes them;
 whatever is still pending at the log end belongs to a transaction whose marker
 is still to come.
+
+KIP-848 consumer groups (``group.protocol=consumer``) share the partitions,
+the writes and the timer: the service holds a
+:class:`~broker.coordinators.consumer_groups.coordinator.ConsumerGroupCoordinator`
+beside the classic coordinator. Replay sends the records of key versions 3-8
+to it and the rest to the classic one; its stores are written as the classic
+ones are (acks=all, answered once replicated); its ``tick`` runs on the same
+timer; loading and unloading a partition loads and unloads both. It learns
+the topics (ids, partitions, replica racks) from the metadata image on every
+metadata change, and a group sees a change of its subscribed topics at its
+next heartbeat. A group id is one or the other: a consumer group's committed
+offsets are kept by the classic coordinator (they are the same records) but
+make no classic group there. A ConsumerGroupHeartbeat to a classic group with
+members answers GROUP_ID_NOT_FOUND; to an empty one (a group known by its
+offsets only, or whose members all left) it makes the consumer group, which
+takes the id over, as Kafka upgrades an empty classic group; a JoinGroup to a
+consumer group answers INCONSISTENT_GROUP_PROTOCOL. There is no online
+migration of a group with members either way (``group.consumer.migration.policy``).
 """
 
 from __future__ import annotations
@@ -36,10 +54,20 @@ import logging
 import time
 import uuid
 
+from broker.coordinators.consumer_groups.coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    HeartbeatRequest,
+    HeartbeatResponse,
+)
+from broker.coordinators.consumer_groups.model import TopicInfo
 from broker.coordinators.effects import Store, carry_out_stores_at_once
 from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, JoinResult, SyncResult
+from broker.coordinators.groups.group import GroupState
 from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from broker.replica.leader_append import replication_outcome
+from controller.topic_commands import INTERNAL_TOPICS
+from protocol.consumer_group_records import is_consumer_group_key
 from protocol.errors import ErrorCode
 
 # What an offsets-partition append or its replication failed with, as the group
@@ -88,7 +116,17 @@ class GroupService:
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         )
-        self.coordinator = GroupCoordinator(self.config, self._new_member_id)
+        self.consumer_config = ConsumerGroupConfig(
+            session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            max_size=config["group.consumer.max.size"],
+            assignors=tuple(config["group.consumer.assignors"]),
+            offsets_partitions=self.config.offsets_partitions,
+        )
+        self.consumer_groups = ConsumerGroupCoordinator(self.consumer_config)
+        self.coordinator = GroupCoordinator(self.config, self._new_member_id, is_consumer_group=self.is_consumer_group)
+        # The image's topics and brokers the consumer groups' topics were last taken from.
+        self._topics_from: tuple[object, object] | None = None
         topic = InternalTopic(
             OFFSETS_TOPIC,
             num_partitions=self.config.offsets_partitions,
@@ -159,6 +197,10 @@ class GroupService:
         as it is appended (its replication is waited for before the answer)."""
         carry_out_stores_at_once(effects, self._write, self.coordinator.store_done)
 
+    def execute_consumer(self, effects: list[Store]) -> None:
+        """``execute`` for the consumer group coordinator's stores."""
+        carry_out_stores_at_once(effects, self._write, self.consumer_groups.store_done)
+
     def run(self, operation, *args):
         """Run a coordinator operation that answers through its last argument, a
         reply; carry out its stores and return its answer (which the outcomes
@@ -227,28 +269,62 @@ class GroupService:
 
     def follow_leadership(self) -> None:
         """Load the groups of the ``__consumer_offsets`` partitions this broker now
-        leads (at a new leader epoch) and drop those of partitions it stopped leading."""
+        leads (at a new leader epoch) and drop those of partitions it stopped leading.
+        Called on every metadata change: the consumer groups' topics follow it too."""
+        self._refresh_topics()
         self.shell.follow_leadership()
+
+    def _refresh_topics(self) -> None:
+        """Give the consumer group coordinator the image's topics: ids, partitions
+        and the racks of each partition's replicas. Internal topics are left out:
+        a regular expression never subscribes to them, as in Kafka."""
+        image = self._broker.image
+        if self._topics_from is not None and self._topics_from[0] is image.topics and self._topics_from[1] is image.brokers:
+            return
+        self._topics_from = (image.topics, image.brokers)
+        racks = {b.broker_id: b.rack for b in image.brokers.values() if b.rack}
+        topics = {}
+        for name, topic in image.topics.items():
+            if name in INTERNAL_TOPICS:
+                continue
+            partition_racks = tuple(
+                frozenset(racks[r] for r in topic.partitions[p].replicas if r in racks) for p in sorted(topic.partitions)
+            )
+            topics[name] = TopicInfo(topic.topic_id, name, partition_racks)
+        self.consumer_groups.set_topics(topics)
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        return group_id in self.consumer_groups.groups
 
     # What the shell replays and the leadership changes it makes.
 
     def replay_record(self, partition: int, producer_id: int, key, value) -> None:
-        self.coordinator.load_record(key, value, producer_id)
+        if is_consumer_group_key(key):
+            self.consumer_groups.load_record(key, value)
+        else:
+            self.coordinator.load_record(key, value, producer_id)
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         self.coordinator.complete_transaction(partition, producer_id, commit)
 
     def partition_loaded(self, partition: int, epoch: int, records: int) -> None:
+        # Consumer groups first: the classic coordinator makes no group of their offsets.
+        self.consumer_groups.finish_loading(self.now_ms(), partition)
         self.coordinator.finish_loading(self.now_ms())
         if records:
             partition_for = self.coordinator.partition_for
             groups = sum(1 for group_id in self.coordinator.groups if partition_for(group_id) == partition)
-            log.info("groups: loaded %s-%d at leader epoch %d: %d records, %d groups", OFFSETS_TOPIC, partition, epoch, records, groups)
+            consumer = sum(1 for group_id in self.consumer_groups.groups if partition_for(group_id) == partition)
+            log.info(
+                "groups: loaded %s-%d at leader epoch %d: %d records, %d classic groups, %d consumer groups",
+                OFFSETS_TOPIC, partition, epoch, records, groups, consumer,
+            )  # fmt: skip
         self.after_operation()
 
     def partition_unloaded(self, partition: int, epoch: int) -> None:
         self._written_offsets.pop(partition, None)
         dropped = self.coordinator.unload_partition(partition)
+        self.consumer_groups.unload_partition(partition)
         log.info("groups: %s-%d no longer led here at epoch %d: %d groups unloaded", OFFSETS_TOPIC, partition, epoch, dropped)
 
     # ----------------------------------------------------------------- timers
@@ -258,7 +334,11 @@ class GroupService:
         earlier than it. Operations that only push deadlines later (Heartbeat,
         OffsetCommit) need not call this: the timer fires at least once a second."""
         loop = asyncio.get_running_loop()
-        deadline_ms = self.coordinator.next_deadline_ms(None if group_id is None else [group_id])
+        deadlines = [
+            self.coordinator.next_deadline_ms(None if group_id is None else [group_id]),
+            self.consumer_groups.next_deadline_ms(),
+        ]
+        deadline_ms = min((d for d in deadlines if d is not None), default=None)
         now_ms = self.now_ms()
         wake_ms = now_ms + _MAX_TIMER_SLEEP_MS if deadline_ms is None else min(deadline_ms, now_ms + _MAX_TIMER_SLEEP_MS)
         if self._timer is not None and self._timer_at_ms is not None and self._timer_at_ms <= wake_ms:
@@ -275,6 +355,10 @@ class GroupService:
             self.execute(self.coordinator.tick(self.now_ms()))
         except Exception:  # keep the timer alive; log the bug
             log.exception("group coordinator tick failed")
+        try:
+            self.execute_consumer(self.consumer_groups.tick(self.now_ms()))
+        except Exception:  # keep the timer alive; log the bug
+            log.exception("consumer group coordinator tick failed")
         self.after_operation()
 
     def expire_offsets(self) -> None:
@@ -300,6 +384,10 @@ class GroupService:
         error = self.not_writable(request.group_id)
         if error is not None:
             return JoinResult(error, member_id=request.member_id)
+        if self.is_consumer_group(request.group_id):
+            # No classic members in a consumer group (no online migration), as
+            # Kafka answers a protocol the group does not support.
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id="")
         future = asyncio.get_running_loop().create_future()
         self.execute(self.coordinator.join_group(self.now_ms(), request, _resolver(future)))
         self.after_operation(request.group_id)
@@ -325,6 +413,57 @@ class GroupService:
             if error != ErrorCode.NONE:
                 return SyncResult(error)
         return result
+
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
+        """ConsumerGroupHeartbeat, answered once what it stored is on every in-sync replica."""
+        await self.ensure_offsets_topic()
+        error = self.not_writable(request.group_id)
+        if error is not None:
+            return HeartbeatResponse(error)
+        classic = self.coordinator.groups.get(request.group_id)
+        if classic is not None and (not classic.is_(GroupState.EMPTY) or classic.pending_members):
+            return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
+        self._refresh_topics()
+        answers: list[HeartbeatResponse] = []
+        self.execute_consumer(self.consumer_groups.heartbeat(self.now_ms(), request, answers.append))
+        (response,) = answers
+        if response.error != ErrorCode.NONE:
+            return response
+        if classic is not None and self.is_consumer_group(request.group_id):
+            # The empty classic group (its offsets stay) is the consumer group now.
+            self.coordinator.forget_empty_group(request.group_id)
+        self.after_operation()
+        error = await self.replicated(request.group_id)
+        if error != ErrorCode.NONE:
+            return HeartbeatResponse(error)
+        return response
+
+    def consumer_member_error(
+        self, group_id: str, member_id: str | None, member_epoch: int, commit_version: int | None, transactional: bool = False
+    ) -> ErrorCode | None:
+        """Whether a consumer group's member may commit (``commit_version``: the
+        OffsetCommit version) or fetch offsets, as Kafka's ConsumerGroup checks it:
+        a commit with no epoch (-1) is accepted while the group has no members, a
+        fetch with neither member id nor epoch always; otherwise the member must be
+        in the group (UNKNOWN_MEMBER_ID) at that epoch (FENCED_MEMBER_EPOCH ahead of
+        it, STALE_MEMBER_EPOCH behind), and commit with OffsetCommit v9+
+        (UNSUPPORTED_VERSION; a ``transactional`` commit, TxnOffsetCommit, at any
+        version)."""
+        group = self.consumer_groups.groups[group_id]
+        if commit_version is not None and member_epoch < 0 and not group.members:
+            return None
+        if commit_version is None and member_id is None and member_epoch < 0:
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if commit_version is not None and commit_version < 9 and not transactional:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if member_epoch > member.member_epoch:
+            return ErrorCode.FENCED_MEMBER_EPOCH
+        if member_epoch < member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return None
 
 
 def _resolver(future: asyncio.Future):
