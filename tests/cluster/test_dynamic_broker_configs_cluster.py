@@ -29,9 +29,24 @@ def configs_tool(bootstrap: str, *args) -> subprocess.CompletedProcess:
     )
 
 
-def set_default(cluster: ReplicatedCluster, via: int, setting: str) -> None:
+def set_default(cluster: ReplicatedCluster, via: int, setting: str, nodes=NODE_IDS) -> None:
+    """Sets a cluster-wide default through node ``via`` and waits until each of ``nodes`` applied it.
+
+    The alter is answered once the controller committed the change; every broker
+    replays it a moment later (as in Kafka), so a check made at once could see the
+    old value.
+    """
     done = configs_tool(cluster.bootstrap([via]), "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", setting)
     assert done.returncode == 0, done.stderr
+    key, _, value = setting.partition("=")
+
+    def applied(node: int) -> bool:
+        resource, admin = ConfigResource("broker", str(node)), cluster.admin([node])  # kept: a dropped client cancels its futures
+        entry = admin.describe_configs([resource])[resource].result(timeout=20).get(key)
+        return entry is not None and entry.value == value
+
+    for node in nodes:
+        assert wait_until(lambda: applied(node), 20), (node, setting)
 
 
 def produce_error(bootstrap: str, topic: str, partition: int, size_bytes: int) -> KafkaError | None:
@@ -88,7 +103,7 @@ def test_a_cluster_wide_change_through_one_node_applies_on_all(tmp_path):
         assert cluster.wait_for_isr(topic, 0, sorted(survivors), 20) is not None
         error = produce_error(cluster.bootstrap([leader]), topic, 0, 10)
         assert error is not None and error.code() == KafkaError.NOT_ENOUGH_REPLICAS, error
-        set_default(cluster, leader, "min.insync.replicas=2")
+        set_default(cluster, leader, "min.insync.replicas=2", nodes=survivors)
         assert produce_error(cluster.bootstrap([leader]), topic, 0, 10) is None
     finally:
         cluster.stop()

@@ -105,6 +105,8 @@ class Selection:
     timeouts_s: dict[str, int]
     broker_config: dict[str, str]
     test_conf: dict[str, str]
+    # More known failures when the suite runs with the consumer group protocol (KIP-848).
+    known_failures_consumer: dict[str, KnownFailure] = dataclasses.field(default_factory=dict)
 
     def numbers(self) -> list[str]:
         """The selected test numbers, each once, in order."""
@@ -137,6 +139,9 @@ def load_selection(path: Path = DATA_FILE) -> Selection:
         tests=tuple(data["selection"]["tests"]),
         excluded={name: Exclusion(**entry) for name, entry in data.get("excluded", {}).items()},
         known_failures={name: KnownFailure(**entry) for name, entry in data.get("known_failures", {}).items()},
+        known_failures_consumer={
+            name: KnownFailure(**entry) for name, entry in data.get("known_failures_consumer", {}).items()
+        },
         timeouts_s={name: int(value) for name, value in data.get("timeouts_s", {}).items()},
         broker_config=strings(data.get("broker", {})),
         test_conf=strings(data.get("test_conf", {})),
@@ -165,6 +170,15 @@ def selection_problems(selection: Selection) -> list[str]:
             problems.append(f"{name}: known failure that is not selected")
         if known.issue not in (17, 18, 19):
             problems.append(f"{name}: known failure for issue {known.issue}, not 17, 18 or 19")
+        if not known.reason.strip():
+            problems.append(f"{name}: known failure without a reason")
+    for name, known in selection.known_failures_consumer.items():
+        if name not in seen:
+            problems.append(f"{name}: known consumer-protocol failure that is not selected")
+        if name in selection.known_failures:
+            problems.append(f"{name}: known failure listed for both group protocols")
+        if known.issue != 33:
+            problems.append(f"{name}: known consumer-protocol failure for issue {known.issue}, not 33")
         if not known.reason.strip():
             problems.append(f"{name}: known failure without a reason")
     for name in selection.timeouts_s:
@@ -587,6 +601,9 @@ class RunContext:
     kafka_version: str
     bootstrap: str
     quick: bool
+    # librdkafka's TEST_CONSUMER_GROUP_PROTOCOL: "classic" or "consumer" (KIP-848);
+    # the suite's consumers get group.protocol set to it.
+    group_protocol: str = "classic"
     running: dict[int, subprocess.Popen] = dataclasses.field(default_factory=dict)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     stopping: threading.Event = dataclasses.field(default_factory=threading.Event)
@@ -602,7 +619,15 @@ class RunContext:
                     pass
 
 
-def _runner_env(source: Path, conf_path: Path, report_path: Path, number: str, kafka_version: str, bootstrap: str):
+def _runner_env(
+    source: Path,
+    conf_path: Path,
+    report_path: Path,
+    number: str,
+    kafka_version: str,
+    bootstrap: str,
+    group_protocol: str = "classic",
+):
     env = dict(os.environ)
     # Settings of the caller's shell that would change what runs or how.
     for key in ("TESTS_SKIP", "TESTS_SKIP_BEFORE", "SUBTESTS", "TEST_SCENARIO", "CI", "TEST_CONSUMER_GROUP_PROTOCOL"):
@@ -615,6 +640,7 @@ def _runner_env(source: Path, conf_path: Path, report_path: Path, number: str, k
         RDKAFKA_TEST_CONF=str(conf_path),
         TEST_REPORT=str(report_path),
         BROKERS=bootstrap,
+        TEST_CONSUMER_GROUP_PROTOCOL=group_protocol,
         LD_LIBRARY_PATH=os.pathsep.join(filter(None, [library_path, env.get("LD_LIBRARY_PATH")])),
         DYLD_LIBRARY_PATH=os.pathsep.join(filter(None, [library_path, env.get("DYLD_LIBRARY_PATH")])),
     )
@@ -631,7 +657,13 @@ def run_number(run: NumberRun, context: RunContext) -> NumberRun:
         # The summary goes to stdout: unbuffered, it survives a runner killed by its own timeout.
         cmd = ["stdbuf", "-oL", "-eL", *cmd]
     env = _runner_env(
-        context.source, context.conf_path, report_path, run.number, context.kafka_version, context.bootstrap
+        context.source,
+        context.conf_path,
+        report_path,
+        run.number,
+        context.kafka_version,
+        context.bootstrap,
+        context.group_protocol,
     )
     started = time.monotonic()
     with open(run.log_path, "w") as log:
@@ -711,11 +743,13 @@ class Row:
         return self.state == "failed" and self.known is None
 
 
-def make_rows(selection: Selection, runs: Iterable[NumberRun]) -> list[Row]:
+def make_rows(selection: Selection, runs: Iterable[NumberRun], group_protocol: str = "classic") -> list[Row]:
     rows = []
     for run in runs:
         for name, result in run.results.items():
             known = selection.known_failures.get(name)
+            if known is None and group_protocol == "consumer":
+                known = selection.known_failures_consumer.get(name)
             note = result.reason
             if known and result.state == "failed":
                 note = f"known, issue {known.issue}: {known.reason}"
@@ -773,6 +807,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--kafka-version", help="TEST_KAFKA_VERSION for the runner (default: the data file's, 3.9.0)")
     parser.add_argument(
         "--broker-override", action="append", default=[], metavar="KEY=VALUE", help="one more broker setting"
+    )
+    parser.add_argument(
+        "--group-protocol",
+        choices=("classic", "consumer"),
+        default="classic",
+        help="the suite's consumers' group.protocol (TEST_CONSUMER_GROUP_PROTOCOL; consumer: KIP-848)",
     )
     parser.add_argument("--quick", action="store_true", help="the runner's quick mode (-Q) instead of full mode")
     parser.add_argument("--no-build", action="store_true", help="fail instead of building a missing test runner")
@@ -859,6 +899,7 @@ def _main(args: argparse.Namespace) -> int:
     mode = "quick" if args.quick else "full"
     print(
         f"pybroker on {broker.bootstrap} (log {broker.log_path}); TEST_KAFKA_VERSION={kafka_version}; {mode} mode; "
+        f"group.protocol={args.group_protocol}; "
         f"{sum(len(selection.tests_of(n)) for n in numbers)} tests in {len(numbers)} runner processes, "
         f"{args.parallel} at once"
     )
@@ -875,7 +916,7 @@ def _main(args: argparse.Namespace) -> int:
     ]
     # The longest-capped first, so that a long test does not start last.
     order = sorted(runs, key=lambda run: (-run.cap_s, run.number))
-    context = RunContext(runner, source, conf_path, kafka_version, broker.bootstrap, args.quick)
+    context = RunContext(runner, source, conf_path, kafka_version, broker.bootstrap, args.quick, args.group_protocol)
     done: list[NumberRun] = []
     started = time.monotonic()
     broker_exit: int | None = None
@@ -911,7 +952,7 @@ def _main(args: argparse.Namespace) -> int:
         if not args.keep_data:
             shutil.rmtree(broker.data_dir / "logs", ignore_errors=True)
 
-    rows = make_rows(selection, done)
+    rows = make_rows(selection, done, args.group_protocol)
     print()
     print(format_table(rows))
     unexpected = [row for row in rows if row.unexpected]
