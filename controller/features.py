@@ -97,6 +97,12 @@ def finalized_level(image: MetadataImage, name: str) -> int:
     return image.features.get(name, 0)
 
 
+def consumer_protocol_enabled(image: MetadataImage) -> bool:
+    """KIP-848 consumer groups are served (group.version >= 1), as Kafka 4's
+    KafkaApis.isConsumerGroupProtocolEnabled has it."""
+    return finalized_level(image, GROUP_VERSION) >= 1
+
+
 def default_feature_levels() -> dict[str, int]:
     """The levels a new cluster finalizes: each feature's max, level 0 left out."""
     return {name: high for name, (_, high) in SUPPORTED_FEATURE_LEVELS.items() if high > 0}

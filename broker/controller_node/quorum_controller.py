@@ -45,7 +45,7 @@ from controller.broker_lifecycle import (
 )
 from controller.config_commands import AlterConfigsResult, ConfigChange
 from controller.errors import NotControllerError
-from controller.features import with_bootstrap_features
+from controller.features import plan_update_features, with_bootstrap_features
 from controller.leader_election import (
     plan_auto_rebalance,
     plan_elect_leaders,
@@ -451,6 +451,14 @@ class QuorumController:
                     for name in users
                 ],
             )
+
+    async def update_features(self, updates, *, validate_only: bool, local_node_id: int):
+        """UpdateFeatures: None once the FeatureLevelRecords are committed (or
+        validated), else the FeatureUpdateError refusing the whole request
+        (controller/features.py); NotControllerError when this node cannot act."""
+        return await self._submit(
+            lambda image: plan_update_features(image, updates, local_node_id=local_node_id, validate_only=validate_only)
+        )
 
     async def alter_client_quotas(self, request):
         """AlterClientQuotasResponse for a decoded request, planned by controller/quota_commands.py
