@@ -52,7 +52,10 @@ SUPPORTED_FEATURE_LEVELS: dict[str, tuple[int, int]] = {
     # 1: KIP-848 consumer groups are served as well (group.protocol=consumer).
     GROUP_VERSION: (0, 1),
     # 0 and 1: transactions as in Kafka 3.x (AddPartitionsToTxn, EndTxn up to
-    #    v4); 1 also tells Kafka 4 clients the cluster knows the feature.
+    #    v4). Kafka's level 1 only lets the coordinator write flexible
+    #    __transaction_state values, which no client sees and which pybroker
+    #    writes when a tagged field needs it (protocol/transaction_state.py);
+    #    Kafka 4 clients change behaviour at 2 only.
     # (2 would be KIP-890 part 2, an epoch bump per transaction: not served yet.)
     TRANSACTION_VERSION: (0, 1),
     # 0: no share groups (KIP-932 APIs are not served).
