@@ -417,7 +417,13 @@ def _storage_dirs(config) -> list[Path]:
 
 
 def cmd_storage(args) -> int:
-    from controller.metadata.bootstrap import BOOTSTRAP_FILE, BootstrapError, scram_records, write_bootstrap_file
+    from controller.metadata.bootstrap import (
+        BOOTSTRAP_FILE,
+        BootstrapError,
+        feature_records,
+        scram_records,
+        write_bootstrap_file,
+    )
     from protocol.scram import ScramMechanism
     from storage.meta_properties import check_cluster_id, describe_storage, format_storage, new_cluster_id
 
@@ -433,8 +439,10 @@ def cmd_storage(args) -> int:
             raise ConfigError(f"cluster.id: the config says {config['cluster.id']}, not --cluster-id {cluster_id}")
         if args.standalone:
             _check_standalone(config)
-        # --add-scram: parsed (and the passwords salted) before anything is written.
-        bootstrap = scram_records(args.add_scram or [])
+        # --add-scram and --feature: parsed (and the passwords salted) before anything is written.
+        features = feature_records(args.feature or [])
+        scram = scram_records(args.add_scram or [])
+        bootstrap = features + scram
         metadata_dir = Path(config.metadata_log_dir)
 
         def write_bootstrap(directory: Path) -> None:
@@ -454,16 +462,19 @@ def cmd_storage(args) -> int:
     for directory, what in outcome:
         if what == "formatted":
             print(f"Formatting {directory} with cluster.id {cluster_id} and node.id {config.node_id}")
-            if bootstrap and directory == metadata_dir:
-                users = ", ".join(f"{r.name} ({ScramMechanism.for_type_code(r.mechanism).value})" for r in bootstrap)
+            if scram and directory == metadata_dir:
+                users = ", ".join(f"{r.name} ({ScramMechanism.for_type_code(r.mechanism).value})" for r in scram)
                 print(f"Bootstrap metadata in {directory / BOOTSTRAP_FILE}: SCRAM credentials of {users}")
+            if features and directory == metadata_dir:
+                levels = ", ".join(f"{r.name}={r.feature_level}" for r in features)
+                print(f"Bootstrap metadata in {directory / BOOTSTRAP_FILE}: feature levels {levels}")
         else:
             print(f"{directory} is already formatted; left as it is")
     if bootstrap and "controller" not in config.roles:
         # As kafka-storage.sh, accepted on any node; only a controller ever reads it.
         print(
             "pybroker storage: note: process.roles has no controller, so this node never applies its --add-scram "
-            "credentials; format the controllers with them",
+            "credentials or --feature levels; format the controllers with them",
             file=sys.stderr,
         )
     return 0
@@ -738,6 +749,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a SCRAM credential the quorum starts with (repeatable; controllers apply it to a new metadata log), "
         "e.g. 'SCRAM-SHA-256=[name=alice,password=alice-secret]' or "
         "'SCRAM-SHA-512=[name=alice,iterations=8192,salt=\"N3E=\",saltedpassword=\"YCE=\"]'",
+    )
+    storage_format.add_argument(
+        "--feature",
+        "-f",
+        action="append",
+        metavar="NAME=LEVEL",
+        help="a feature level a new cluster finalizes instead of the default (repeatable), e.g. group.version=0; "
+        "see 'pybroker features describe' for the supported levels",
     )
     storage_info = storage_commands.add_parser("info", help="print each directory's meta.properties")
     storage_info.add_argument("--config", "-c", required=True, help="the node's server.properties file")

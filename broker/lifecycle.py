@@ -22,6 +22,7 @@ import time
 import uuid
 
 from broker.controller_node.listener import broker_heartbeat_response, broker_registration_response
+from controller.features import SUPPORTED_FEATURE_LEVELS
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
@@ -123,7 +124,12 @@ class BrokerLifecycleManager:
             cluster_id=self.broker.cluster_id,
             incarnation_id=self.incarnation_id,
             listeners=listeners,
-            features=[],
+            # What this node can run at: the controller refuses it a registration
+            # when a finalized level is outside, and checks updates against it.
+            features=[
+                _REG.Feature(name=name, min_supported_version=low, max_supported_version=high)
+                for name, (low, high) in sorted(SUPPORTED_FEATURE_LEVELS.items())
+            ],
             rack=self.config["broker.rack"],
             log_dirs=[],
             previous_broker_epoch=self.broker_epoch,

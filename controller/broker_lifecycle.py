@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from controller.features import registration_refusal
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from controller.metadata.records import (
     BROKER_ENDPOINT,
@@ -180,7 +181,7 @@ def plan_register_broker(
             ErrorCode.DUPLICATE_BROKER_REGISTRATION,
             message=f"Another broker is registered with that broker id {request.broker_id} and its session is alive.",
         ), []
-    unsupported = _unsupported_feature(image, request.features)
+    unsupported = registration_refusal(image, request.features)
     if unsupported is not None:
         return RegistrationResult(ErrorCode.UNSUPPORTED_VERSION, message=unsupported), []
     record = REGISTER_BROKER_RECORD(
@@ -215,23 +216,6 @@ def plan_register_broker(
         gone = {request.broker_id}
         records += _leave_partitions(image, gone, _usable_after(image, gone))
     return RegistrationResult(ErrorCode.NONE, broker_epoch), records
-
-
-def _unsupported_feature(image: MetadataImage, features) -> str | None:
-    """Why the broker cannot run at the cluster's finalized feature levels, or None.
-    A feature the broker does not list is not checked (it predates the feature,
-    and this controller accepts such brokers)."""
-    for feature in features:
-        level = image.features.get(feature.name)
-        if level is None:
-            continue
-        if not feature.min_supported_version <= level <= feature.max_supported_version:
-            return (
-                f"Unable to register because the broker does not support finalized version {level} of "
-                f"{feature.name}. The broker wants a version between {feature.min_supported_version} and "
-                f"{feature.max_supported_version}, inclusive."
-            )
-    return None
 
 
 def plan_broker_heartbeat(

@@ -3,7 +3,7 @@
 A Kafka broker in KRaft mode is not the controller; it forwards the admin
 requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs, IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
-AlterUserScramCredentials, AlterClientQuotas) and ListPartitionReassignments to the active controller and relays the
+AlterUserScramCredentials, AlterClientQuotas, UpdateFeatures) and ListPartitionReassignments to the active controller and relays the
 answer, and asks it for producer-id blocks and internal topics. pybroker does
 the same over the controller listener of the quorum's leader, with the
 request's own API and version (the controller serves the same handlers), so
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 # ListPartitionReassignments (46) only reads, but the controller answers it in
 # Kafka too: its view of running reassignments is the authoritative one.
 # pybroker's cluster link APIs that change metadata go too.
-FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51}) | FORWARDED_LINK_API_KEYS
+FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51, 57}) | FORWARDED_LINK_API_KEYS
 CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
 ALLOCATE_PRODUCER_IDS = APIS_BY_NAME["AllocateProducerIds"]
 CREATE_TOPICS_VERSION = 7

@@ -8,7 +8,7 @@ BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition
 requests brokers forward (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
 AlterPartitionReassignments, ListPartitionReassignments,
-AlterUserScramCredentials, AlterClientQuotas, and CreateAcls/DeleteAcls, which brokers check
+AlterUserScramCredentials, AlterClientQuotas, UpdateFeatures, and CreateAcls/DeleteAcls, which brokers check
 before sending them on: broker/handlers/acls.py), the cluster link admin APIs and the
 brokers' mirror reports MirrorPartitionsStopped and UpdateMirrorTopic
 (broker/handlers/cluster_links.py). Fetch here is the Raft
@@ -33,6 +33,7 @@ from broker.handlers import (
     incremental_alter_configs,
     list_partition_reassignments,
     scram_credentials,
+    update_features,
 )
 from broker.handlers.describe_quorum import describe_quorum_response
 from broker.net.dispatch import Dispatcher
@@ -131,6 +132,7 @@ def build_controller_dispatcher(broker) -> Dispatcher:
         elect_leaders,
         alter_partition_reassignments,
         list_partition_reassignments,
+        update_features,
     ):
         module.register(dispatcher, broker)
 

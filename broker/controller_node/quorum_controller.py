@@ -45,6 +45,7 @@ from controller.broker_lifecycle import (
 )
 from controller.config_commands import AlterConfigsResult, ConfigChange
 from controller.errors import NotControllerError
+from controller.features import plan_update_features, with_bootstrap_features
 from controller.leader_election import (
     plan_auto_rebalance,
     plan_elect_leaders,
@@ -114,9 +115,10 @@ class QuorumController:
         origin_id: int = 0,
     ):
         self.log = raft_log
-        # Records from bootstrap.checkpoint (controller/metadata/bootstrap.py): proposed
-        # first by an active controller whose log holds no metadata record yet.
-        self.bootstrap_records = tuple(bootstrap_records)
+        # Records from bootstrap.checkpoint (controller/metadata/bootstrap.py) after
+        # the finalized feature levels of a new cluster (controller/features.py):
+        # proposed first by an active controller whose log holds no metadata record yet.
+        self.bootstrap_records = tuple(with_bootstrap_features(bootstrap_records))
         self._log_has_records = False
         self.defaults = defaults
         # unclean.leader.election.enable of this node's own config: the cluster
@@ -289,8 +291,8 @@ class QuorumController:
         plan on top of them at once, so nothing can slip in before."""
         if not self.bootstrap_records:
             return
-        if self._log_has_records:
-            log.info("metadata: the log already has metadata; bootstrap.checkpoint ignored")
+        if self._log_has_records or not self.image.is_empty:
+            log.info("metadata: the log already has metadata; the bootstrap metadata (feature levels, bootstrap.checkpoint) is not written")
             self.bootstrap_records = ()
             return
         records = [record for _, record in self.bootstrap_records]
@@ -449,6 +451,14 @@ class QuorumController:
                     for name in users
                 ],
             )
+
+    async def update_features(self, updates, *, validate_only: bool, local_node_id: int):
+        """UpdateFeatures: None once the FeatureLevelRecords are committed (or
+        validated), else the FeatureUpdateError refusing the whole request
+        (controller/features.py); NotControllerError when this node cannot act."""
+        return await self._submit(
+            lambda image: plan_update_features(image, updates, local_node_id=local_node_id, validate_only=validate_only)
+        )
 
     async def alter_client_quotas(self, request):
         """AlterClientQuotasResponse for a decoded request, planned by controller/quota_commands.py

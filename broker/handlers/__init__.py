@@ -74,6 +74,7 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         scram_credentials,
         sync_group,
         txn_offset_commit,
+        update_features,
         write_txn_markers,
     )
 
@@ -127,5 +128,6 @@ def register_all(dispatcher: Dispatcher, broker) -> None:
         acls,
         client_quotas,
         cluster_links,
+        update_features,
     ):
         module.register(dispatcher, broker)

@@ -8,6 +8,9 @@ classic group) answers GROUP_ID_NOT_FOUND, as Kafka does; admin clients then
 describe it with DescribeGroups. ``authorized_operations`` is INT32_MIN
 unless asked for.
 
+Served only while the cluster finalizes ``group.version`` >= 1; below it
+every group answers UNSUPPORTED_VERSION, as in Kafka 4.
+
 As Kafka: GROUP_AUTHORIZATION_FAILED without DESCRIBE on the group;
 TOPIC_AUTHORIZATION_FAILED (and no members) for a group whose members
 subscribe to or are assigned a topic the caller may not DESCRIBE.
@@ -19,11 +22,13 @@ from __future__ import annotations
 from collections import defaultdict
 
 from broker.coordinators.consumer_groups.model import NO_PARTITIONS
+from broker.handlers.consumer_group_heartbeat import DISABLED_MESSAGE
 from broker.handlers.describe_groups import GROUP_OPERATIONS
 from broker.security.authorization import GROUP, MESSAGES, TOPIC, allowed, denied
 from broker.security.authorization import operations as _operations
 from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED
 from controller.authorizer import AclOperation
+from controller.features import consumer_protocol_enabled
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
@@ -107,6 +112,11 @@ def register(dispatcher, broker) -> None:
         )
 
     def handle(ctx, request):
+        if not consumer_protocol_enabled(broker.image):
+            return R.ConsumerGroupDescribeResponse(
+                throttle_time_ms=0,
+                groups=[_failed(group_id, ErrorCode.UNSUPPORTED_VERSION, DISABLED_MESSAGE) for group_id in request.group_ids],
+            )
         include_operations = request.include_authorized_operations
         return R.ConsumerGroupDescribeResponse(
             throttle_time_ms=0, groups=[describe(ctx, group_id, include_operations) for group_id in request.group_ids]

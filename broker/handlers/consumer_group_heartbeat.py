@@ -7,6 +7,11 @@ service runs it). The request's owned partitions and the answer's assignment
 name topics by id. v1 adds ``subscribed_topic_regex`` (evaluated on the broker
 against the topics of the metadata image, internal ones left out).
 
+Served only while the cluster finalizes ``group.version`` >= 1: below it
+(``pybroker features downgrade --feature group.version=0``) every heartbeat
+answers UNSUPPORTED_VERSION before anything else, as Kafka 4 answers when
+its consumer protocol is not enabled; the API stays listed in ApiVersions.
+
 As Kafka: GROUP_AUTHORIZATION_FAILED without READ on the group, and
 TOPIC_AUTHORIZATION_FAILED when a subscribed topic name may not be DESCRIBEd.
 NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE from
@@ -23,12 +28,17 @@ from broker.coordinators.consumer_groups.coordinator import HeartbeatRequest
 from broker.handlers.join_group import client_host
 from broker.security.authorization import GROUP, MESSAGES, TOPIC, allowed, denied
 from controller.authorizer import AclOperation
+from controller.features import consumer_protocol_enabled
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
 API = APIS_BY_NAME["ConsumerGroupHeartbeat"]
 R = struct_classes(API.response)
+DISABLED_MESSAGE = (
+    "The consumer group protocol (KIP-848) is not enabled: the cluster's group.version is 0 "
+    "(pybroker features upgrade --feature group.version=1)"
+)
 
 
 def _refused(error: ErrorCode, message: str | None = None):
@@ -40,6 +50,8 @@ def _refused(error: ErrorCode, message: str | None = None):
 
 def register(dispatcher, broker) -> None:
     async def handle(ctx, request):
+        if not consumer_protocol_enabled(broker.image):
+            return _refused(ErrorCode.UNSUPPORTED_VERSION, DISABLED_MESSAGE)
         if not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id):
             return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED, MESSAGES.get(ErrorCode.GROUP_AUTHORIZATION_FAILED))
         names = request.subscribed_topic_names

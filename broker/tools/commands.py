@@ -704,6 +704,7 @@ def register(commands) -> None:
     """Add the admin subcommands to ``pybroker``'s subparsers."""
     from broker.tools.acls import register as register_acls
     from broker.tools.cluster_links import register as register_cluster_links
+    from broker.tools.features import register as register_features
     from broker.tools.leader_election import register as register_leader_election
     from broker.tools.schemas import register_command as register_schemas
 
@@ -715,3 +716,4 @@ def register(commands) -> None:
     register_leader_election(commands)
     register_cluster_links(commands)
     register_schemas(commands)
+    register_features(commands)

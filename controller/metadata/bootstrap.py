@@ -16,13 +16,20 @@ double quotes. Anything else is a :class:`BootstrapError` with one line saying
 what is wrong (never the password). The salt, when not given, is 32 random
 bytes.
 
+``--feature name=level`` (repeatable, kafka-storage.sh's flag) becomes a
+FeatureLevelRecord in the same file, a level 0 included (it says "not
+finalized", where the absence of a record means the default); a feature this
+node does not know, or a level outside its supported range, is refused
+(controller/features.py).
+
 A controller reads the file at start (:func:`read_bootstrap_file`); the
-active controller proposes its records as the first batch only when the
-metadata log holds no metadata record yet (``QuorumController``), so a node
-formatted with ``--add-scram`` that joins a quorum with a log, or restarts,
-changes nothing: the records are in the log once, as Kafka's bootstrap is.
-Unlike Kafka's file, this one holds no ``metadata.version`` FeatureLevelRecord:
-pybroker finalizes no feature level.
+active controller proposes the feature levels (the file's, else each
+feature's default, controller/features.py) and the file's other records as
+the first batch only when the metadata log holds no metadata record yet
+(``QuorumController``), so a node formatted with ``--add-scram`` or
+``--feature`` that joins a quorum with a log, or restarts, changes nothing:
+the records are in the log once, as Kafka's bootstrap is. Unlike Kafka's
+file, this one holds no ``metadata.version``: pybroker has none.
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ import os
 import time
 from pathlib import Path
 
-from controller.metadata.records import USER_SCRAM_CREDENTIAL_RECORD, loggable_record
+from controller.features import check_level_supported
+from controller.metadata.records import FEATURE_LEVEL_RECORD, USER_SCRAM_CREDENTIAL_RECORD, loggable_record
 from controller.metadata.snapshot_file import encode_record_file, iter_record_file
 from protocol.exceptions import ProtocolError
 from protocol.scram import (
@@ -48,13 +56,13 @@ from storage.checkpoint import write_atomically
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
 ITERATIONS_DEFAULT = 4096
 SALT_BYTES = 32
-# Record types a bootstrap file may carry (what --add-scram makes).
-_ALLOWED_TYPES = {USER_SCRAM_CREDENTIAL_RECORD.api_key}
+# Record types a bootstrap file may carry (what --add-scram and --feature make).
+_ALLOWED_TYPES = {USER_SCRAM_CREDENTIAL_RECORD.api_key, FEATURE_LEVEL_RECORD.api_key}
 _KEYS = ("name", "password", "salt", "saltedpassword", "iterations")
 
 
 class BootstrapError(ValueError):
-    """A bad --add-scram argument or bootstrap file; the message is one line."""
+    """A bad --add-scram or --feature argument or bootstrap file; the message is one line."""
 
 
 def _decode_base64(text: str, what: str) -> bytes:
@@ -151,6 +159,30 @@ def scram_records(arguments: list[str], *, random_bytes=os.urandom) -> list:
     return records
 
 
+def feature_records(arguments: list[str]) -> list:
+    """The FeatureLevelRecord of every ``--feature name=level`` argument; a
+    feature given twice, unknown, or at a level this node cannot run is refused."""
+    records = []
+    seen: set[str] = set()
+    for argument in arguments:
+        name, equals, level_text = argument.partition("=")
+        name = name.strip()
+        if not equals or not name:
+            raise BootstrapError(f"--feature: expected name=level, not {argument[:60]!r}")
+        try:
+            level = int(level_text.strip())
+        except ValueError:
+            raise BootstrapError(f"--feature: the level of {name} is not an integer: {level_text.strip()[:20]!r}") from None
+        problem = check_level_supported(name, level)
+        if problem is not None:
+            raise BootstrapError(f"--feature: {problem}")
+        if name in seen:
+            raise BootstrapError(f"--feature: {name} is given twice")
+        seen.add(name)
+        records.append(FEATURE_LEVEL_RECORD(name=name, feature_level=level))
+    return records
+
+
 def write_bootstrap_file(directory: Path, records: list, *, now_ms: int | None = None) -> Path:
     """Write ``records`` as ``<directory>/bootstrap.checkpoint`` (atomically)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -176,7 +208,12 @@ def read_bootstrap_file(directory: Path) -> list[tuple[int, object]]:
         raise BootstrapError(f"{path}: not a bootstrap metadata file ({exc})") from None
     for api_key, record in records:
         if api_key not in _ALLOWED_TYPES:
-            raise BootstrapError(f"{path}: unexpected record {type(record).__name__} (only SCRAM credentials)")
+            raise BootstrapError(f"{path}: unexpected record {type(record).__name__} (only SCRAM credentials and feature levels)")
+        if api_key == FEATURE_LEVEL_RECORD.api_key:
+            # Formatted by a pybroker that supported a level this one does not.
+            problem = check_level_supported(record.name, record.feature_level)
+            if problem is not None:
+                raise BootstrapError(f"{path}: {problem}")
     return records
 
 

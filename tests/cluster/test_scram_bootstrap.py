@@ -48,6 +48,7 @@ from confluent_kafka.admin import (
 from broker.config import STANDARD_AUTHORIZER
 from broker.net.node_client import ClientSecurity, KafkaClientConnection
 from broker.security.sasl_client import ScramClient
+from controller.features import default_feature_levels
 from controller.metadata.bootstrap import BOOTSTRAP_FILE, read_bootstrap_file
 from protocol.scram import ScramMechanism as Mechanism
 from tests.cluster.replication_harness import CLUSTER_ID, NODE_IDS, ReplicatedCluster, wait_until
@@ -179,12 +180,13 @@ def test_a_single_node_starts_with_the_credentials_and_applies_them_once(tmp_pat
         upsertion = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"changed")
         for future in admin.alter_user_scram_credentials([upsertion]).values():
             future.result(timeout=BOUND_S)
-        assert "writing the bootstrap metadata (2 records)" in broker.log_text()
+        # The two credentials after the new cluster's feature levels.
+        assert f"writing the bootstrap metadata ({2 + len(default_feature_levels())} records)" in broker.log_text()
     finally:
         broker.stop()
     broker = BrokerProcess(tmp_path, overrides).start()
     try:
-        assert "bootstrap.checkpoint ignored" in broker.log_text()
+        assert "the bootstrap metadata (feature levels, bootstrap.checkpoint) is not written" in broker.log_text()
         admin = AdminClient(scram_settings(broker.bootstrap, "alice", "changed"))
         assert describe_scram(admin, "alice") == [("SCRAM_SHA_256", 4096)]
         errors: list = []

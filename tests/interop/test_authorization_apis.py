@@ -264,6 +264,18 @@ def test_cluster_apis_need_cluster_permissions(secured):
     assert carol.alter_user_scram_credentials([upsert], request_timeout=TIMEOUT_S)["erin"].result(timeout=TIMEOUT_S) is None
 
 
+def test_update_features_needs_alter_on_the_cluster(secured):
+    # bob: no cluster ACL; admin: a super user. The level a new cluster has, written again.
+    update = {"feature": "group.version", "max_version_level": 1, "allow_downgrade": False, "upgrade_type": 1}
+
+    def answer(user):
+        response = raw(secured, user, "UpdateFeatures", 1, timeout_ms=10000, feature_updates=[update], validate_only=False)
+        return response.error_code, [(r.feature, r.error_code) for r in response.results]
+
+    assert answer("bob") == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    assert answer("admin") == (ErrorCode.NONE, [("group.version", ErrorCode.NONE)])
+
+
 # ----------------------------------------------------------------------------- topic reads
 
 

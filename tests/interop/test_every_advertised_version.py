@@ -845,3 +845,24 @@ def test_consumer_group_heartbeat_and_describe_every_version(client):
             assert {t.topic_name for t in member.assignment.topic_partitions} == {topic}
         left = client.call("ConsumerGroupHeartbeat", version, group_id=group, member_id=joined.member_id, member_epoch=-1)
         assert (left.error_code, left.member_epoch) == (0, -1)
+
+
+def test_update_features_every_version(client):
+    """UpdateFeatures (57): group.version at the level a new cluster finalizes (written
+    again, a no-op) succeeds; a level outside the range refuses the whole request."""
+    Q = struct_classes(APIS_BY_NAME["UpdateFeatures"].request)
+
+    def update(version, level):
+        item = Q.FeatureUpdateKey(feature="group.version", max_version_level=level, allow_downgrade=False, upgrade_type=1)
+        return client.call("UpdateFeatures", version, timeout_ms=5000, feature_updates=[item], validate_only=False)
+
+    for version in versions_of(client, "UpdateFeatures"):
+        done = update(version, 1)
+        assert (done.error_code, done.error_message) == (0, None), (version, done)
+        assert [(r.feature, r.error_code) for r in getattr(done, "results", None) or []] == (
+            [("group.version", 0)] if version <= 1 else []
+        )
+        refused = update(version, 99)
+        assert refused.error_code == 95 and "Invalid update version 99 for feature group.version" in refused.error_message
+        finalized = client.call("ApiVersions", 3, client_software_name="t", client_software_version="1").finalized_features
+        assert {f.name: f.max_version_level for f in finalized}["group.version"] == 1

@@ -18,6 +18,7 @@ from controller.broker_lifecycle import (
     plan_register_broker,
     plan_unregister_broker,
 )
+from controller.features import SUPPORTED_FEATURE_LEVELS
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
@@ -62,7 +63,12 @@ def registration(broker_id, cluster_id=CLUSTER):
     listener = SimpleNamespace(name="PLAINTEXT", host="127.0.0.1", port=9000 + broker_id, security_protocol=0)
     return SimpleNamespace(
         broker_id=broker_id, cluster_id=cluster_id, incarnation_id=uuid.UUID(int=broker_id),
-        listeners=[listener], features=[], rack=None, log_dirs=[],
+        listeners=[listener], rack=None, log_dirs=[],
+        # What a pybroker broker registers with: a new cluster finalizes feature levels.
+        features=[
+            SimpleNamespace(name=name, min_supported_version=low, max_supported_version=high)
+            for name, (low, high) in SUPPORTED_FEATURE_LEVELS.items()
+        ],
     )
 
 

@@ -216,8 +216,10 @@ def test_registration_refused_when_the_broker_cannot_run_the_finalized_metadata_
     assert "finalized version 7 of metadata.version" in result.message
     fits = registration(1, features=[feature("metadata.version", 1, 7)])
     assert plan_register_broker(image, fits, cluster_id=CLUSTER, broker_epoch=5, session_alive=False)[0].error == ErrorCode.NONE
-    # A broker that does not list the feature is accepted.
-    assert plan_register_broker(image, registration(1), cluster_id=CLUSTER, broker_epoch=5, session_alive=False)[0].error == ErrorCode.NONE
+    # A broker that does not list a finalized feature runs it at level 0 only (Kafka 4's rule): refused.
+    unlisted = plan_register_broker(image, registration(1), cluster_id=CLUSTER, broker_epoch=5, session_alive=False)[0]
+    assert unlisted.error == ErrorCode.UNSUPPORTED_VERSION
+    assert "wants a version between 0 and 0" in unlisted.message
 
 
 # --------------------------------------------------------------------------- heartbeats

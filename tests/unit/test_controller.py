@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.features import default_feature_levels
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
@@ -259,13 +260,14 @@ def test_create_topics_updates_the_image_and_the_log(controllers, tmp_path):
     assert seen == [(set(), {"a", "b"})]  # one commit per command, listeners told once
     assert metadata_log_bytes(tmp_path) > 0
     # The metadata log holds plain v2 batches: the leader's control batch (a
-    # LeaderChange), then framed records with null keys.
+    # LeaderChange), the new cluster's feature levels, then framed records with null keys.
     records = decode_records(b"".join(p.read_bytes() for p in sorted((tmp_path / METADATA_DIR_NAME).glob("*.log"))))
     assert records[0].control is not None and records[0].control.control_type == 2
     data = records[1:]
     assert all(r.key is None and r.control is None for r in data)
     decoded = [decode_record(r.value) for r in data]
-    assert [k for k, _ in decoded] == [2, 4, 3, 3, 3, 2, 3, 3]
+    features = [FEATURE_LEVEL_RECORD.api_key] * len(default_feature_levels())
+    assert [k for k, _ in decoded] == features + [2, 4, 3, 3, 3, 2, 3, 3]
     assert c.image.offset == len(records) - 1
 
 
@@ -277,9 +279,10 @@ def test_validate_only_writes_nothing(controllers, tmp_path):
     assert [r.error_code for r in results] == [ErrorCode.NONE, ErrorCode.INVALID_TOPIC_EXCEPTION]
     assert results[0].num_partitions == 2
     assert dict(c.image.topics) == {}
-    assert c.image.offset == 0  # the leader's control batch only
+    written = 1 + len(default_feature_levels())  # the leader's control batch and the feature levels only
+    assert c.image.offset == written - 1
     assert calls == []
-    assert c.raft_log.end_offset == 1
+    assert c.raft_log.end_offset == written
     c.close()
     assert dict(controllers().image.topics) == {}
 
@@ -288,7 +291,7 @@ def test_failed_creations_write_nothing(controllers, tmp_path):
     c = controllers()
     results = c.create_topics([CreateTopicSpec("x", num_partitions=0), CreateTopicSpec("y", configs={"bogus": "1"})])
     assert [r.error_code for r in results] == [ErrorCode.INVALID_PARTITIONS, ErrorCode.INVALID_CONFIG]
-    assert c.raft_log.end_offset == 1  # the leader's control batch only
+    assert c.raft_log.end_offset == 1 + len(default_feature_levels())  # the leader's control batch and the feature levels only
     assert dict(c.image.topics) == {}
 
 

@@ -25,6 +25,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from broker.cli import _value_formatter_for
 from broker.cli import main as cli_main
+from controller.features import default_feature_levels
 from controller.topic_commands import ClusterDefaults, CreateTopicSpec
 from protocol.compression import CompressionType
 from protocol.records import (
@@ -685,9 +686,11 @@ def test_metadata_log_records_are_decoded(metadata_dir):
     lines = list(dump_files([log_path], DumpOptions(print_data=True), stats, format_value_for=_value_formatter_for))
     assert stats.exit_code == 0
     records = record_lines(lines)
-    # The log opens with the one voter's LeaderChange control batch.
+    # The log opens with the one voter's LeaderChange control batch, then a new cluster's feature levels.
     assert records[0].endswith("controlType: 2")
-    records = records[1:]
+    features = len(default_feature_levels())
+    assert all("payload: FeatureLevelRecord(name=" in line for line in records[1 : 1 + features])
+    records = records[1 + features :]
     topic_id = uuid.UUID(int=0x1234)
     assert records[0].endswith(
         f"keySize: -1 valueSize: 22 sequence: -1 headerKeys: [] payload: TopicRecord(name='t', topic_id={topic_id!r})"

@@ -175,3 +175,22 @@ def test_a_single_node_still_formats_itself(tmp_path):
     cluster_id = ensure_meta_properties([tmp_path / "only"], 1, None)
     check_cluster_id(cluster_id)
     assert read_meta_properties(tmp_path / "only" / META_PROPERTIES)["cluster.id"] == cluster_id
+
+
+def test_feature_levels_go_into_the_bootstrap_file_and_out_of_range_ones_are_refused(tmp_path, capsys):
+    from controller.features import GROUP_VERSION, SHARE_VERSION, with_bootstrap_features
+    from controller.metadata.bootstrap import read_bootstrap_file
+
+    config = write_config(tmp_path)
+    # Outside the supported range, or a feature pybroker does not know: refused, nothing written.
+    for bad in (f"{GROUP_VERSION}=9", f"{SHARE_VERSION}=1", "metadata.version=20", GROUP_VERSION, f"{GROUP_VERSION}=x"):
+        assert storage("format", "-c", str(config), "-t", CLUSTER_ID, "--feature", bad) == 1, bad
+        assert "--feature" in capsys.readouterr().err
+        assert not (tmp_path / "meta").exists()
+    assert storage("format", "-c", str(config), "-t", CLUSTER_ID, "--feature", f"{GROUP_VERSION}=0") == 0
+    assert f"feature levels {GROUP_VERSION}=0" in capsys.readouterr().out
+    records = read_bootstrap_file(tmp_path / "meta")
+    assert [(r.name, r.feature_level) for _, r in records] == [(GROUP_VERSION, 0)]
+    # The first batch then leaves group.version out (level 0) and keeps the other defaults.
+    first = [r.name for _, r in with_bootstrap_features(records)]
+    assert GROUP_VERSION not in first
