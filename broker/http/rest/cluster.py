@@ -336,6 +336,14 @@ class ClusterKafka:
 
     async def describe_groups(self, groups: list[str]) -> list[Any]:
         """The DescribedGroup of each group, in order, from its coordinator."""
+        return await self._describe("DescribeGroups", "groups", groups)
+
+    async def describe_consumer_groups(self, groups: list[str]) -> list[Any]:
+        """The ConsumerGroupDescribe answer of each group, in order, from its coordinator
+        (GROUP_ID_NOT_FOUND for a group that is not a KIP-848 consumer group)."""
+        return await self._describe("ConsumerGroupDescribe", "group_ids", groups)
+
+    async def _describe(self, api_name: str, ids_field: str, groups: list[str]) -> list[Any]:
         answers: dict[str, Any] = {}
         pending = list(dict.fromkeys(groups))
 
@@ -344,7 +352,7 @@ class ClusterKafka:
             for group in pending:
                 routes.setdefault(self._coordinator_route(group), []).append(group)
             outcomes = await asyncio.gather(*(
-                self._settle(self._send(n, "DescribeGroups", groups=ids, include_authorized_operations=False))
+                self._settle(self._send(n, api_name, **{ids_field: ids}, include_authorized_operations=False))
                 for n, ids in routes.items()
             ))
             for (node_id, ids), outcome in zip(routes.items(), outcomes):
@@ -405,7 +413,9 @@ class ClusterKafka:
             unfenced = self._broker.image.unfenced_broker_ids()
             nodes = [LOCAL] + [n for n in unfenced if n != self._broker.node_id]
             nodes = [n for n in nodes if n not in answered]
-            outcomes = await asyncio.gather(*(self._settle(self._send(n, "ListGroups", states_filter=[])) for n in nodes))
+            outcomes = await asyncio.gather(*(
+                self._settle(self._send(n, "ListGroups", states_filter=[], types_filter=[])) for n in nodes
+            ))
             done = True
             for node_id, outcome in zip(nodes, outcomes):
                 if isinstance(outcome, (_Unsent, _Lost)):
