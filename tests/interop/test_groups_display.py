@@ -8,7 +8,7 @@ with their offsets committed.
   4.x: ``--list --type`` (TYPE Classic / Consumer, the filter), ``--describe
   --state --verbose`` (GROUP-EPOCH, TARGET-ASSIGNMENT-EPOCH), ``--members
   --verbose`` (CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH, TARGET-ASSIGNMENT),
-  ``--offsets``.
+  ``--offsets``; ``--reset-offsets`` refuses the consumer group while it has members.
 - REST v3: ``type`` (CLASSIC, CONSUMER), ``is_mixed_consumer_group``, the assignor,
   Confluent's state names, the consumer group's consumers and their assignments.
 - The console's groups page (type and protocol columns) and a consumer group's
@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -164,6 +165,9 @@ def test_tool_lists_types_and_describes_epochs_and_target_assignments(groups):
     assert all(r[3:6] == ["3", "3", "0"] and r[6] != "-" for r in rows), offsets
     verbose = run_groups(broker, "describe", consumer, "--offsets", "--verbose").stdout.splitlines()
     assert verbose[1].split()[3] == "LEADER-EPOCH" and all(line.split()[3] == "0" for line in verbose[2:])
+    # A consumer group with members is not reset: its state is ConsumerGroupDescribe's, not DescribeGroups' Dead.
+    reset = run_groups(broker, "--reset-offsets", "--group", consumer, "--topic", topic, "--to-earliest", "--execute")
+    assert reset.returncode == 1 and f"the group '{consumer}' is inactive, but the current state is Stable" in reset.stderr
 
 
 def test_rest_shows_type_assignor_and_consumers(groups):
@@ -184,8 +188,11 @@ def test_rest_shows_type_assignor_and_consumers(groups):
     assert sorted(c["client_id"] for c in consumers["data"]) == ["kip848-member-0", "kip848-member-1"]
     partitions = []
     for c in consumers["data"]:
-        status, assignments, _ = rest.get(f"{base}/consumers/{c['consumer_id']}/assignments")
-        assert status == 200 and len(assignments["data"]) == PARTITIONS // 2
+        # Followed as linked: a member id is base64 (librdkafka's hold "+" and "/"), percent-encoded in the link.
+        status, assignments, raw = rest.get(urllib.parse.urlsplit(c["assignments"]["related"]).path)
+        assert status == 200 and len(assignments["data"]) == PARTITIONS // 2, (c, raw)
+        status, again, raw = rest.get(urllib.parse.urlsplit(c["metadata"]["self"]).path)
+        assert status == 200 and again["consumer_id"] == c["consumer_id"], raw
         partitions += [a["partition_id"] for a in assignments["data"]]
     assert sorted(partitions) == list(range(PARTITIONS))
     status, lags, _ = rest.get(base + "/lags")

@@ -16,8 +16,10 @@ Authorization: there the other node sees this node's principal, a super user
 (broker/config.py requires it with an authorizer), so each part is first
 authorized here, for the HTTP caller's principal and host, as the handler would:
 WRITE on the topic for Produce, DESCRIBE on the topic for ListOffsets, DESCRIBE
-on the group for DescribeGroups and OffsetFetch (whose answer then leaves out
-the topics the caller may not DESCRIBE, as the handler's does), DESCRIBE on the
+on the group for DescribeGroups, ConsumerGroupDescribe (whose answer is then
+refused when the group uses a topic the caller may not DESCRIBE) and OffsetFetch
+(whose answer then leaves out the topics the caller may not DESCRIBE, as the
+handlers' do), DESCRIBE on the
 cluster or else on each group for ListGroups, DESCRIBE_CONFIGS on the cluster
 for broker configs. A refused part is never sent to another node: it goes to
 this broker's own handler, which answers the refusal with its usual error code
@@ -362,6 +364,8 @@ class ClusterKafka:
                     continue
                 for g in outcome.groups:
                     if last or g.error_code not in COORDINATOR_ERRORS:
+                        if node_id is not LOCAL and api_name == "ConsumerGroupDescribe":
+                            self._refuse_unseen_topics(g)
                         answers[g.group_id] = g
             pending[:] = [g for g in pending if g not in answers]
             return not pending
@@ -371,6 +375,22 @@ class ClusterKafka:
         if missing:
             raise _no_answer(f"no coordinator described group {missing[0]}")
         return [answers[g] for g in groups]
+
+    def _refuse_unseen_topics(self, described) -> None:
+        """What the ConsumerGroupDescribe handler answers the HTTP caller itself: a group
+        whose members subscribe to or hold a topic it may not DESCRIBE is refused
+        (TOPIC_AUTHORIZATION_FAILED, no members); the other node saw this node's principal."""
+        if described.error_code != ErrorCode.NONE:
+            return
+        topics = set()
+        for m in described.members:
+            topics.update(m.subscribed_topic_names)
+            for assignment in (m.assignment, m.target_assignment):
+                topics.update(t.topic_name for t in assignment.topic_partitions)
+        if denied(self._broker, self._asker, AclOperation.DESCRIBE, TOPIC, topics - {""}):
+            described.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            described.error_message = "The described group uses topics that the client is not authorized to describe."
+            described.members = []
 
     async def offset_fetch_all(self, group: str):
         """OffsetFetch of every committed offset of ``group``, from its coordinator,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from urllib.parse import quote
 from typing import Any
 
 from broker.http.rest.cluster import ClusterKafka
@@ -39,6 +40,8 @@ ALTER_OPERATIONS = {"SET": 0, "DELETE": 1, "APPEND": 2, "SUBTRACT": 3}
 LATEST_TIMESTAMP = -1
 REQUEST_TIMEOUT_MS = 30_000
 ZERO_UUID = uuid.UUID(int=0)
+# RFC 3986's pchar beside the unreserved characters: left as they are in a path segment.
+PATH_SEGMENT_SAFE = "!$&'()*+,;=:@"
 
 
 @dataclass
@@ -61,7 +64,9 @@ class Call:
         return self.broker.cluster_id
 
     def url(self, *parts) -> str:
-        return self.base_url + "/v3/clusters/" + "/".join(str(p) for p in (self.cluster_id, *parts))
+        """A resource's URL; each part percent-encoded as a path segment, as a KIP-848
+        member id (base64: ``+`` and ``/``) or a group id may hold any character."""
+        return self.base_url + "/v3/clusters/" + "/".join(quote(str(p), safe=PATH_SEGMENT_SAFE) for p in (self.cluster_id, *parts))
 
     def crn(self, *pairs) -> str:
         return "crn:///kafka=" + self.cluster_id + "".join(f"/{k}={v}" for k, v in pairs)
