@@ -249,7 +249,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100, help="partitions of the topic (default 100)")
     parser.add_argument("--rate", type=int, default=1000, help="records produced per second (default 1000)")
     parser.add_argument("--rounds", type=int, default=3, help="joins measured per protocol (default 3)")
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="eager,cooperative,consumer (default all, in that order)")
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS),
+                        help="eager,cooperative,consumer (default all, in that order)")
     args = parser.parse_args()
     import confluent_kafka as ck
     import confluent_kafka.admin  # noqa: F401  (ck.admin)

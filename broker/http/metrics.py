@@ -627,13 +627,17 @@ class _BrokerCollector:
                     classic[state] = classic.get(state, 0) + 1
             offsets = sum(len(committed) for committed in coordinator.offsets.values())
         prefix = "kafka_server_group_coordinator_metrics_"
-        by_protocol = GaugeMetricFamily(prefix + "group_count", "Groups this broker coordinates, per protocol", labels=["protocol"])
+        by_protocol = GaugeMetricFamily(
+            prefix + "group_count", "Groups this broker coordinates, per protocol", labels=["protocol"]
+        )
         by_protocol.add_metric(["classic"], sum(classic.values()))
         by_protocol.add_metric(["consumer"], sum(consumer.values()))
         yield by_protocol
         for kind, counts in (("classic", classic), ("consumer", consumer)):
-            family = GaugeMetricFamily(prefix + f"{kind}_group_count", f"{kind.capitalize()} groups this broker coordinates, per state",
-                                       labels=["state"])
+            family = GaugeMetricFamily(
+                prefix + f"{kind}_group_count", f"{kind.capitalize()} groups this broker coordinates, per state",
+                labels=["state"],
+            )
             for state, count in counts.items():
                 family.add_metric([state], count)
             yield family
@@ -641,7 +645,9 @@ class _BrokerCollector:
         legacy = "kafka_coordinator_group_groupmetadatamanager_"
         yield _gauge(legacy + "numgroups", "Classic groups this broker coordinates", sum(classic.values()))
         for state in CLASSIC_GROUP_STATES:
-            yield _gauge(legacy + "numgroups" + state.lower(), f"Classic groups this broker coordinates in state {state}", classic[state])
+            yield _gauge(
+                legacy + "numgroups" + state.lower(), f"Classic groups this broker coordinates in state {state}", classic[state]
+            )
         yield _gauge(legacy + "numoffsets", "Committed offsets this broker's groups hold", offsets)
 
     def _connections(self):

@@ -66,7 +66,8 @@ class Call:
     def url(self, *parts) -> str:
         """A resource's URL; each part percent-encoded as a path segment, as a KIP-848
         member id (base64: ``+`` and ``/``) or a group id may hold any character."""
-        return self.base_url + "/v3/clusters/" + "/".join(quote(str(p), safe=PATH_SEGMENT_SAFE) for p in (self.cluster_id, *parts))
+        segments = (quote(str(p), safe=PATH_SEGMENT_SAFE) for p in (self.cluster_id, *parts))
+        return self.base_url + "/v3/clusters/" + "/".join(segments)
 
     def crn(self, *pairs) -> str:
         return "crn:///kafka=" + self.cluster_id + "".join(f"/{k}={v}" for k, v in pairs)
