@@ -178,7 +178,7 @@ def cmd_dump_log(args) -> int:
 
 def cmd_groups(args) -> int:
     from broker.tools.commands import cmd_group_admin, group_usage_error, settings_of
-    from broker.tools.groups import GroupTool, ToolError, print_descriptions
+    from broker.tools.groups import CONSUMER_GROUP_TYPES, GroupTool, ToolError, list_lines, print_descriptions
 
     problem = group_usage_error(args)
     if problem is not None:
@@ -190,18 +190,19 @@ def cmd_groups(args) -> int:
     try:
         tool = GroupTool(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
         if args.list_groups or args.groups_command == "list":
-            groups = tool.list_groups(args.state)  # names checked and spelled as Kafka's by group_usage_error
-            if args.state is not None:
-                for line in _group_list_table(groups):
+            # Names checked and spelled as Kafka's by group_usage_error; consumer groups only, as Kafka's tool.
+            groups = [g for g in tool.list_groups(args.state, args.type or list(CONSUMER_GROUP_TYPES))
+                      if g.is_consumer_group]
+            if args.state is not None or args.type is not None:
+                for line in list_lines(groups, with_type=args.type is not None, with_state=args.state is not None):
                     print(line)
             else:
-                for group_id, _, _ in groups:
-                    print(group_id)
+                for group in groups:
+                    print(group.group_id)
             return 0
         # --describe --group G... | --all-groups, or the subcommand `describe GROUP`.
         if args.all_groups:
-            # Consumer groups, as Kafka's tool means: protocol type consumer, or none (offsets only).
-            group_ids = [group_id for group_id, kind, _ in tool.list_groups() if kind in ("consumer", "")]
+            group_ids = [g.group_id for g in tool.list_groups(types=list(CONSUMER_GROUP_TYPES)) if g.is_consumer_group]
         else:
             group_ids = [args.group] if args.groups_command == "describe" else args.group
         return print_descriptions(tool, group_ids, args.describe_view, args.verbose)
@@ -509,12 +510,6 @@ def _print_storage_info(config, described) -> int:
     return 0
 
 
-def _group_list_table(groups) -> list[str]:
-    # kafka-consumer-groups.sh --list --state: GROUP padded to the longest id (at least 15) + 10.
-    width = max([15] + [len(g) for g, _, _ in groups]) + 10
-    return [f"{'GROUP':<{width}} STATE"] + [f"{g:<{width}} {state}" for g, _, state in groups]
-
-
 def main(argv: list[str] | None = None) -> int:
     from broker.tools.cli_common import exit_quietly_on_broken_pipe
 
@@ -544,7 +539,7 @@ def _main(argv: list[str] | None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """``pybroker``'s parser with every subcommand (each has --version)."""
     from broker.tools.cli_common import add_version_flags
-    from broker.tools.commands import COMMAND_CONFIG_HELP, add_describe_views, add_group_admin_options
+    from broker.tools.commands import COMMAND_CONFIG_HELP, add_describe_views, add_group_admin_options, add_type_option
     from broker.tools.commands import register as register_admin_commands
 
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
@@ -595,12 +590,16 @@ def build_parser() -> argparse.ArgumentParser:
     dump.set_defaults(func=cmd_dump_log)
     groups = commands.add_parser(
         "groups",
-        help="list, describe, reset offsets of and delete consumer groups (like kafka-consumer-groups.sh)",
-        description="Talks to a running broker; prints what kafka-consumer-groups.sh prints. 'list' (or --list) "
-        "prints the group ids (with --state, their states too); 'describe GROUP' (or --describe --group GROUP, or "
+        aliases=["consumer-groups"],
+        help="list, describe, reset offsets of and delete consumer groups, classic and KIP-848 "
+        "(like kafka-consumer-groups.sh)",
+        description="Talks to a running broker; prints what kafka-consumer-groups.sh 4.x prints. 'list' (or --list) "
+        "prints the group ids (with --type, their types, Classic or Consumer; with --state, their states); "
+        "'describe GROUP' (or --describe --group GROUP, or "
         "--describe --all-groups) prints per partition the committed offset, log end offset, lag and owning member "
-        "(--offsets, the default), or the members (--members; --verbose adds their assignments), or the group's "
-        "coordinator, assignor, state and member count (--state). --reset-offsets (--group G | --all-groups) "
+        "(--offsets, the default), or the members (--members; --verbose adds their epochs and current and target "
+        "assignments), or the group's coordinator, assignor, state and member count (--state; --verbose adds the "
+        "group and target assignment epochs). --reset-offsets (--group G | --all-groups) "
         "(--topic T[:P,..] | --all-topics) --to-earliest|--to-latest|--to-current|--to-offset N|--shift-by N|"
         "--to-datetime D|--by-duration PnDTnHnMnS (--dry-run | --execute) prints the new offsets (refused while the "
         "group has members; --export prints them as CSV); --delete (--group G | --all-groups) deletes groups; "
@@ -619,6 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--state", nargs="*", metavar="STATE",
         help="show states; with names (Stable, Empty, ...), only groups in those states",
     )
+    add_type_option(group_list)
     group_describe = group_commands.add_parser("describe", help="describe one group")
     group_describe.add_argument("group", metavar="GROUP")
     add_describe_views(group_describe, "describe_")

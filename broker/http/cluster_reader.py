@@ -56,13 +56,14 @@ CONNECT_TIMEOUT_MS = 3000
 FETCH = APIS_BY_NAME["Fetch"]
 LIST_GROUPS = APIS_BY_NAME["ListGroups"]
 DESCRIBE_GROUPS = APIS_BY_NAME["DescribeGroups"]
+CONSUMER_GROUP_DESCRIBE = APIS_BY_NAME["ConsumerGroupDescribe"]
 OFFSET_FETCH = APIS_BY_NAME["OffsetFetch"]
 DESCRIBE_LOG_DIRS = APIS_BY_NAME["DescribeLogDirs"]
 DESCRIBE_MIRRORS = APIS_BY_NAME["DescribeMirrors"]
 DESCRIBE_MULTI_MASTER = APIS_BY_NAME["DescribeMultiMasterCopies"]
 # Fetch v12: topics by name, no session (session id 0, epoch -1: a one-off full fetch).
 FETCH_VERSION = 12
-LIST_GROUPS_VERSION = 4
+LIST_GROUPS_VERSION = 5  # with each group's type (classic, consumer)
 DESCRIBE_GROUPS_VERSION = 5
 OFFSET_FETCH_VERSION = 8
 DESCRIBE_LOG_DIRS_VERSION = 4
@@ -266,9 +267,10 @@ class ClusterReader:
         return node_id if error == ErrorCode.NONE else -1
 
     async def list_groups(self, node_id: int) -> list:
-        """The groups ``node_id`` coordinates (ListGroups): entries with group_id, group_state, protocol_type."""
+        """The groups ``node_id`` coordinates (ListGroups): entries with group_id, group_state,
+        protocol_type and group_type."""
         response = await self.request(
-            node_id, LIST_GROUPS, LIST_GROUPS_VERSION, LIST_GROUPS.request.cls(states_filter=[])
+            node_id, LIST_GROUPS, LIST_GROUPS_VERSION, LIST_GROUPS.request.cls(states_filter=[], types_filter=[])
         )
         if response.error_code != ErrorCode.NONE:
             raise NodeUnavailable(f"node {node_id} answered ListGroups with {ErrorCode(response.error_code).name}")
@@ -280,6 +282,14 @@ class ClusterReader:
             DESCRIBE_GROUPS,
             DESCRIBE_GROUPS_VERSION,
             DESCRIBE_GROUPS.request.cls(groups=group_ids, include_authorized_operations=False),
+        )
+        return {g.group_id: g for g in response.groups}
+
+    async def describe_consumer_groups(self, node_id: int, group_ids: list[str]) -> dict[str, object]:
+        """KIP-848 consumer groups (ConsumerGroupDescribe v0), by group id."""
+        response = await self.request(
+            node_id, CONSUMER_GROUP_DESCRIBE, 0,
+            CONSUMER_GROUP_DESCRIBE.request.cls(group_ids=group_ids, include_authorized_operations=False),
         )
         return {g.group_id: g for g in response.groups}
 

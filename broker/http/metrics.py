@@ -3,8 +3,10 @@
 Names follow what Prometheus' JMX exporter makes of Kafka's MBeans (lower-cased
 ``kafka_<domain>_<type>_<name>``, ``_total`` for the ``...PerSec`` meters, the
 beans' keys as labels), so that dashboards and alerts written for Kafka read a
-pybroker cluster unchanged. Where Kafka has no bean (group lag, the event loop)
-the names are kafka_exporter's or pybroker's own.
+pybroker cluster unchanged (Kafka's own metrics, such as the group coordinator's
+``kafka.server:type=group-coordinator-metrics`` group counts per type and
+state, as ``kafka_server_<type>_<name>``). Where Kafka has no bean (group lag,
+the event loop) the names are kafka_exporter's or pybroker's own.
 
 The hot path only bumps plain ints: per produced batch and per fetched
 partition (the Produce and Fetch handlers are wrapped, not edited), and per
@@ -51,6 +53,10 @@ from protocol.records import RECORDS_COUNT_OFFSET, RECORDS_OFFSET
 from protocol.registry import APIS_BY_KEY, APIS_BY_NAME
 
 log = logging.getLogger(__name__)
+
+# Kafka's group states per type, each reported even at 0 (as Kafka registers every gauge).
+CLASSIC_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
 
 PRODUCE_KEY = APIS_BY_NAME["Produce"].key
 FETCH_KEY = APIS_BY_NAME["Fetch"].key
@@ -351,6 +357,7 @@ class _BrokerCollector:
         yield self._schema_validation(kept)
         lag, dropped_lag = self._group_lag()
         yield from lag
+        yield from self._group_counts()
         yield from self._connections()
         yield self._loop_lag()
         if metrics.schema_registry is not None:
@@ -597,6 +604,51 @@ class _BrokerCollector:
                 committed.add_metric(series, offset.offset)
                 lag.add_metric(series, max(hw - offset.offset, 0))
         return [lag, committed], dropped
+
+    def _group_counts(self):
+        """The groups this broker coordinates by type and state, as Kafka 4's
+        ``kafka.server:type=group-coordinator-metrics`` (group-count per protocol,
+        classic-group-count and consumer-group-count per state, offset-count) and the
+        ``kafka.coordinator.group:type=GroupMetadataManager`` gauges it keeps for classic
+        groups. A group known by its committed offsets only is an Empty classic group,
+        as Kafka makes one when such offsets are committed."""
+        broker = self.metrics.broker
+        classic = dict.fromkeys(CLASSIC_GROUP_STATES, 0)
+        consumer = dict.fromkeys(CONSUMER_GROUP_STATES, 0)
+        offsets = 0
+        if broker.is_broker:
+            coordinator, consumer_groups = broker.groups.coordinator, broker.groups.consumer_groups.groups
+            for group in consumer_groups.values():
+                consumer[group.state] = consumer.get(group.state, 0) + 1
+            for group_id in set(coordinator.groups) | set(coordinator.offsets):
+                group = coordinator.groups.get(group_id)
+                if group is not None or group_id not in consumer_groups:
+                    state = group.state.value if group is not None else "Empty"
+                    classic[state] = classic.get(state, 0) + 1
+            offsets = sum(len(committed) for committed in coordinator.offsets.values())
+        prefix = "kafka_server_group_coordinator_metrics_"
+        by_protocol = GaugeMetricFamily(
+            prefix + "group_count", "Groups this broker coordinates, per protocol", labels=["protocol"]
+        )
+        by_protocol.add_metric(["classic"], sum(classic.values()))
+        by_protocol.add_metric(["consumer"], sum(consumer.values()))
+        yield by_protocol
+        for kind, counts in (("classic", classic), ("consumer", consumer)):
+            family = GaugeMetricFamily(
+                prefix + f"{kind}_group_count", f"{kind.capitalize()} groups this broker coordinates, per state",
+                labels=["state"],
+            )
+            for state, count in counts.items():
+                family.add_metric([state], count)
+            yield family
+        yield _gauge(prefix + "offset_count", "Committed offsets this broker's groups hold", offsets)
+        legacy = "kafka_coordinator_group_groupmetadatamanager_"
+        yield _gauge(legacy + "numgroups", "Classic groups this broker coordinates", sum(classic.values()))
+        for state in CLASSIC_GROUP_STATES:
+            yield _gauge(
+                legacy + "numgroups" + state.lower(), f"Classic groups this broker coordinates in state {state}", classic[state]
+            )
+        yield _gauge(legacy + "numoffsets", "Committed offsets this broker's groups hold", offsets)
 
     def _connections(self):
         broker = self.metrics.broker

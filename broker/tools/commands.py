@@ -514,6 +514,7 @@ def add_group_admin_options(groups: argparse.ArgumentParser) -> None:
         help="with --list: show states; with names (Stable,Empty,...), only groups in those states; "
         "with --describe (no names): the group's coordinator, assignor, state and member count",
     )
+    add_type_option(groups)
     add_describe_views(groups, "")
     groups.add_argument("--group", action="append", metavar="GROUP", help="the group (repeatable with --describe, --delete)")
     groups.add_argument(
@@ -539,6 +540,15 @@ def add_group_admin_options(groups: argparse.ArgumentParser) -> None:
     )
 
 
+def add_type_option(parser: argparse.ArgumentParser) -> None:
+    """kafka-consumer-groups.sh 4.x's ``--list --type [classic,consumer]``."""
+    parser.add_argument(
+        "--type", nargs="*", metavar="TYPE",
+        help="with --list: show each group's type (Classic or Consumer); with names (classic,consumer), "
+        "only groups of those types",
+    )
+
+
 def add_describe_views(parser: argparse.ArgumentParser, dest_prefix: str) -> None:
     """--offsets, --members, --verbose (and, on the ``describe`` subcommand, --state) of ``--describe``.
     ``dest_prefix`` keeps the subcommand's values apart from those given before it."""
@@ -547,7 +557,8 @@ def add_describe_views(parser: argparse.ArgumentParser, dest_prefix: str) -> Non
     parser.add_argument("--members", dest=dest_prefix + "members", action="store_true",
                         help="with --describe: a row per member")
     parser.add_argument("--verbose", dest=dest_prefix + "verbose", action="store_true",
-                        help="with --describe --members: each member's assignment too")
+                        help="with --describe: --members adds each member's epoch, current and target assignment; "
+                        "--state the group and target assignment epochs; --offsets the leader epochs")
     if dest_prefix:
         parser.add_argument("--state", dest=dest_prefix + "state", action="store_true",
                             help="the group's coordinator, assignor, state and member count")
@@ -557,6 +568,8 @@ GROUP_STATES = {
     state.lower(): state
     for state in ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
 }
+# What kafka-consumer-groups.sh's --type takes (share groups have their own tool, as in Kafka).
+GROUP_TYPES = ("classic", "consumer")
 
 
 def group_usage_error(args) -> str | None:
@@ -586,7 +599,16 @@ def group_usage_error(args) -> str | None:
             return "give --group or --all-groups, not both"
     if args.describe_group and not args.group and not args.all_groups:
         return "--describe needs --group GROUP (repeatable) or --all-groups"
-    if (args.list_groups or args.groups_command == "list") and args.state:
+    listing = args.list_groups or args.groups_command == "list"
+    if args.type is not None and not listing:
+        return "--type goes with --list"
+    if args.type:
+        names = [name.strip().lower() for value in args.type for name in value.split(",") if name.strip()]
+        unknown = [name for name in names if name not in GROUP_TYPES]
+        if unknown:
+            return f"--type: {', '.join(unknown)}: the types are {', '.join(GROUP_TYPES)}"
+        args.type = sorted(set(names))
+    if listing and args.state:
         # Kafka's --state stable,empty: names in any case, commas or spaces between them.
         names = [name.strip() for value in args.state for name in value.split(",") if name.strip()]
         unknown = [name for name in names if name.lower() not in GROUP_STATES]

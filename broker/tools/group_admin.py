@@ -34,6 +34,7 @@ _OFFSET_DELETE = struct_classes(APIS_BY_NAME["OffsetDelete"].request)
 FIND_COORDINATOR_VERSION = 3
 LIST_GROUPS_VERSION = 4
 DESCRIBE_GROUPS_VERSION = 5
+CONSUMER_GROUP_DESCRIBE_VERSION = 0
 OFFSET_FETCH_VERSION = 7
 OFFSET_COMMIT_VERSION = 7
 DELETE_GROUPS_VERSION = 2
@@ -101,6 +102,17 @@ class GroupAdmin(ToolClient):
         return sorted(g.group_id for g in answer.groups if g.protocol_type in ("consumer", ""))
 
     def _state(self, coordinator, group_id: str) -> str:
+        """The group's state: ConsumerGroupDescribe's for a KIP-848 consumer group (Assigning,
+        Reconciling, Stable: it has members), else DescribeGroups', as Kafka's tool asks."""
+        if self.supports("ConsumerGroupDescribe"):
+            kip848 = coordinator.call(
+                "ConsumerGroupDescribe", CONSUMER_GROUP_DESCRIBE_VERSION, group_ids=[group_id],
+                include_authorized_operations=False,
+            ).groups[0]
+            if kip848.error_code == ErrorCode.NONE:
+                return kip848.group_state
+            if kip848.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise Refused(f"ConsumerGroupDescribe {group_id!r}: {kip848.error_message or error_text(kip848.error_code)}")
         described = coordinator.call(
             "DescribeGroups", DESCRIBE_GROUPS_VERSION, groups=[group_id], include_authorized_operations=False
         ).groups[0]

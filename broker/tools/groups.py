@@ -1,18 +1,25 @@
-"""``pybroker groups``: list consumer groups and describe one, as kafka-consumer-groups.sh does.
+"""``pybroker groups``: list consumer groups and describe one, as kafka-consumer-groups.sh 4.x does.
 
 It is a Kafka client like any other: it speaks the wire protocol to a running
 broker (``--bootstrap-server``), asks the group's coordinator for the group
-(DescribeGroups) and its committed offsets (OffsetFetch), asks each partition's
-leader for the log end offset (ListOffsets), and prints per partition the
-committed offset, the log end offset, the lag between them and the member the
-partition is assigned to.
+(ConsumerGroupDescribe for a KIP-848 consumer group; DescribeGroups for a
+classic one, as Kafka's admin client falls back when the first answers
+GROUP_ID_NOT_FOUND) and its committed offsets (OffsetFetch), asks each
+partition's leader for the log end offset (ListOffsets), and prints per
+partition the committed offset, the log end offset, the lag between them and
+the member the partition is assigned to.
 
 The output is kafka-consumer-groups.sh's, column for column: ``--offsets``
-(the default of ``--describe``), ``--members`` (``--verbose``: with the
-assignments) and ``--state`` each print a block per group, a blank line then
-a header, columns padded to their widest value (at least Kafka's minimum
-widths), ``-`` for a missing value. Notes about a group (no active members,
-rebalancing) go to stderr, as Kafka's tool writes them.
+(the default of ``--describe``; ``--verbose`` adds LEADER-EPOCH),
+``--members`` (``--verbose``: each member's epoch and current assignment, the
+group's target assignment epoch and the member's target assignment; ``-`` for
+a classic group, which has neither) and ``--state`` (``--verbose`` adds
+GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH) each print a block per group, a blank
+line then a header, columns padded to their widest value (at least Kafka's
+minimum widths), ``-`` for a missing value. Notes about a group (no active
+members, rebalancing) go to stderr, as Kafka's tool writes them. ``--list``
+with ``--type`` and/or ``--state`` prints GROUP, TYPE (Classic or Consumer)
+and STATE columns.
 """
 
 from __future__ import annotations
@@ -47,6 +54,26 @@ _ASSIGNMENT = DATA_MESSAGES["ConsumerProtocolAssignment"]
 _METADATA = struct_classes(APIS_BY_NAME["Metadata"].request)
 
 
+# Kafka's GroupType names, as its tool prints them in the TYPE column.
+GROUP_TYPE_NAMES = {"classic": "Classic", "consumer": "Consumer", "share": "Share"}
+# The types kafka-consumer-groups.sh lists (share groups have their own tool).
+CONSUMER_GROUP_TYPES = ("classic", "consumer")
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str  # as ListGroups v5 says it: classic, consumer, share
+
+    @property
+    def is_consumer_group(self) -> bool:
+        """What Kafka's tool lists: classic groups of the consumer protocol (or offsets
+        only) and KIP-848 consumer groups."""
+        return self.group_type in CONSUMER_GROUP_TYPES and self.protocol_type in ("consumer", "")
+
+
 @dataclass
 class PartitionRow:
     topic: str
@@ -56,6 +83,7 @@ class PartitionRow:
     member_id: str = "-"
     host: str = "-"
     client_id: str = "-"
+    leader_epoch: int | None = None  # of the committed offset
 
     @property
     def lag(self) -> int | None:
@@ -71,6 +99,9 @@ class MemberRow:
     host: str
     client_id: str
     assignment: list[tuple[str, int]] = field(default_factory=list)
+    # Consumer groups (KIP-848) only: the member's epoch and the target assignment it moves toward.
+    target_assignment: list[tuple[str, int]] = field(default_factory=list)
+    member_epoch: int | None = None
 
 
 @dataclass
@@ -78,11 +109,15 @@ class GroupDescription:
     group_id: str
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # the assignor: the classic group's protocol name, or the consumer group's server assignor
     coordinator: str
     partitions: list[PartitionRow]
     members: list[MemberRow]
     coordinator_id: int = -1
+    group_type: str = "classic"
+    # Consumer groups (KIP-848) only.
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
 
 
 class GroupTool(ToolClient):
@@ -97,60 +132,95 @@ class GroupTool(ToolClient):
             raise ToolError(f"no coordinator for group {group_id!r}: {ErrorCode(response.error_code).name}")
         return response.host, response.port, response.node_id
 
-    def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state), sorted by group id."""
-        response = self._connection(self._bootstrap).call("ListGroups", 4, states_filter=states or [])
+    def list_groups(self, states: list[str] | None = None, types: list[str] | None = None) -> list[GroupListing]:
+        """Every group the broker lists (ListGroups v5, filtered by state and type), sorted by group id."""
+        response = self._connection(self._bootstrap).call(
+            "ListGroups", 5, states_filter=states or [], types_filter=types or []
+        )
         if response.error_code != ErrorCode.NONE:
             raise ToolError(f"ListGroups: {ErrorCode(response.error_code).name}")
-        return sorted((g.group_id, g.protocol_type, g.group_state) for g in response.groups)
+        return sorted(
+            (GroupListing(g.group_id, g.protocol_type, g.group_state, g.group_type or "classic") for g in response.groups),
+            key=lambda g: g.group_id,
+        )
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
         """None when the coordinator has neither the group nor offsets of it."""
         host, port, coordinator_id = self._find_coordinator(group_id)
-        coordinator = (host, port)
-        connection = self._connection(coordinator)
-        described = connection.call("DescribeGroups", 5, groups=[group_id], include_authorized_operations=False).groups[0]
-        if described.error_code != ErrorCode.NONE:
-            raise ToolError(f"DescribeGroups: {ErrorCode(described.error_code).name}")
+        connection = self._connection((host, port))
+        description = self._describe_consumer_group(connection, group_id)
+        if description is None:
+            description = self._describe_classic_group(connection, group_id)
+        description.coordinator, description.coordinator_id = f"{host}:{port}", coordinator_id
         fetched = connection.call("OffsetFetch", 7, group_id=group_id, topics=None, require_stable=False)
         if fetched.error_code != ErrorCode.NONE:
             raise ToolError(f"OffsetFetch: {ErrorCode(fetched.error_code).name}")
         committed = {
-            (t.name, p.partition_index): p.committed_offset
+            (t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch)
             for t in fetched.topics
             for p in t.partitions
             if p.error_code == ErrorCode.NONE and p.committed_offset >= 0
         }
-        if described.group_state == "Dead" and not committed:
+        if description.state == "Dead" and not committed:
             return None
+        members = description.members
+        owned = {tp for m in members for tp in m.assignment}
+        end_offsets = self._log_end_offsets(sorted(set(committed) | owned))
+
+        def row(tp, member: MemberRow | None) -> PartitionRow:
+            offset, epoch = committed.get(tp, (None, None))
+            who = (member.member_id, member.host, member.client_id) if member else (MISSING, MISSING, MISSING)
+            return PartitionRow(tp[0], tp[1], offset, end_offsets.get(tp), *who,
+                                leader_epoch=epoch if epoch is not None and epoch >= 0 else None)
+
+        # Kafka's order: members holding the most partitions first (each one's partitions
+        # sorted), then the partitions with a committed offset that no member holds.
+        description.partitions = [
+            row(tp, member)
+            for member in sorted((m for m in members if m.assignment), key=lambda m: -len(m.assignment))
+            for tp in member.assignment
+        ] + [row(tp, None) for tp in sorted(set(committed) - owned)]
+        return description
+
+    def _describe_consumer_group(self, connection, group_id: str) -> GroupDescription | None:
+        """The KIP-848 consumer group (ConsumerGroupDescribe), or None when the group is not
+        one (GROUP_ID_NOT_FOUND: unknown or classic) or the broker does not serve the API."""
+        if not self.supports("ConsumerGroupDescribe"):
+            return None
+        described = connection.call(
+            "ConsumerGroupDescribe", 0, group_ids=[group_id], include_authorized_operations=False
+        ).groups[0]
+        if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return None
+        if described.error_code != ErrorCode.NONE:
+            raise ToolError(f"ConsumerGroupDescribe: {described.error_message or ErrorCode(described.error_code).name}")
+
+        def partitions(assignment) -> list[tuple[str, int]]:
+            return sorted((t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
+
+        members = [
+            MemberRow(m.member_id, m.instance_id, m.client_host, m.client_id, partitions(m.assignment),
+                      partitions(m.target_assignment), m.member_epoch)
+            for m in described.members
+        ]
+        return GroupDescription(
+            group_id, described.group_state, "consumer", described.assignor_name, "", [], members,
+            group_type="consumer", group_epoch=described.group_epoch,
+            target_assignment_epoch=described.assignment_epoch,
+        )
+
+    def _describe_classic_group(self, connection, group_id: str) -> GroupDescription:
+        described = connection.call("DescribeGroups", 5, groups=[group_id], include_authorized_operations=False).groups[0]
+        if described.error_code != ErrorCode.NONE:
+            raise ToolError(f"DescribeGroups: {ErrorCode(described.error_code).name}")
         members = []
-        owner: dict[tuple[str, int], MemberRow] = {}
         for m in described.members:
             row = MemberRow(m.member_id, m.group_instance_id, m.client_host, m.client_id)
             if described.protocol_type == "consumer" and m.member_assignment:
                 row.assignment = decode_assignment(m.member_assignment)
-            for tp in row.assignment:
-                owner[tp] = row
             members.append(row)
-        end_offsets = self._log_end_offsets(sorted(set(committed) | set(owner)))
-        # Kafka's order: members holding the most partitions first (each one's partitions
-        # sorted), then the partitions with a committed offset that no member holds.
-        rows = []
-        for member in sorted((m for m in members if m.assignment), key=lambda m: -len(m.assignment)):
-            for tp in member.assignment:
-                rows.append(PartitionRow(tp[0], tp[1], committed.get(tp), end_offsets.get(tp),
-                                         member.member_id, member.host, member.client_id))
-        for tp in sorted(set(committed) - set(owner)):
-            rows.append(PartitionRow(tp[0], tp[1], committed[tp], end_offsets.get(tp)))
         return GroupDescription(
-            group_id,
-            described.group_state,
-            described.protocol_type,
-            described.protocol_data,
-            f"{coordinator[0]}:{coordinator[1]}",
-            rows,
-            members,
-            coordinator_id,
+            group_id, described.group_state, described.protocol_type, described.protocol_data, "", [], members,
         )
 
     def _log_end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -214,34 +284,43 @@ def group_notice(description: GroupDescription) -> str | None:
     return None
 
 
-def offsets_lines(description: GroupDescription) -> list[str]:
-    """``--describe [--offsets]``: a row per partition (none when the group has no rows)."""
+def offsets_lines(description: GroupDescription, verbose: bool = False) -> list[str]:
+    """``--describe [--offsets] [--verbose]``: a row per partition (none when the group has no rows);
+    ``--verbose`` adds the committed offset's LEADER-EPOCH, as Kafka 4's tool does."""
     if not description.partitions:
         return []
     g = description.group_id
+    epoch = (lambda r: [_text(r.leader_epoch)]) if verbose else (lambda r: [])
     rows = [
-        [g, r.topic, str(r.partition), _text(r.committed_offset), _text(r.log_end_offset), _text(r.lag),
+        [g, r.topic, str(r.partition), *epoch(r), _text(r.committed_offset), _text(r.log_end_offset), _text(r.lag),
          _text(r.member_id), _text(r.host), _text(r.client_id)]
         for r in description.partitions
     ]
-    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
-    widths = [max(15, *(len(r[0]) for r in rows)), max(15, *(len(r[1]) for r in rows)), 10, 15, 15, 15,
-              max(15, *(len(r[6]) for r in rows)), max(15, *(len(r[7]) for r in rows))]
+    header = ["GROUP", "TOPIC", "PARTITION", *(["LEADER-EPOCH"] if verbose else []), "CURRENT-OFFSET",
+              "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    member_column = 7 if verbose else 6
+    widths = [max(15, *(len(r[0]) for r in rows)), max(15, *(len(r[1]) for r in rows)), 10,
+              *([15] if verbose else []), 15, 15, 15,
+              max(15, *(len(r[member_column]) for r in rows)), max(15, *(len(r[member_column + 1]) for r in rows))]
     return ["", _aligned(widths, header)] + [_aligned(widths, r) for r in rows]
 
 
 def assignment_text(assignment: list[tuple[str, int]]) -> str:
-    """Kafka's ASSIGNMENT cell: ``topic(0,1), other(2)``, topics sorted; ``-`` when empty."""
+    """Kafka 4's assignment cell: ``topic:0,1;other:2`` (partitions sorted, then the
+    per-topic parts sorted); ``-`` when empty."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in assignment:
         by_topic.setdefault(topic, []).append(partition)
     if not by_topic:
         return MISSING
-    return ", ".join(f"{t}({','.join(str(p) for p in sorted(ps))})" for t, ps in sorted(by_topic.items()))
+    return ";".join(sorted(f"{t}:{','.join(str(p) for p in sorted(ps))}" for t, ps in by_topic.items()))
 
 
 def members_lines(description: GroupDescription, verbose: bool = False) -> list[str]:
-    """``--describe --members [--verbose]``: a row per member (none when it has none)."""
+    """``--describe --members [--verbose]``: a row per member (none when it has none).
+    ``--verbose`` adds, as Kafka 4's tool: CURRENT-EPOCH (the member's epoch),
+    CURRENT-ASSIGNMENT, TARGET-EPOCH (the group's target assignment epoch) and
+    TARGET-ASSIGNMENT; a classic group has no epochs and no target (``-``)."""
     members = description.members
     if not members:
         return []
@@ -251,25 +330,44 @@ def members_lines(description: GroupDescription, verbose: bool = False) -> list[
     for m in members:
         row = [description.group_id, m.member_id] + ([_text(m.group_instance_id)] if with_instance else [])
         rows.append(row + [_text(m.host), _text(m.client_id), str(len(m.assignment))])
-    minimums = [15, 15] + ([17] if with_instance else []) + [15, 15, 15]
-    widths = [max(minimum, *(len(r[i]) for r in rows)) for i, minimum in enumerate(minimums)]
+    # Kafka's widths: the text columns widen to their longest value, #PARTITIONS is 15.
+    minimums = [15, 15] + ([17] if with_instance else []) + [15, 15]
+    widths = [max(minimum, *(len(r[i]) for r in rows)) for i, minimum in enumerate(minimums)] + [15]
     if verbose:
-        header.append("ASSIGNMENT")
+        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
         for row, m in zip(rows, members):
-            row.append(assignment_text(m.assignment))
+            row += [_text(m.member_epoch), assignment_text(m.assignment), _text(description.target_assignment_epoch),
+                    assignment_text(m.target_assignment)]
+        widths += [15, max(20, *(len(r[len(widths) + 1]) for r in rows)), 15]
     return ["", _aligned(widths, header)] + [_aligned(widths, r) for r in rows]
 
 
-def state_lines(description: GroupDescription) -> list[str]:
-    """``--describe --state``: the group's coordinator, assignor, state and member count."""
+def state_lines(description: GroupDescription, verbose: bool = False) -> list[str]:
+    """``--describe --state [--verbose]``: the group's coordinator, assignor, state and member
+    count; ``--verbose`` adds GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH (``-`` for a classic group)."""
     coordinator = f"{description.coordinator}  ({description.coordinator_id})"
     widths = [max(15, len(description.group_id)), max(25, len(coordinator)), 20, 20]
-    return [
-        "",
-        _aligned(widths, ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]),
-        _aligned(widths, [description.group_id, coordinator, _text(description.protocol), description.state,
-                          str(len(description.members))]),
+    header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
+    row = [description.group_id, coordinator, _text(description.protocol), description.state]
+    if verbose:
+        widths += [15, 25]
+        header += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+        row += [_text(description.group_epoch), _text(description.target_assignment_epoch)]
+    return ["", _aligned(widths, header + ["#MEMBERS"]), _aligned(widths, row + [str(len(description.members))])]
+
+
+def list_lines(groups: list[GroupListing], with_type: bool, with_state: bool) -> list[str]:
+    """``--list`` with ``--type`` and/or ``--state``: GROUP padded to the longest id (at
+    least 15) + 10, then TYPE (Kafka's names: Classic, Consumer) and STATE, 20 wide each."""
+    width = max([15] + [len(g.group_id) for g in groups]) + 10
+    header = ["GROUP"] + (["TYPE"] if with_type else []) + (["STATE"] if with_state else [])
+    widths = [width] + [20] * (len(header) - 1)
+    rows = [
+        [g.group_id] + ([GROUP_TYPE_NAMES.get(g.group_type, "Unknown")] if with_type else [])
+        + ([g.state] if with_state else [])
+        for g in groups
     ]
+    return [_aligned(widths, header)] + [_aligned(widths, r) for r in rows]
 
 
 DESCRIBE_VIEWS = {"offsets": offsets_lines, "members": members_lines, "state": state_lines}
@@ -291,7 +389,7 @@ def print_descriptions(tool: GroupTool, group_ids: list[str], view: str, verbose
         if notice is not None:
             sys.stdout.flush()  # the note comes before its block when both streams are one terminal
             print(notice, file=sys.stderr)
-        lines = members_lines(description, verbose) if view == "members" else DESCRIBE_VIEWS[view](description)
+        lines = DESCRIBE_VIEWS[view](description, verbose)
         for line in lines:
             print(line)
     return code

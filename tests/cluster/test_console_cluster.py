@@ -1,7 +1,9 @@
 """The web console and the metrics on three nodes: one node's console shows the
 whole cluster (messages of partitions led elsewhere, a group coordinated
 elsewhere with its members and lag over time), and the group coordinator's
-metrics report lag for partitions whose log is on other nodes.
+metrics report lag for partitions whose log is on other nodes; a KIP-848
+consumer group coordinated elsewhere is shown with its type and its member's
+current and target assignment.
 
 The topic has replication factor 1, so each partition's log is on one node
 only: a page of another node can show its records only by asking that node.
@@ -19,6 +21,7 @@ import pytest
 
 from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster, wait_until
 from tests.cluster.test_quorum_processes import free_ports
+from protocol.consumer_offsets import partition_for_group
 from tests.conftest import BrokerProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -175,6 +178,26 @@ def test_one_console_shows_the_whole_cluster(cluster):
         )
         # Another node does not coordinate the group: no series for it there (per-broker metrics, as Kafka's).
         assert lag_metrics(get(f"http://127.0.0.1:{cluster.metrics_ports[viewer]}/metrics"), group, topic) == {}
+
+        # A KIP-848 consumer group coordinated by another node: its type, epochs and its member's
+        # current and target assignment, read there with ConsumerGroupDescribe.
+        offsets_topic = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+        names = (f"kip848-{uuid.uuid4().hex[:6]}" for _ in range(1000))
+        kip848 = next(g for g in names if offsets_topic.partitions[
+            partition_for_group(g, len(offsets_topic.partitions))].leader not in (viewer, -1))
+        member = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": kip848, "group.protocol": "consumer",
+                           "client.id": "kip848-cluster-test", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            member.subscribe([topic])
+            assert wait_until(lambda: member.poll(0.2) is None and len(member.assignment()) == PARTITIONS, 30)
+            row = re.compile(rf">{kip848}</a></td><td>consumer</td><td>consumer</td><td>(\d+)</td><td>Stable</td><td>1</td>")
+            assert wait_until(lambda: row.search(get(f"{console}/groups")), 30), get(f"{console}/groups")
+            page = html.unescape(get(f"{console}/group?id={kip848}"))
+            assert "consumer group (KIP-848), assignor uniform" in page and "kip848-cluster-test" in page, page
+            cells = re.findall(r"<td>(.*?)</td>", re.search(r'<table id="members">(.*?)</table>', page, re.S).group(1))
+            assert cells[6] == cells[5] == ", ".join(f"{topic}-{p}" for p in range(PARTITIONS)), cells  # at its target
+        finally:
+            member.close()
 
         # A node that does not answer: the pages say so within the reader's timeout, never hang.
         stopped = leaders[remote_partition]

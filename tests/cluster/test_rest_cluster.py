@@ -13,13 +13,16 @@ proxy node as a super user, and allowed once the ACL is there; a v2 consumer
 instance on a node that does not coordinate its group joins it there, reads every
 partition from its leader and commits the group's offsets; and after a
 leader is SIGKILLed, REST produce to its partition succeeds once the
-partition has failed over, with no record lost or doubled.
+partition has failed over, with no record lost or doubled. A KIP-848 consumer
+group coordinated elsewhere shows its type, assignor and members, and is
+refused to a caller who may not DESCRIBE its topic.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import uuid
 
 import pytest
@@ -201,6 +204,45 @@ def test_group_lags_through_a_node_that_does_not_coordinate(cluster):
     assert status == 200 and group in [g["consumer_group_id"] for g in listed["data"]], raw
     status, consumers, raw = rest.get(base + "/consumers")
     assert status == 200 and consumers["data"] == [], raw
+
+
+def test_a_consumer_group_through_a_node_that_does_not_coordinate_it(cluster):
+    """A KIP-848 group is described there with ConsumerGroupDescribe; a caller who may
+    DESCRIBE the group but not its topic is refused here, though that node hears a super user."""
+    topic = f"kip848-{uuid.uuid4().hex[:6]}"
+    admin = cluster.admin()
+    for future in admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)], request_timeout=20).values():
+        future.result(timeout=20)
+    group = f"kip848-{uuid.uuid4().hex[:6]}"
+    member = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group, "group.protocol": "consumer",
+                       "client.id": "rest-kip848", "enable.auto.commit": False})
+    try:
+        member.subscribe([topic])
+        assert wait_until(lambda: member.poll(0.2) is None and len(member.assignment()) == 2, BOUND_S)
+        coordinator = _coordinator(cluster, group)
+        via = next(n for n in NODE_IDS if n != coordinator)
+        rest = _rest(cluster, via)
+        base = f"/v3/clusters/{rest.cluster_id()}/consumer-groups/{group}"
+        assert wait_until(lambda: rest.get(base)[1]["state"] == "STABLE", BOUND_S), rest.get(base)
+        status, one, raw = rest.get(base)
+        assert (one["type"], one["partition_assignor"], one["is_mixed_consumer_group"]) == ("CONSUMER", "uniform", False), raw
+        assert one["coordinator"]["related"].endswith(f"/brokers/{coordinator}"), one
+        status, consumers, raw = rest.get(base + "/consumers")
+        assert [c["client_id"] for c in consumers["data"]] == ["rest-kip848"], raw
+        # As linked: the member id (base64, with "+" or "/" at times) percent-encoded.
+        status, assigned, raw = rest.get(urllib.parse.urlsplit(consumers["data"][0]["assignments"]["related"]).path)
+        assert status == 200, raw
+        assert sorted((a["topic_name"], a["partition_id"]) for a in assigned["data"]) == [(topic, 0), (topic, 1)], raw
+
+        _grant(cluster, ResourceType.GROUP, group, AclOperation.DESCRIBE)
+        alice = _rest(cluster, via, user="alice")
+        outcome = []
+        # Refused for the topic (40301, TOPIC_AUTHORIZATION_FAILED as the handler answers) once the group ACL
+        # is seen (before: 40302 for the group).
+        assert wait_until(lambda: outcome.append(alice.get(base)) or (outcome[-1][0], (outcome[-1][1] or {}).get("error_code"))
+                          == (403, 40301), BOUND_S), outcome[-1]
+    finally:
+        member.close()
 
 
 def test_another_brokers_configs_come_from_that_broker(cluster):

@@ -143,13 +143,17 @@ def test_groups_list_and_describe_show_members_offsets_and_lag(broker_factory):
 
         verbose = run_groups(broker, "describe", group, "--members", "--verbose")
         lines = verbose.stdout.splitlines()
-        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        # Kafka 4's columns; a classic group has no epochs and no target assignment.
+        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT",
+                  "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
         assert lines[1].split() == header
         assert_aligned(lines[1:], header)
-        assignments = sorted(line[lines[1].index("ASSIGNMENT"):] for line in lines[2:])
-        # topic(0,1) for the member holding two partitions, topic(2) or similar for the other.
-        assert len(assignments) == 2 and all(re.fullmatch(rf"{re.escape(topic)}\(\d(,\d)*\)", a) for a in assignments)
-        assert sorted(p for a in assignments for p in a[len(topic) + 1:-1].split(",")) == ["0", "1", "2"]
+        start, end = lines[1].index("CURRENT-ASSIGNMENT"), lines[1].index("TARGET-EPOCH")
+        assignments = sorted(line[start:end].strip() for line in lines[2:])
+        assert all(line.split()[-4::2] == ["-", "-"] and line.split()[-1] == "-" for line in lines[2:]), verbose.stdout
+        # topic:0,1 for the member holding two partitions, topic:2 or similar for the other.
+        assert len(assignments) == 2 and all(re.fullmatch(rf"{re.escape(topic)}:\d(,\d)*", a) for a in assignments)
+        assert sorted(p for a in assignments for p in a[len(topic) + 1:].split(",")) == ["0", "1", "2"]
 
         state = run_groups(broker, "--describe", "--group", group, "--state")
         lines = state.stdout.splitlines()

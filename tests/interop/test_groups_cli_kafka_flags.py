@@ -76,6 +76,8 @@ def test_flag_rules_are_usage_errors(broker_factory):
         (["--delete-offsets", "--all-groups", "--topic", "t"], "--all-groups goes with"),
         (["--list", "--export"], "--export goes with --reset-offsets"),
         (["--list", "--state", "Stable,Sleepy"], "--state: Sleepy: the states are PreparingRebalance,"),
+        (["--describe", "--group", "g", "--type"], "--type goes with --list"),
+        (["list", "--type", "classic,share"], "--type: share: the types are classic, consumer"),
     ):
         done = run_groups(broker, *args)
         assert done.returncode == 2 and done.stderr.startswith("pybroker groups: ") and message in done.stderr, (

@@ -32,7 +32,7 @@ class FakeLog:
         self.segments = [SimpleNamespace(size_bytes=s) for s in sizes]
 
 
-def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=()):
+def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=(), classic_groups=None, consumer_groups=None):
     logs = logs or {}
     leader = SimpleNamespace(isr=(1,), replicas=(1, 2), min_insync_replicas=2)
     return SimpleNamespace(
@@ -48,7 +48,8 @@ def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=())
         raft=SimpleNamespace(is_leader=True, node=SimpleNamespace(epoch=3), high_watermark=42),
         raft_log=SimpleNamespace(end_offset=42),
         logs=SimpleNamespace(opened_logs=lambda: iter(list(logs.items())), logs=logs, open_count=len(logs)),
-        groups=SimpleNamespace(coordinator=SimpleNamespace(offsets=offsets or {})),
+        groups=SimpleNamespace(coordinator=SimpleNamespace(offsets=offsets or {}, groups=classic_groups or {}),
+                               consumer_groups=SimpleNamespace(groups=consumer_groups or {})),
         config=SimpleNamespace(listeners=[SimpleNamespace(name="PLAINTEXT")]),
         _connections=[SimpleNamespace(listener_name="PLAINTEXT"), SimpleNamespace(listener_name="PLAINTEXT")],
         loop_monitor=SimpleNamespace(histogram=LagHistogram()),
@@ -168,6 +169,36 @@ def test_group_lag_is_capped_and_never_negative():
     }
     # g2's partition here is dropped by the cap; its partition on another broker is not known here.
     assert got[("pybroker_metrics_series_dropped", (("family", "group_lag"),))] == 1
+
+
+def test_group_counts_per_type_and_state():
+    from broker.coordinators.groups.group import GroupState
+
+    def classic(state):
+        return SimpleNamespace(state=state)
+
+    offset = OffsetAndMetadata(1, -1, "", 0)
+    broker = fake_broker(
+        classic_groups={"c1": classic(GroupState.STABLE), "c2": classic(GroupState.PREPARING_REBALANCE)},
+        # c3: offsets only (an Empty classic group, as Kafka makes one); k1: a consumer group's offsets.
+        offsets={"c1": {("a", 0): offset}, "c3": {("a", 0): offset, ("a", 1): offset}, "k1": {("a", 0): offset}},
+        consumer_groups={"k1": SimpleNamespace(state="Reconciling"), "k2": SimpleNamespace(state="Stable")},
+    )
+    got = samples(metrics_of(broker))
+    prefix = "kafka_server_group_coordinator_metrics_"
+    assert {dict(labels)["protocol"]: v for (name, labels), v in got.items() if name == prefix + "group_count"} == {
+        "classic": 3, "consumer": 2,
+    }
+    assert {dict(labels)["state"]: v for (name, labels), v in got.items() if name == prefix + "classic_group_count"} == {
+        "PreparingRebalance": 1, "CompletingRebalance": 0, "Stable": 1, "Dead": 0, "Empty": 1,
+    }
+    assert {dict(labels)["state"]: v for (name, labels), v in got.items() if name == prefix + "consumer_group_count"} == {
+        "Empty": 0, "Assigning": 0, "Reconciling": 1, "Stable": 1, "Dead": 0,
+    }
+    assert got[(prefix + "offset_count", ())] == 4
+    legacy = "kafka_coordinator_group_groupmetadatamanager_"
+    assert (got[(legacy + "numgroups", ())], got[(legacy + "numgroupsstable", ())], got[(legacy + "numgroupsempty", ())],
+            got[(legacy + "numgroupspreparingrebalance", ())], got[(legacy + "numoffsets", ())]) == (3, 1, 1, 1, 4)
 
 
 def test_state_families():

@@ -384,7 +384,9 @@ def _matches(record, needle: str) -> bool:
 class ClusterGroups:
     """Groups of the whole cluster as one moment's reads saw them."""
 
-    # group -> {"coordinator": node id, "state": str, "members": int or None (not described)}
+    # group -> {"coordinator": node id, "type": "classic" or "consumer", "protocol": the classic
+    # group's protocol type (consumer, connect...) or "consumer", "state": str,
+    # "members": int or None (not described)}
     groups: dict[str, dict] = field(default_factory=dict)
     # group -> (topic, partition) -> committed offset
     committed: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
@@ -405,17 +407,26 @@ async def cluster_groups(broker, reader, *, max_groups: int = MAX_GROUPS, descri
     if not broker.is_broker:
         return result
     coordinator = broker.groups.coordinator
-    for name in sorted(set(coordinator.groups) | set(coordinator.offsets)):
+    consumer_groups = broker.groups.consumer_groups.groups
+    for name in sorted(set(coordinator.groups) | set(coordinator.offsets) | set(consumer_groups)):
         if len(result.groups) >= max_groups:
             result.dropped += 1
             continue
-        group = coordinator.groups.get(name)
-        result.groups[name] = {"coordinator": broker.node_id, "state": group.state.value if group else "Empty",
-                               "members": len(group.members) if group else 0}
+        kip848 = consumer_groups.get(name)
+        if kip848 is not None:
+            result.groups[name] = {"coordinator": broker.node_id, "type": "consumer", "protocol": "consumer",
+                                   "state": kip848.state, "members": len(kip848.members)}
+        else:
+            group = coordinator.groups.get(name)
+            result.groups[name] = {"coordinator": broker.node_id, "type": "classic",
+                                   "protocol": (group.protocol_type if group else None) or "-",
+                                   "state": group.state.value if group else "Empty",
+                                   "members": len(group.members) if group else 0}
         result.committed[name] = {key: o.offset for key, o in coordinator.offsets.get(name, {}).items()}
     others = [n for n, b in sorted(broker.image.brokers.items()) if n != broker.node_id and not b.fenced]
     listed = await asyncio.gather(*(reader.list_groups(n) for n in others), return_exceptions=True)
     by_node: dict[int, list[str]] = {}
+    consumer_by_node: dict[int, list[str]] = {}
     for node_id, answer in zip(others, listed):
         if isinstance(answer, BaseException):
             result.notes.append(f"node {node_id} unavailable: {answer}")
@@ -427,15 +438,22 @@ async def cluster_groups(broker, reader, *, max_groups: int = MAX_GROUPS, descri
             if len(result.groups) >= max_groups:
                 result.dropped += 1
                 continue
-            result.groups[name] = {"coordinator": node_id, "state": listed_group.group_state or "-", "members": None}
+            kind = "consumer" if listed_group.group_type == "consumer" else "classic"
+            result.groups[name] = {"coordinator": node_id, "type": kind,
+                                   "protocol": listed_group.protocol_type or "-",
+                                   "state": listed_group.group_state or "-", "members": None}
             by_node.setdefault(node_id, []).append(name)
+            if kind == "consumer":
+                consumer_by_node.setdefault(node_id, []).append(name)
     nodes = sorted(by_node)
-    calls = [reader.committed_offsets(n, by_node[n]) for n in nodes]
+    calls = [(n, reader.committed_offsets(n, by_node[n])) for n in nodes]
     if describe:
-        calls += [reader.describe_groups(n, by_node[n]) for n in nodes]
-    answers = await asyncio.gather(*calls, return_exceptions=True)
-    for index, answer in enumerate(answers):
-        node_id = nodes[index % len(nodes)]
+        # Each type by its own API: DescribeGroups knows no consumer group, ConsumerGroupDescribe no classic one.
+        calls += [(n, reader.describe_groups(n, [g for g in by_node[n] if g not in consumer_by_node.get(n, ())]))
+                  for n in nodes]
+        calls += [(n, reader.describe_consumer_groups(n, ids)) for n, ids in sorted(consumer_by_node.items())]
+    answers = await asyncio.gather(*(call for _, call in calls), return_exceptions=True)
+    for index, ((node_id, _), answer) in enumerate(zip(calls, answers)):
         if isinstance(answer, BaseException):
             result.notes.append(f"node {node_id} unavailable: {answer}")
         elif index < len(nodes):
@@ -483,6 +501,8 @@ async def group_rows(broker, reader) -> tuple[list[dict], list[str]]:
         known = [lag for lag in lags if lag is not None]
         rows.append({
             "name": name,
+            "type": info["type"],
+            "protocol": info["protocol"],
             "coordinator": info["coordinator"],
             "state": info["state"],
             "members": info["members"] if info["members"] is not None else "-",
@@ -495,47 +515,102 @@ async def group_rows(broker, reader) -> tuple[list[dict], list[str]]:
     return rows, notes
 
 
+def _assignment_text(assigned) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(assigned)) or "-"
+
+
+def _local_consumer_group(broker, group) -> dict:
+    """A KIP-848 group this broker coordinates, read in-process: epochs, and each member's
+    epoch, current and target assignment (topics by name, from the metadata image)."""
+    names = broker.image.topic_names_by_id
+    by_id = {info.topic_id: info.name for info in group.subscription_metadata.values()}
+
+    def named(partitions) -> list[tuple[str, int]]:
+        return [(names.get(topic_id) or by_id.get(topic_id, str(topic_id)), p) for topic_id, p in partitions]
+
+    members = [
+        (m.member_id, m.instance_id, m.client_id, m.client_host, m.member_epoch, named(m.assigned),
+         named(group.target.get(m.member_id, ())))
+        for m in sorted(group.members.values(), key=lambda m: m.member_id)
+    ]
+    return {"state": group.state, "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "assignor": broker.groups.consumer_groups.assignor_of(group), "members": members}
+
+
+def _described_consumer_group(d) -> dict:
+    """The same from a ConsumerGroupDescribe answer (a group coordinated elsewhere)."""
+
+    def named(assignment) -> list[tuple[str, int]]:
+        return [(t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions]
+
+    members = [(m.member_id, m.instance_id, m.client_id, m.client_host, m.member_epoch, named(m.assignment),
+                named(m.target_assignment)) for m in d.members]
+    return {"state": d.group_state, "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
+            "assignor": d.assignor_name, "members": members}
+
+
 async def group_detail(broker, reader, name: str) -> dict | None:
     """A group's state, members and per-partition lag, from this broker's coordinator
-    in-process or (coordinated elsewhere) DescribeGroups and OffsetFetch to its coordinator."""
+    in-process or (coordinated elsewhere) ConsumerGroupDescribe or DescribeGroups and
+    OffsetFetch to its coordinator. A KIP-848 consumer group shows its epochs and each
+    member's epoch with its current and target assignment."""
     node_id = reader.coordinator_of(name)
     notes: list[str] = []
+    kip848 = None
     if node_id in (broker.node_id, -1):
         coordinator = broker.groups.coordinator
-        group = coordinator.groups.get(name)
         offsets = {key: o.offset for key, o in coordinator.offsets.get(name, {}).items()}
-        if group is None and not offsets:
-            return None
-        state = group.state.value if group else "Empty"
-        protocol_type = (group.protocol_type if group else None) or "-"
-        protocol = (group.protocol_name if group else None) or "-"
-        generation = group.generation_id if group else 0
-        leader = (group.leader_id if group else None) or "-"
-        raw_members = [
-            (m.member_id, m.group_instance_id, m.client_id, m.client_host, m.assignment) for m in (group.members.values() if group else ())
-        ]
+        consumer_group = broker.groups.consumer_groups.groups.get(name)
+        if consumer_group is not None:
+            kip848 = _local_consumer_group(broker, consumer_group)
+        else:
+            group = coordinator.groups.get(name)
+            if group is None and not offsets:
+                return None
+            state = group.state.value if group else "Empty"
+            protocol_type = (group.protocol_type if group else None) or "-"
+            protocol = (group.protocol_name if group else None) or "-"
+            generation = group.generation_id if group else 0
+            leader = (group.leader_id if group else None) or "-"
+            raw_members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.assignment)
+                           for m in (group.members.values() if group else ())]
     else:
         try:
-            described, committed = await asyncio.gather(
-                reader.describe_groups(node_id, [name]), reader.committed_offsets(node_id, [name])
+            consumer_described, described, committed = await asyncio.gather(
+                reader.describe_consumer_groups(node_id, [name]), reader.describe_groups(node_id, [name]),
+                reader.committed_offsets(node_id, [name]),
             )
         except NodeUnavailable as exc:
             return {"name": name, "unavailable": f"its coordinator, node {node_id}, is unavailable: {exc}", "coordinator": node_id}
-        d = described.get(name)
         offsets = committed.get(name, {})
-        if d is None or d.error_code != ErrorCode.NONE or (d.group_state == "Dead" and not offsets):
-            return None
-        state, protocol_type, protocol = d.group_state, d.protocol_type or "-", d.protocol_data or "-"
-        generation, leader = None, "-"  # DescribeGroups does not tell them
-        raw_members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.member_assignment) for m in d.members]
+        c = consumer_described.get(name)
+        if c is not None and c.error_code == ErrorCode.NONE:
+            kip848 = _described_consumer_group(c)
+        else:
+            d = described.get(name)
+            if d is None or d.error_code != ErrorCode.NONE or (d.group_state == "Dead" and not offsets):
+                return None
+            state, protocol_type, protocol = d.group_state, d.protocol_type or "-", d.protocol_data or "-"
+            generation, leader = None, "-"  # DescribeGroups does not tell them
+            raw_members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.member_assignment) for m in d.members]
     owners = {}
     members = []
-    for member_id, instance, client_id, host, assignment in raw_members:
-        assigned = decode_assignment(assignment) if protocol_type == "consumer" else []
-        for tp in assigned:
-            owners[tp] = member_id
-        members.append({"id": member_id, "instance": instance or "-", "client_id": client_id, "host": host,
-                        "assignment": ", ".join(f"{t}-{p}" for t, p in assigned) or "-"})
+    if kip848 is not None:
+        state, protocol_type, protocol = kip848["state"], "consumer", kip848["assignor"]
+        generation, leader = kip848["group_epoch"], "-"
+        for member_id, instance, client_id, host, epoch, assigned, target in kip848["members"]:
+            for tp in assigned:
+                owners[tp] = member_id
+            members.append({"id": member_id, "instance": instance or "-", "client_id": client_id, "host": host,
+                            "epoch": epoch, "assignment": _assignment_text(assigned), "target": _assignment_text(target),
+                            "reconciling": sorted(assigned) != sorted(target)})
+    else:
+        for member_id, instance, client_id, host, assignment in raw_members:
+            assigned = decode_assignment(assignment) if protocol_type == "consumer" else []
+            for tp in assigned:
+                owners[tp] = member_id
+            members.append({"id": member_id, "instance": instance or "-", "client_id": client_id, "host": host,
+                            "epoch": "-", "assignment": _assignment_text(assigned), "target": "-", "reconciling": False})
     keys = set(offsets) | set(owners)
     hws, unknown = await high_watermarks(broker, reader, keys)
     if unknown:
@@ -545,6 +620,8 @@ async def group_detail(broker, reader, name: str) -> dict | None:
          "lag": _lag(offsets.get((t, p)), hws.get((t, p))), "owner": owners.get((t, p), "-")}
         for t, p in sorted(keys)
     ]
-    return {"name": name, "coordinator": node_id, "state": state, "protocol_type": protocol_type, "protocol": protocol,
-            "generation": generation if generation is not None else "-", "leader": leader, "members": members,
-            "partitions": partitions, "notes": notes, "unavailable": ""}
+    return {"name": name, "coordinator": node_id, "type": "consumer" if kip848 is not None else "classic",
+            "state": state, "protocol_type": protocol_type, "protocol": protocol,
+            "generation": generation if generation is not None else "-", "leader": leader,
+            "assignment_epoch": kip848["assignment_epoch"] if kip848 is not None else None,
+            "members": members, "partitions": partitions, "notes": notes, "unavailable": ""}

@@ -16,8 +16,10 @@ Authorization: there the other node sees this node's principal, a super user
 (broker/config.py requires it with an authorizer), so each part is first
 authorized here, for the HTTP caller's principal and host, as the handler would:
 WRITE on the topic for Produce, DESCRIBE on the topic for ListOffsets, DESCRIBE
-on the group for DescribeGroups and OffsetFetch (whose answer then leaves out
-the topics the caller may not DESCRIBE, as the handler's does), DESCRIBE on the
+on the group for DescribeGroups, ConsumerGroupDescribe (whose answer is then
+refused when the group uses a topic the caller may not DESCRIBE) and OffsetFetch
+(whose answer then leaves out the topics the caller may not DESCRIBE, as the
+handlers' do), DESCRIBE on the
 cluster or else on each group for ListGroups, DESCRIBE_CONFIGS on the cluster
 for broker configs. A refused part is never sent to another node: it goes to
 this broker's own handler, which answers the refusal with its usual error code
@@ -336,6 +338,14 @@ class ClusterKafka:
 
     async def describe_groups(self, groups: list[str]) -> list[Any]:
         """The DescribedGroup of each group, in order, from its coordinator."""
+        return await self._describe("DescribeGroups", "groups", groups)
+
+    async def describe_consumer_groups(self, groups: list[str]) -> list[Any]:
+        """The ConsumerGroupDescribe answer of each group, in order, from its coordinator
+        (GROUP_ID_NOT_FOUND for a group that is not a KIP-848 consumer group)."""
+        return await self._describe("ConsumerGroupDescribe", "group_ids", groups)
+
+    async def _describe(self, api_name: str, ids_field: str, groups: list[str]) -> list[Any]:
         answers: dict[str, Any] = {}
         pending = list(dict.fromkeys(groups))
 
@@ -344,7 +354,7 @@ class ClusterKafka:
             for group in pending:
                 routes.setdefault(self._coordinator_route(group), []).append(group)
             outcomes = await asyncio.gather(*(
-                self._settle(self._send(n, "DescribeGroups", groups=ids, include_authorized_operations=False))
+                self._settle(self._send(n, api_name, **{ids_field: ids}, include_authorized_operations=False))
                 for n, ids in routes.items()
             ))
             for (node_id, ids), outcome in zip(routes.items(), outcomes):
@@ -354,6 +364,8 @@ class ClusterKafka:
                     continue
                 for g in outcome.groups:
                     if last or g.error_code not in COORDINATOR_ERRORS:
+                        if node_id is not LOCAL and api_name == "ConsumerGroupDescribe":
+                            self._refuse_unseen_topics(g)
                         answers[g.group_id] = g
             pending[:] = [g for g in pending if g not in answers]
             return not pending
@@ -363,6 +375,22 @@ class ClusterKafka:
         if missing:
             raise _no_answer(f"no coordinator described group {missing[0]}")
         return [answers[g] for g in groups]
+
+    def _refuse_unseen_topics(self, described) -> None:
+        """What the ConsumerGroupDescribe handler answers the HTTP caller itself: a group
+        whose members subscribe to or hold a topic it may not DESCRIBE is refused
+        (TOPIC_AUTHORIZATION_FAILED, no members); the other node saw this node's principal."""
+        if described.error_code != ErrorCode.NONE:
+            return
+        topics = set()
+        for m in described.members:
+            topics.update(m.subscribed_topic_names)
+            for assignment in (m.assignment, m.target_assignment):
+                topics.update(t.topic_name for t in assignment.topic_partitions)
+        if denied(self._broker, self._asker, AclOperation.DESCRIBE, TOPIC, topics - {""}):
+            described.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            described.error_message = "The described group uses topics that the client is not authorized to describe."
+            described.members = []
 
     async def offset_fetch_all(self, group: str):
         """OffsetFetch of every committed offset of ``group``, from its coordinator,
@@ -405,7 +433,9 @@ class ClusterKafka:
             unfenced = self._broker.image.unfenced_broker_ids()
             nodes = [LOCAL] + [n for n in unfenced if n != self._broker.node_id]
             nodes = [n for n in nodes if n not in answered]
-            outcomes = await asyncio.gather(*(self._settle(self._send(n, "ListGroups", states_filter=[])) for n in nodes))
+            outcomes = await asyncio.gather(*(
+                self._settle(self._send(n, "ListGroups", states_filter=[], types_filter=[])) for n in nodes
+            ))
             done = True
             for node_id, outcome in zip(nodes, outcomes):
                 if isinstance(outcome, (_Unsent, _Lost)):

@@ -93,7 +93,8 @@ SCHEMAS = {
     "PartitionList": _list("KafkaPartitionList", "Partition"),
     "ConsumerGroup": _resource("KafkaConsumerGroup", {
         "cluster_id": _STR, "consumer_group_id": _STR, "is_simple": _BOOL, "partition_assignor": _STR,
-        "state": _STR, "coordinator": _RELATED, "consumers": _RELATED, "lag_summary": _RELATED,
+        "state": _STR, "type": _STR, "is_mixed_consumer_group": _BOOL, "coordinator": _RELATED,
+        "consumers": _RELATED, "lag_summary": _RELATED,
     }),
     "ConsumerGroupList": _list("KafkaConsumerGroupList", "ConsumerGroup"),
     "Consumer": _resource("KafkaConsumer", {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from urllib.parse import quote
 from typing import Any
 
 from broker.http.rest.cluster import ClusterKafka
@@ -39,6 +40,8 @@ ALTER_OPERATIONS = {"SET": 0, "DELETE": 1, "APPEND": 2, "SUBTRACT": 3}
 LATEST_TIMESTAMP = -1
 REQUEST_TIMEOUT_MS = 30_000
 ZERO_UUID = uuid.UUID(int=0)
+# RFC 3986's pchar beside the unreserved characters: left as they are in a path segment.
+PATH_SEGMENT_SAFE = "!$&'()*+,;=:@"
 
 
 @dataclass
@@ -61,7 +64,10 @@ class Call:
         return self.broker.cluster_id
 
     def url(self, *parts) -> str:
-        return self.base_url + "/v3/clusters/" + "/".join(str(p) for p in (self.cluster_id, *parts))
+        """A resource's URL; each part percent-encoded as a path segment, as a KIP-848
+        member id (base64: ``+`` and ``/``) or a group id may hold any character."""
+        segments = (quote(str(p), safe=PATH_SEGMENT_SAFE) for p in (self.cluster_id, *parts))
+        return self.base_url + "/v3/clusters/" + "/".join(segments)
 
     def crn(self, *pairs) -> str:
         return "crn:///kafka=" + self.cluster_id + "".join(f"/{k}={v}" for k, v in pairs)
@@ -410,16 +416,62 @@ async def get_partition(call: Call) -> dict:
 # ----------------------------------------------------------------- consumer groups
 
 
-async def _describe_group(call: Call, group: str):
+@dataclass
+class _Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    assigned: list[tuple[str, int]]  # sorted
+
+
+@dataclass
+class _GroupView:
+    """A group as the resources show it, whether DescribeGroups (classic) or
+    ConsumerGroupDescribe (KIP-848) described it."""
+
+    group_id: str
+    group_type: str  # Confluent's GroupType names: CLASSIC, CONSUMER
+    state: str  # Kafka's state name
+    is_simple: bool
+    partition_assignor: str
+    members: list[_Member]
+
+
+def _classic_view(g) -> _GroupView:
+    consumer = g.protocol_type == "consumer"
+    return _GroupView(
+        g.group_id, "CLASSIC", g.group_state, g.protocol_type == "", g.protocol_data or "",
+        [_Member(m.member_id, m.group_instance_id, m.client_id,
+                 sorted(_assignment(bytes(m.member_assignment or b""))) if consumer else []) for m in g.members],
+    )
+
+
+def _consumer_view(g) -> _GroupView:
+    return _GroupView(
+        g.group_id, "CONSUMER", g.group_state, False, g.assignor_name,
+        [_Member(m.member_id, m.instance_id, m.client_id,
+                 sorted((t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions))
+         for m in g.members],
+    )
+
+
+async def _describe_group(call: Call, group: str) -> _GroupView:
+    """ConsumerGroupDescribe first, DescribeGroups when the group is not a consumer group,
+    as Kafka's admin client describes a group of either type."""
+    c = (await call.kafka.describe_consumer_groups([group]))[0]
+    if c.error_code == ErrorCode.NONE:
+        return _consumer_view(c)
+    if c.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+        raise kafka_error(c.error_code, c.error_message, group)
     g = (await call.kafka.describe_groups([group]))[0]
     if g.error_code != ErrorCode.NONE:
         raise kafka_error(g.error_code, None, group)
     if g.group_state == "Dead":
         raise not_found(f"Consumer group {group} could not be found.")
-    return g
+    return _classic_view(g)
 
 
-def _group(call: Call, g) -> dict:
+def _group(call: Call, g: _GroupView) -> dict:
     group = g.group_id
     error, coordinator = call.broker.groups.coordinator_of(group)
     if error != ErrorCode.NONE:
@@ -427,29 +479,42 @@ def _group(call: Call, g) -> dict:
     return _resource(
         call, "KafkaConsumerGroup", ("consumer-groups", group), (("consumer-group", group),),
         cluster_id=call.cluster_id, consumer_group_id=group,
-        is_simple=g.protocol_type == "",
-        partition_assignor=g.protocol_data or "",
-        state=_STATES.get(g.group_state, "UNKNOWN"),
+        is_simple=g.is_simple,
+        partition_assignor=g.partition_assignor,
+        state=_STATES.get(g.state, "UNKNOWN"),
+        type=g.group_type,
+        # A consumer group with classic members (an online migration): never here, which
+        # migrates no group with members.
+        is_mixed_consumer_group=False,
         coordinator=call.related("brokers", coordinator),
         consumers=call.related("consumer-groups", group, "consumers"),
         lag_summary=call.related("consumer-groups", group, "lag-summary"),
     )
 
 
-# Kafka's group states as Confluent's ConsumerGroupState names.
+# Kafka's group states as Confluent's names (classic ones; Assigning and Reconciling are KIP-848's).
 _STATES = {
     "Empty": "EMPTY", "Stable": "STABLE", "PreparingRebalance": "PREPARING_REBALANCE",
-    "CompletingRebalance": "COMPLETING_REBALANCE", "Dead": "DEAD",
+    "CompletingRebalance": "COMPLETING_REBALANCE", "Dead": "DEAD", "Assigning": "ASSIGNING",
+    "Reconciling": "RECONCILING",
 }
 
 
 async def list_groups(call: Call) -> dict:
+    """Classic and consumer groups (as Confluent's proxy lists them; share groups are not
+    consumer groups), each described by the API of its type."""
     check_cluster(call)
-    ids = sorted(g.group_id for g in await call.kafka.list_groups())
-    data = []
-    if ids:
-        described = await call.kafka.describe_groups(ids)
-        data = [_group(call, g) for g in described if g.error_code == ErrorCode.NONE and g.group_state != "Dead"]
+    listed = sorted(await call.kafka.list_groups(), key=lambda g: g.group_id)
+    consumer_ids = [g.group_id for g in listed if g.group_type == "consumer"]
+    classic_ids = [g.group_id for g in listed if g.group_type in ("classic", "")]
+    views = []
+    if consumer_ids:
+        described = await call.kafka.describe_consumer_groups(consumer_ids)
+        views += [_consumer_view(g) for g in described if g.error_code == ErrorCode.NONE]
+    if classic_ids:
+        described = await call.kafka.describe_groups(classic_ids)
+        views += [_classic_view(g) for g in described if g.error_code == ErrorCode.NONE and g.group_state != "Dead"]
+    data = [_group(call, g) for g in sorted(views, key=lambda v: v.group_id)]
     return _list(call, "KafkaConsumerGroupList", ("consumer-groups",), data)
 
 
@@ -483,17 +548,17 @@ async def list_consumers(call: Call) -> dict:
     return _list(call, "KafkaConsumerList", ("consumer-groups", group, "consumers"), data)
 
 
-def _consumer(call: Call, group: str, m) -> dict:
+def _consumer(call: Call, group: str, m: _Member) -> dict:
     return _resource(
         call, "KafkaConsumer", ("consumer-groups", group, "consumers", m.member_id),
         (("consumer-group", group), ("consumer", m.member_id)),
         cluster_id=call.cluster_id, consumer_group_id=group, consumer_id=m.member_id,
-        instance_id=m.group_instance_id, client_id=m.client_id,
+        instance_id=m.instance_id, client_id=m.client_id,
         assignments=call.related("consumer-groups", group, "consumers", m.member_id, "assignments"),
     )
 
 
-async def _member(call: Call):
+async def _member(call: Call) -> tuple[_GroupView, _Member]:
     g = await _describe_group(call, call.params["consumer_group_id"])
     consumer = call.params["consumer_id"]
     for m in g.members:
@@ -518,14 +583,10 @@ def _consumer_assignment(call: Call, group: str, consumer: str, topic: str, inde
     )
 
 
-def _assigned(g, m) -> list[tuple[str, int]]:
-    return sorted(_assignment(bytes(m.member_assignment or b""))) if g.protocol_type == "consumer" else []
-
-
 async def list_consumer_assignments(call: Call) -> dict:
     check_cluster(call)
     g, m = await _member(call)
-    data = [_consumer_assignment(call, g.group_id, m.member_id, t, p) for t, p in _assigned(g, m)]
+    data = [_consumer_assignment(call, g.group_id, m.member_id, t, p) for t, p in m.assigned]
     return _list(call, "KafkaConsumerAssignmentList", ("consumer-groups", g.group_id, "consumers", m.member_id, "assignments"), data)
 
 
@@ -533,7 +594,7 @@ async def get_consumer_assignment(call: Call) -> dict:
     check_cluster(call)
     g, m = await _member(call)
     topic, index = call.params["topic_name"], _int_param(call, "partition_id")
-    if (topic, index) not in _assigned(g, m):
+    if (topic, index) not in m.assigned:
         raise not_found(f"Consumer {m.member_id} is not assigned {topic}-{index}.")
     return _consumer_assignment(call, g.group_id, m.member_id, topic, index)
 
@@ -549,11 +610,7 @@ async def _lags(call: Call) -> tuple[str, list[dict]]:
         for t in fetched.topics for p in t.partitions
         if p.error_code == ErrorCode.NONE and p.committed_offset >= 0
     }
-    owners = {}
-    if g.protocol_type == "consumer":
-        for m in g.members:
-            for tp in _assignment(bytes(m.member_assignment or b"")):
-                owners[tp] = m
+    owners = {tp: m for m in g.members for tp in m.assigned}
     # As Confluent's proxy: the partitions the group has committed offsets for.
     partitions = sorted(committed)
     ends = await _end_offsets(call, partitions)
@@ -569,7 +626,7 @@ async def _lags(call: Call) -> tuple[str, list[dict]]:
             (("consumer-group", group), ("lag", topic), ("partition", index)),
             cluster_id=call.cluster_id, consumer_group_id=group, topic_name=topic, partition_id=index,
             current_offset=current, log_end_offset=end, lag=max(end - current, 0),
-            consumer_id=m.member_id if m else "", instance_id=m.group_instance_id if m else None,
+            consumer_id=m.member_id if m else "", instance_id=m.instance_id if m else None,
             client_id=m.client_id if m else "",
         ))
     return group, rows
