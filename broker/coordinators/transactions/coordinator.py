@@ -1,5 +1,9 @@
 """The transaction coordinator's state machine (Kafka's TransactionCoordinator,
-TransactionMetadata and TransactionStateManager, transactions version 1).
+TransactionMetadata and TransactionStateManager, transactions versions 1 and 2).
+
+Longer than ~700 lines on purpose: one state machine whose transitions, of
+both transaction versions, share the pending-transition, store and marker
+machinery below; split, one set of rules would be spread over files.
 
 Pure and single-threaded: every operation takes ``now_ms`` and returns a list
 of effects for the IO side, which reports their outcomes back:
@@ -38,6 +42,16 @@ The rules, in brief (Kafka's):
   follow, and CompleteCommit/CompleteAbort is stored once every partition has
   its marker. A retried EndTxn after completion is answered NONE, the other
   direction INVALID_TXN_STATE.
+- Transactions version 2 (KIP-890 part 2, ``end_txn_v2``): the prepare record
+  bumps the epoch (the markers carry it) and the answer is the identity the
+  producer goes on with; at an exhausted epoch the record also names a new
+  producer id, which the completion moves to at epoch 0 (kept as the previous
+  id, so a retry with the old identity is recognised). A partition leader
+  adds a version 2 producer's partitions (``add_partitions`` with
+  ``client_transaction_version`` 2). The client transaction version and the
+  producer ids are stored in the records (TransactionLogValue v1), so a new
+  coordinator completes a prepared transaction as the old one would have.
+  Fences and timeouts bump once, as for version 1.
 - Ongoing transactions older than their timeout are aborted with an epoch
   bump (``abort_timed_out``); ids idle for ``transactional.id.expiration.ms``
   in Empty/CompleteCommit/CompleteAbort are removed with a tombstone
