@@ -40,7 +40,7 @@ def test_a_version_2_transaction_with_the_coordinator_on_another_node(tmp_path):
         leaders = {p: cluster.leader_of(topic, p, timeout_s=30) for p in range(PARTITIONS)}
         txn_id = coordinator = partition = None
         for candidate in (f"v2-txn-{n}" for n in range(TXN_IDS_TRIED)):
-            node = wait_until(lambda: coordinator_node(cluster, candidate, KEY_TYPE_TRANSACTION), 30)
+            node = wait_until(lambda candidate=candidate: coordinator_node(cluster, candidate, KEY_TYPE_TRANSACTION), 30)
             assert node, f"{candidate} has no coordinator"
             others = [p for p, leader in leaders.items() if leader != node]
             if others:

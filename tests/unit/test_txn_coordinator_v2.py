@@ -226,3 +226,13 @@ def test_an_init_fencing_a_version_2_transaction_aborts_it_and_the_retry_bumps_a
     # The zombie with the old epoch can neither end nor add.
     assert end2(io, "txn", pid, epoch, True).error == ErrorCode.PRODUCER_FENCED
     assert add2(io, "txn", pid, epoch, [T0]) == ErrorCode.PRODUCER_FENCED
+
+
+def test_the_gate_reads_the_finalized_transaction_version():
+    from types import SimpleNamespace
+
+    from broker.coordinators.transactions.service import transactions_v2
+
+    assert not transactions_v2(SimpleNamespace(features={}))
+    assert not transactions_v2(SimpleNamespace(features={"transaction.version": 1}))
+    assert transactions_v2(SimpleNamespace(features={"transaction.version": 2}))
