@@ -340,7 +340,7 @@ def register(dispatcher, broker) -> None:
                     ]
                 elif (name, index) in refused:
                     error = refused[(name, index)]
-                    message = "the transaction coordinator did not verify this partition for the transaction"
+                    message = "the transaction coordinator did not verify this partition for the transaction (or, version 2, add it)"
                 else:
                     written = append_as_leader(
                         broker,
