@@ -594,8 +594,8 @@ class PartitionLog(LogRetention):
         removal replaces it, and an append with the old one is refused."""
         return self.producer_state.verification_guard_for(producer_id, self._clock_ms())
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
-        return self.producer_state.has_ongoing_transaction(producer_id)
+    def has_ongoing_transaction(self, producer_id: int, epoch: int | None = None) -> bool:
+        return self.producer_state.has_ongoing_transaction(producer_id, epoch)
 
     def ongoing_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction (DescribeProducers'

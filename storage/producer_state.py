@@ -334,9 +334,12 @@ class ProducerStateManager:
 
     # ----------------------------------------------------------------- transactions
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, epoch: int | None = None) -> bool:
+        """Whether the producer has a transaction open here (at ``epoch``, if given:
+        under transactions version 2 the next transaction comes at the bumped
+        epoch while the last one may still wait for its marker here)."""
         entry = self.producers.get(producer_id)
-        return entry is not None and entry.in_transaction
+        return entry is not None and entry.in_transaction and (epoch is None or entry.epoch == epoch)
 
     def ongoing_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction, oldest first."""

@@ -21,7 +21,10 @@ partitions are in the producer's ongoing transaction before it takes the
 transaction's first batch). A verified partition answers NONE; one that is
 not in the transaction INVALID_TXN_STATE in v4 and TRANSACTION_ABORTABLE in
 v5 (Kafka 4.0's answer); the coordinator's errors apply to all of a
-transaction's partitions.
+transaction's partitions. Without ``verify_only`` (KIP-890 part 2) a partition
+leader adds the partitions for a transactions version 2 producer (Produce
+v12, TxnOffsetCommit v5), and the transaction is recorded as version 2 (it
+ends with an epoch bump).
 
 With an authorizer (Kafka's checks): versions 0-3 need WRITE on the
 transactional id (else every partition answers
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.coordinators.transactions.model import TRANSACTION_VERSION_1, TRANSACTION_VERSION_2
 from broker.links.multi_master_rules import is_multi_master
 from broker.replica.leader_append import read_only_mirror_message
 from broker.security.authorization import TOPIC, TRANSACTIONAL_ID, allowed, cluster_allowed, denied
@@ -91,7 +95,10 @@ def register(dispatcher, broker) -> None:
                     for key, error in outcome.items()
                 }
             return outcome
-        error = await transactions.add_partitions(transactional_id, producer_id, producer_epoch, keys)
+        # A broker's add (v4+ without verify_only) is for a transactions version 2
+        # producer (Produce v12, TxnOffsetCommit v5): Kafka reads the version so.
+        client_transaction_version = TRANSACTION_VERSION_2 if version >= BROKER_VERSION_MIN else TRANSACTION_VERSION_1
+        error = await transactions.add_partitions(transactional_id, producer_id, producer_epoch, keys, client_transaction_version)
         if error == ErrorCode.PRODUCER_FENCED and version < 2:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
         return {key: error for key in keys}

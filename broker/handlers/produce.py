@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3-11 (Kafka 4 dropped 0-2 and their legacy message sets).
+"""Produce (key 0), versions 3-12 (Kafka 4 dropped 0-2 and their legacy message sets).
 
 acks=0 gets no response at all and acks=1 is answered after the leader's
 append. acks=-1 (all) needs ``min.insync.replicas`` in the ISR before the
@@ -26,7 +26,17 @@ the transaction never added is refused with INVALID_TXN_STATE, a fenced
 producer with INVALID_PRODUCER_EPOCH, and a coordinator that cannot answer
 now with NOT_ENOUGH_REPLICAS, which every client retries. Such a request
 holds its connection until it has appended, so later requests cannot
-overtake it. A non-transactional batch from a producer inside a
+overtake it. Version 12 (KIP-890 part 2) comes from transactions version 2
+producers, which send no AddPartitionsToTxn: with ``transaction.version`` 2
+finalized, the leader adds the partition to the transaction itself (the
+local coordinator, or AddPartitionsToTxn v5 without ``verify_only`` to the
+coordinator's broker) before it appends, with the same error mapping (a
+transaction still completing answers NOT_ENOUGH_REPLICAS until its markers
+are written, which the client retries). Below that level v12 is verified as
+v11 is. A partition counts as having the producer's transaction open only at
+the batch's epoch, so the first batch of the next transaction (at the epoch
+the last EndTxn bumped to) is added even while the last one's marker is
+still on its way here. A non-transactional batch from a producer inside a
 transaction: INVALID_TXN_STATE. Records refused one by one (a missing
 key, a timestamp out of range) refuse their whole batch; v8+ lists them in
 ``record_errors`` (KIP-467: index in the batch, reason), which clients use
@@ -62,6 +72,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.coordinators.transactions.service import transactions_v2
 from broker.links.multi_master_rules import is_multi_master, produce_refusal
 from broker.net.dispatch import AnswerLater
 from broker.replica.leader_append import append_as_leader
@@ -197,8 +208,7 @@ def register(dispatcher, broker) -> None:
 
     def handle(ctx, request):
         throttle_ms = quotas.record_produce(ctx.principal, ctx.client_id, ctx.frame_bytes)
-        if throttle_ms > ctx.throttle_time_ms:
-            ctx.throttle_time_ms = throttle_ms
+        ctx.throttle_time_ms = max(ctx.throttle_time_ms, throttle_ms)
         transactional_id = request.transactional_id
         verify = []  # (key, plog, header) of first batches of a transaction here
         authorized_transactional = None  # asked at the first transactional batch
@@ -217,7 +227,7 @@ def register(dispatcher, broker) -> None:
                 if (
                     plog is not None
                     and replicas.leader_for(topic_data.name, pdata.index) is not None
-                    and not plog.has_ongoing_transaction(header.producer_id)
+                    and not plog.has_ongoing_transaction(header.producer_id, header.producer_epoch)
                 ):
                     verify.append(((topic_data.name, pdata.index), plog, header))
         checks = schema_checks(request)
@@ -232,15 +242,24 @@ def register(dispatcher, broker) -> None:
         return _append_all(ctx, request, {}, {}, invalid)
 
     async def _verify_then_append(ctx, request, verify, invalid):
+        add = ctx.api_version >= 12 and transactions_v2(broker.image)
+        plogs = {key: plog for key, plog, _ in verify}
         # Guards first: a marker or an epoch bump arriving while the coordinator
         # answers voids them, and the append is then refused (INVALID_TXN_STATE).
-        guards = {key: plog.verification_guard_for(header.producer_id) for key, plog, header in verify}
+        # An add (transactions version 2) takes them once the coordinator has
+        # added the partitions: until then the last transaction's marker may
+        # still land here, and it is not one the new batch must be fenced by.
+        guards = {} if add else {key: plog.verification_guard_for(header.producer_id) for key, plog, header in verify}
         by_producer: dict[tuple[int, int], list] = {}
         for key, _, header in verify:
             by_producer.setdefault((header.producer_id, header.producer_epoch), []).append(key)
         refused = {}
         for (producer_id, producer_epoch), keys in by_producer.items():
-            outcome = await broker.transactions.verify_partitions(request.transactional_id, producer_id, producer_epoch, keys)
+            outcome = await broker.transactions.verify_partitions(
+                request.transactional_id, producer_id, producer_epoch, keys, add=add
+            )
+            if add:
+                guards.update((key, plogs[key].verification_guard_for(producer_id)) for key in keys)
             for key in keys:
                 error = outcome.get(key, ErrorCode.UNKNOWN_SERVER_ERROR)
                 if error != ErrorCode.NONE:
@@ -321,7 +340,7 @@ def register(dispatcher, broker) -> None:
                     ]
                 elif (name, index) in refused:
                     error = refused[(name, index)]
-                    message = "the transaction coordinator did not verify this partition for the transaction"
+                    message = "the transaction coordinator did not verify this partition for the transaction (or, version 2, add it)"
                 else:
                     written = append_as_leader(
                         broker,
@@ -402,7 +421,7 @@ def register(dispatcher, broker) -> None:
             ]
         return response
 
-    dispatcher.register(API.key, 3, 11, handle)
+    dispatcher.register(API.key, 3, 12, handle)
 
 
 def _name_leader(partition_response, partition, leaders_named: set[int]) -> None:

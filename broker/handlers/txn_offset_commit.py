@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28), versions 0-4.
+"""TxnOffsetCommit (key 28), versions 0-5.
 
 A transactional producer's consumer offsets (``send_offsets_to_transaction``):
 stored in the group's ``__consumer_offsets`` partition as one transactional
@@ -22,7 +22,20 @@ INVALID_PRODUCER_ID_MAPPING, a negative epoch INVALID_PRODUCER_EPOCH; the log's
 refusals of the producer (INVALID_PRODUCER_EPOCH for an epoch older than the
 partition knows, PRODUCER_FENCED, ...) are passed on. v4 (KIP-890)
 only allows TRANSACTION_ABORTABLE in answers; this broker does not verify the
-transaction's partitions with its coordinator here, so it never sends it.
+transaction's partitions with its coordinator for v0-4, so it never sends it.
+
+v5 (KIP-890 part 2) comes from transactions version 2 producers, which send
+no AddOffsetsToTxn: with ``transaction.version`` 2 finalized, the group's
+``__consumer_offsets`` partition is first added to the producer's
+transaction by its coordinator (locally or with AddPartitionsToTxn v5), and
+the offsets are staged only once that is stored. The coordinator's refusals
+answer every partition: CONCURRENT_TRANSACTIONS while the last transaction
+completes (the client retries), COORDINATOR_NOT_AVAILABLE when the
+transaction coordinator cannot be reached or loaded (the client looks the
+group coordinator up again), INVALID_PRODUCER_EPOCH for a fenced producer
+(as Kafka's partition leaders pass PRODUCER_FENCED on),
+INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE. Below that level v5 is
+served as v4.
 
 With an authorizer (Kafka's order): WRITE on the transactional id, else every
 partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group,
@@ -36,6 +49,7 @@ the committed partitions' own replicas are neither read nor changed.
 
 from __future__ import annotations
 
+from broker.coordinators.transactions.service import transactions_v2
 from broker.security.authorization import GROUP, TOPIC, TRANSACTIONAL_ID, allowed, denied
 from controller.authorizer import AclOperation
 from protocol.consumer_offsets import OffsetAndMetadata
@@ -45,6 +59,15 @@ from protocol.schema import struct_classes
 
 API = APIS_BY_NAME["TxnOffsetCommit"]
 R = struct_classes(API.response)
+# The transaction coordinator's refusal of the implicit add (v5), as the
+# client is told it (Kafka's partition leaders map them so too).
+_ADD_ERRORS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
 
 
 def register(dispatcher, broker) -> None:
@@ -60,71 +83,18 @@ def register(dispatcher, broker) -> None:
             ],
         )
 
-    async def handle(ctx, request):
-        version = ctx.api_version
-        groups = broker.groups
-        if not allowed(broker, ctx, AclOperation.WRITE, TRANSACTIONAL_ID, request.transactional_id):
-            return every_partition(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        if not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id):
-            return every_partition(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        unauthorized = denied(broker, ctx, AclOperation.READ, TOPIC, (topic.name for topic in request.topics))
-        # The offsets go to __consumer_offsets: make sure it exists.
-        await groups.ensure_offsets_topic()
-        now_ms = groups.now_ms()
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for topic in request.topics:
-            image = broker.image.topics.get(topic.name)
-            for p in topic.partitions:
-                tp = (topic.name, p.partition_index)
-                if topic.name in unauthorized:
-                    errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                    continue
-                if image is None or p.partition_index not in image.partitions:
-                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                offsets[tp] = OffsetAndMetadata(
-                    offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
-                    metadata=p.committed_metadata or "",
-                    commit_timestamp_ms=now_ms,
-                )
-        if offsets:
-            wrong = groups.not_writable(request.group_id) if request.group_id else None
-            generation_id = request.generation_id if version >= 3 else -1
-            member_id = request.member_id if version >= 3 else ""
-            instance_id = request.group_instance_id if version >= 3 else None
-            if wrong is None and groups.is_consumer_group(request.group_id):
-                # A consumer group's member gives its member epoch as the generation,
-                # checked as Kafka does; the classic coordinator then stores the
-                # offsets as a commit without membership.
-                wrong = groups.consumer_member_error(request.group_id, member_id or None, generation_id, version, transactional=True)
-                generation_id, member_id, instance_id = -1, "", None
-            if wrong is not None:
-                errors.update({tp: wrong for tp in offsets})
-            else:
-                results = groups.run(
-                    groups.coordinator.commit_transactional_offsets,
-                    now_ms,
-                    request.group_id,
-                    request.producer_id,
-                    request.producer_epoch,
-                    generation_id,
-                    member_id,
-                    instance_id,
-                    offsets,
-                )
-                errors.update(await groups.answer_after_replication(request.group_id, results))
-        return R.TxnOffsetCommitResponse(
-            throttle_time_ms=0,
-            topics=[
-                R.TxnOffsetCommitResponseTopic(
-                    name=topic.name,
-                    partitions=[R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error) for p in topic.partitions],
-                )
-                for topic in request.topics
-            ],
+    async def add_offsets_partition(request) -> ErrorCode | None:
+        """KIP-890 part 2: the group's offsets partition joins the transaction
+        (what AddOffsetsToTxn does for older producers); None once it has."""
+        transactions = broker.transactions
+        key = transactions.coordinator.offsets_partition_for(request.group_id)
+        outcome = await transactions.verify_partitions(
+            request.transactional_id, request.producer_id, request.producer_epoch, [key], add=True
         )
+        error = outcome.get(key, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if error == ErrorCode.NONE:
+            return None
+        return _ADD_ERRORS.get(error, error)
 
     async def handle(ctx, request):
         version = ctx.api_version
@@ -157,6 +127,8 @@ def register(dispatcher, broker) -> None:
                 )
         if offsets:
             wrong = groups.not_writable(request.group_id) if request.group_id else None
+            if wrong is None and version >= 5 and transactions_v2(broker.image):
+                wrong = await add_offsets_partition(request)
             if wrong is None and groups.is_consumer_group(request.group_id):
                 # A consumer group's member gives its member epoch as the generation
                 # (checked as Kafka does); the commit is then one without membership.
@@ -204,4 +176,4 @@ def register(dispatcher, broker) -> None:
             ],
         )
 
-    dispatcher.register(API.key, 0, 4, handle)
+    dispatcher.register(API.key, 0, 5, handle)

@@ -4,7 +4,7 @@ from protocol.schema import INT16, INT32, INT64, RECORDS, STRING, Api, Array, F,
 
 APIS = [
     Api(
-        0, "Produce", "0-11", flexible="9+",
+        0, "Produce", "0-12", flexible="9+",
         request=[
             F("transactional_id", STRING, "3+", nullable="3+", default=None),
             F("acks", INT16),

@@ -4,7 +4,7 @@ from protocol.schema import INT16, INT32, INT64, STRING, Api, Array, F, Struct
 
 APIS = [
     Api(
-        28, "TxnOffsetCommit", "0-4", flexible="3+",
+        28, "TxnOffsetCommit", "0-5", flexible="3+",
         request=[
             F("transactional_id", STRING),
             F("group_id", STRING),

@@ -69,6 +69,7 @@ CHECKS = [
     "produce.pipelined",
     "produce.idempotentState",
     "produce.transactional",
+    "produce.transactionsV2",
     "consumer.group",
     "consumer.resume",
     "consumer.offsetsForTimes",

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(not CLIENTS_DIR.is_dir(), reason="reference kafk
 
 def load_reference(path: Path) -> dict:
     # The reference files carry // comments, which JSON does not allow.
-    text = re.sub(r"^\s*//.*$", "", path.read_text(), flags=re.M)
+    text = re.sub(r"^\s*//.*$", "", path.read_text(), flags=re.MULTILINE)
     return json.loads(text)
 
 
@@ -183,6 +183,13 @@ def apply_newer_kafka_versions(ref: dict) -> dict:
         if ref["name"] == "AlterPartitionReassignmentsResponse":
             field["ignorable"] = True
         ref["fields"].insert(1, field)
+    # Produce v12 and TxnOffsetCommit v5 (Kafka 4.0, KIP-890 part 2) change no
+    # field: a transactions version 2 producer's partition joins its transaction
+    # with the request itself.
+    if ref["name"] in ("ProduceRequest", "ProduceResponse") and ref["validVersions"] == "0-11":
+        ref["validVersions"] = "0-12"
+    if ref["name"] in ("TxnOffsetCommitRequest", "TxnOffsetCommitResponse") and ref["validVersions"] == "0-4":
+        ref["validVersions"] = "0-5"
     return ref
 
 

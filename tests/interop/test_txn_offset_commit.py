@@ -182,7 +182,7 @@ def test_txn_offset_commit_is_advertised(broker):
     with RawConnection(broker) as conn:
         response = conn.request(API["ApiVersions"], 3, Q["ApiVersions"].ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     entries = [(k.min_version, k.max_version) for k in response.api_keys if k.api_key == 28]
-    assert entries == [(0, 4)], "TxnOffsetCommit must be registered in broker/handlers/__init__.py"
+    assert entries == [(0, 5)], "TxnOffsetCommit must be registered in broker/handlers/__init__.py"
 
 
 def test_validation_errors_change_nothing(broker, topic):

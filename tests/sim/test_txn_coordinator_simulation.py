@@ -27,6 +27,12 @@ The world:
     new ones fence old ones) that init, add partitions, write data after the
     coordinator verifies the partition (KIP-890), and commit or abort, retrying
     on retriable errors; the coordinator aborts transactions past their timeout.
+    Some ids run transactions version 2 (KIP-890 part 2): no AddPartitionsToTxn,
+    the partition's leader adds the partition when the data arrives, and every
+    EndTxn bumps the epoch (the producer goes on with the identity it is
+    answered); some of them start near the end of the epoch range, so that
+    ends move them to new producer ids, with crashes between prepare and
+    complete.
 
 Invariants, checked after every event:
   * the coordinator's state of each id is a value stored in the log (a state
@@ -34,9 +40,11 @@ Invariants, checked after every event:
   * every transaction ends the same way on every partition it wrote to: never
     a commit marker on one partition and an abort on another;
   * a producer's markers on a partition never go back in epoch;
-  * an epoch bump fences the older producer: once InitProducerId returned an
-    epoch, no request of an older epoch of that producer id succeeds, and data
-    of an older epoch is never verified;
+  * an epoch bump fences the older producer: once InitProducerId (or, version
+    2, EndTxn) returned an epoch, no request of an older epoch of that
+    producer id succeeds (but the retry of that very EndTxn, answered with
+    the identity already handed out), and data of an older epoch is never
+    verified or added;
   * what a producer was told agrees with the markers: a commit answered NONE
     is committed everywhere, an abort answered NONE aborted everywhere.
 Liveness: after the chaos the coordinator and every leader stay up and no
@@ -55,9 +63,17 @@ from dataclasses import dataclass, field
 import pytest
 
 from broker.coordinators.transactions.coordinator import TransactionCoordinator
-from broker.coordinators.transactions.model import AllocateProducerId, SendMarkers, Store, TxnConfig
+from broker.coordinators.transactions.model import (
+    EPOCH_EXHAUSTED,
+    EPOCH_MAX,
+    TRANSACTION_VERSION_2,
+    AllocateProducerId,
+    SendMarkers,
+    Store,
+    TxnConfig,
+)
 from protocol.errors import ErrorCode
-from protocol.transaction_state import TxnState, key_bytes, value_bytes
+from protocol.transaction_state import TransactionValue, TxnState, key_bytes, partition_for, value_bytes
 
 TXN_PARTITIONS = 2
 DATA_PARTITIONS = tuple(("data", p) for p in range(4))
@@ -129,6 +145,7 @@ class Instance:
     pending_writes: int = 0
     request_seq: int = 0  # the request whose answer is awaited; older answers are ignored
     done: bool = False
+    v2: bool = False  # transactions version 2: no add step, EndTxn bumps the epoch
 
 
 class Simulation:
@@ -170,7 +187,22 @@ class Simulation:
         self.checked_values: dict = {}
         # attempt id -> partition -> committed: the markers that ended its batches.
         self.resolutions: dict[int, dict] = {}
-        self.stats = {"crashes": 0, "commits": 0, "aborts": 0, "fenced": 0, "timeouts": 0, "markers": 0, "refused_markers": 0}
+        self.stats = {
+            "crashes": 0, "commits": 0, "aborts": 0, "fenced": 0, "timeouts": 0, "markers": 0, "refused_markers": 0,
+            "v2_ends": 0, "v2_rotations": 0, "v2_adds": 0, "v2_prepared_at_restart": 0,
+        }
+        # Transactions version 2 ids, some starting near the end of the epoch range
+        # (as if they had run ~32760 transactions: their ends soon move them to a new id).
+        self.v2_ids = {txn_id for txn_id in TRANSACTIONAL_IDS if rng.random() < 0.5}
+        for i, txn_id in enumerate(sorted(self.v2_ids)):
+            if rng.random() < 0.6:
+                value = TransactionValue(
+                    producer_id=900 + i, producer_epoch=EPOCH_EXHAUSTED - rng.randint(2, 5), timeout_ms=TXN_TIMEOUT_MS,
+                    state=TxnState.EMPTY, partitions=frozenset(), last_update_ms=0, start_ms=-1,
+                )
+                record = (key_bytes(txn_id), value_bytes(value))
+                self.txn_log[partition_for(txn_id, TXN_PARTITIONS)].append(record)
+                self.stored_values.add(record)
         self._start_coordinator()
         for i, txn_id in enumerate(TRANSACTIONAL_IDS):
             self._new_instance(txn_id, delay_ms=i)
@@ -207,6 +239,10 @@ class Simulation:
             for key, value in records:
                 coordinator.load_record(partition, key, value)
         self.coordinator = coordinator
+        for txn_id in self.v2_ids:
+            meta = coordinator._loading.get(partition_for(txn_id, TXN_PARTITIONS), {}).get(txn_id)
+            if meta is not None and meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                self.stats["v2_prepared_at_restart"] += 1  # the new coordinator completes it
         for partition in range(TXN_PARTITIONS):
             self.run_effects(coordinator.finish_loading(partition, self.coordinator_epoch, self.now))
 
@@ -273,6 +309,8 @@ class Simulation:
             effects = c.add_partitions(self.now, instance.transactional_id, args[0], args[1], args[2], reply)
         elif kind == "end":
             effects = c.end_txn(self.now, instance.transactional_id, args[0], args[1], args[2], reply)
+        elif kind == "end2":
+            effects = c.end_txn_v2(self.now, instance.transactional_id, args[0], args[1], args[2], reply)
         else:  # pragma: no cover
             self.fail(kind)
         self.run_effects(effects)
@@ -289,6 +327,20 @@ class Simulation:
                         self.fail(f"{txn_id}: InitProducerId went back from epoch {previous[1]} to {result.producer_epoch}")
                 self.handed_out[txn_id] = (result.producer_id, result.producer_epoch)
             return
+        if kind == "end2":
+            if result.error == ErrorCode.NONE:
+                current = self.handed_out.get(txn_id)
+                identity = (result.producer_id, result.producer_epoch)
+                # A fresh end with the identity handed out, or the retry of the end
+                # that handed out the identity it answers again.
+                if current != (args[0], args[1]) and current != identity:
+                    self.fail(f"{txn_id}: EndTxn v5 by {args[0]} epoch {args[1]} answered {identity}, but {current} was handed out")
+                if identity[0] == args[0] and identity[1] != min(args[1] + 1, EPOCH_MAX):
+                    self.fail(f"{txn_id}: EndTxn v5 at epoch {args[1]} answered epoch {identity[1]}")
+                if identity[0] != args[0]:
+                    self.stats["v2_rotations"] += 1
+                self.handed_out[txn_id] = identity
+            return
         if result == ErrorCode.NONE:
             current = self.handed_out.get(txn_id)
             if current != (args[0], args[1]):
@@ -300,7 +352,7 @@ class Simulation:
     # ----------------------------------------------------------------- producers
 
     def _new_instance(self, transactional_id: str, delay_ms: int = 0) -> None:
-        instance = Instance(f"{transactional_id}#{len(self.instances)}", transactional_id)
+        instance = Instance(f"{transactional_id}#{len(self.instances)}", transactional_id, v2=transactional_id in self.v2_ids)
         self.instances.append(instance)
         self.schedule(delay_ms, ("act", instance))
 
@@ -322,14 +374,14 @@ class Simulation:
             instance.attempt = attempt
             instance.partitions = tuple(self.rng.sample(DATA_PARTITIONS, self.rng.randint(1, 3)))
             instance.commit = self.rng.random() < 0.7
-            instance.phase = "add"
+            instance.phase = "write" if instance.v2 else "add"
             self._act(instance)
         elif instance.phase == "add":
             self.request(instance, "add", instance.producer_id, instance.epoch, instance.partitions)
         elif instance.phase == "write":
             self._write_data(instance)
         elif instance.phase == "end":
-            self.request(instance, "end", instance.producer_id, instance.epoch, instance.commit)
+            self.request(instance, "end2" if instance.v2 else "end", instance.producer_id, instance.epoch, instance.commit)
 
     def _write_data(self, instance: Instance) -> None:
         """Produce one batch to each partition: each request is verified by the
@@ -340,9 +392,12 @@ class Simulation:
         for key in instance.partitions:
             self.schedule(self.delay(), ("data_arrives", instance, instance.attempt, key))
 
-    def _data_arrives(self, instance: Instance, attempt: Attempt, key) -> None:
+    def _data_arrives(self, instance: Instance, attempt: Attempt, key, tries: int = 0) -> None:
         if self.coordinator is None:
             self._data_done(instance)  # the batch fails; the transaction goes on without it
+            return
+        if instance.v2:
+            self._data_add(instance, attempt, key, tries)
             return
         verdict = self.coordinator.verify(attempt.transactional_id, attempt.producer_id, attempt.epoch, [key])[key]
         if verdict != ErrorCode.NONE:
@@ -355,6 +410,48 @@ class Simulation:
             self.fail(f"{instance.name}: data of epoch {attempt.epoch} verified after a newer epoch was handed out")
         # Appended after the coordinator's answer comes back: a marker may land first.
         self.schedule(self.delay(), ("data_append", instance, attempt, key))
+
+    def _data_add(self, instance: Instance, attempt: Attempt, key, tries: int) -> None:
+        """Version 2: the leader adds the partition with the coordinator (its answer
+        may be lost or never come: the produce request then times out)."""
+        incarnation = self.incarnation
+        write = {"done": False}  # answered, or given up by the client's timeout
+
+        def reply(error) -> None:
+            if error == ErrorCode.NONE:
+                self.stats["v2_adds"] += 1
+                if self.handed_out.get(attempt.transactional_id) != (attempt.producer_id, attempt.epoch):
+                    self.fail(f"{instance.name}: partition added at epoch {attempt.epoch} after a newer identity was handed out")
+            if self._alive(incarnation) and not self.lost():
+                self.schedule(self.delay(), ("data_added", instance, attempt, key, tries, error, write))
+
+        self.schedule(CLIENT_TIMEOUT_MS, ("data_timeout", instance, write))
+        self.run_effects(
+            self.coordinator.add_partitions(
+                self.now, attempt.transactional_id, attempt.producer_id, attempt.epoch, [key], reply, TRANSACTION_VERSION_2
+            )
+        )
+
+    def _data_added(self, instance: Instance, attempt: Attempt, key, tries: int, error: ErrorCode, write: dict) -> None:
+        if write["done"]:
+            return
+        write["done"] = True
+        if error == ErrorCode.NONE:
+            self.schedule(self.delay(), ("data_append", instance, attempt, key))
+        elif error in RETRIABLE and tries < 20:
+            # NOT_ENOUGH_REPLICAS to the client, which sends the batch again.
+            self.schedule(self.rng.randint(5, 50), ("data_arrives", instance, attempt, key, tries + 1))
+        else:
+            if error in FENCED:
+                instance.phase = "fenced"
+                self.stats["fenced"] += 1
+            self._data_done(instance)
+
+    def _data_timeout(self, instance: Instance, write: dict) -> None:
+        # The answer never came (lost or the coordinator crashed): the batch fails.
+        if not write["done"]:
+            write["done"] = True
+            self._data_done(instance)
 
     def _data_append(self, instance: Instance, attempt: Attempt, key) -> None:
         state = self.data[key].producers.setdefault(attempt.producer_id, ProducerState())
@@ -374,6 +471,11 @@ class Simulation:
             instance.done = True
             self._new_instance(instance.transactional_id, delay_ms=self.rng.choice([5, 3 * TXN_TIMEOUT_MS]))
             return
+        if instance.v2 and instance.attempt.written != set(instance.partitions):
+            # A failed send makes a version 2 transaction abortable (Kafka's
+            # clients then only abort): nothing may have been added at all, and
+            # a commit of nothing is INVALID_TXN_STATE.
+            instance.commit = False
         instance.phase = "end"
         self.schedule(self.rng.randint(0, 2 * TXN_TIMEOUT_MS // 3), ("act", instance))
 
@@ -381,8 +483,12 @@ class Simulation:
         if seq != instance.request_seq or instance.phase == "fenced":
             return
         instance.request_seq += 1  # the timeout of this request no longer applies
-        error = result.error if kind == "init" else result
+        error = result.error if kind in ("init", "end2") else result
         if error == ErrorCode.NONE:
+            if kind == "end2":
+                instance.producer_id, instance.epoch = result.producer_id, result.producer_epoch
+                self.stats["v2_ends"] += 1
+                kind = "end"
             if kind == "init":
                 instance.producer_id, instance.epoch = result.producer_id, result.producer_epoch
                 instance.phase = "begin"
@@ -398,7 +504,10 @@ class Simulation:
             self.schedule(self.rng.randint(0, 30), ("act", instance))
         elif error in RETRIABLE:
             self.schedule(self.rng.randint(5, 50), ("act", instance))
-        elif error in FENCED:
+        elif error in FENCED or (kind == "end2" and error == ErrorCode.INVALID_TXN_STATE and instance.commit):
+            # Version 2: a commit after the coordinator aborted the transaction
+            # (its timeout) is the retry of an abort in the other direction:
+            # INVALID_TXN_STATE, fatal to the producer as Kafka's clients take it.
             instance.phase = "fenced"
             self.stats["fenced"] += 1
         else:
@@ -553,6 +662,10 @@ class Simulation:
             self._data_arrives(*event[1:])
         elif kind == "data_append":
             self._data_append(*event[1:])
+        elif kind == "data_added":
+            self._data_added(*event[1:])
+        elif kind == "data_timeout":
+            self._data_timeout(*event[1:])
         elif kind == "marker_send":
             self._marker_send(*event[1:])
         elif kind == "marker_arrives":
@@ -615,3 +728,5 @@ def test_simulation_exercises_the_interesting_paths():
     assert total["timeouts"] > 0, total
     assert total["refused_markers"] >= 0, total
     assert total["markers"] > 100, total
+    assert total["v2_ends"] > 50 and total["v2_adds"] > 50 and total["v2_rotations"] > 0, total
+    assert total["v2_prepared_at_restart"] > 0, total

@@ -1,5 +1,9 @@
 """The transaction coordinator's state machine (Kafka's TransactionCoordinator,
-TransactionMetadata and TransactionStateManager, transactions version 1).
+TransactionMetadata and TransactionStateManager, transactions versions 1 and 2).
+
+Longer than ~700 lines on purpose: one state machine whose transitions, of
+both transaction versions, share the pending-transition, store and marker
+machinery below; split, one set of rules would be spread over files.
 
 Pure and single-threaded: every operation takes ``now_ms`` and returns a list
 of effects for the IO side, which reports their outcomes back:
@@ -38,6 +42,16 @@ The rules, in brief (Kafka's):
   follow, and CompleteCommit/CompleteAbort is stored once every partition has
   its marker. A retried EndTxn after completion is answered NONE, the other
   direction INVALID_TXN_STATE.
+- Transactions version 2 (KIP-890 part 2, ``end_txn_v2``): the prepare record
+  bumps the epoch (the markers carry it) and the answer is the identity the
+  producer goes on with; at an exhausted epoch the record also names a new
+  producer id, which the completion moves to at epoch 0 (kept as the previous
+  id, so a retry with the old identity is recognised). A partition leader
+  adds a version 2 producer's partitions (``add_partitions`` with
+  ``client_transaction_version`` 2). The client transaction version and the
+  producer ids are stored in the records (TransactionLogValue v1), so a new
+  coordinator completes a prepared transaction as the old one would have.
+  Fences and timeouts bump once, as for version 1.
 - Ongoing transactions older than their timeout are aborted with an epoch
   bump (``abort_timed_out``); ids idle for ``transactional.id.expiration.ms``
   in Empty/CompleteCommit/CompleteAbort are removed with a tombstone
@@ -55,13 +69,18 @@ from dataclasses import replace
 
 from broker.coordinators.transactions.model import (
     COMPLETED,
+    EPOCH_EXHAUSTED,
     EPOCH_MAX,
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     OFFSETS_TOPIC,
     PREPARED,
+    TRANSACTION_VERSION_1,
+    TRANSACTION_VERSION_2,
     AllocateProducerId,
     Allocation,
     Effect,
+    EndResult,
     InitResult,
     Kind,
     Pending,
@@ -297,8 +316,18 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Iterable[tuple[str, int]],
         reply: Reply,
+        client_transaction_version: int = TRANSACTION_VERSION_1,
     ) -> list[Effect]:
-        """``reply`` gets an ErrorCode."""
+        """``reply`` gets an ErrorCode. ``client_transaction_version`` is 2 when a
+        partition leader adds the partition for a version 2 producer (Produce
+        v12, TxnOffsetCommit v5); the transaction then ends with an epoch bump."""
+        pending_error = self._pending_error(transactional_id) if client_transaction_version >= TRANSACTION_VERSION_2 else None
+        if pending_error is not None:
+            # First for a version 2 producer, as Kafka: across an epoch overflow
+            # it already uses the new producer id, which is only pending here.
+            # (A version 1 producer keeps the checks in their old order.)
+            reply(pending_error)
+            return []
         error, partition, meta = self._producer_error(transactional_id, producer_id, producer_epoch)
         if error is not None:
             reply(error)
@@ -314,9 +343,24 @@ class TransactionCoordinator:
             reply(ErrorCode.CONCURRENT_TRANSACTIONS)
             return []
         start_ms = now_ms if meta.state in COMPLETED else meta.start_ms
-        target = replace(meta.value(), state=TxnState.ONGOING, partitions=meta.partitions | added, start_ms=start_ms, last_update_ms=now_ms)
+        target = replace(
+            meta.value(), state=TxnState.ONGOING, partitions=meta.partitions | added, start_ms=start_ms,
+            last_update_ms=now_ms, client_transaction_version=client_transaction_version, next_producer_id=NO_PRODUCER_ID,
+        )
         pending = Pending(Kind.ADD, target, meta.last_producer_epoch, meta.previous_producer_id, reply=reply)
         return self._store_transition(partition, meta, pending)
+
+    def _pending_error(self, transactional_id: str) -> ErrorCode | None:
+        """CONCURRENT_TRANSACTIONS while the id has a transition waiting for its record."""
+        if not transactional_id:
+            return None
+        partition = self.partition_for(transactional_id)
+        if self._partition_error(partition) is not None:
+            return None
+        meta = self._txns[partition].get(transactional_id)
+        if meta is not None and meta.stored and meta.pending is not None:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return None
 
     def add_offsets(self, now_ms: int, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, reply: Reply) -> list[Effect]:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the
@@ -368,6 +412,115 @@ class TransactionCoordinator:
         reply(ErrorCode.INVALID_TXN_STATE)  # Empty: no transaction to end
         return []
 
+    def end_txn_v2(
+        self,
+        now_ms: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        reply: Reply,
+        *,
+        new_producer_id: int | None = None,
+    ) -> list[Effect]:
+        """EndTxn of transactions version 2 (v5+, KIP-890 part 2); ``reply`` gets an
+        :class:`EndResult`. The epoch is bumped at every end: PrepareCommit/
+        PrepareAbort is stored with epoch + 1 (the markers carry it), and the
+        answer is the producer id and epoch the producer goes on with. When the
+        epoch would be exhausted, the prepare record also names a new producer
+        id (``next_producer_id``) that the completion moves to, at epoch 0.
+        A retry whose answer was lost (the epoch one below the current one, or
+        the last epoch of the previous producer id after a rotation) is answered
+        NONE with the current id and epoch in the same direction; an abort with
+        the current epoch and no transaction open still bumps the epoch (Kafka's
+        table: Empty/CompleteCommit/CompleteAbort take an abort)."""
+
+        def fail(error: ErrorCode) -> list[Effect]:
+            reply(EndResult(error))
+            return []
+
+        if not transactional_id:
+            return fail(ErrorCode.INVALID_REQUEST)
+        partition = self.partition_for(transactional_id)
+        error = self._partition_error(partition)
+        if error is not None:
+            return fail(error)
+        meta = self._txns[partition].get(transactional_id)
+        if meta is None or not meta.stored:
+            return fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        state = meta.state
+        # A producer can hold the last epoch (32767) only after the coordinator
+        # aborted its transaction at 32766 (a timeout or a fence bumps once, and
+        # a late abort of that producer counts as the retry of its own). Its
+        # end cannot bump any more: the prepare keeps 32767 and moves to a new id.
+        retry_on_overflow = (
+            meta.previous_producer_id == producer_id and producer_epoch >= EPOCH_EXHAUSTED and meta.producer_epoch == 0
+        )
+        retry_on_bump = meta.producer_epoch == producer_epoch + 1 or (
+            state in PREPARED and meta.producer_epoch == producer_epoch == EPOCH_MAX
+        )
+        if state in PREPARED:
+            valid_epoch = retry_on_bump
+        elif state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
+        else:  # Ongoing, Empty
+            valid_epoch = producer_epoch == meta.producer_epoch
+        retry = retry_on_bump or retry_on_overflow
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            return fail(ErrorCode.PRODUCER_FENCED)
+        if meta.pending is not None:
+            return fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state in PREPARED:
+            same = (state == TxnState.PREPARE_COMMIT) == commit
+            return fail(ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE)
+        if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            done = (state == TxnState.COMPLETE_COMMIT) == commit
+            if retry:
+                if not done:
+                    return fail(ErrorCode.INVALID_TXN_STATE)
+                reply(EndResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+                return []
+            if commit:
+                return fail(ErrorCode.INVALID_TXN_STATE)
+        elif state == TxnState.EMPTY and commit or state not in (TxnState.ONGOING, TxnState.EMPTY):
+            return fail(ErrorCode.INVALID_TXN_STATE)
+        # Ongoing (either direction), or an abort with nothing open: bump.
+        next_producer_id = NO_PRODUCER_ID
+        if epoch_exhausted(meta.producer_epoch):
+            if new_producer_id is None:
+                token = self._token()
+
+                def resume(later_ms: int, allocated: int) -> list[Effect]:
+                    return self.end_txn_v2(
+                        later_ms, transactional_id, producer_id, producer_epoch, commit, reply, new_producer_id=allocated
+                    )
+
+                self._allocations[token] = Allocation(partition, lambda result: reply(EndResult(result.error)), resume)
+                return [AllocateProducerId(token)]
+            next_producer_id = new_producer_id
+        nothing_open = state != TxnState.ONGOING
+        target = replace(
+            meta.value(),
+            state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+            producer_epoch=min(meta.producer_epoch + 1, EPOCH_MAX),
+            next_producer_id=next_producer_id,
+            client_transaction_version=TRANSACTION_VERSION_2,
+            start_ms=now_ms if nothing_open else meta.start_ms,
+            partitions=frozenset() if nothing_open else meta.partitions,
+            last_update_ms=now_ms,
+        )
+        pending = Pending(Kind.END, target, meta.producer_epoch, meta.previous_producer_id, reply=reply, answers_identity=True)
+        return self._store_transition(partition, meta, pending)
+
+    @staticmethod
+    def _identity_after(meta: TxnMetadata) -> tuple[int, int]:
+        """The producer id and epoch a version 2 transaction's completion leaves."""
+        if meta.client_transaction_version >= TRANSACTION_VERSION_2 and meta.next_producer_id != NO_PRODUCER_ID:
+            return meta.next_producer_id, 0
+        return meta.producer_id, meta.producer_epoch
+
     def _begin_fence(self, now_ms: int, partition: int, meta: TxnMetadata, kind: Kind, reply: Reply | None) -> list[Effect]:
         """Abort the ongoing transaction with the epoch bumped, so that the producer
         holding the current epoch can neither add to it nor end it any more."""
@@ -398,14 +551,23 @@ class TransactionCoordinator:
 
     def _begin_completion(self, now_ms: int, partition: int, meta: TxnMetadata) -> list[Effect]:
         commit = meta.state == TxnState.PREPARE_COMMIT
+        producer_id, producer_epoch = self._identity_after(meta)
+        rotated = producer_id != meta.producer_id
+        previous_producer_id = meta.producer_id if rotated else meta.previous_producer_id
         target = replace(
             meta.value(),
             state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
             partitions=frozenset(),
             last_update_ms=now_ms,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            previous_producer_id=previous_producer_id
+            if meta.client_transaction_version >= TRANSACTION_VERSION_2 else NO_PRODUCER_ID,
+            next_producer_id=NO_PRODUCER_ID,
         )
+        last_epoch = meta.producer_epoch if rotated else meta.last_producer_epoch
         meta.pending = Pending(
-            Kind.COMPLETE, target, meta.last_producer_epoch, meta.previous_producer_id, remaining=set(meta.partitions)
+            Kind.COMPLETE, target, last_epoch, previous_producer_id, remaining=set(meta.partitions)
         )
         if not meta.pending.remaining:
             return self._store_completion(partition, meta)
@@ -462,8 +624,20 @@ class TransactionCoordinator:
             return []
         return self._store_completion(partition, meta)
 
+    @staticmethod
+    def _record_target(pending: Pending) -> None:
+        """The stored value is the state the metadata takes: a version 2
+        transaction's record carries the previous producer id (and the next one
+        while an end is rotating); a version 1 record carries neither (version 0)."""
+        target = pending.target
+        if target.client_transaction_version >= TRANSACTION_VERSION_2:
+            pending.target = replace(target, previous_producer_id=pending.previous_producer_id)
+        elif target.previous_producer_id != NO_PRODUCER_ID or target.next_producer_id != NO_PRODUCER_ID:
+            pending.target = replace(target, previous_producer_id=NO_PRODUCER_ID, next_producer_id=NO_PRODUCER_ID)
+
     def _store_completion(self, partition: int, meta: TxnMetadata, delay_ms: int = 0) -> list[Effect]:
         pending = meta.pending
+        self._record_target(pending)
         token = self._token()
         pending.token = token
         self._stores[token] = StoreWaiter(partition, self._loaded[partition], [(meta.transactional_id, pending)])
@@ -473,6 +647,7 @@ class TransactionCoordinator:
     # ----------------------------------------------------------------- stores
 
     def _store_transition(self, partition: int, meta: TxnMetadata, pending: Pending) -> list[Effect]:
+        self._record_target(pending)
         meta.pending = pending
         token = self._token()
         pending.token = token
@@ -517,7 +692,10 @@ class TransactionCoordinator:
             return []
         # END, FENCE, TIMEOUT: PrepareCommit/PrepareAbort is stored; the markers follow.
         if kind == Kind.END:
-            pending.reply(ErrorCode.NONE)
+            if pending.answers_identity:
+                pending.reply(EndResult(ErrorCode.NONE, *self._identity_after(meta)))
+            else:
+                pending.reply(ErrorCode.NONE)
         elif kind == Kind.FENCE:
             pending.reply(InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
         return self._begin_completion(now_ms, partition, meta)
@@ -533,11 +711,17 @@ class TransactionCoordinator:
         if not meta.stored:
             # Created by this request: it never existed as far as the log knows.
             del self._txns[partition][meta.transactional_id]
-        if pending.kind == Kind.INIT or pending.kind == Kind.FENCE:
-            pending.reply(InitResult(error))
-        elif pending.reply is not None:
-            pending.reply(error)
+        if pending.reply is not None:
+            pending.reply(self._error_answer(pending, error))
         return []
+
+    @staticmethod
+    def _error_answer(pending: Pending, error: ErrorCode) -> object:
+        if pending.kind in (Kind.INIT, Kind.FENCE):
+            return InitResult(error)
+        if pending.answers_identity:
+            return EndResult(error)
+        return error
 
     # ----------------------------------------------------------------- expiration
 
@@ -645,6 +829,8 @@ class TransactionCoordinator:
             start_ms=decoded.start_ms,
             last_update_ms=decoded.last_update_ms,
             previous_producer_id=decoded.previous_producer_id,
+            client_transaction_version=decoded.client_transaction_version,
+            next_producer_id=decoded.next_producer_id,
         )
 
     def finish_loading(self, partition: int, coordinator_epoch: int, now_ms: int) -> list[Effect]:
@@ -676,10 +862,7 @@ class TransactionCoordinator:
             pending = meta.pending
             if pending is not None and pending.reply is not None:
                 reply, pending.reply = pending.reply, None
-                if pending.kind in (Kind.INIT, Kind.FENCE):
-                    reply(InitResult(ErrorCode.NOT_COORDINATOR))
-                else:
-                    reply(ErrorCode.NOT_COORDINATOR)
+                reply(self._error_answer(pending, ErrorCode.NOT_COORDINATOR))
         for token in [t for t, w in self._stores.items() if w.partition == partition]:
             del self._stores[token]
         for token in [t for t, a in self._allocations.items() if a.partition == partition]:

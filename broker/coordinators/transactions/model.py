@@ -25,6 +25,15 @@ EPOCH_EXHAUSTED = EPOCH_MAX - 1
 Reply = Callable[[object], None]
 
 
+# Transactions version 2 (KIP-890 part 2): the client's transaction version a
+# transaction runs under, as Kafka stores it (TransactionLogValue's
+# ClientTransactionVersion). Kafka derives it from the request versions:
+# EndTxn v5+ and AddPartitionsToTxn v4+ (a partition leader adding for
+# Produce v12 / TxnOffsetCommit v5) are version 2, the others version 0.
+TRANSACTION_VERSION_1 = 0
+TRANSACTION_VERSION_2 = 2
+
+
 def epoch_exhausted(epoch: int) -> bool:
     return epoch >= EPOCH_EXHAUSTED
 
@@ -74,6 +83,17 @@ class InitResult:
 
 
 @dataclass(frozen=True)
+class EndResult:
+    """EndTxn's answer under transactions version 2: the producer id and epoch
+    the producer continues with (the epoch bumped at every transaction end, a
+    new producer id once the epoch is exhausted)."""
+
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True)
 class TxnDescription:
     transactional_id: str
     state: TxnState
@@ -116,6 +136,8 @@ class Pending:
     token: int | None = None
     remaining: set[tuple[str, int]] = field(default_factory=set)
     attempts: int = 0
+    # An EndTxn of transactions version 2: answered with an EndResult.
+    answers_identity: bool = False
 
 
 @dataclass(eq=False)
@@ -136,8 +158,15 @@ class TxnMetadata:
     # False for an id created by an InitProducerId whose record is not stored yet.
     stored: bool = True
     pending: Pending | None = None
+    # Transactions version 2, stored (tagged fields of TransactionLogValue v1) so
+    # that a new coordinator completes the transaction as the old one would:
+    # the client's transaction version, and the producer id a completion moves
+    # to when the end of the transaction exhausted the epoch.
+    client_transaction_version: int = TRANSACTION_VERSION_1
+    next_producer_id: int = NO_PRODUCER_ID
 
     def value(self) -> TransactionValue:
+        v2 = self.client_transaction_version >= TRANSACTION_VERSION_2
         return TransactionValue(
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
@@ -146,6 +175,11 @@ class TxnMetadata:
             partitions=self.partitions,
             last_update_ms=self.last_update_ms,
             start_ms=self.start_ms,
+            # Version 1 records (the tagged fields) only for version 2
+            # transactions, as Kafka writes version 0 below transaction.version 2.
+            previous_producer_id=self.previous_producer_id if v2 else NO_PRODUCER_ID,
+            next_producer_id=self.next_producer_id if v2 else NO_PRODUCER_ID,
+            client_transaction_version=self.client_transaction_version,
         )
 
     def apply(self, pending: Pending) -> None:
@@ -159,6 +193,8 @@ class TxnMetadata:
         self.last_update_ms = target.last_update_ms
         self.last_producer_epoch = pending.last_producer_epoch
         self.previous_producer_id = pending.previous_producer_id
+        self.client_transaction_version = target.client_transaction_version
+        self.next_producer_id = target.next_producer_id
         self.stored = True
 
 

@@ -9,7 +9,9 @@
   (Kafka batches per destination too), at most one per producer id, since
   the response is keyed by producer id.
 - :func:`verify_remote`: AddPartitionsToTxn with ``verify_only`` (v4+) to a
-  transaction coordinator on another broker (KIP-890 part 1).
+  transaction coordinator on another broker (KIP-890 part 1), or without it
+  (v5) to add the partitions to a transactions version 2 producer's
+  transaction (KIP-890 part 2: Produce v12, TxnOffsetCommit v5).
 
 Nothing here retries: the coordinator's marker loop and the Produce handler
 decide what to do with a failure, which comes back as an error code
@@ -228,17 +230,19 @@ class MarkerChannel:
 
 
 async def verify_remote(
-    peer: Peer | None, transactional_id: str, producer_id: int, producer_epoch: int, keys: list[Key], log_limited: RateLimitedLog
+    peer: Peer | None, transactional_id: str, producer_id: int, producer_epoch: int, keys: list[Key], log_limited: RateLimitedLog,
+    *, verify_only: bool = True,
 ) -> dict[Key, ErrorCode]:
     """Ask the coordinator on ``peer`` whether ``keys`` are in the producer's
-    ongoing transaction; NONE or INVALID_TXN_STATE per partition, or its error."""
+    ongoing transaction; NONE or INVALID_TXN_STATE per partition, or its error.
+    With ``verify_only`` false the coordinator adds them instead (NONE once added)."""
     if peer is None:
         return {key: ErrorCode.COORDINATOR_NOT_AVAILABLE for key in keys}
     transaction = _ADD.AddPartitionsToTxnTransaction(
         transactional_id=transactional_id,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
-        verify_only=True,
+        verify_only=verify_only,
         topics=[_ADD.AddPartitionsToTxnTopic(name=t, partitions=p) for t, p in _by_topic(keys).items()],
     )
     try:

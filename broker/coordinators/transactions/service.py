@@ -33,7 +33,13 @@ coordinator needs no locks:
   this broker stops coordinating the id.
 - ``verify_partitions`` answers a partition leader's question (KIP-890 part
   1) from the local coordinator, or with AddPartitionsToTxn ``verify_only`` to
-  the coordinator's broker.
+  the coordinator's broker; with ``add`` (KIP-890 part 2, a transactions
+  version 2 producer's Produce v12 or TxnOffsetCommit v5) the partitions are
+  added to the transaction instead, locally or with AddPartitionsToTxn v5
+  without ``verify_only``.
+- ``transactions_v2(image)``: whether ``transaction.version`` 2 is finalized,
+  the one gate of the version 2 behaviour (EndTxn v5's epoch bump, the
+  implicit partition addition).
 """
 
 from __future__ import annotations
@@ -48,8 +54,10 @@ from broker.coordinators.producer_ids import ProducerIdAllocator
 from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from broker.coordinators.transactions.coordinator import TransactionCoordinator
 from broker.coordinators.transactions.model import (
+    TRANSACTION_VERSION_2,
     AllocateProducerId,
     Effect,
+    EndResult,
     InitResult,
     SendMarkers,
     Store,
@@ -97,6 +105,16 @@ MARKER_RETRY_BACKOFF_MS = 100
 MARKER_RETRY_BACKOFF_MAX_MS = 5_000
 
 MarkerWriter = Callable[[object, object], Awaitable[dict[tuple[str, int], ErrorCode]]]
+
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+
+
+def transactions_v2(image) -> bool:
+    """Whether the cluster has finalized ``transaction.version`` 2 (KIP-890 part 2).
+    Below it EndTxn v5, Produce v12 and TxnOffsetCommit v5 are served as their
+    version 1 predecessors (no epoch bump, partitions verified, not added): a
+    Kafka 4 client only uses version 2 once the feature is finalized."""
+    return image.features.get(TRANSACTION_VERSION_FEATURE, 0) >= TRANSACTION_VERSION_2
 
 
 class TransactionService:
@@ -202,11 +220,15 @@ class TransactionService:
             lambda reply: self.coordinator.init_producer_id(self.now_ms(), transactional_id, timeout_ms, expected, reply)
         )
 
-    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions) -> ErrorCode:
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions, client_transaction_version: int = 0
+    ) -> ErrorCode:
         if transactional_id and (error := self.not_coordinator(transactional_id)) is not None:
             return error
         return await self._ask(
-            lambda reply: self.coordinator.add_partitions(self.now_ms(), transactional_id, producer_id, producer_epoch, partitions, reply)
+            lambda reply: self.coordinator.add_partitions(
+                self.now_ms(), transactional_id, producer_id, producer_epoch, partitions, reply, client_transaction_version
+            )
         )
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> ErrorCode:
@@ -221,6 +243,14 @@ class TransactionService:
             return error
         return await self._ask(
             lambda reply: self.coordinator.end_txn(self.now_ms(), transactional_id, producer_id, producer_epoch, commit, reply)
+        )
+
+    async def end_txn_v2(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> EndResult:
+        """EndTxn v5 with transaction.version 2 finalized: the epoch bump."""
+        if transactional_id and (error := self.not_coordinator(transactional_id)) is not None:
+            return EndResult(error)
+        return await self._ask(
+            lambda reply: self.coordinator.end_txn_v2(self.now_ms(), transactional_id, producer_id, producer_epoch, commit, reply)
         )
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions) -> dict[tuple[str, int], ErrorCode]:
@@ -239,7 +269,7 @@ class TransactionService:
         return self.coordinator.list_transactions(self.now_ms(), state_filters, producer_id_filters, duration_filter_ms)
 
     async def verify_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions, *, add: bool = False
     ) -> dict[tuple[str, int], ErrorCode]:
         """For the Produce handler, before a transaction's first batch on a
         partition: NONE for each partition the coordinator has in this producer's
@@ -247,14 +277,22 @@ class TransactionService:
         coordinator's error (PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING,
         CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
         ...); COORDINATOR_NOT_AVAILABLE when the coordinator is unknown and
-        NETWORK_EXCEPTION when it could not be asked (as Kafka's leaders report)."""
+        NETWORK_EXCEPTION when it could not be asked (as Kafka's leaders report).
+        With ``add`` (a transactions version 2 producer) the coordinator adds the
+        partitions to the transaction (starting it if none is open) and answers
+        NONE once that is stored, or its error."""
         keys = list(dict.fromkeys(partitions))
         error, leader = self.coordinator_of(transactional_id)
         if error != ErrorCode.NONE:
             return {key: error for key in keys}
         if leader == self._broker.node_id:
+            if add:
+                error = await self.add_partitions(transactional_id, producer_id, producer_epoch, keys, TRANSACTION_VERSION_2)
+                return {key: error for key in keys}
             return self.verify(transactional_id, producer_id, producer_epoch, keys)
-        return await verify_remote(self._peers.get(leader), transactional_id, producer_id, producer_epoch, keys, self._log_limited)
+        return await verify_remote(
+            self._peers.get(leader), transactional_id, producer_id, producer_epoch, keys, self._log_limited, verify_only=not add
+        )
 
     # ----------------------------------------------------------------- effects
 

@@ -103,7 +103,7 @@ final class Checks implements AutoCloseable {
     private volatile String current;
     private Admin admin;
     private Uuid adminTopicId;
-    private final Set<String> created = new HashSet<>();
+    final Set<String> created = new HashSet<>();
     /** partition -> offset -> record, for every record acknowledged so far. */
     final Map<Integer, TreeMap<Long, Expected>> produced = new HashMap<>();
     private final long timestampBase = System.currentTimeMillis() - 60_000;
@@ -135,6 +135,7 @@ final class Checks implements AutoCloseable {
         checks.add(new Named("produce.pipelined", false, this::producePipelined));
         checks.add(new Named("produce.idempotentState", false, this::idempotentState));
         checks.add(new Named("produce.transactional", false, this::transactional));
+        checks.add(new Named("produce.transactionsV2", false, () -> TransactionsV2.check(this)));
         checks.add(new Named("consumer.group", false, this::consumerGroup));
         checks.add(new Named("consumer.resume", false, this::consumerResume));
         checks.add(new Named("consumer.offsetsForTimes", false, this::offsetsForTimes));
