@@ -52,12 +52,14 @@ SUPPORTED_FEATURE_LEVELS: dict[str, tuple[int, int]] = {
     # 1: KIP-848 consumer groups are served as well (group.protocol=consumer).
     GROUP_VERSION: (0, 1),
     # 0 and 1: transactions as in Kafka 3.x (AddPartitionsToTxn, EndTxn up to
-    #    v4). Kafka's level 1 only lets the coordinator write flexible
+    #    v4 behaviour). Kafka's level 1 only lets the coordinator write flexible
     #    __transaction_state values, which no client sees and which pybroker
-    #    writes when a tagged field needs it (protocol/transaction_state.py);
-    #    Kafka 4 clients change behaviour at 2 only.
-    # (2 would be KIP-890 part 2, an epoch bump per transaction: not served yet.)
-    TRANSACTION_VERSION: (0, 1),
+    #    writes when a tagged field needs it (protocol/transaction_state.py).
+    # 2: KIP-890 part 2: EndTxn v5 bumps the epoch at every transaction's end,
+    #    Produce v12 and TxnOffsetCommit v5 add the partition to the transaction
+    #    on the broker (no AddPartitionsToTxn round trip). Kafka 4 clients use it
+    #    when this level is finalized; older clients keep working.
+    TRANSACTION_VERSION: (0, 2),
     # 0: no share groups (KIP-932 APIs are not served).
     SHARE_VERSION: (0, 0),
 }

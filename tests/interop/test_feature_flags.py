@@ -123,7 +123,7 @@ def test_kafka_python_describes_the_features(broker, admin):
     described = admin.describe_features()
     assert described[GROUP_VERSION]["finalized"] == (1, 1)
     assert described[GROUP_VERSION]["supported"] == SUPPORTED_FEATURE_LEVELS[GROUP_VERSION]
-    assert described[TRANSACTION_VERSION]["finalized"] == (1, 1)
+    assert described[TRANSACTION_VERSION]["finalized"] == (2, 2)
 
 
 # --------------------------------------------------------------------------- UpdateFeatures and the group.version gate
@@ -219,7 +219,7 @@ def test_refused_updates_are_invalid_update_version_for_the_whole_request(broker
     for update, message in cases:
         for version in (0, 1, 2):
             # One valid update with it: nothing of the request is applied.
-            response = update_features(broker.bootstrap, version, (TRANSACTION_VERSION, 1, 1), update)
+            response = update_features(broker.bootstrap, version, (TRANSACTION_VERSION, 2, 1), update)
             assert response.error_code == ErrorCode.INVALID_UPDATE_VERSION, (version, update, response)
             assert response.error_message.startswith(ALL_FAILED) and response.error_message.endswith(message), response
             assert not getattr(response, "results", None)
@@ -256,11 +256,11 @@ def test_pybroker_features_describe_upgrade_downgrade_disable(broker, restored):
     assert (disabled.returncode, disabled.stdout) == (0, "group.version was disabled.\n"), disabled.stderr
     assert GROUP_VERSION not in finalized(broker.bootstrap)
     refused = pybroker("features", "--bootstrap-server", broker.bootstrap, "upgrade",
-                       "--feature", "group.version=1", "--feature", "transaction.version=2")
+                       "--feature", "group.version=1", "--feature", "transaction.version=3")
     assert refused.returncode == 1
     lines = refused.stdout.splitlines()
     assert len(lines) == 2 and lines[0].startswith("Could not upgrade group.version to 1. " + ALL_FAILED)
-    assert lines[1].endswith("Invalid update version 2 for feature transaction.version. Local controller 1 only supports versions 0-1")
+    assert lines[1].endswith("Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2")
     assert refused.stderr == "2 out of 2 operation(s) failed.\n"
     assert GROUP_VERSION not in finalized(broker.bootstrap)  # all or nothing
     upgraded = pybroker("features", "--bootstrap-server", broker.bootstrap, "upgrade", "--feature", "group.version=1")

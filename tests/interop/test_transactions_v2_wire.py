@@ -5,10 +5,10 @@ partition), TxnOffsetCommit v5 with no AddOffsetsToTxn, EndTxn v5 answering
 the bumped epoch, the markers written at it, a retried EndTxn whose answer
 was lost, and a zombie with the old epoch fenced.
 
-The version 2 checks need ``transaction.version`` 2 finalized: the module
-finalizes it with UpdateFeatures and skips them when the broker cannot.
-Below that level (checked when the broker runs there) v12 and v5 are served
-as v11 and v4: no epoch bump, partitions verified, not added.
+A new cluster finalizes ``transaction.version`` 2; the version 2 checks
+finalize it with UpdateFeatures if it is not (and skip when the broker
+cannot). Below that level (checked after a safe downgrade to 1) v12 and v5
+are served as v11 and v4: no epoch bump, partitions verified, not added.
 """
 
 from __future__ import annotations
@@ -56,9 +56,10 @@ def finalized_level(client: Client) -> int:
     return next((f.max_version_level for f in response.finalized_features if f.name == FEATURE), 0)
 
 
-def try_finalize_v2(client: Client) -> bool:
-    """Finalize transaction.version 2 if the broker lets us (UpdateFeatures)."""
-    if finalized_level(client) >= 2:
+def set_level(client: Client, level: int) -> bool:
+    """Finalize transaction.version at ``level`` (UpdateFeatures, an upgrade or a safe downgrade)."""
+    current = finalized_level(client)
+    if current == level:
         return True
     api = APIS_BY_NAME["UpdateFeatures"]
     advertised = {k.api_key: k.max_version for k in client.call("ApiVersions", 0).api_keys}
@@ -66,14 +67,22 @@ def try_finalize_v2(client: Client) -> bool:
         return False
     R = struct_classes(api.request)
     version = min(advertised[api.key], api.versions.high)
-    update = R.FeatureUpdateKey(feature=FEATURE, max_version_level=2, allow_downgrade=False, upgrade_type=1)
+    upgrade_type = 1 if level > current else 2  # UPGRADE, SAFE_DOWNGRADE
+    update = R.FeatureUpdateKey(
+        feature=FEATURE, max_version_level=level, allow_downgrade=level < current, upgrade_type=upgrade_type
+    )
     client.conn.request(api, version, api.request.cls(timeout_ms=30_000, feature_updates=[update], validate_only=False))
     deadline = time.monotonic() + RETRY_WITHIN_S
     while time.monotonic() < deadline:
-        if finalized_level(client) >= 2:
+        if finalized_level(client) == level:
             return True
         time.sleep(0.1)
     return False
+
+
+def try_finalize_v2(client: Client) -> bool:
+    """Finalize transaction.version 2 if the broker lets us (a new cluster finalizes it by itself)."""
+    return finalized_level(client) >= 2 or set_level(client, 2)
 
 
 @pytest.fixture
@@ -157,8 +166,15 @@ def test_advertised_versions(client):
 
 
 def test_below_transaction_version_2_v12_and_v5_are_served_as_before(client, topic):
-    if finalized_level(client) >= 2:
-        pytest.skip("transaction.version 2 is finalized on this broker")
+    # A new cluster finalizes level 2: go down to 1 (a safe downgrade) for this test, and back.
+    assert set_level(client, 1), "transaction.version could not be set to 1"
+    try:
+        served_as_before(client, topic)
+    finally:
+        assert set_level(client, 2), "transaction.version could not be set back to 2"
+
+
+def served_as_before(client, topic):
     txn_id = unique("v1-level")
     producer_id, epoch = ready(client, txn_id)
     # Produce v12 is verified as v11: a partition never added is refused.
