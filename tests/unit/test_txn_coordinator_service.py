@@ -381,7 +381,8 @@ class Peer:
 
     def __init__(self, marker_versions=(0, 1), marker_error=ErrorCode.NONE, verify_versions=(0, 5)):
         self.dispatcher = Dispatcher()
-        api_versions.register(self.dispatcher, None)
+        # ApiVersions reads the finalized features from the broker's metadata image: none here.
+        api_versions.register(self.dispatcher, SimpleNamespace(controller=SimpleNamespace(image=MetadataImage())))
         self.marker_requests = []
         self.verify_requests = []
         self.marker_error = marker_error
