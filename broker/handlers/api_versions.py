@@ -6,16 +6,21 @@ UNSUPPORTED_VERSION and the same list. Feature negotiation (supported and
 finalized features) is left empty: no feature flags are implemented yet.
 KIP-848's ``group.version`` is not claimed either: librdkafka uses
 ``group.protocol=consumer`` when ConsumerGroupHeartbeat is listed, without it.
+The share group APIs (keys 76-79) are listed only while ``share.version`` >= 1
+is finalized, as in Kafka.
 """
 
 from __future__ import annotations
 
+from broker.coordinators.share_groups.service import share_groups_enabled
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 
 API = APIS_BY_NAME["ApiVersions"]
 R = struct_classes(API.response)
+# ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge.
+SHARE_GROUP_API_KEYS = frozenset({76, 77, 78, 79})
 
 
 def register(dispatcher, broker) -> None:
@@ -25,6 +30,7 @@ def register(dispatcher, broker) -> None:
             api_keys=[
                 R.ApiVersion(api_key=key, min_version=low, max_version=high)
                 for key, low, high in dispatcher.supported_versions()
+                if key not in SHARE_GROUP_API_KEYS or share_groups_enabled(broker)
             ],
             throttle_time_ms=0,
         )

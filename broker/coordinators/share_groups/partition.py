@@ -131,6 +131,16 @@ class SharePartition:
         and the durable batches, the start moved past what is done."""
         return canonical_view(self.start_offset, self.durable_batches())
 
+    def next_acquirable_offset(self, fetchable_end: int) -> int | None:
+        """The first offset an acquisition would take now, or None."""
+        for r in self._ranges:
+            if r.state == RecordState.AVAILABLE and r.first < fetchable_end:
+                return r.first
+        end = self.end_offset
+        if end < fetchable_end and end < self.start_offset + self.config.max_record_locks:
+            return end
+        return None
+
     def acquired_by(self, member_id: str) -> int:
         return sum(r.last - r.first + 1 for r in self._ranges if r.state == RecordState.ACQUIRED and r.member_id == member_id)
 
