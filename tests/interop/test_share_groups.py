@@ -11,6 +11,8 @@ Every wait is bounded; every consumer is closed and every broker stopped.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 
@@ -18,6 +20,7 @@ import pytest
 
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
+from tests.conftest import PROJECT_ROOT
 from tests.interop._support import RawConnection, create_topic, unique_topic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -120,6 +123,13 @@ def describe(bootstrap: str, group: str):
     return described
 
 
+def share_groups_tool(broker, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "broker", "share-groups", "--bootstrap-server", broker.bootstrap, *args],
+        capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=60, check=False,
+    )
+
+
 def test_share_apis_are_not_offered_before_share_version_is_finalized(broker_factory):
     broker = broker_factory(BROKER_OVERRIDES)
     if SHARE_API_KEYS <= _listed_keys(broker.bootstrap):
@@ -149,6 +159,16 @@ def test_consumers_on_one_partition_get_distinct_records(broker_factory, members
     described = describe(broker.bootstrap, group)
     assert described.error_code == 0 and described.group_state == "Stable" and len(described.members) == 3
     assert all([tp.partitions for tp in m.assignment.topic_partitions] == [[0]] for m in described.members)
+    # The tool shows the same, as kafka-share-groups.sh does.
+    listed = share_groups_tool(broker, "--list")
+    assert listed.returncode == 0 and group in listed.stdout.split()
+    members = share_groups_tool(broker, "--describe", "--group", group, "--members")
+    assert members.returncode == 0, members.stderr
+    rows = [line.split() for line in members.stdout.splitlines()[2:]]
+    assert len(rows) == 3 and all(row[0] == group and row[-1] == f"{topic}:0" for row in rows)
+    state = share_groups_tool(broker, "--describe", "--group", group, "--state")
+    assert state.returncode == 0 and state.stdout.splitlines()[2].split()[-4:] == ["Stable", str(described.group_epoch), str(described.assignment_epoch), "3"]
+    assert share_groups_tool(broker, "--describe", "--group", "nope").returncode == 1
 
 
 def test_unacknowledged_record_is_redelivered_after_its_lock(broker_factory, members):
