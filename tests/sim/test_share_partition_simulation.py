@@ -19,6 +19,10 @@ settle what they hold with ACCEPT, RELEASE, REJECT or GAP, sometimes after
 their lock expired, sometimes never; members leave (their records are
 released).
 
+At a crash the log is compacted half the time (the last record of each key
+kept), as the log cleaner may have done: the latest snapshot and the latest
+update must still say everything.
+
 Invariants, checked after every event, against an oracle that sees only what
 members were told:
   * no offset is held by two members at once while its lock holds (a crash
@@ -87,7 +91,8 @@ class World:
 
     def _record(self, persist: Persist) -> ShareStateRecord:
         kind = ShareRecordKind.SNAPSHOT if persist.snapshot else ShareRecordKind.UPDATE
-        return ShareStateRecord(kind, "g", TOPIC_ID, 0, persist.start_offset, persist.state_batches, leader_epoch=1)
+        return ShareStateRecord(kind, "g", TOPIC_ID, 0, persist.start_offset, persist.state_batches,
+                                snapshot_epoch=persist.snapshot_epoch, leader_epoch=1)
 
     def write(self, persist: Persist | None) -> bool:
         """Write what a change needs; False when the write failed."""
@@ -106,7 +111,7 @@ class World:
         durable = DurableShareState()
         for key, value in self.log:
             record = decode_record(key, value)
-            durable.apply(Persist(record.kind == ShareRecordKind.SNAPSHOT, record.start_offset, record.state_batches))
+            durable.apply(Persist(record.kind == ShareRecordKind.SNAPSHOT, record.start_offset, record.state_batches, record.snapshot_epoch))
         return durable
 
     # ----------------------------------------------------------------- events
@@ -185,11 +190,18 @@ class World:
             for offset in [o for o, (_, deadline) in held.items() if deadline <= self.now_ms]:
                 del held[offset]
 
+    def compact(self) -> None:
+        """What the log cleaner leaves of the compacted topic: the last record of each key, in log order."""
+        last = {key: i for i, (key, _) in enumerate(self.log)}
+        self.log = [record for i, record in enumerate(self.log) if last[record[0]] == i]
+
     def crash(self) -> None:
+        if self.rng.random() < 0.5:
+            self.compact()
         durable = self.rebuild()
         if not self.snapshot_owed:
             assert durable.view() == self.partition.durable_view()
-        self.partition = SharePartition.from_durable(self.config, durable.start_offset, durable.batches())
+        self.partition = SharePartition.from_durable(self.config, durable.start_offset, durable.batches(), durable.snapshot_epoch)
         self.snapshot_owed = False
         # Every lock dies with the leader; members find out when they acknowledge.
         self.holder.clear()

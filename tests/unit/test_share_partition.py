@@ -94,7 +94,7 @@ def test_rebuild_from_records_keeps_acknowledgements_and_counts():
     write(p.acknowledge("a", [(0, 9, [ACCEPT, REJECT, RELEASE, ACCEPT, ACCEPT, RELEASE, RELEASE, ACCEPT, GAP, RELEASE])])[1])
     write(p.acquire("b", 0, 10, 1)[1])  # offset 2 again: count 2, the limit
     assert durable.view() == p.durable_view()
-    rebuilt = SharePartition.from_durable(config, durable.start_offset, durable.batches())
+    rebuilt = SharePartition.from_durable(config, durable.start_offset, durable.batches(), durable.snapshot_epoch)
     # The acquired offset 2 comes back archived (it reached the limit); 5 and 6, 9 available.
     assert rebuilt.start_offset == 5
     got, _ = rebuilt.acquire("c", 0, 12, 100)

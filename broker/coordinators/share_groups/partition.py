@@ -19,9 +19,13 @@ count reached the limit. The start offset moves past leading ACKNOWLEDGED and
 ARCHIVED ranges; the span start..end is capped by
 ``group.share.partition.max.record.locks``.
 
-Every change returns the ShareUpdate that makes it durable (the changed
-ranges and the start offset), or a ShareSnapshot every
-``snapshot_every_updates`` writes, as Kafka's share coordinator does. What is
+Every change returns the ShareUpdate that makes it durable, or a
+ShareSnapshot every ``snapshot_every_updates`` writes, as Kafka's share
+coordinator does. ``__share_group_state`` is compacted, and its keys are per
+share-partition and kind: compaction keeps only the latest snapshot and the
+latest update. So an update carries every range changed since the last
+snapshot (not only this change's), and both carry the snapshot epoch: an
+update of an older snapshot than the one replayed is skipped. What is
 durable is :meth:`durable_batches`: acquisition locks are not (they die with
 the leader), so an ACQUIRED range is written as what its lock's expiry would
 make of it: AVAILABLE, or ARCHIVED at the limit. A leader that loses its
@@ -94,15 +98,20 @@ class Persist:
     snapshot: bool
     start_offset: int
     state_batches: tuple[StateBatch, ...]
+    # The snapshot this record is (or the one this update builds on).
+    snapshot_epoch: int = 0
 
 
 class SharePartition:
-    def __init__(self, config: SharePartitionConfig, start_offset: int, ranges: list[_Range] | None = None):
+    def __init__(self, config: SharePartitionConfig, start_offset: int, ranges: list[_Range] | None = None, snapshot_epoch: int = -1):
         self.config = config
         self.start_offset = start_offset
         # Contiguous from start_offset: ranges[i].last + 1 == ranges[i + 1].first.
         self._ranges: list[_Range] = ranges or []
         self._updates_since_snapshot = 0
+        self.snapshot_epoch = snapshot_epoch
+        # Disjoint, sorted (first, last) ranges changed since the last snapshot.
+        self._dirty: list[tuple[int, int]] = []
 
     # ----------------------------------------------------------------- views
 
@@ -189,24 +198,27 @@ class SharePartition:
         self._normalize()
         if not changed:
             return None
+        return self._update(changed)
+
+    def _update(self, changed: list[tuple[int, int]]) -> Persist:
         self._updates_since_snapshot += 1
-        if self._updates_since_snapshot >= self.config.snapshot_every_updates:
-            self._updates_since_snapshot = 0
-            return Persist(True, self.start_offset, self.durable_batches())
+        if self._updates_since_snapshot >= self.config.snapshot_every_updates or self.snapshot_epoch < 0:
+            return self.snapshot()
+        self._dirty = _merge_ranges(self._dirty + changed, self.start_offset)
         batches = []
-        for first, last in sorted(changed):
-            first = max(first, self.start_offset)
-            if first > last:
-                continue
+        for first, last in self._dirty:
             for r in self._ranges:
                 if r.last < first or r.first > last:
                     continue
                 batches.append((max(r.first, first), min(r.last, last), int(self.durable_state(r.state, r.delivery_count)), r.delivery_count))
-        return Persist(False, self.start_offset, tuple(batches))
+        return Persist(False, self.start_offset, tuple(batches), self.snapshot_epoch)
 
     def snapshot(self) -> Persist:
+        """The whole durable state, as a new snapshot (the next updates build on it)."""
         self._updates_since_snapshot = 0
-        return Persist(True, self.start_offset, self.durable_batches())
+        self._dirty = []
+        self.snapshot_epoch += 1
+        return Persist(True, self.start_offset, self.durable_batches(), self.snapshot_epoch)
 
     def _release(self, r: _Range) -> None:
         r.state = RecordState.ARCHIVED if r.delivery_count >= self.config.delivery_count_limit else RecordState.AVAILABLE
@@ -313,13 +325,13 @@ class SharePartition:
             self._ranges = self._ranges[self._index(log_start_offset):]
         self.start_offset = log_start_offset
         self._normalize()
-        self._updates_since_snapshot += 1
-        return Persist(False, self.start_offset, ())
+        return self._update([])
 
     # ----------------------------------------------------------------- rebuild
 
     @classmethod
-    def from_durable(cls, config: SharePartitionConfig, start_offset: int, batches: tuple[StateBatch, ...]) -> SharePartition:
+    def from_durable(cls, config: SharePartitionConfig, start_offset: int, batches: tuple[StateBatch, ...],
+                     snapshot_epoch: int = -1) -> SharePartition:
         """The share-partition as a new leader rebuilds it from its durable state."""
         ranges: list[_Range] = []
         position = start_offset
@@ -334,9 +346,23 @@ class SharePartition:
                 durable = RecordState.ARCHIVED if count >= config.delivery_count_limit else RecordState.AVAILABLE
             ranges.append(_Range(first, last, durable, count))
             position = last + 1
-        partition = cls(config, start_offset, ranges)
+        # The first write of the new leader is a snapshot (at the next epoch): it
+        # does not know which ranges the stored update covers.
+        partition = cls(config, start_offset, ranges, snapshot_epoch)
+        partition._updates_since_snapshot = config.snapshot_every_updates
         partition._normalize()
         return partition
+
+
+def _merge_ranges(ranges: list[tuple[int, int]], start_offset: int) -> list[tuple[int, int]]:
+    """``ranges`` clipped to ``start_offset``, sorted, overlapping and touching ones joined."""
+    merged: list[list[int]] = []
+    for first, last in sorted((max(f, start_offset), l) for f, l in ranges if l >= start_offset):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return [(f, l) for f, l in merged]
 
 
 def _normalize(batches) -> tuple[StateBatch, ...]:
@@ -369,14 +395,18 @@ class DurableShareState:
     """A share-partition's state as ``__share_group_state`` holds it: the last
     snapshot with the updates after it laid over, in write order."""
 
-    def __init__(self, start_offset: int = 0, batches: tuple[StateBatch, ...] = ()):
+    def __init__(self, start_offset: int = 0, batches: tuple[StateBatch, ...] = (), snapshot_epoch: int = -1):
         self.start_offset = start_offset
         self._batches: list[StateBatch] = list(batches)
+        self.snapshot_epoch = snapshot_epoch
 
     def apply(self, persist: Persist) -> None:
         if persist.snapshot:
             self.start_offset = persist.start_offset
             self._batches = list(persist.state_batches)
+            self.snapshot_epoch = persist.snapshot_epoch
+        elif persist.snapshot_epoch != self.snapshot_epoch:
+            return  # an update of another snapshot (compaction kept it): the snapshot has it all
         else:
             for batch in persist.state_batches:
                 self._overlay(batch)

@@ -142,7 +142,7 @@ class SharePartitionService:
         state = states.get(share_key)
         if state is None:
             state = states[share_key] = DurableShareState()
-        state.apply(Persist(record.kind == ShareRecordKind.SNAPSHOT, record.start_offset, record.state_batches))
+        state.apply(Persist(record.kind == ShareRecordKind.SNAPSHOT, record.start_offset, record.state_batches, record.snapshot_epoch))
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """No transactions write to this topic."""
@@ -227,7 +227,7 @@ class SharePartitionService:
                 share_partition = SharePartition(self.config, start)
                 live = _Live(share_partition, topic, leader.leader_epoch, state_partition, snapshot_owed=True)
             else:
-                share_partition = SharePartition.from_durable(self.config, durable.start_offset, durable.batches())
+                share_partition = SharePartition.from_durable(self.config, durable.start_offset, durable.batches(), durable.snapshot_epoch)
                 live = _Live(share_partition, topic, leader.leader_epoch, state_partition)
             persist = share_partition.advance_start(plog.log_start_offset)
             error = await self._persist(key, live, persist)
@@ -248,7 +248,7 @@ class SharePartitionService:
         record = ShareStateRecord(
             ShareRecordKind.SNAPSHOT if persist.snapshot else ShareRecordKind.UPDATE,
             group_id, topic_id, partition, persist.start_offset, persist.state_batches,
-            leader_epoch=live.leader_epoch, write_timestamp_ms=now_ms,
+            snapshot_epoch=persist.snapshot_epoch, leader_epoch=live.leader_epoch, write_timestamp_ms=now_ms,
         )
         written = self.shell.write_store(Store(live.state_partition, -1, (encode_record(record),)), now_ms)
         if written.error != ErrorCode.NONE:
