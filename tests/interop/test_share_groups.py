@@ -254,3 +254,60 @@ def test_acknowledgements_survive_a_broker_restart(broker_factory, members):
         third.poll(0.1)
     # Only the released (odd) ones come again; no accepted one does.
     assert sorted(v for v, _ in third.got) == sorted(v for v in values if int(v[1:]) % 2 == 1)
+
+
+def test_share_sessions_and_acknowledgements_on_the_wire(broker_factory):
+    broker = broker_factory(BROKER_OVERRIDES)
+    enable_share_groups(broker.bootstrap)
+    topic, group = unique_topic("share-wire"), f"g-{uuid.uuid4()}"
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, [b"a", b"b", b"c"])
+    metadata = APIS_BY_NAME["Metadata"]
+    fetch, ack = APIS_BY_NAME["ShareFetch"], APIS_BY_NAME["ShareAcknowledge"]
+    heartbeat = APIS_BY_NAME["ShareGroupHeartbeat"]
+    F, A, H = struct_classes(fetch.request), struct_classes(ack.request), struct_classes(heartbeat.request)
+    M = struct_classes(metadata.request)
+    with RawConnection(broker.bootstrap) as connection:
+        topic_id = connection.request(metadata, 12, M.MetadataRequest(
+            topics=[M.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=topic)], allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False)).topics[0].topic_id
+        joined = connection.request(heartbeat, 1, H.ShareGroupHeartbeatRequest(
+            group_id=group, member_id="member-a", member_epoch=0, rack_id=None, subscribed_topic_names=[topic]))
+        assert (joined.error_code, joined.member_epoch) == (0, 1)
+
+        def share_fetch(member: str, epoch: int, acks=(), max_wait_ms: int = 2000):
+            batches = [F.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=t) for f, l, t in acks]
+            return connection.request(fetch, 1, F.ShareFetchRequest(
+                group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
+                max_bytes=1 << 20, max_records=2, batch_size=2,
+                topics=[F.FetchTopic(topic_id=topic_id, partitions=[F.FetchPartition(partition_index=0, acknowledgement_batches=batches)])],
+                forgotten_topics_data=[]))
+
+        def share_ack(member: str, epoch: int, acks):
+            batches = [A.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=t) for f, l, t in acks]
+            return connection.request(ack, 1, A.ShareAcknowledgeRequest(
+                group_id=group, member_id=member, share_session_epoch=epoch,
+                topics=[A.AcknowledgeTopic(topic_id=topic_id, partitions=[A.AcknowledgePartition(partition_index=0, acknowledgement_batches=batches)])]))
+
+        assert share_fetch("member-a", 5).error_code == 122  # SHARE_SESSION_NOT_FOUND
+        assert share_ack("member-a", 0, [(0, 0, [1])]).error_code == 123  # INVALID_SHARE_SESSION_EPOCH
+        first = share_fetch("member-a", 0)
+        assert first.error_code == 0 and first.acquisition_lock_timeout_ms == 30000
+        (partition,) = first.responses[0].partitions
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in partition.acquired_records] == [(0, 1, 1)]
+        assert partition.records
+        assert share_fetch("member-a", 7).error_code == 123  # the next epoch is 1
+        # Another member cannot settle a's records; a can, piggy-backed on its next fetch.
+        other = share_fetch("member-b", 0, max_wait_ms=0)
+        assert [(r.first_offset, r.last_offset) for r in other.responses[0].partitions[0].acquired_records] == [(2, 2)]
+        assert share_ack("member-b", 1, [(0, 0, [1])]).responses[0].partitions[0].error_code == 121  # INVALID_RECORD_STATE
+        second = share_fetch("member-a", 1, acks=[(0, 1, [1, 2])], max_wait_ms=0)  # accept 0, release 1
+        (partition,) = second.responses[0].partitions
+        assert partition.acknowledge_error_code == 0
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in partition.acquired_records] == [(1, 1, 2)]
+        closed = share_ack("member-a", -1, [(1, 1, [3])])  # reject 1, then close the session
+        assert closed.error_code == 0 and closed.responses[0].partitions[0].error_code == 0
+        assert share_fetch("member-a", 2).error_code == 122
+        unknown = connection.request(DESCRIBE, 1, struct_classes(DESCRIBE.request).ShareGroupDescribeRequest(
+            group_ids=["no-such-group"], include_authorized_operations=False)).groups[0]
+        assert unknown.error_code == 69  # GROUP_ID_NOT_FOUND
