@@ -24,13 +24,14 @@ SHARE_GROUP_API_KEYS = frozenset({76, 77, 78, 79})
 
 
 def register(dispatcher, broker) -> None:
+    dispatcher.offered = lambda api_key: api_key not in SHARE_GROUP_API_KEYS or share_groups_enabled(broker)
+
     def handle(ctx, request):
         return R.ApiVersionsResponse(
             error_code=ErrorCode.NONE,
             api_keys=[
                 R.ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, low, high in dispatcher.supported_versions()
-                if key not in SHARE_GROUP_API_KEYS or share_groups_enabled(broker)
+                for key, low, high in dispatcher.advertised_versions()
             ],
             throttle_time_ms=0,
         )
