@@ -6,7 +6,7 @@ UNSUPPORTED_VERSION and the same list. Feature negotiation (supported and
 finalized features) is left empty: no feature flags are implemented yet.
 KIP-848's ``group.version`` is not claimed either: librdkafka uses
 ``group.protocol=consumer`` when ConsumerGroupHeartbeat is listed, without it.
-The share group APIs (keys 76-79) are listed only while ``share.version`` >= 1
+The share group APIs (keys 76-79, 84-85) are listed only while ``share.version`` >= 1
 is finalized, as in Kafka.
 """
 
@@ -19,8 +19,9 @@ from protocol.schema import struct_classes
 
 API = APIS_BY_NAME["ApiVersions"]
 R = struct_classes(API.response)
-# ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge.
-SHARE_GROUP_API_KEYS = frozenset({76, 77, 78, 79})
+# ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
+# ReadShareGroupState, WriteShareGroupState.
+SHARE_GROUP_API_KEYS = frozenset({76, 77, 78, 79, 84, 85})
 
 
 def register(dispatcher, broker) -> None:

@@ -12,6 +12,9 @@ first (each partition's outcome in ``acknowledge_error_code``), then records
 are acquired from every partition of the session, up to ``max_records`` in
 all, and returned with their acquired ranges and delivery counts. With
 nothing to acquire the request waits up to ``max_wait_ms`` for new records.
+While a partition's state cannot be read or written (its ``__share_group_state``
+coordinator moves or loads) the fetch hands out nothing from it, without an
+error: librdkafka fails a poll on partition errors it does not know.
 A closing request (-1) only acknowledges, then releases what the member holds
 here. ShareAcknowledge settles acquired records without fetching (epoch 0 is
 INVALID_SHARE_SESSION_EPOCH: it cannot open a session).
@@ -42,6 +45,7 @@ A = struct_classes(ACK.response)
 NOT_ENABLED = "Share groups are not enabled (share.version is not finalized)."
 # Records a fetch acquires when the request does not say (MaxRecords 0).
 DEFAULT_MAX_RECORDS = 500
+_STATE_UNAVAILABLE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR})
 
 
 def register(dispatcher, broker) -> None:
@@ -131,6 +135,11 @@ def register(dispatcher, broker) -> None:
                     if budget <= 0 or bytes_left <= 0:
                         continue
                     error, acquired, data = await service.acquire(group_id, member_id, topic, topic_id, partition, budget, bytes_left)
+                    if error in _STATE_UNAVAILABLE:
+                        # The share-partition's state cannot be read or written just now
+                        # (its coordinator moves or loads): nothing to hand out yet, as an
+                        # empty fetch; clients fail a fetch on errors they do not know.
+                        continue
                     if error != ErrorCode.NONE or acquired:
                         fetched[(topic_id, partition)] = (error, acquired, data)
                     if acquired:

@@ -23,11 +23,15 @@ durable state, or, for a group that never read the partition, at the offset
 log start) with a snapshot written first. Leadership lost drops it (its locks
 die with it, as in Kafka); the next leader rebuilds it from the records.
 
-Limit: the share-partition's leader writes its state itself, so it must lead
-the ``__share_group_state`` partition of the key too (always so on one
-broker). Elsewhere the fetch of that partition answers
-COORDINATOR_NOT_AVAILABLE: the Read/WriteShareGroupState calls to another
-broker's share coordinator are not implemented.
+Where the ``__share_group_state`` partition of the key is led by another
+broker (its share coordinator), the state is read from it with
+ReadShareGroupState and written with WriteShareGroupState (v0, the batches
+changed since its last snapshot, or all of them, laid over what it holds;
+it writes a ShareSnapshot of the result, so its records stay complete under
+compaction, and fences writes from an older leader epoch of the topic
+partition with FENCED_LEADER_EPOCH). A share-partition follows its state
+partition's leadership at each write; after a move it writes a full snapshot
+first.
 
 Share sessions (KIP-932) are kept per (group, member): epoch 0 opens one
 (replacing an older one), each next request must carry the next epoch
@@ -46,6 +50,7 @@ from dataclasses import dataclass, field
 
 from broker.coordinators.effects import Store
 from broker.coordinators.shell import CoordinatorShell, InternalTopic
+from broker.coordinators.transactions.peers import REQUEST_TIMEOUT_MS, Peers
 from broker.coordinators.share_groups.partition import (
     Acquired,
     DurableShareState,
@@ -56,7 +61,10 @@ from broker.coordinators.share_groups.partition import (
 from broker.replica.leader_append import replication_outcome
 from protocol.consumer_offsets import partition_for_group
 from protocol.errors import ErrorCode
+from protocol.exceptions import ProtocolError
 from protocol.records import iter_batches
+from protocol.registry import APIS_BY_NAME
+from protocol.schema import struct_classes
 from protocol.share_state_records import ShareRecordKind, ShareStateRecord, decode_record, encode_record
 
 log = logging.getLogger(__name__)
@@ -68,6 +76,10 @@ STORE_TIMEOUT_MS = 5000
 _MAX_TIMER_SLEEP_MS = 1000
 
 Key = tuple[str, uuid.UUID, int]  # group id, topic id, partition
+READ_STATE = APIS_BY_NAME["ReadShareGroupState"]
+WRITE_STATE = APIS_BY_NAME["WriteShareGroupState"]
+_READ = struct_classes(READ_STATE.request)
+_WRITE = struct_classes(WRITE_STATE.request)
 
 
 @dataclass
@@ -77,6 +89,8 @@ class _Live:
     leader_epoch: int
     state_partition: int
     snapshot_owed: bool = False
+    # Whether its state was last written to another broker's share coordinator.
+    remote: bool = False
 
 
 @dataclass
@@ -117,6 +131,10 @@ class SharePartitionService:
         self.partitions: dict[Key, _Live] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._initializing: dict[Key, asyncio.Lock] = {}
+        # The highest leader epoch of each share-partition's topic partition that
+        # wrote or read its state here (as its share coordinator): older ones are fenced.
+        self.state_leader_epochs: dict[Key, int] = {}
+        self.peers = Peers(broker, "share-partition-leader")
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms: int | None = None
         self._stopped = False
@@ -143,6 +161,7 @@ class SharePartitionService:
         if state is None:
             state = states[share_key] = DurableShareState()
         state.apply(Persist(record.kind == ShareRecordKind.SNAPSHOT, record.start_offset, record.state_batches, record.snapshot_epoch))
+        self.state_leader_epochs[share_key] = max(self.state_leader_epochs.get(share_key, -1), record.leader_epoch)
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """No transactions write to this topic."""
@@ -154,8 +173,12 @@ class SharePartitionService:
 
     def partition_unloaded(self, partition: int, epoch: int) -> None:
         self.durable.pop(partition, None)
-        for key in [k for k, live in self.partitions.items() if live.state_partition == partition]:
-            del self.partitions[key]
+        for key in [k for k in self.state_leader_epochs if self.state_partition_for(k) == partition]:
+            del self.state_leader_epochs[key]
+        # Share-partitions led here keep their locks: their next write goes to the new coordinator, whole.
+        for live in self.partitions.values():
+            if live.state_partition == partition:
+                live.snapshot_owed = True
 
     # ----------------------------------------------------------------- leadership
 
@@ -214,21 +237,24 @@ class SharePartitionService:
             if error != ErrorCode.NONE:
                 return error, None
             state_partition = self.state_partition_for(key)
-            error = self.shell.not_coordinator(state_partition)
-            if error == ErrorCode.NOT_COORDINATOR:
-                # Another broker leads the state: Read/WriteShareGroupState to it are not implemented.
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-            if error is not None:
-                return error, None
             plog = local.plog
-            durable = self.durable.setdefault(state_partition, {}).get(key)
+            error = self.shell.not_coordinator(state_partition)
+            remote = error == ErrorCode.NOT_COORDINATOR
+            if remote:
+                error, durable = await self._read_remote(key, state_partition, leader.leader_epoch)
+                if error != ErrorCode.NONE:
+                    return error, None
+            elif error is not None:
+                return error, None
+            else:
+                durable = self.durable.setdefault(state_partition, {}).get(key)
             if durable is None:
                 start = plog.high_watermark if self.auto_offset_reset == "latest" else plog.log_start_offset
                 share_partition = SharePartition(self.config, start)
-                live = _Live(share_partition, topic, leader.leader_epoch, state_partition, snapshot_owed=True)
+                live = _Live(share_partition, topic, leader.leader_epoch, state_partition, snapshot_owed=True, remote=remote)
             else:
                 share_partition = SharePartition.from_durable(self.config, durable.start_offset, durable.batches(), durable.snapshot_epoch)
-                live = _Live(share_partition, topic, leader.leader_epoch, state_partition)
+                live = _Live(share_partition, topic, leader.leader_epoch, state_partition, remote=remote)
             persist = share_partition.advance_start(plog.log_start_offset)
             error = await self._persist(key, live, persist)
             if error != ErrorCode.NONE:
@@ -241,8 +267,25 @@ class SharePartitionService:
         the in-sync replicas; the error to answer with if that fails."""
         if persist is None and not live.snapshot_owed:
             return ErrorCode.NONE
+        error = self.shell.not_coordinator(live.state_partition)
+        remote = error == ErrorCode.NOT_COORDINATOR
+        if error is not None and not remote:
+            live.snapshot_owed = True
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if remote != live.remote:
+            # The state moved: the new coordinator gets all of it, at an epoch past what it holds.
+            live.remote = remote
+            live.snapshot_owed = True
+            if not remote:
+                held = self.durable.get(live.state_partition, {}).get(key)
+                if held is not None:
+                    live.partition.snapshot_epoch = max(live.partition.snapshot_epoch, held.snapshot_epoch)
         if live.snapshot_owed:
             persist = live.partition.snapshot()
+        if remote:
+            error = await self._write_remote(key, live, persist)
+            live.snapshot_owed = error != ErrorCode.NONE
+            return error
         now_ms = self.now_ms()
         group_id, topic_id, partition = key
         record = ShareStateRecord(
@@ -269,6 +312,111 @@ class SharePartitionService:
             live.snapshot_owed = True
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
+
+    # ----------------------------------------------------------------- another broker's share coordinator
+
+    async def _call_coordinator(self, state_partition: int, api, body):
+        """(error, response) of a request to the leader of ``state_partition``."""
+        error, leader_id = self.shell.leader_of(state_partition)
+        if error != ErrorCode.NONE:
+            return error, None
+        peer = self.peers.get(leader_id)
+        if peer is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        try:
+            version = await peer.version_for(api)
+            if version is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            return ErrorCode.NONE, await peer.connection.request(api, version, body, timeout_ms=REQUEST_TIMEOUT_MS)
+        except (OSError, TimeoutError, ProtocolError) as exc:
+            peer.failed()
+            log.info("%s to broker %d failed: %s", api.name, leader_id, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+
+    async def _read_remote(self, key: Key, state_partition: int, leader_epoch: int) -> tuple[ErrorCode, DurableShareState | None]:
+        """The durable state at the key's share coordinator; (NONE, None) for a
+        share-partition it has no state of."""
+        group_id, topic_id, partition = key
+        body = _READ.ReadShareGroupStateRequest(group_id=group_id, topics=[_READ.ReadStateData(
+            topic_id=topic_id, partitions=[_READ.PartitionData(partition=partition, leader_epoch=leader_epoch)])])
+        error, response = await self._call_coordinator(state_partition, READ_STATE, body)
+        if response is None:
+            return error, None
+        result = response.results[0].partitions[0]
+        if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return ErrorCode.NONE, None
+        if result.error_code != ErrorCode.NONE:
+            return _coordinator_error(ErrorCode(result.error_code)), None
+        batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in result.state_batches)
+        return ErrorCode.NONE, DurableShareState(result.start_offset, batches)
+
+    async def _write_remote(self, key: Key, live: _Live, persist: Persist) -> ErrorCode:
+        group_id, topic_id, partition = key
+        body = _WRITE.WriteShareGroupStateRequest(group_id=group_id, topics=[_WRITE.WriteStateData(
+            topic_id=topic_id, partitions=[_WRITE.PartitionData(
+                partition=partition, state_epoch=0, leader_epoch=live.leader_epoch, start_offset=persist.start_offset,
+                state_batches=[_WRITE.StateBatch(first_offset=f, last_offset=l, delivery_state=s, delivery_count=c)
+                               for f, l, s, c in persist.state_batches],
+            )])])
+        error, response = await self._call_coordinator(live.state_partition, WRITE_STATE, body)
+        if response is None:
+            return error
+        result = response.results[0].partitions[0].error_code
+        return ErrorCode.NONE if result == ErrorCode.NONE else _coordinator_error(ErrorCode(result))
+
+    async def _coordinating(self, key: Key, leader_epoch: int) -> ErrorCode | None:
+        """The error for a state request about ``key`` this broker cannot answer as
+        its share coordinator (or from a fenced leader epoch); None when it can."""
+        error = await self.shell.ensure_topic()
+        if error != ErrorCode.NONE:
+            return error
+        error = self.shell.not_coordinator(self.state_partition_for(key))
+        if error is not None:
+            return error
+        if leader_epoch < self.state_leader_epochs.get(key, -1):
+            return ErrorCode.FENCED_LEADER_EPOCH
+        self.state_leader_epochs[key] = leader_epoch
+        return None
+
+    async def read_state(self, key: Key, leader_epoch: int) -> tuple[ErrorCode, DurableShareState | None]:
+        """ReadShareGroupState as this share coordinator: UNKNOWN_TOPIC_OR_PARTITION
+        for a share-partition without state."""
+        error = await self._coordinating(key, leader_epoch)
+        if error is not None:
+            return error, None
+        durable = self.durable.get(self.state_partition_for(key), {}).get(key)
+        if durable is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        return ErrorCode.NONE, durable
+
+    async def write_state(self, key: Key, leader_epoch: int, start_offset: int, batches: tuple) -> ErrorCode:
+        """WriteShareGroupState as this share coordinator: the batches laid over what
+        is held, stored as one ShareSnapshot (acks=all) before the answer."""
+        error = await self._coordinating(key, leader_epoch)
+        if error is not None:
+            return error
+        state_partition = self.state_partition_for(key)
+        held = self.durable.setdefault(state_partition, {}).get(key)
+        merged = DurableShareState(snapshot_epoch=-1) if held is None else DurableShareState(held.start_offset, held.batches(), held.snapshot_epoch)
+        merged.apply(Persist(False, start_offset, batches, merged.snapshot_epoch))
+        snapshot = Persist(True, merged.start_offset, merged.batches(), merged.snapshot_epoch + 1)
+        now_ms = self.now_ms()
+        group_id, topic_id, partition = key
+        record = ShareStateRecord(ShareRecordKind.SNAPSHOT, group_id, topic_id, partition, snapshot.start_offset,
+                                  snapshot.state_batches, snapshot_epoch=snapshot.snapshot_epoch,
+                                  leader_epoch=leader_epoch, write_timestamp_ms=now_ms)
+        written = self.shell.write_store(Store(state_partition, -1, (encode_record(record),)), now_ms)
+        if written.error != ErrorCode.NONE:
+            return _coordinator_error(written.error)
+        merged.apply(snapshot)
+        self.durable[state_partition][key] = merged
+        replicas = self._broker.replicas
+        state_key = (SHARE_STATE_TOPIC, state_partition)
+        leader = replicas.leaders.get(state_key)
+        if leader is None:
+            return ErrorCode.NOT_COORDINATOR
+        outcome = await replication_outcome(replicas, state_key, leader, written.last_offset + 1, STORE_TIMEOUT_MS)
+        return ErrorCode.NONE if outcome == ErrorCode.NONE else _coordinator_error(outcome)
 
     # ----------------------------------------------------------------- fetch and acknowledge
 
@@ -357,6 +505,7 @@ class SharePartitionService:
 
     def stop(self) -> None:
         self._stopped = True
+        self.peers.close()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -366,3 +515,11 @@ def share_groups_enabled(broker) -> bool:
     """Share groups are served once the cluster finalized ``share.version`` 1 or
     more, as in Kafka: before that their APIs are not offered."""
     return broker.image.features.get("share.version", 0) >= 1
+
+
+def _coordinator_error(error: ErrorCode) -> ErrorCode:
+    """What a share-partition's fetch or acknowledgement answers for a failed state
+    read or write: the coordinator moved or is loading (clients retry)."""
+    if error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.FENCED_LEADER_EPOCH):
+        return error if error != ErrorCode.FENCED_LEADER_EPOCH else ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
