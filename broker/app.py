@@ -28,6 +28,7 @@ from broker.controller_node.listener import build_controller_dispatcher
 from broker.controller_node.quorum_controller import QuorumController
 from broker.controller_node.raft_driver import RaftDriver
 from broker.coordinators.groups.service import GroupService
+from broker.coordinators.share_groups.service import SharePartitionService
 from broker.coordinators.transactions.service import TransactionService
 from broker.schemas.service import SchemaRegistryService
 from broker.schemas.validation import SchemaValidator
@@ -219,6 +220,8 @@ class Broker:
         self.topic_defaults = self._topic_defaults()
         self.groups = GroupService(self)
         self.transactions = TransactionService(self)
+        # Share-partitions (KIP-932) of the partitions led here, their state in __share_group_state.
+        self.shares = SharePartitionService(self)
         # The schema registry's _schemas (its HTTP API is an endpoint: schema.registry.listener).
         self.schemas = SchemaRegistryService(self)
         self.schema_validator = SchemaValidator(self.schemas)
@@ -318,6 +321,7 @@ class Broker:
         self.controller.subscribe(self._on_metadata_change)
         self.groups.follow_leadership()
         self.transactions.follow_leadership()
+        self.shares.follow_leadership()
         self.schemas.follow_leadership()
         self._tasks.append(asyncio.get_running_loop().create_task(self._create_new_logs(), name="new partition logs"))
 
@@ -457,6 +461,7 @@ class Broker:
         self.mirrors.apply_image(old, new)
         self.groups.follow_leadership()
         self.transactions.follow_leadership()
+        self.shares.follow_leadership()
         self.schemas.follow_leadership()
         if new.mirror_topics or old.mirror_topics:
             self.mirror_watcher.metadata_changed()
@@ -477,6 +482,7 @@ class Broker:
         longer leads ``key``: coordinators on it stop too."""
         self.groups.follow_leadership()
         self.transactions.follow_leadership()
+        self.shares.follow_leadership()
         self.schemas.follow_leadership()
         self.partition_watch.notify(key)
 
@@ -604,6 +610,7 @@ class Broker:
         self.mirrors.start()
         self.groups.start()
         self.transactions.start()
+        self.shares.start()
         self.mirror_watcher.start()
         self.offset_sync.start()
         self.multi_master.start()
@@ -692,6 +699,7 @@ class Broker:
         await self.endpoints.stop()
         self.groups.stop()  # requests waiting for a rebalance are answered NOT_COORDINATOR
         self.transactions.stop()  # and those waiting for a transaction state change too
+        self.shares.stop()
         self.schemas.stop()
         for connection in list(self._connections):
             connection.close_when_idle()

@@ -19,7 +19,8 @@ readable form (like Kafka's kafka-dump-log.sh); see storage/FORMAT.md, "Tools".
 consumer groups and shows one's members, assignments, committed offsets and
 lag per partition (like kafka-consumer-groups.sh); see broker/tools/groups.py.
 ``--reset-offsets``, ``--delete`` and ``--delete-offsets`` are in
-broker/tools/group_admin.py.
+broker/tools/group_admin.py. ``pybroker share-groups --list|--describe --group G``
+does the same for share groups (broker/tools/share_groups.py).
 
 ``pybroker transactions --bootstrap-server HOST:PORT list|describe|describe-producers|abort``
 lists and describes transactions and aborts one left hanging on a partition
@@ -623,6 +624,9 @@ def build_parser() -> argparse.ArgumentParser:
     group_describe.add_argument("group", metavar="GROUP")
     add_describe_views(group_describe, "describe_")
     groups.set_defaults(func=cmd_groups)
+    from broker.tools.share_groups import add_parser as add_share_groups_parser
+
+    add_share_groups_parser(commands)
     txns = commands.add_parser(
         "transactions",
         help="list and describe transactions, abort a hanging one (like kafka-transactions.sh)",

@@ -192,6 +192,7 @@ class BrokerLifecycleManager:
             self.broker.mirrors.registration_caught_up()
             self.broker.groups.follow_leadership()
             self.broker.transactions.follow_leadership()
+            self.broker.shares.follow_leadership()
             self.broker.schemas.follow_leadership()
 
     async def controlled_shutdown(self, timeout_ms: int) -> bool:

@@ -45,6 +45,8 @@ SINGLE_NODE_PROFILE: dict[str, str] = {
     "offsets.retention.minutes": "10080",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
     "schema.registry.topic.replication.factor": "1",
 }
 

@@ -60,8 +60,11 @@ SUPPORTED_FEATURE_LEVELS: dict[str, tuple[int, int]] = {
     #    on the broker (no AddPartitionsToTxn round trip). Kafka 4 clients use it
     #    when this level is finalized; older clients keep working.
     TRANSACTION_VERSION: (0, 2),
-    # 0: no share groups (KIP-932 APIs are not served).
-    SHARE_VERSION: (0, 0),
+    # 0: no share groups: the KIP-932 APIs are not listed in ApiVersions and
+    #    answer UNSUPPORTED_VERSION.
+    # 1: KIP-932 share groups (ShareGroupHeartbeat/Describe v1, ShareFetch and
+    #    ShareAcknowledge v1, the share-group state APIs between brokers).
+    SHARE_VERSION: (0, 1),
 }
 
 

@@ -38,7 +38,7 @@ TOPIC_NAME_MAX_CHARS = 249
 METADATA_TOPIC = "__cluster_metadata"
 RESERVED_TOPICS = frozenset({METADATA_TOPIC})
 # Topics the brokers create and own; clients may not create them.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 

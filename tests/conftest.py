@@ -47,6 +47,9 @@ class BrokerProcess:
             # The same for __transaction_state, whose min.isr default (2) one replica cannot meet.
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
+            # And for __share_group_state (share groups).
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
             **(overrides or {}),
         }
         self.config_file = config_file

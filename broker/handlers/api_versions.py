@@ -17,10 +17,13 @@ KIP-848 APIs stay listed whatever ``group.version`` is, as Kafka 4 lists them;
 librdkafka (2.12+) uses ``group.protocol=consumer`` when ConsumerGroupHeartbeat
 is listed and then meets the UNSUPPORTED_VERSION the handler answers while
 group.version is 0 (broker/handlers/consumer_group_heartbeat.py).
+The share group APIs (keys 76-79, 84-85) are listed only while ``share.version`` >= 1
+is finalized, as in Kafka.
 """
 
 from __future__ import annotations
 
+from broker.coordinators.share_groups.service import share_groups_enabled
 from controller.features import SUPPORTED_FEATURE_LEVELS
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -48,14 +51,21 @@ def finalized_features(image) -> list:
     ]
 
 
+# ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
+# ReadShareGroupState, WriteShareGroupState.
+SHARE_GROUP_API_KEYS = frozenset({76, 77, 78, 79, 84, 85})
+
+
 def register(dispatcher, broker) -> None:
+    dispatcher.offered = lambda api_key: api_key not in SHARE_GROUP_API_KEYS or share_groups_enabled(broker)
+
     def handle(ctx, request):
         image = broker.controller.image
         return R.ApiVersionsResponse(
             error_code=ErrorCode.NONE,
             api_keys=[
                 R.ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, low, high in dispatcher.supported_versions()
+                for key, low, high in dispatcher.advertised_versions()
             ],
             throttle_time_ms=0,
             supported_features=supported_features(ctx.api_version),

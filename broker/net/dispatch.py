@@ -96,6 +96,9 @@ class Dispatcher:
         # controller answers (see broker/controller_node/forwarding.py).
         self.forwarder = None
         self.forwarded_keys: frozenset[int] = frozenset()
+        # Whether an API with a handler is offered now (ApiVersions): APIs behind a
+        # feature level (share groups) are listed only while it is finalized.
+        self.offered: Callable[[int], bool] = lambda api_key: True
         # Set on a broker's client listener: the client quotas (broker.net.quotas.ClientQuotaManager).
         self.quotas = None
         # Set by enable_metrics (metrics.listener): request counts and latency per API.
@@ -145,6 +148,10 @@ class Dispatcher:
 
     def supported_versions(self) -> list[tuple[int, int, int]]:
         return sorted((key, spec.min_version, spec.max_version) for key, spec in self.handlers.items())
+
+    def advertised_versions(self) -> list[tuple[int, int, int]]:
+        """``supported_versions`` of the APIs offered now: what ApiVersions lists."""
+        return [entry for entry in self.supported_versions() if self.offered(entry[0])]
 
     async def handle_frame(self, frame: bytes, connection, *, pipelined: bool = False) -> Any:
         """Decode, handle and encode one request. Returns the response frame,
@@ -259,7 +266,7 @@ class Dispatcher:
         body = spec.api.response.cls(
             error_code=ErrorCode.UNSUPPORTED_VERSION,
             api_keys=[
-                _api_version_entry(spec.api, key, low, high) for key, low, high in self.supported_versions()
+                _api_version_entry(spec.api, key, low, high) for key, low, high in self.advertised_versions()
             ],
         )
         return encode_response(spec.api, 0, correlation_id, body)

@@ -122,6 +122,8 @@ min.insync.replicas={min_isr}
 offsets.topic.replication.factor={replicas}
 transaction.state.log.replication.factor={replicas}
 transaction.state.log.min.isr={min_isr}
+share.coordinator.state.topic.replication.factor={replicas}
+share.coordinator.state.topic.min.isr={min_isr}
 # A development cluster: a group's first rebalance need not wait for more members.
 group.initial.rebalance.delay.ms=0
 """

@@ -9,7 +9,8 @@ per record type (the key's version says what the value is): the group's epoch
 (3), its subscribed topics' metadata (4), a member's metadata (5), the target
 assignment's epoch (6) and one member's target assignment (7), and a member's
 current assignment with its reconciliation state (8). Their values are at
-version 0, flexible.
+version 0, flexible. Key versions 10 to 14 are those of KIP-932 share groups
+(below).
 """
 
 from protocol.schema import BYTES, INT8, INT32, INT64, STRING, UUID, Array, DataMessage, F, Struct
@@ -126,6 +127,51 @@ DATA = [
             F("state", INT8),
             F("assigned_partitions", Array(_TOPIC_PARTITIONS)),
             F("partitions_pending_revocation", Array(_TOPIC_PARTITIONS)),
+        ],
+    ),
+]
+
+# KIP-932 share groups: key versions 10 to 14, one per record type as for
+# consumer groups: a member's metadata (10), the group's epoch (11), the
+# target assignment's epoch (12) and one member's target (13), and a member's
+# current assignment (14). Values at version 0, flexible.
+DATA += [
+    DataMessage(
+        "ShareGroupMemberMetadataKey", "10", flexible="none",
+        fields=[F("group_id", STRING, "10"), F("member_id", STRING, "10")],
+    ),
+    DataMessage(
+        "ShareGroupMemberMetadataValue", "0", flexible="0+",
+        fields=[
+            F("rack_id", STRING, nullable="0+"),
+            F("client_id", STRING),
+            F("client_host", STRING),
+            F("subscribed_topic_names", Array(STRING)),
+        ],
+    ),
+    DataMessage("ShareGroupMetadataKey", "11", flexible="none", fields=[F("group_id", STRING, "11")]),
+    DataMessage("ShareGroupMetadataValue", "0", flexible="0+", fields=[F("epoch", INT32)]),
+    DataMessage("ShareGroupTargetAssignmentMetadataKey", "12", flexible="none", fields=[F("group_id", STRING, "12")]),
+    DataMessage("ShareGroupTargetAssignmentMetadataValue", "0", flexible="0+", fields=[F("assignment_epoch", INT32)]),
+    DataMessage(
+        "ShareGroupTargetAssignmentMemberKey", "13", flexible="none",
+        fields=[F("group_id", STRING, "13"), F("member_id", STRING, "13")],
+    ),
+    DataMessage(
+        "ShareGroupTargetAssignmentMemberValue", "0", flexible="0+",
+        fields=[F("topic_partitions", Array(Struct("TopicPartition", [F("topic_id", UUID), F("partitions", Array(INT32))])))],
+    ),
+    DataMessage(
+        "ShareGroupCurrentMemberAssignmentKey", "14", flexible="none",
+        fields=[F("group_id", STRING, "14"), F("member_id", STRING, "14")],
+    ),
+    DataMessage(
+        "ShareGroupCurrentMemberAssignmentValue", "0", flexible="0+",
+        fields=[
+            F("member_epoch", INT32),
+            F("previous_member_epoch", INT32),
+            F("state", INT8),
+            F("assigned_partitions", Array(_TOPIC_PARTITIONS)),
         ],
     ),
 ]

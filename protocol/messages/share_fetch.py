@@ -1,10 +1,15 @@
-"""ShareFetch and ShareAcknowledge (keys 78-79): share-group consumers fetch records and settle their delivery."""
+"""ShareFetch and ShareAcknowledge (keys 78-79): share-group consumers fetch records and settle their delivery.
+
+Version 1 (Kafka 4.1, the first stable one) drops ShareFetch's per-partition
+max bytes and adds MaxRecords and BatchSize to the request and the
+acquisition lock's duration to the response; ShareAcknowledge v1 is v0.
+"""
 
 from protocol.schema import INT8, INT16, INT32, INT64, RECORDS, STRING, UUID, Api, Array, F, Struct
 
 APIS = [
     Api(
-        78, "ShareFetch", "0", flexible="0+",
+        78, "ShareFetch", "0-1", flexible="0+",
         request=[
             F("group_id", STRING, nullable="0+", default=None),
             F("member_id", STRING, nullable="0+"),
@@ -12,11 +17,13 @@ APIS = [
             F("max_wait_ms", INT32),
             F("min_bytes", INT32),
             F("max_bytes", INT32, default=0x7FFFFFFF),
+            F("max_records", INT32, "1+"),
+            F("batch_size", INT32, "1+"),
             F("topics", Array(Struct("FetchTopic", [
                 F("topic_id", UUID),
                 F("partitions", Array(Struct("FetchPartition", [
                     F("partition_index", INT32),
-                    F("partition_max_bytes", INT32),
+                    F("partition_max_bytes", INT32, "0"),
                     # Acknowledgements of earlier deliveries ride along with the next fetch.
                     F("acknowledgement_batches", Array(Struct("AcknowledgementBatch", [
                         F("first_offset", INT64),
@@ -34,6 +41,7 @@ APIS = [
             F("throttle_time_ms", INT32),
             F("error_code", INT16),
             F("error_message", STRING, nullable="0+", default=None),
+            F("acquisition_lock_timeout_ms", INT32, "1+"),
             F("responses", Array(Struct("ShareFetchableTopicResponse", [
                 F("topic_id", UUID),
                 F("partitions", Array(Struct("PartitionData", [
@@ -63,7 +71,7 @@ APIS = [
         ],
     ),
     Api(
-        79, "ShareAcknowledge", "0", flexible="0+",
+        79, "ShareAcknowledge", "0-1", flexible="0+",
         request=[
             F("group_id", STRING, nullable="0+", default=None),
             F("member_id", STRING, nullable="0+"),

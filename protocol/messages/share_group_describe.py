@@ -1,4 +1,7 @@
-"""ShareGroupDescribe (key 77): the state, members and assignments of share groups."""
+"""ShareGroupDescribe (key 77): the state, members and assignments of share groups.
+
+Version 1 (Kafka 4.1, the first stable one) is version 0.
+"""
 
 from protocol.schema import BOOL, INT16, INT32, STRING, UUID, Api, Array, F, Struct
 
@@ -14,7 +17,7 @@ ASSIGNMENT = Struct("Assignment", [
 
 APIS = [
     Api(
-        77, "ShareGroupDescribe", "0", flexible="0+",
+        77, "ShareGroupDescribe", "0-1", flexible="0+",
         request=[
             F("group_ids", Array(STRING)),
             F("include_authorized_operations", BOOL),

@@ -1,4 +1,7 @@
-"""ShareGroupHeartbeat (key 76): a share-group member joins, stays alive and learns its assignment."""
+"""ShareGroupHeartbeat (key 76): a share-group member joins, stays alive and learns its assignment.
+
+Version 1 (Kafka 4.1, the first stable one) is version 0.
+"""
 
 from protocol.schema import INT16, INT32, STRING, UUID, Api, Array, F, Struct
 
@@ -9,7 +12,7 @@ TOPIC_PARTITIONS = Struct("TopicPartitions", [
 
 APIS = [
     Api(
-        76, "ShareGroupHeartbeat", "0", flexible="0+",
+        76, "ShareGroupHeartbeat", "0-1", flexible="0+",
         request=[
             F("group_id", STRING),
             F("member_id", STRING),

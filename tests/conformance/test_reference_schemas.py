@@ -42,6 +42,10 @@ GROUP_COORDINATOR_RECORDS = ("OffsetCommitKey", "OffsetCommitValue", "GroupMetad
     f"ConsumerGroup{record}{part}"
     for record in ("Metadata", "PartitionMetadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember", "CurrentMemberAssignment")
     for part in ("Key", "Value")
+) + tuple(
+    f"ShareGroup{record}{part}"
+    for record in ("MemberMetadata", "Metadata", "TargetAssignmentMetadata", "TargetAssignmentMember", "CurrentMemberAssignment")
+    for part in ("Key", "Value")
 )
 # The records of __transaction_state (declared in protocol/transaction_state.py).
 TRANSACTION_COORDINATOR_RECORDS = ("TransactionLogKey", "TransactionLogValue")
@@ -190,6 +194,25 @@ def apply_newer_kafka_versions(ref: dict) -> dict:
         ref["validVersions"] = "0-12"
     if ref["name"] in ("TxnOffsetCommitRequest", "TxnOffsetCommitResponse") and ref["validVersions"] == "0-4":
         ref["validVersions"] = "0-5"
+    # The share group APIs' v1 (Kafka 4.1, KIP-932's first stable version): the
+    # same as v0 but for ShareFetch, whose request trades PartitionMaxBytes for
+    # MaxRecords and BatchSize and whose response adds AcquisitionLockTimeoutMs.
+    share_apis = ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge")
+    if ref["name"] in [f"{api}{kind}" for api in share_apis for kind in ("Request", "Response")] and ref["validVersions"] == "0":
+        ref["validVersions"] = "0-1"
+        ref.pop("latestVersionUnstable", None)
+        if ref["name"] == "ShareFetchRequest":
+            at = next(i for i, f in enumerate(ref["fields"]) if f["name"] == "MaxBytes") + 1
+            ref["fields"][at:at] = [
+                {"name": "MaxRecords", "type": "int32", "versions": "1+"},
+                {"name": "BatchSize", "type": "int32", "versions": "1+"},
+            ]
+            topics = next(f for f in ref["fields"] if f["name"] == "Topics")
+            partitions = next(f for f in topics["fields"] if f["name"] == "Partitions")
+            next(f for f in partitions["fields"] if f["name"] == "PartitionMaxBytes")["versions"] = "0"
+        if ref["name"] == "ShareFetchResponse":
+            at = next(i for i, f in enumerate(ref["fields"]) if f["name"] == "ErrorMessage") + 1
+            ref["fields"].insert(at, {"name": "AcquisitionLockTimeoutMs", "type": "int32", "versions": "1+"})
     return ref
 
 

@@ -31,6 +31,8 @@ def test_keys_at_kafkas_default_stay_defaults_and_the_rest_are_set():
         "offsets.topic.replication.factor": "1",
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
         "schema.registry.topic.replication.factor": "1",
     }
 

@@ -382,7 +382,8 @@ class Peer:
     def __init__(self, marker_versions=(0, 1), marker_error=ErrorCode.NONE, verify_versions=(0, 5)):
         self.dispatcher = Dispatcher()
         # ApiVersions reads the finalized features from the broker's metadata image: none here.
-        api_versions.register(self.dispatcher, SimpleNamespace(controller=SimpleNamespace(image=MetadataImage())))
+        image = MetadataImage()
+        api_versions.register(self.dispatcher, SimpleNamespace(image=image, controller=SimpleNamespace(image=image)))
         self.marker_requests = []
         self.verify_requests = []
         self.marker_error = marker_error

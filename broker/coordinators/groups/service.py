@@ -45,6 +45,15 @@ offsets only, or whose members all left) it makes the consumer group, which
 takes the id over, as Kafka upgrades an empty classic group; a JoinGroup to a
 consumer group answers INCONSISTENT_GROUP_PROTOCOL. There is no online
 migration of a group with members either way (``group.consumer.migration.policy``).
+
+KIP-932 share groups are a third kind beside them, the same way: a
+:class:`~broker.coordinators.share_groups.membership.ShareGroupCoordinator`
+whose records (key versions 10-14) replay to it, whose stores are written and
+answered as the others', whose ``tick`` runs on the same timer. A share
+group's id is its own: a ShareGroupHeartbeat for a classic group with members
+or a consumer group answers GROUP_ID_NOT_FOUND, a JoinGroup or
+ConsumerGroupHeartbeat for a share group INCONSISTENT_GROUP_PROTOCOL /
+GROUP_ID_NOT_FOUND, as Kafka.
 """
 
 from __future__ import annotations
@@ -64,10 +73,17 @@ from broker.coordinators.consumer_groups.model import TopicInfo
 from broker.coordinators.effects import Store, carry_out_stores_at_once
 from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, JoinResult, SyncResult
 from broker.coordinators.groups.group import GroupState
+from broker.coordinators.share_groups.membership import (
+    ShareGroupConfig,
+    ShareGroupCoordinator,
+    ShareHeartbeatRequest,
+    ShareHeartbeatResponse,
+)
 from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from broker.replica.leader_append import replication_outcome
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.consumer_group_records import is_consumer_group_key
+from protocol.share_group_records import is_share_group_key
 from protocol.errors import ErrorCode
 
 # What an offsets-partition append or its replication failed with, as the group
@@ -124,6 +140,13 @@ class GroupService:
             offsets_partitions=self.config.offsets_partitions,
         )
         self.consumer_groups = ConsumerGroupCoordinator(self.consumer_config)
+        self.share_config = ShareGroupConfig(
+            session_timeout_ms=config["group.share.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
+            max_size=config["group.share.max.size"],
+            offsets_partitions=self.config.offsets_partitions,
+        )
+        self.share_groups = ShareGroupCoordinator(self.share_config)
         self.coordinator = GroupCoordinator(self.config, self._new_member_id, is_consumer_group=self.is_consumer_group)
         # The image's topics and brokers the consumer groups' topics were last taken from.
         self._topics_from: tuple[object, object] | None = None
@@ -196,6 +219,10 @@ class GroupService:
         """Carry out the coordinator's stores in order, each reported back as soon
         as it is appended (its replication is waited for before the answer)."""
         carry_out_stores_at_once(effects, self._write, self.coordinator.store_done)
+
+    def execute_share(self, effects: list[Store]) -> None:
+        """``execute`` for the share group coordinator's stores."""
+        carry_out_stores_at_once(effects, self._write, self.share_groups.store_done)
 
     def execute_consumer(self, effects: list[Store]) -> None:
         """``execute`` for the consumer group coordinator's stores."""
@@ -292,15 +319,21 @@ class GroupService:
             )
             topics[name] = TopicInfo(topic.topic_id, name, partition_racks)
         self.consumer_groups.set_topics(topics)
+        self.share_groups.set_topics({name: (info.topic_id, info.partition_count) for name, info in topics.items()})
 
     def is_consumer_group(self, group_id: str) -> bool:
         return group_id in self.consumer_groups.groups
+
+    def is_share_group(self, group_id: str) -> bool:
+        return group_id in self.share_groups.groups
 
     # What the shell replays and the leadership changes it makes.
 
     def replay_record(self, partition: int, producer_id: int, key, value) -> None:
         if is_consumer_group_key(key):
             self.consumer_groups.load_record(key, value)
+        elif is_share_group_key(key):
+            self.share_groups.load_record(key, value)
         else:
             self.coordinator.load_record(key, value, producer_id)
 
@@ -310,6 +343,7 @@ class GroupService:
     def partition_loaded(self, partition: int, epoch: int, records: int) -> None:
         # Consumer groups first: the classic coordinator makes no group of their offsets.
         self.consumer_groups.finish_loading(self.now_ms(), partition)
+        self.share_groups.finish_loading(self.now_ms(), partition)
         self.coordinator.finish_loading(self.now_ms())
         if records:
             partition_for = self.coordinator.partition_for
@@ -325,6 +359,7 @@ class GroupService:
         self._written_offsets.pop(partition, None)
         dropped = self.coordinator.unload_partition(partition)
         self.consumer_groups.unload_partition(partition)
+        self.share_groups.unload_partition(partition)
         log.info("groups: %s-%d no longer led here at epoch %d: %d groups unloaded", OFFSETS_TOPIC, partition, epoch, dropped)
 
     # ----------------------------------------------------------------- timers
@@ -337,6 +372,7 @@ class GroupService:
         deadlines = [
             self.coordinator.next_deadline_ms(None if group_id is None else [group_id]),
             self.consumer_groups.next_deadline_ms(),
+            self.share_groups.next_deadline_ms(),
         ]
         deadline_ms = min((d for d in deadlines if d is not None), default=None)
         now_ms = self.now_ms()
@@ -359,6 +395,10 @@ class GroupService:
             self.execute_consumer(self.consumer_groups.tick(self.now_ms()))
         except Exception:  # keep the timer alive; log the bug
             log.exception("consumer group coordinator tick failed")
+        try:
+            self.execute_share(self.share_groups.tick(self.now_ms()))
+        except Exception:  # keep the timer alive; log the bug
+            log.exception("share group coordinator tick failed")
         self.after_operation()
 
     def expire_offsets(self) -> None:
@@ -384,8 +424,8 @@ class GroupService:
         error = self.not_writable(request.group_id)
         if error is not None:
             return JoinResult(error, member_id=request.member_id)
-        if self.is_consumer_group(request.group_id):
-            # No classic members in a consumer group (no online migration), as
+        if self.is_consumer_group(request.group_id) or self.is_share_group(request.group_id):
+            # No classic members in a consumer or share group (no online migration), as
             # Kafka answers a protocol the group does not support.
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id="")
         future = asyncio.get_running_loop().create_future()
@@ -421,7 +461,7 @@ class GroupService:
         if error is not None:
             return HeartbeatResponse(error)
         classic = self.coordinator.groups.get(request.group_id)
-        if classic is not None and (not classic.is_(GroupState.EMPTY) or classic.pending_members):
+        if (classic is not None and (not classic.is_(GroupState.EMPTY) or classic.pending_members)) or self.is_share_group(request.group_id):
             return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
         self._refresh_topics()
         answers: list[HeartbeatResponse] = []
@@ -436,6 +476,29 @@ class GroupService:
         error = await self.replicated(request.group_id)
         if error != ErrorCode.NONE:
             return HeartbeatResponse(error)
+        return response
+
+    async def share_group_heartbeat(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResponse:
+        """ShareGroupHeartbeat, answered once what it stored is on every in-sync replica."""
+        await self.ensure_offsets_topic()
+        error = self.not_writable(request.group_id)
+        if error is not None:
+            return ShareHeartbeatResponse(error, member_epoch=-1)
+        classic = self.coordinator.groups.get(request.group_id)
+        if (classic is not None and (not classic.is_(GroupState.EMPTY) or classic.pending_members)) or self.is_consumer_group(request.group_id):
+            return ShareHeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a share group.", member_epoch=-1)
+        self._refresh_topics()
+        answers: list[ShareHeartbeatResponse] = []
+        self.execute_share(self.share_groups.heartbeat(self.now_ms(), request, answers.append))
+        (response,) = answers
+        if response.error != ErrorCode.NONE:
+            return response
+        if classic is not None and self.is_share_group(request.group_id):
+            self.coordinator.forget_empty_group(request.group_id)
+        self.after_operation()
+        error = await self.replicated(request.group_id)
+        if error != ErrorCode.NONE:
+            return ShareHeartbeatResponse(error, member_epoch=-1)
         return response
 
     def consumer_member_error(

@@ -102,9 +102,10 @@ class Peer:
 
 
 class Peers:
-    def __init__(self, broker):
+    def __init__(self, broker, client_id_prefix: str = "txn-coordinator"):
         self._broker = broker
         self._peers: dict[int, Peer] = {}
+        self._client_id_prefix = client_id_prefix
 
     def get(self, broker_id: int) -> Peer | None:
         """The peer of ``broker_id``'s inter-broker listener; None while it has none."""
@@ -120,7 +121,7 @@ class Peers:
             # The inter-broker listener's TLS/SASL (a broker double without node_security: PLAINTEXT).
             security = getattr(self._broker, "node_security", {}).get("broker")
             peer = self._peers[broker_id] = Peer(
-                broker_id, endpoint.host, endpoint.port, f"txn-coordinator-{self._broker.node_id}", security
+                broker_id, endpoint.host, endpoint.port, f"{self._client_id_prefix}-{self._broker.node_id}", security
             )
         return peer
 

@@ -1,0 +1,72 @@
+"""ReadShareGroupState and WriteShareGroupState (keys 84-85), version 0: the
+share coordinator's side of KIP-932's share-partition state.
+
+A share-partition's leader asks the leader of its ``__share_group_state``
+partition (broker/coordinators/share_groups/service.py). Read answers the
+start offset and state batches (UNKNOWN_TOPIC_OR_PARTITION for a
+share-partition without state); Write lays the batches and the start offset
+over what is held and stores the result as one ShareSnapshot, acks=all,
+before it answers. Both fence a topic partition leader epoch older than one
+seen (FENCED_LEADER_EPOCH), answer NOT_COORDINATOR on another broker and
+COORDINATOR_LOAD_IN_PROGRESS while the partition loads. Served only while
+``share.version`` >= 1 is finalized (UNSUPPORTED_VERSION before), with
+CLUSTER_ACTION on the cluster, as Kafka's inter-broker APIs.
+InitializeShareGroupState, DeleteShareGroupState and
+ReadShareGroupStateSummary are not served.
+"""
+
+from __future__ import annotations
+
+from broker.coordinators.share_groups.service import share_groups_enabled
+from broker.security.authorization import cluster_allowed
+from controller.authorizer import AclOperation
+from protocol.errors import ErrorCode
+from protocol.registry import APIS_BY_NAME
+from protocol.schema import struct_classes
+
+READ = APIS_BY_NAME["ReadShareGroupState"]
+WRITE = APIS_BY_NAME["WriteShareGroupState"]
+RR = struct_classes(READ.response)
+WR = struct_classes(WRITE.response)
+
+
+def register(dispatcher, broker) -> None:
+    service = broker.shares
+
+    def refusal(ctx) -> ErrorCode | None:
+        if not share_groups_enabled(broker):
+            return ErrorCode.UNSUPPORTED_VERSION
+        if not cluster_allowed(broker, ctx, AclOperation.CLUSTER_ACTION):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return None
+
+    async def read(ctx, request):
+        refused = refusal(ctx)
+        results = []
+        for t in request.topics:
+            partitions = []
+            for p in t.partitions:
+                error, durable = (refused, None) if refused else await service.read_state((request.group_id, t.topic_id, p.partition), p.leader_epoch)
+                partitions.append(RR.PartitionResult(
+                    partition=p.partition, error_code=error, error_message=None, state_epoch=0,
+                    start_offset=durable.start_offset if durable else -1,
+                    state_batches=[RR.StateBatch(first_offset=f, last_offset=l, delivery_state=s, delivery_count=c)
+                                   for f, l, s, c in (durable.batches() if durable else ())],
+                ))
+            results.append(RR.ReadStateResult(topic_id=t.topic_id, partitions=partitions))
+        return RR.ReadShareGroupStateResponse(results=results)
+
+    async def write(ctx, request):
+        refused = refusal(ctx)
+        results = []
+        for t in request.topics:
+            partitions = []
+            for p in t.partitions:
+                batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)
+                error = refused or await service.write_state((request.group_id, t.topic_id, p.partition), p.leader_epoch, p.start_offset, batches)
+                partitions.append(WR.PartitionResult(partition=p.partition, error_code=error, error_message=None))
+            results.append(WR.WriteStateResult(topic_id=t.topic_id, partitions=partitions))
+        return WR.WriteShareGroupStateResponse(results=results)
+
+    dispatcher.register(READ.key, 0, 0, read)
+    dispatcher.register(WRITE.key, 0, 0, write)

@@ -1,0 +1,89 @@
+"""Share groups (KIP-932) on three combined nodes: acknowledgements survive the
+loss of the partition's leader.
+
+The delivery state is written to ``__share_group_state`` (3 replicas, its own
+leaders, so usually through WriteShareGroupState to another broker) and
+replicated before a member hears its acknowledgement was taken: the next
+leader rebuilds the share-partition from it and never delivers an accepted
+record again. Skips until the cluster can finalize ``share.version`` 1.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("this confluent-kafka has no ShareConsumer", allow_module_level=True)
+
+from confluent_kafka import AcknowledgeType, Producer  # noqa: E402
+
+from tests.interop.test_share_groups import Member, enable_share_groups  # noqa: E402
+
+WAIT_S = 60
+EXTRA = {
+    # Three replicas, two in sync for a write (the test brokers' defaults are one node's).
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "share.coordinator.state.topic.num.partitions": "3",
+    "group.share.heartbeat.interval.ms": "300",
+    "share.auto.offset.reset": "earliest",
+}
+
+
+def test_accepted_records_are_not_delivered_again_after_the_leader_is_killed(tmp_path):
+    cluster = ReplicatedCluster(tmp_path, extra=EXTRA)
+    cluster.start()
+    members: list[Member] = []
+    try:
+        for node in NODE_IDS:
+            enable_share_groups(cluster.bootstrap([node]))
+        topic, group = f"share-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+        cluster.create_topic(topic, partitions=1)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all"})
+        values = [f"v{i}".encode() for i in range(20)]
+        for value in values:
+            producer.produce(topic, value=value, partition=0)
+        assert producer.flush(30) == 0
+        first = Member(cluster.bootstrap(), group, topic, explicit=True, max_records=10)
+        members.append(first)
+        accepted: set[bytes] = set()
+        deadline = time.monotonic() + WAIT_S
+        # Accept the first ten offsets, release anything past them.
+        while len(accepted) < 10:
+            assert time.monotonic() < deadline, "the first member did not get ten records"
+            for message in first.poll(0.2):
+                if message.offset() < 10:
+                    first.consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                    accepted.add(message.value())
+                else:
+                    first.consumer.acknowledge(message, AcknowledgeType.RELEASE)
+            results = first.consumer.commit_sync(20)
+            assert all(error is None for error in results.values()), results
+        first.close()
+        leader = cluster.leader_of(topic, 0)
+        assert leader is not None
+        cluster.kill(leader)
+        alive = [n for n in NODE_IDS if n != leader]
+        second = Member(cluster.bootstrap(alive), group, topic, max_records=20)
+        members.append(second)
+        deadline = time.monotonic() + WAIT_S
+        while {v for v, _ in second.got} < set(values) - accepted:
+            assert time.monotonic() < deadline, f"got {sorted(v for v, _ in second.got)}"
+            second.poll(0.2)
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            second.poll(0.2)
+        assert not accepted & {v for v, _ in second.got}, "an accepted record was delivered again"
+    finally:
+        for member in members:
+            try:
+                member.close()
+            except Exception:  # a consumer of a killed node: closing is best effort
+                pass
+        cluster.stop()
