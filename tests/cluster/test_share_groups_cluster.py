@@ -5,7 +5,7 @@ The delivery state is written to ``__share_group_state`` (3 replicas, its own
 leaders, so usually through WriteShareGroupState to another broker) and
 replicated before a member hears its acknowledgement was taken: the next
 leader rebuilds the share-partition from it and never delivers an accepted
-record again. Skips until the cluster can finalize ``share.version`` 1.
+record again. A new cluster finalizes ``share.version`` 1 at formation.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def test_a_new_broker_finalizes_the_defaults_and_says_so_in_api_versions(broker)
     supported = {f.name: (f.min_version, f.max_version) for f in v4.supported_features}
     expected = {name: levels for name, levels in SUPPORTED_FEATURE_LEVELS.items() if levels[1] > 0}
     assert supported == expected
-    assert SHARE_VERSION not in supported  # supported at level 0 only: not claimed
+    assert all(high > 0 for _, high in supported.values())  # a feature supported at level 0 only is not claimed
     # v3: a supported minimum of 0 reads as 1 (KAFKA-17011), the rest alike.
     v3 = api_versions(broker.bootstrap, 3)
     assert {f.name: (f.min_version, f.max_version) for f in v3.supported_features} == {
@@ -211,7 +211,7 @@ def test_refused_updates_are_invalid_update_version_for_the_whole_request(broker
     epoch = api_versions(broker.bootstrap, 4).finalized_features_epoch
     cases = [
         ((GROUP_VERSION, 2, 1), "Invalid update version 2 for feature group.version. Local controller 1 only supports versions 0-1"),
-        ((SHARE_VERSION, 1, 1), "Invalid update version 1 for feature share.version. Local controller 1 does not support this feature."),
+        ((SHARE_VERSION, 2, 1), "Invalid update version 2 for feature share.version. Local controller 1 only supports versions 0-1"),
         ((GROUP_VERSION, 0, 1), ("Invalid update version 0 for feature group.version. Can't downgrade the version of this "
                                  "feature without setting the upgrade type to either safe or unsafe downgrade.")),
         (("no.such.feature", 1, 1), "Local controller 1 does not support this feature."),

@@ -1,8 +1,8 @@
 """confluent-kafka's ShareConsumer (KIP-932 share groups) against one broker.
 
-Share groups are served once the cluster finalizes ``share.version`` 1; each
-test finalizes it with UpdateFeatures first, and skips when the broker cannot
-(no UpdateFeatures, or a broker whose supported range stops at 0). Each test
+Share groups are served once the cluster finalizes ``share.version`` 1, which
+a new cluster does at formation (one test takes it away with ``pybroker
+features disable`` and sees the APIs go). Each test
 starts its own broker with a short heartbeat interval, ``share.auto.offset.reset``
 earliest and, where a test waits for a lock to end, a short lock.
 
@@ -20,7 +20,7 @@ import pytest
 
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, wait_until
 from tests.interop._support import RawConnection, create_topic, unique_topic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -45,21 +45,7 @@ def _listed_keys(bootstrap: str) -> set[int]:
 
 
 def enable_share_groups(bootstrap: str) -> None:
-    """Finalize share.version 1, then wait until the share APIs are listed."""
-    keys = _listed_keys(bootstrap)
-    if not SHARE_API_KEYS <= keys:
-        if UPDATE_FEATURES.key not in keys:
-            pytest.skip("this broker cannot finalize share.version (no UpdateFeatures)")
-        R = struct_classes(UPDATE_FEATURES.request)
-        with RawConnection(bootstrap) as connection:
-            answer = connection.request(UPDATE_FEATURES, 1, R.UpdateFeaturesRequest(
-                timeout_ms=10000,
-                feature_updates=[R.FeatureUpdateKey(feature="share.version", max_version_level=1, upgrade_type=1)],
-                validate_only=False,
-            ))
-        errors = [answer.error_code] + [r.error_code for r in answer.results]
-        if any(errors):
-            pytest.skip(f"this broker does not finalize share.version 1: {answer.error_message or errors}")
+    """A new cluster finalizes share.version 1: wait until the share APIs are listed."""
     deadline = time.monotonic() + WAIT_S
     while not SHARE_API_KEYS <= _listed_keys(bootstrap):
         assert time.monotonic() < deadline, "share.version finalized but the share APIs are not listed"
@@ -132,9 +118,14 @@ def share_groups_tool(broker, *args) -> subprocess.CompletedProcess:
 
 def test_share_apis_are_not_offered_before_share_version_is_finalized(broker_factory):
     broker = broker_factory(BROKER_OVERRIDES)
-    if SHARE_API_KEYS <= _listed_keys(broker.bootstrap):
-        pytest.skip("this broker finalizes share.version at formation")
-    assert not SHARE_API_KEYS & _listed_keys(broker.bootstrap)
+    # A new cluster finalizes share.version 1: take it away as an operator would.
+    assert SHARE_API_KEYS <= _listed_keys(broker.bootstrap)
+    disabled = subprocess.run(
+        [sys.executable, "-m", "broker", "features", "--bootstrap-server", broker.bootstrap, "disable", "--feature", "share.version"],
+        capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=60, check=False,
+    )
+    assert disabled.returncode == 0, disabled.stderr
+    assert wait_until(lambda: not SHARE_API_KEYS & _listed_keys(broker.bootstrap), 10)
     heartbeat = APIS_BY_NAME["ShareGroupHeartbeat"]
     R = struct_classes(heartbeat.request)
     with RawConnection(broker.bootstrap) as connection:

@@ -94,7 +94,7 @@ def test_format_refuses_a_level_outside_the_supported_range():
     assert check_level_supported(GROUP_VERSION, 1) is None
     assert check_level_supported(GROUP_VERSION, 0) is None
     assert "outside the supported levels 0-1" in check_level_supported(GROUP_VERSION, 2)
-    assert "outside the supported levels 0" in check_level_supported(SHARE_VERSION, 1)
+    assert "outside the supported levels 0-1" in check_level_supported(SHARE_VERSION, 2)
     assert "unknown feature" in check_level_supported("metadata.version", 20)
 
 
@@ -146,7 +146,8 @@ def test_a_level_outside_a_node_range_is_an_invalid_update_version():
     assert message(image, FeatureUpdate(GROUP_VERSION, 2)) == (
         "Invalid update version 2 for feature group.version. Local controller 1 only supports versions 0-1"
     )
-    assert message(image, FeatureUpdate(SHARE_VERSION, 1)).endswith("Local controller 1 does not support this feature.")
+    # The local controller supports share.version 1; broker 1 does not list a level above 0.
+    assert message(image, FeatureUpdate(SHARE_VERSION, 1)).endswith("broker 1 does not support this feature.")
     assert message(image, FeatureUpdate("metadata.version", 0)).endswith("Local controller 1 does not support this feature.")
     # A broker that supports less than this controller, or does not list the feature at all.
     old = cluster({}, {GROUP_VERSION: (0, 1)}, {GROUP_VERSION: (0, 0), TRANSACTION_VERSION: (0, 1)})
