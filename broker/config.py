@@ -153,6 +153,21 @@ def _list(key: str, raw: str) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
+def _migration_policy(key: str, raw: str) -> str:
+    # Kafka reads the policy case-insensitively. Only ``disabled`` is what this
+    # broker does (an empty group changes protocol, one with members does not);
+    # Kafka's other policies are refused by name rather than accepted and ignored.
+    value = raw.strip().lower()
+    if value in ("bidirectional", "upgrade", "downgrade"):
+        raise ConfigError(
+            f"{key}: {value} is not served: no online migration of a group with members between the classic and the "
+            "consumer protocol; only disabled"
+        )
+    if value != "disabled":
+        raise ConfigError(f"{key}: expected disabled (Kafka's bidirectional, upgrade and downgrade are not served), got {raw!r}")
+    return value
+
+
 def _assignors(key: str, raw: str) -> tuple[str, ...]:
     names = tuple(_list(key, raw))
     unknown = [n for n in names if n not in ("uniform", "range")]
@@ -338,6 +353,7 @@ _KEYS = [
     ConfigKey("group.consumer.heartbeat.interval.ms", _int_parser(1, INT32_MAX), 5000),
     ConfigKey("group.consumer.max.size", _int_parser(1, INT32_MAX), INT32_MAX),
     ConfigKey("group.consumer.assignors", _assignors, ("uniform", "range")),
+    ConfigKey("group.consumer.migration.policy", _migration_policy, "disabled"),
     ConfigKey("cluster.id", _string, None),
     ConfigKey("broker.rack", _string, None),
     ConfigKey("max.request.partition.size.limit", _int_parser(1, INT32_MAX), 2000),

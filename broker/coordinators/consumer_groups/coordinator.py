@@ -69,6 +69,7 @@ from broker.coordinators.consumer_groups.records import (
     assignment_epoch_record,
     current_assignment_record,
     group_epoch_record,
+    group_removal_records,
     member_metadata_record,
     member_removal_records,
     subscription_metadata_record,
@@ -486,6 +487,32 @@ class ConsumerGroupCoordinator:
             self._apply(records, record)
         self._drop_timers(group.group_id, member_id)
         self._refresh_group_epoch(group, records, bump=True)
+
+    # ----------------------------------------------------------------- group admin
+
+    def delete_group(self, group_id: str, reply: Callable[[ErrorCode], None]) -> list[Store]:
+        """Remove an empty group (DeleteGroups, offset expiry, a classic JoinGroup
+        taking the id over): GROUP_ID_NOT_FOUND for no such group, NON_EMPTY_GROUP
+        while it has members (a static member away with epoch -2 is one), else
+        the group's tombstones; ``reply`` gets the outcome. Its committed offsets
+        are the classic coordinator's: the caller removes them first, as Kafka
+        writes the offsets' tombstones before the group's."""
+        group = self.groups.get(group_id)
+        if group is None:
+            reply(ErrorCode.GROUP_ID_NOT_FOUND)
+            return []
+        if group.members:
+            reply(ErrorCode.NON_EMPTY_GROUP)
+            return []
+        before = self._snapshot(group_id)
+        records: list[ConsumerGroupRecord] = []
+        for record in group_removal_records(group):
+            self._apply(records, record)
+        self._timers.pop(group_id, None)
+        return self._store(group_id, before, records, reply)
+
+    def empty_group_ids(self) -> list[str]:
+        return sorted(g.group_id for g in self.groups.values() if not g.members)
 
     # ----------------------------------------------------------------- timers
 

@@ -109,6 +109,19 @@ def member_removal_records(group_id: str, member_id: str) -> list[ConsumerGroupR
     ]
 
 
+def group_removal_records(group: ConsumerGroup) -> list[ConsumerGroupRecord]:
+    """Tombstones of a whole group, in Kafka's order: each member's, then the
+    assignment epoch, the subscription metadata and last the group epoch
+    (whose tombstone is what removes the group on replay)."""
+    records = [r for member_id in sorted(group.members) for r in member_removal_records(group.group_id, member_id)]
+    records += [
+        ConsumerGroupRecord(RecordKind.TARGET_ASSIGNMENT_METADATA, group.group_id, None, None),
+        ConsumerGroupRecord(RecordKind.PARTITION_METADATA, group.group_id, None, None),
+        ConsumerGroupRecord(RecordKind.GROUP_METADATA, group.group_id, None, None),
+    ]
+    return records
+
+
 def apply_record(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) -> None:
     """Apply one record to ``groups`` (live, or replaying the log in order)."""
     kind, value = record.kind, record.value

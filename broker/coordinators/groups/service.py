@@ -361,10 +361,58 @@ class GroupService:
             log.exception("consumer group coordinator tick failed")
         self.after_operation()
 
+    def consumer_group_topics(self, group_id: str) -> set[str]:
+        """The topics a consumer group's members subscribe to (names and regular
+        expressions), among the image's topics."""
+        return self.consumer_groups.groups[group_id].subscribed_topic_names(self.consumer_groups.topics)
+
     def expire_offsets(self) -> None:
+        """Offset retention for both kinds of group; then, as Kafka does, an empty
+        consumer group left with no offsets is deleted."""
+        self._refresh_topics()
+        topics = {group_id: self.consumer_group_topics(group_id) for group_id in self.consumer_groups.groups}
         expired = self.run(self.coordinator.expire_offsets, self.now_ms())
+        expired += self.run(self.coordinator.expire_consumer_group_offsets, self.now_ms(), topics)
         if expired:
             log.info("expired %d committed offsets", expired)
+        for group_id in self.consumer_groups.empty_group_ids():
+            if not self.coordinator.has_offsets(group_id):
+                error = self._run_consumer(self.consumer_groups.delete_group, group_id)
+                if error == ErrorCode.NONE:
+                    log.info("groups: removed empty consumer group %s with no offsets left", group_id)
+
+    def _run_consumer(self, operation, *args):
+        """``run`` for an operation of the consumer group coordinator."""
+        answers = []
+        self.execute_consumer(operation(*args, answers.append))
+        (answer,) = answers
+        return answer
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups of groups this broker coordinates: classic ones by the
+        classic coordinator; a consumer group (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP
+        while it has members) loses its offsets' records first, then its own, as
+        Kafka writes them. The outcome of each store is known; the caller waits
+        for replication."""
+        consumer = [g for g in group_ids if self.is_consumer_group(g)]
+        results = self.run(self.coordinator.delete_groups, self.now_ms(), [g for g in group_ids if g not in consumer])
+        for group_id in consumer:
+            if self.consumer_groups.groups[group_id].members:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+                continue
+            error = self.run(self.coordinator.delete_all_offsets, group_id)
+            if error == ErrorCode.NONE:
+                error = self._run_consumer(self.consumer_groups.delete_group, group_id)
+            results[group_id] = error
+        return results
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]):
+        """OffsetDelete: (group error, error of each partition). A consumer group's
+        offsets of the topics it subscribes to answer GROUP_SUBSCRIBED_TO_TOPIC."""
+        if self.is_consumer_group(group_id):
+            self._refresh_topics()
+            return self.run(self.coordinator.delete_consumer_group_offsets, group_id, partitions, self.consumer_group_topics(group_id))
+        return self.run(self.coordinator.delete_offsets, group_id, partitions)
 
     def start(self) -> None:
         self.after_operation()
@@ -385,9 +433,16 @@ class GroupService:
         if error is not None:
             return JoinResult(error, member_id=request.member_id)
         if self.is_consumer_group(request.group_id):
-            # No classic members in a consumer group (no online migration), as
-            # Kafka answers a protocol the group does not support.
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id="")
+            if self.consumer_groups.groups[request.group_id].members:
+                # No classic members in a consumer group (no online migration):
+                # answered as Kafka answers a protocol the group does not support.
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id="")
+            # An empty consumer group becomes a classic one (its offsets stay), as
+            # Kafka converts an empty group whatever the migration policy.
+            error = self._run_consumer(self.consumer_groups.delete_group, request.group_id)
+            if error != ErrorCode.NONE:
+                return JoinResult(error, member_id=request.member_id)
+            log.info("groups: the empty consumer group %s is a classic group now", request.group_id)
         future = asyncio.get_running_loop().create_future()
         self.execute(self.coordinator.join_group(self.now_ms(), request, _resolver(future)))
         self.after_operation(request.group_id)
