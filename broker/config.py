@@ -154,17 +154,17 @@ def _list(key: str, raw: str) -> list[str]:
 
 
 def _migration_policy(key: str, raw: str) -> str:
-    # Kafka reads the policy case-insensitively. Only ``disabled`` is what this
-    # broker does (an empty group changes protocol, one with members does not);
-    # Kafka's other policies are refused by name rather than accepted and ignored.
+    # Kafka reads the policy case-insensitively. This broker serves the online
+    # upgrade (classic to consumer) and not the downgrade: the policies that
+    # need it are refused by name rather than accepted and ignored.
     value = raw.strip().lower()
-    if value in ("bidirectional", "upgrade", "downgrade"):
+    if value in ("bidirectional", "downgrade"):
         raise ConfigError(
-            f"{key}: {value} is not served: no online migration of a group with members between the classic and the "
-            "consumer protocol; only disabled"
+            f"{key}: {value} is not served: no online downgrade of a consumer group with members to the classic "
+            "protocol; upgrade or disabled"
         )
-    if value != "disabled":
-        raise ConfigError(f"{key}: expected disabled (Kafka's bidirectional, upgrade and downgrade are not served), got {raw!r}")
+    if value not in ("upgrade", "disabled"):
+        raise ConfigError(f"{key}: expected upgrade or disabled (Kafka's bidirectional and downgrade are not served), got {raw!r}")
     return value
 
 
@@ -353,7 +353,7 @@ _KEYS = [
     ConfigKey("group.consumer.heartbeat.interval.ms", _int_parser(1, INT32_MAX), 5000),
     ConfigKey("group.consumer.max.size", _int_parser(1, INT32_MAX), INT32_MAX),
     ConfigKey("group.consumer.assignors", _assignors, ("uniform", "range")),
-    ConfigKey("group.consumer.migration.policy", _migration_policy, "disabled"),
+    ConfigKey("group.consumer.migration.policy", _migration_policy, "upgrade"),
     ConfigKey("cluster.id", _string, None),
     ConfigKey("broker.rack", _string, None),
     ConfigKey("max.request.partition.size.limit", _int_parser(1, INT32_MAX), 2000),

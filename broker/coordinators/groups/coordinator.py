@@ -944,7 +944,9 @@ class GroupCoordinator:
         )
 
     def forget_empty_group(self, group_id: str) -> None:
-        """An empty classic group whose id a consumer group took (its offsets stay)."""
+        """A classic group whose id a consumer group took: an empty one, or a Stable
+        one converted by the online upgrade, whose members the consumer group has
+        now (its offsets stay)."""
         group = self.groups.pop(group_id, None)
         if group is not None:
             group.transition(GroupState.DEAD, 0)

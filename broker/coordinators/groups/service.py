@@ -54,6 +54,12 @@ import logging
 import time
 import uuid
 
+from broker.coordinators.consumer_groups.classic_members import (
+    ClassicGroupView,
+    ClassicJoin,
+    ClassicMemberView,
+    upgrade_refusal,
+)
 from broker.coordinators.consumer_groups.coordinator import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
@@ -68,6 +74,7 @@ from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from broker.replica.leader_append import replication_outcome
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.consumer_group_records import is_consumer_group_key
+from protocol.consumer_offsets import group_key_bytes
 from protocol.errors import ErrorCode
 
 # What an offsets-partition append or its replication failed with, as the group
@@ -124,6 +131,7 @@ class GroupService:
             offsets_partitions=self.config.offsets_partitions,
         )
         self.consumer_groups = ConsumerGroupCoordinator(self.consumer_config)
+        self.migration_policy = config["group.consumer.migration.policy"]
         self.coordinator = GroupCoordinator(self.config, self._new_member_id, is_consumer_group=self.is_consumer_group)
         # The image's topics and brokers the consumer groups' topics were last taken from.
         self._topics_from: tuple[object, object] | None = None
@@ -434,9 +442,8 @@ class GroupService:
             return JoinResult(error, member_id=request.member_id)
         if self.is_consumer_group(request.group_id):
             if self.consumer_groups.groups[request.group_id].members:
-                # No classic members in a consumer group (no online migration):
-                # answered as Kafka answers a protocol the group does not support.
-                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id="")
+                # A classic member in a consumer group, as Kafka takes it in.
+                return await self.classic_join_consumer_group(request)
             # An empty consumer group becomes a classic one (its offsets stay), as
             # Kafka converts an empty group whatever the migration policy.
             error = self._run_consumer(self.consumer_groups.delete_group, request.group_id)
@@ -458,6 +465,15 @@ class GroupService:
         error = self.not_writable(group_id)
         if error is not None:
             return SyncResult(error)
+        if self.is_consumer_group(group_id):
+            generation_id, member_id, _instance_id, protocol_type, protocol_name, _assignments = args
+            error, name, assignment = self.consumer_groups.classic_sync(
+                self.now_ms(), group_id, generation_id, member_id, protocol_type, protocol_name)
+            if error == ErrorCode.NONE:
+                error = await self.replicated(group_id)
+            if error != ErrorCode.NONE:
+                return SyncResult(error)
+            return SyncResult(ErrorCode.NONE, "consumer", name, assignment)
         future = asyncio.get_running_loop().create_future()
         self.execute(self.coordinator.sync_group(self.now_ms(), group_id, *args, _resolver(future)))
         self.after_operation(group_id)
@@ -476,22 +492,96 @@ class GroupService:
         if error is not None:
             return HeartbeatResponse(error)
         classic = self.coordinator.groups.get(request.group_id)
-        if classic is not None and (not classic.is_(GroupState.EMPTY) or classic.pending_members):
-            return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
+        upgrading = None
         self._refresh_topics()
+        if classic is not None and (not classic.is_(GroupState.EMPTY) or classic.pending_members):
+            refusal = self._upgrade_refusal(classic, request)
+            if refusal is not None:
+                return refusal
+            upgrading = self._classic_view(classic)
         answers: list[HeartbeatResponse] = []
-        self.execute_consumer(self.consumer_groups.heartbeat(self.now_ms(), request, answers.append))
+        self.execute_consumer(self.consumer_groups.heartbeat(
+            self.now_ms(), request, answers.append, upgrading, (group_key_bytes(request.group_id), None)))
         (response,) = answers
         if response.error != ErrorCode.NONE:
             return response
         if classic is not None and self.is_consumer_group(request.group_id):
-            # The empty classic group (its offsets stay) is the consumer group now.
+            # The classic group (its offsets stay) is the consumer group now.
             self.coordinator.forget_empty_group(request.group_id)
+            if upgrading is not None:
+                log.info("groups: classic group %s upgraded to a consumer group with its %d members",
+                         request.group_id, len(upgrading.members))
         self.after_operation()
         error = await self.replicated(request.group_id)
         if error != ErrorCode.NONE:
             return HeartbeatResponse(error)
         return response
+
+    def _upgrade_refusal(self, classic, request: HeartbeatRequest) -> HeartbeatResponse | None:
+        """The answer to a consumer-protocol member joining a classic group with
+        members when the group is not converted (Kafka's validateOnlineUpgrade
+        answers GROUP_ID_NOT_FOUND), or None to convert it."""
+        group_id = request.group_id
+        not_consumer = HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if self.migration_policy == "disabled" or request.member_epoch != 0:
+            return not_consumer
+        if classic.protocol_type != "consumer":
+            log.info("groups: classic group %s not upgraded: it does not use the consumer embedded protocol", group_id)
+            return not_consumer
+        refusal = upgrade_refusal(self._classic_view(classic), self.consumer_config.max_size)
+        if refusal is not None:
+            log.info("groups: classic group %s not upgraded: %s", group_id, refusal)
+            return not_consumer
+        if not classic.is_(GroupState.STABLE) or classic.pending_members:
+            # Its members are between JoinGroup and SyncGroup: their assignments are
+            # about to change. A retriable answer; the member asks again shortly.
+            return HeartbeatResponse(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                     f"Classic group {group_id} is rebalancing; it is upgraded once it is stable.")
+        return None
+
+    @staticmethod
+    def _classic_view(classic) -> ClassicGroupView:
+        return ClassicGroupView(
+            classic.group_id,
+            classic.generation_id,
+            classic.protocol_name or "",
+            tuple(
+                ClassicMemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                                  m.rebalance_timeout_ms, tuple(m.protocols), m.assignment)
+                for m in classic.members.values()
+            ),
+        )
+
+    # ----------------------------------------------------------------- classic members of consumer groups
+
+    async def classic_join_consumer_group(self, request: JoinRequest) -> JoinResult:
+        """JoinGroup of a classic member to a consumer group with members."""
+        self._refresh_topics()
+        answers = []
+        self.execute_consumer(self.consumer_groups.classic_join(self.now_ms(), ClassicJoin(
+            request.group_id, request.member_id, request.group_instance_id, request.client_id, request.client_host,
+            request.session_timeout_ms, request.rebalance_timeout_ms, request.protocol_type, tuple(request.protocols),
+            request.require_known_member_id,
+        ), answers.append))
+        (answer,) = answers
+        self.after_operation()
+        if answer.error != ErrorCode.NONE:
+            return JoinResult(answer.error, member_id=answer.member_id)
+        error = await self.replicated(request.group_id)
+        if error != ErrorCode.NONE:
+            return JoinResult(error, member_id=answer.member_id)
+        # It leads nothing (no members to assign to): the server assigns.
+        return JoinResult(ErrorCode.NONE, member_id=answer.member_id, generation_id=answer.generation_id,
+                          protocol_type="consumer", protocol_name=answer.protocol_name, leader="", members=[])
+
+    def classic_heartbeat(self, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+        return self.consumer_groups.classic_heartbeat(self.now_ms(), group_id, generation_id, member_id)
+
+    async def classic_leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        error, errors = self._run_consumer(self.consumer_groups.classic_leave, self.now_ms(), group_id, leaving)
+        if error == ErrorCode.NONE and any(e == ErrorCode.NONE for e in errors):
+            error = await self.replicated(group_id)
+        return error, errors
 
     def consumer_member_error(
         self, group_id: str, member_id: str | None, member_epoch: int, commit_version: int | None, transactional: bool = False
@@ -512,6 +602,9 @@ class GroupService:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            # A classic member commits with its member epoch as its generation, at any version.
+            return None if member_epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
         if commit_version is not None and commit_version < 9 and not transactional:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch > member.member_epoch:
