@@ -282,7 +282,10 @@ class ClassicMembers:
     def classic_leave(self, now_ms: int, group_id: str, leaving: list[tuple[str, str | None]],
                       reply: Callable[[tuple[ErrorCode, list[ErrorCode]]], None]) -> list[Store]:
         """LeaveGroup of classic members: each leaves as a consumer-protocol member does."""
-        group = self.groups[group_id]
+        group = self.groups.get(group_id)
+        if group is None:
+            reply((ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)))
+            return []
         before = self._snapshot(group_id)
         records: list = []
         errors = []
