@@ -169,3 +169,57 @@ def test_classic_members_restarted_one_by_one_with_the_consumer_protocol(broker_
                 member.close()
             except Exception:  # closing is best effort at teardown
                 pass
+
+
+def test_a_mixed_group_survives_a_restart_of_its_coordinator(broker_factory, tmp_path):
+    """The classic member's membership (its session timeout and protocols, Kafka's
+    classicMemberMetadata) is in the group's records: a restarted broker has the
+    same mixed group, and both members carry on."""
+    from tests.ports import free_port
+
+    overrides = {"group.consumer.heartbeat.interval.ms": "300", "group.initial.rebalance.delay.ms": "0",
+                 "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"}
+    data_dir = tmp_path / "mixed"
+    broker = broker_factory(overrides, data_dir=data_dir)
+    bootstrap = broker.bootstrap
+    topic, group = unique_topic("kip848-mixed-restart"), f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    members: list[Member] = []
+    try:
+        a = Member(bootstrap, group, topic, "classic", "range")
+        b = Member(bootstrap, group, topic, "classic", "range")
+        members += [a, b]
+        poll_until([a, b], lambda: len(a.partitions()) == len(b.partitions()) == 2, lambda: "two classic members with two partitions each")
+        a.close()
+        a2 = Member(bootstrap, group, topic, "consumer", "range")
+        members.append(a2)
+
+        def stable_halves() -> bool:
+            group_described = described(bootstrap, group)
+            return (len(a2.partitions()) == len(b.partitions()) == 2 and group_described.error_code == 0
+                    and group_described.group_state == "Stable" and len(group_described.members) == 2)
+
+        poll_until([a2, b], stable_halves, lambda: f"a Stable mixed group, got {described(bootstrap, group)}")
+        before = described(bootstrap, group)
+
+        broker.kill()
+        broker = broker_factory(overrides, data_dir=data_dir)
+
+        def kept() -> bool:
+            after = described(bootstrap, group)
+            return after.error_code == 0 and {m.member_id for m in after.members} == {m.member_id for m in before.members}
+
+        poll_until([a2, b], kept, lambda: f"the same two members after the restart, got {described(bootstrap, group)}")
+        after = described(bootstrap, group)
+        assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+        produced = produce(bootstrap, topic, "after-restart")
+        poll_until([a2, b], lambda: {v for m in (a2, b) for v in m.values} >= produced,
+                   lambda: f"{len({v for m in (a2, b) for v in m.values} & produced)} of {len(produced)} consumed")
+        assert sorted(v for m in (a2, b) for v in m.values) == sorted(produced), "each record once"
+        assert len(a2.partitions()) == len(b.partitions()) == 2 and not a2.partitions() & b.partitions()
+    finally:
+        for member in members:
+            try:
+                member.close()
+            except Exception:  # closing is best effort at teardown
+                pass
