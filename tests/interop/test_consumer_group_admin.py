@@ -161,7 +161,8 @@ def test_a_classic_member_takes_over_an_empty_consumer_group(broker_factory):
     _commit(bootstrap, group, member_id, epoch, {(topic, 0): 3})
     join = dict(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="", group_instance_id=None,
                 protocol_type="consumer", protocols=[JG.JoinGroupRequestProtocol(name="range", metadata=b"")])
-    # With a member in it the consumer group takes no classic member (no online migration).
+    # With a member in it the consumer group takes a classic member only with a readable
+    # ``consumer`` protocol subscription (this one's metadata is empty).
     assert _call(bootstrap, "JoinGroup", 5, **join).error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     _leave(bootstrap, group, member_id)
 

@@ -1,7 +1,8 @@
 """The online upgrade of a classic group to a KIP-848 consumer group, with
 confluent-kafka: two members with ``group.protocol=classic`` are restarted one
 by one with ``group.protocol=consumer`` (``group.consumer.migration.policy``
-``upgrade``, the default here).
+``bidirectional``, Kafka's default); and back: the last consumer-protocol
+member leaving a group of classic members makes it a classic group again.
 
 The first consumer-protocol member converts the classic group; the remaining
 classic member stays in the consumer group, heartbeating and rejoining with
@@ -217,6 +218,71 @@ def test_a_mixed_group_survives_a_restart_of_its_coordinator(broker_factory, tmp
                    lambda: f"{len({v for m in (a2, b) for v in m.values} & produced)} of {len(produced)} consumed")
         assert sorted(v for m in (a2, b) for v in m.values) == sorted(produced), "each record once"
         assert len(a2.partitions()) == len(b.partitions()) == 2 and not a2.partitions() & b.partitions()
+    finally:
+        for member in members:
+            try:
+                member.close()
+            except Exception:  # closing is best effort at teardown
+                pass
+
+
+def listed_type(bootstrap: str, group: str) -> str | None:
+    api = APIS_BY_NAME["ListGroups"]
+    with RawConnection(bootstrap) as conn:
+        response = conn.request(api, 5, api.request.cls(states_filter=[], types_filter=[]))
+    return next((g.group_type for g in response.groups if g.group_id == group), None)
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_the_last_consumer_protocol_member_leaving_downgrades_the_group(broker_factory, strategy):
+    """``bidirectional`` (Kafka's default): a mixed group whose last consumer-protocol
+    member leaves becomes a classic group again, its classic member keeping the
+    group (it rebalances and takes every partition), and classic members join it
+    as before."""
+    broker = broker_factory({"group.consumer.heartbeat.interval.ms": "300", "group.initial.rebalance.delay.ms": "0",
+                             "group.consumer.migration.policy": "bidirectional"})
+    bootstrap = broker.bootstrap
+    topic, group = unique_topic("kip848-downgrade"), f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    members: list[Member] = []
+    produced: set[bytes] = set()
+    closed_values: list[bytes] = []
+
+    def start(protocol: str) -> Member:
+        member = Member(bootstrap, group, topic, protocol, strategy)
+        members.append(member)
+        return member
+
+    def stop(member: Member) -> None:
+        member.close()
+        closed_values.extend(member.values)
+
+    def consume_batch(active: list[Member], tag: str) -> None:
+        produced.update(produce(bootstrap, topic, tag))
+        poll_until(active, lambda: {v for m in members for v in m.values} >= produced,
+                   lambda: f"batch {tag}: {len({v for m in members for v in m.values} & produced)} of {len(produced)}")
+
+    try:
+        a, b = start("classic"), start("classic")
+        poll_until([a, b], lambda: len(a.partitions()) == len(b.partitions()) == 2, lambda: "two classic members")
+        stop(a)
+        a2 = start("consumer")
+        poll_until([a2, b], lambda: len(a2.partitions()) == len(b.partitions()) == 2 and listed_type(bootstrap, group) == "consumer",
+                   lambda: f"a mixed consumer group, got {a2.partitions()}, {b.partitions()}, {listed_type(bootstrap, group)}")
+        consume_batch([a2, b], "mixed")
+
+        stop(a2)
+        poll_until([b], lambda: len(b.partitions()) == PARTITIONS and listed_type(bootstrap, group) == "classic",
+                   lambda: f"a classic group of b alone, got {b.partitions()}, {listed_type(bootstrap, group)}")
+        assert described(bootstrap, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        consume_batch([b], "downgraded")
+
+        a3 = start("classic")
+        poll_until([a3, b], lambda: len(a3.partitions()) == len(b.partitions()) == 2, lambda: "two classic members again")
+        consume_batch([a3, b], "classic-again")
+        assert listed_type(bootstrap, group) == "classic"
+        all_values = closed_values + [v for m in (a3, b) for v in m.values]
+        assert sorted(all_values) == sorted(produced), "every record consumed once across the downgrade"
     finally:
         for member in members:
             try:
