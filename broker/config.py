@@ -154,10 +154,17 @@ def _list(key: str, raw: str) -> list[str]:
 
 
 def _migration_policy(key: str, raw: str) -> str:
-    # Kafka reads the policy case-insensitively (and keeps it in lower case).
+    # Kafka reads the policy case-insensitively. This broker serves the online
+    # upgrade (classic to consumer), not the downgrade: the policies that need
+    # it are refused by name rather than accepted and ignored.
     value = raw.strip().lower()
-    if value not in ("bidirectional", "upgrade", "downgrade", "disabled"):
-        raise ConfigError(f"{key}: expected one of bidirectional, upgrade, downgrade, disabled, got {raw!r}")
+    if value in ("bidirectional", "downgrade"):
+        raise ConfigError(
+            f"{key}: {value} is not served: no online downgrade of a consumer group with members to the classic "
+            "protocol; upgrade or disabled"
+        )
+    if value not in ("upgrade", "disabled"):
+        raise ConfigError(f"{key}: expected upgrade or disabled (Kafka's bidirectional and downgrade are not served), got {raw!r}")
     return value
 
 
@@ -346,7 +353,7 @@ _KEYS = [
     ConfigKey("group.consumer.heartbeat.interval.ms", _int_parser(1, INT32_MAX), 5000),
     ConfigKey("group.consumer.max.size", _int_parser(1, INT32_MAX), INT32_MAX),
     ConfigKey("group.consumer.assignors", _assignors, ("uniform", "range")),
-    ConfigKey("group.consumer.migration.policy", _migration_policy, "bidirectional"),
+    ConfigKey("group.consumer.migration.policy", _migration_policy, "upgrade"),
     ConfigKey("cluster.id", _string, None),
     ConfigKey("broker.rack", _string, None),
     ConfigKey("max.request.partition.size.limit", _int_parser(1, INT32_MAX), 2000),

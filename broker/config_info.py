@@ -116,7 +116,7 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "group.consumer.heartbeat.interval.ms": ("INT", "How often consumer-protocol members are told to heartbeat."),
     "group.consumer.max.size": ("INT", "Most members a consumer-protocol group may have."),
     "group.consumer.assignors": ("LIST", "The server-side assignors consumer-protocol groups may ask for (uniform, range); the first is the default."),
-    "group.consumer.migration.policy": ("STRING", "Whether a group with members may change between the classic and the consumer protocol; only disabled is served (an empty group always may change)."),
+    "group.consumer.migration.policy": ("STRING", "Whether a classic group with members is upgraded online to a consumer group (upgrade) or not (disabled); Kafka's bidirectional and downgrade are not served. An empty group always changes protocol."),
     "cluster.id": ("STRING", "The cluster id written to meta.properties; generated when unset."),
     "broker.rack": ("STRING", "The rack of this broker, reported in Metadata."),
     "max.request.partition.size.limit": ("INT", "The most partitions one DescribeTopicPartitions response answers."),

@@ -496,10 +496,13 @@ def test_replica_selector_accepts_only_kafkas_rack_aware_selector():
         load_config({"replica.selector.class": "com.example.MySelector"})
 
 
-def test_group_consumer_migration_policy():
-    """Kafka's key, values and default (bidirectional), case-insensitive."""
-    assert load_config({})["group.consumer.migration.policy"] == "bidirectional"
-    for policy in ("bidirectional", "upgrade", "downgrade", "disabled"):
-        assert load_config({"group.consumer.migration.policy": policy.upper()})["group.consumer.migration.policy"] == policy
-    with pytest.raises(ConfigError, match="expected one of"):
+def test_group_consumer_migration_policy_serves_upgrade_and_disabled():
+    """Kafka's key parses; the policies this broker follows are accepted (the
+    online upgrade, or none), those needing the downgrade are refused by name."""
+    assert load_config({})["group.consumer.migration.policy"] == "upgrade"
+    assert load_config({"group.consumer.migration.policy": "DISABLED"})["group.consumer.migration.policy"] == "disabled"
+    for policy in ("bidirectional", "downgrade"):
+        with pytest.raises(ConfigError, match="not served"):
+            load_config({"group.consumer.migration.policy": policy})
+    with pytest.raises(ConfigError, match="expected upgrade or disabled"):
         load_config({"group.consumer.migration.policy": "sideways"})

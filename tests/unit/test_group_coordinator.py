@@ -439,29 +439,6 @@ def test_offset_delete_and_delete_all_offsets_of_a_consumer_group():
     assert len(store.records) == written + 2
 
 
-def test_a_downgraded_group_is_stored_at_its_epoch_then_rebalances():
-    """The online downgrade hands over a Stable classic group (the consumer group's
-    classic members, at its epoch): stored, then a rebalance its members join."""
-    from broker.coordinators.groups.group import ClassicGroup, Member
-
-    coordinator, store = make()
-    group = ClassicGroup("g")
-    group.generation_id = 7
-    group.add(Member("a", None, "c", "/h", SESSION_MS, REBALANCE_MS, "consumer", [("range", b"m")], assignment=b"x"))
-    group.protocol_name = group.select_protocol()
-    group.transition(GroupState.STABLE, 0)
-    assert coordinator._answer(coordinator.coordinator.adopt_downgraded_group, 10, group) == ErrorCode.NONE
-    assert len(store.records) == 1
-    adopted = coordinator.groups["g"]
-    assert adopted.is_(GroupState.PREPARING_REBALANCE) and adopted.generation_id == 7
-    assert coordinator.heartbeat(20, "g", 7, "a", None) == ErrorCode.REBALANCE_IN_PROGRESS
-    restored, _ = make()
-    for _, key, value in store.records:
-        restored.load_record(key, value)
-    restored.finish_loading(100)
-    assert restored.groups["g"].generation_id == 7 and list(restored.groups["g"].members) == ["a"]
-
-
 def test_replaying_the_stored_records_restores_groups_and_offsets():
     coordinator, store = make()
     replies = Replies()

@@ -1,7 +1,7 @@
 """Classic-protocol members inside a KIP-848 consumer group: the online upgrade (pure).
 
-Kafka's online migration (``group.consumer.migration.policy`` ``upgrade`` or
-``bidirectional``): a consumer-protocol member joining a classic group with members
+Kafka's online migration, the upgrade half (``group.consumer.migration.policy``
+``upgrade``): a consumer-protocol member joining a classic group with members
 converts it into a consumer group (:meth:`ClassicMembers.convert`). Each
 classic member becomes a member of the consumer group with what its JoinGroup
 said (its subscription and owned partitions, read from the ``consumer``
@@ -21,11 +21,11 @@ its target (revoking, or waiting for partitions others hold), so it rejoins
 and moves one step, as the classic protocol can; LeaveGroup removes it. A
 commit is checked against its epoch as a generation (ILLEGAL_GENERATION).
 
-The downgrade (``downgrade`` or ``bidirectional``: a group left with classic
-members only becomes a classic group again) is the group service's: it needs
-both coordinators. Not served (refused, never pretended): static classic
-members in a consumer group (INCONSISTENT_GROUP_PROTOCOL; a classic group with
-static members is not converted).
+Not served (refused, never pretended): static classic members in a consumer
+group (INCONSISTENT_GROUP_PROTOCOL; a classic group with static members is not
+converted), and the downgrade back to a classic group when the last
+consumer-protocol member leaves (the group stays a consumer group; its classic
+members go on in it as above).
 """
 
 from __future__ import annotations

@@ -503,19 +503,18 @@ class ConsumerGroupCoordinator(ClassicMembers):
 
     # ----------------------------------------------------------------- group admin
 
-    def delete_group(self, group_id: str, reply: Callable[[ErrorCode], None], with_members: bool = False) -> list[Store]:
+    def delete_group(self, group_id: str, reply: Callable[[ErrorCode], None]) -> list[Store]:
         """Remove an empty group (DeleteGroups, offset expiry, a classic JoinGroup
         taking the id over): GROUP_ID_NOT_FOUND for no such group, NON_EMPTY_GROUP
         while it has members (a static member away with epoch -2 is one), else
         the group's tombstones; ``reply`` gets the outcome. Its committed offsets
         are the classic coordinator's: the caller removes them first, as Kafka
-        writes the offsets' tombstones before the group's. ``with_members``: the
-        online downgrade, whose classic group takes the members over."""
+        writes the offsets' tombstones before the group's."""
         group = self.groups.get(group_id)
         if group is None:
             reply(ErrorCode.GROUP_ID_NOT_FOUND)
             return []
-        if group.members and not with_members:
+        if group.members:
             reply(ErrorCode.NON_EMPTY_GROUP)
             return []
         before = self._snapshot(group_id)

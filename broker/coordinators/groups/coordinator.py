@@ -951,23 +951,6 @@ class GroupCoordinator:
         if group is not None:
             group.transition(GroupState.DEAD, 0)
 
-    def adopt_downgraded_group(self, now_ms: int, group: ClassicGroup, reply: Reply) -> list[Store]:
-        """The online downgrade: a consumer group whose members all speak the classic
-        protocol, as a classic group at its epoch (each member with the assignment
-        the consumer group gave it), stored, then rebalanced as Kafka does when a
-        leaving member triggered the downgrade. ``reply`` gets the store's error."""
-
-        def stored(error: ErrorCode) -> None:
-            if error == ErrorCode.NONE:
-                self.groups[group.group_id] = group
-                for member in group.members.values():
-                    member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-                self._prepare_rebalance(group, now_ms)
-            reply(error)
-
-        self._store_group(group, stored)
-        return self._take_effects()
-
     def _new_simple_group(self, group_id: str, now_ms: int) -> None:
         group = ClassicGroup(group_id)
         group.transition(GroupState.EMPTY, now_ms)

@@ -39,12 +39,15 @@ the topics (ids, partitions, replica racks) from the metadata image on every
 metadata change, and a group sees a change of its subscribed topics at its
 next heartbeat. A group id is one or the other: a consumer group's committed
 offsets are kept by the classic coordinator (they are the same records) but
-make no classic group there. A ConsumerGroupHeartbeat to a classic group with
-members answers GROUP_ID_NOT_FOUND; to an empty one (a group known by its
-offsets only, or whose members all left) it makes the consumer group, which
-takes the id over, as Kafka upgrades an empty classic group; a JoinGroup to a
-consumer group answers INCONSISTENT_GROUP_PROTOCOL. There is no online
-migration of a group with members either way (``group.consumer.migration.policy``).
+make no classic group there. A ConsumerGroupHeartbeat joining an empty classic
+group (a group known by its offsets only, or whose members all left) makes the
+consumer group, which takes the id over, as Kafka upgrades an empty classic
+group; a JoinGroup to an empty consumer group makes a classic one. With
+``group.consumer.migration.policy=upgrade`` a consumer-protocol member joining
+a Stable classic group with members converts it, its classic members staying
+in the consumer group (broker/coordinators/consumer_groups/classic_members.py);
+otherwise a ConsumerGroupHeartbeat to a classic group with members answers
+GROUP_ID_NOT_FOUND. There is no downgrade of a group with members.
 """
 
 from __future__ import annotations
@@ -69,12 +72,12 @@ from broker.coordinators.consumer_groups.coordinator import (
 from broker.coordinators.consumer_groups.model import TopicInfo
 from broker.coordinators.effects import Store, carry_out_stores_at_once
 from broker.coordinators.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest, JoinResult, SyncResult
-from broker.coordinators.groups.group import ClassicGroup, GroupState, Member
+from broker.coordinators.groups.group import GroupState
 from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from broker.replica.leader_append import replication_outcome
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.consumer_group_records import is_consumer_group_key
-from protocol.consumer_offsets import encode_assignment, group_key_bytes
+from protocol.consumer_offsets import group_key_bytes
 from protocol.errors import ErrorCode
 
 # What an offsets-partition append or its replication failed with, as the group
@@ -365,7 +368,6 @@ class GroupService:
             log.exception("group coordinator tick failed")
         try:
             self.execute_consumer(self.consumer_groups.tick(self.now_ms()))
-            self._downgrade_classic_only_groups()
         except Exception:  # keep the timer alive; log the bug
             log.exception("consumer group coordinator tick failed")
         self.after_operation()
@@ -506,8 +508,6 @@ class GroupService:
         (response,) = answers
         if response.error != ErrorCode.NONE:
             return response
-        if request.member_epoch == -1:
-            self._downgrade_classic_only_groups([request.group_id])
         if classic is not None and self.is_consumer_group(request.group_id):
             # The classic group (its offsets stay) is the consumer group now.
             self.coordinator.forget_empty_group(request.group_id)
@@ -526,7 +526,7 @@ class GroupService:
         answers GROUP_ID_NOT_FOUND), or None to convert it."""
         group_id = request.group_id
         not_consumer = HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        if self.migration_policy == "disabled" or request.member_epoch != 0:
+        if self.migration_policy not in ("upgrade", "bidirectional") or request.member_epoch != 0:
             return not_consumer
         if classic.protocol_type != "consumer":
             log.info("groups: classic group %s not upgraded: it does not use the consumer embedded protocol", group_id)
@@ -541,52 +541,6 @@ class GroupService:
             return HeartbeatResponse(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                      f"Classic group {group_id} is rebalancing; it is upgraded once it is stable.")
         return None
-
-    def _downgrade_classic_only_groups(self, group_ids=None) -> None:
-        """The online downgrade (policy ``downgrade`` or ``bidirectional``), as Kafka's
-        convertToClassicGroup: a consumer group left with classic members only (its
-        last consumer-protocol member left or was removed) becomes a classic group
-        with those members and their assignments, at its group epoch, and
-        rebalances. The consumer group's tombstones go first, then the classic
-        group's record; if that last store failed the members would rejoin afresh."""
-        if self.migration_policy not in ("downgrade", "bidirectional"):
-            return
-        for group_id in sorted(self.consumer_groups.groups if group_ids is None else group_ids):
-            group = self.consumer_groups.groups.get(group_id)
-            if group is None or not group.members or any(m.classic is None for m in group.members.values()):
-                continue
-            if len(group.members) > self.config.max_size:
-                continue
-            classic = self._classic_group_of(group)
-            if classic is None:
-                continue
-            if self._run_consumer(self.consumer_groups.delete_group, group_id, True) != ErrorCode.NONE:
-                continue
-            error = self.run(self.coordinator.adopt_downgraded_group, self.now_ms(), classic)
-            log.info("groups: consumer group %s downgraded to a classic group with its %d classic members: %s",
-                     group_id, len(classic.members), error.name)
-
-    def _classic_group_of(self, group) -> ClassicGroup | None:
-        """The classic group a consumer group of classic members becomes; None when
-        its members share no protocol."""
-        topic_names = {info.topic_id: name for name, info in self.consumer_groups.topics.items()}
-        classic = ClassicGroup(group.group_id)
-        classic.generation_id = group.group_epoch
-        for member_id in sorted(group.members):
-            member = group.members[member_id]
-            by_name: dict[str, list[int]] = {}
-            for topic_id, partition in member.assigned:
-                if topic_id in topic_names:
-                    by_name.setdefault(topic_names[topic_id], []).append(partition)
-            classic.add(Member(
-                member_id, None, member.client_id, member.client_host, member.classic.session_timeout_ms,
-                member.rebalance_timeout_ms, "consumer", list(member.classic.protocols), assignment=encode_assignment(by_name),
-            ))
-        if not classic.candidate_protocols():
-            return None
-        classic.protocol_name = classic.select_protocol()
-        classic.transition(GroupState.STABLE, self.now_ms())
-        return classic
 
     @staticmethod
     def _classic_view(classic) -> ClassicGroupView:
