@@ -153,6 +153,21 @@ def _list(key: str, raw: str) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
+def _migration_policy(key: str, raw: str) -> str:
+    # Kafka reads the policy case-insensitively. This broker serves the online
+    # upgrade (classic to consumer), not the downgrade: the policies that need
+    # it are refused by name rather than accepted and ignored.
+    value = raw.strip().lower()
+    if value in ("bidirectional", "downgrade"):
+        raise ConfigError(
+            f"{key}: {value} is not served: no online downgrade of a consumer group with members to the classic "
+            "protocol; upgrade or disabled"
+        )
+    if value not in ("upgrade", "disabled"):
+        raise ConfigError(f"{key}: expected upgrade or disabled (Kafka's bidirectional and downgrade are not served), got {raw!r}")
+    return value
+
+
 def _assignors(key: str, raw: str) -> tuple[str, ...]:
     names = tuple(_list(key, raw))
     unknown = [n for n in names if n not in ("uniform", "range")]
@@ -338,6 +353,7 @@ _KEYS = [
     ConfigKey("group.consumer.heartbeat.interval.ms", _int_parser(1, INT32_MAX), 5000),
     ConfigKey("group.consumer.max.size", _int_parser(1, INT32_MAX), INT32_MAX),
     ConfigKey("group.consumer.assignors", _assignors, ("uniform", "range")),
+    ConfigKey("group.consumer.migration.policy", _migration_policy, "upgrade"),
     # KIP-932 share groups (Kafka's names and defaults). share.auto.offset.reset
     # is a group config in Kafka; without group configs it is set here for all.
     ConfigKey("group.share.session.timeout.ms", _int_parser(1, INT32_MAX), 45000),

@@ -116,6 +116,7 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "group.consumer.heartbeat.interval.ms": ("INT", "How often consumer-protocol members are told to heartbeat."),
     "group.consumer.max.size": ("INT", "Most members a consumer-protocol group may have."),
     "group.consumer.assignors": ("LIST", "The server-side assignors consumer-protocol groups may ask for (uniform, range); the first is the default."),
+    "group.consumer.migration.policy": ("STRING", "Whether a classic group with members is upgraded online to a consumer group (upgrade) or not (disabled); Kafka's bidirectional and downgrade are not served. An empty group always changes protocol."),
     "group.share.session.timeout.ms": ("INT", "How long a share group member may go without a heartbeat before it is removed."),
     "group.share.heartbeat.interval.ms": ("INT", "How often share group members are told to heartbeat."),
     "group.share.max.size": ("INT", "Most members a share group may have."),

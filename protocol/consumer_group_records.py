@@ -68,6 +68,8 @@ TopicMetadata = _nested_class(RecordKind.PARTITION_METADATA, "topics")
 PartitionRacks = _nested_class(RecordKind.PARTITION_METADATA, "topics", "partition_metadata")
 TargetTopicPartitions = _nested_class(RecordKind.TARGET_ASSIGNMENT_MEMBER, "topic_partitions")
 CurrentTopicPartitions = _nested_class(RecordKind.CURRENT_MEMBER_ASSIGNMENT, "assigned_partitions")
+ClassicMemberMetadata = _nested_class(RecordKind.MEMBER_METADATA, "classic_member_metadata")
+ClassicProtocol = _nested_class(RecordKind.MEMBER_METADATA, "classic_member_metadata", "supported_protocols")
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,40 @@ def decode_subscription_topics(metadata: bytes) -> set[str] | None:
     return set(value.topics)
 
 
+def decode_subscription(metadata: bytes):
+    """A ``consumer`` protocol member's whole subscription (topics, owned
+    partitions from v1, rack from v3; absent fields at their defaults), None if
+    it does not parse."""
+    try:
+        _, value = _read_versioned_lenient(_SUBSCRIPTION, metadata)
+    except ProtocolError:
+        return None
+    return value
+
+
+def decode_assignment(assignment: bytes):
+    """A ``consumer`` protocol assignment's (topic, partitions) entries; an empty
+    assignment (a member not yet synced) has none; None if it does not parse."""
+    if not assignment:
+        return []
+    try:
+        _, value = _read_versioned_lenient(_ASSIGNMENT, assignment)
+    except ProtocolError:
+        return None
+    return list(value.assigned_partitions)
+
+
+def encode_assignment(partitions: dict[str, list[int]]) -> bytes:
+    """A ``consumer`` protocol assignment (version 0: every client reads it)."""
+    cls = _ASSIGNMENT.struct.cls
+    topic_cls = _ASSIGNED_TOPIC_CLASS
+    value = cls(assigned_partitions=[topic_cls(topic=t, partitions=sorted(ps)) for t, ps in sorted(partitions.items())],
+                user_data=None)
+    out = bytearray(_INT16.pack(0))
+    encode_struct(_ASSIGNMENT.struct, 0, False, value, out)
+    return bytes(out)
+
+
 def _read_versioned_lenient(message, data: bytes):
     # Newer clients may send a higher subscription version than we know: its
     # leading fields are the same, so read it as our highest version, as Kafka does.
@@ -162,6 +196,7 @@ def _read_versioned_lenient(message, data: bytes):
 # --------------------------------------------------------------------------- readable forms
 
 _ASSIGNMENT = DATA_MESSAGES["ConsumerProtocolAssignment"]
+_ASSIGNED_TOPIC_CLASS = next(f.type.item for f in _ASSIGNMENT.struct.fields if f.name == "assigned_partitions").cls
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 

@@ -2,7 +2,9 @@
 
 Deletes empty groups with their committed offsets (tombstones in
 ``__consumer_offsets``). Per group: GROUP_ID_NOT_FOUND for a group the
-coordinator does not have, NON_EMPTY_GROUP while it has members.
+coordinator does not have, NON_EMPTY_GROUP while it has members. A KIP-848
+consumer group is deleted the same way: its offsets' tombstones, then its own
+records' (members', assignment's and group epoch's), as Kafka writes them.
 
 With an authorizer: a group the caller may not DELETE is answered GROUP_AUTHORIZATION_FAILED.
 """
@@ -25,7 +27,7 @@ def register(dispatcher, broker) -> None:
         names = list(dict.fromkeys(request.groups_names))
         refused = denied(broker, ctx, AclOperation.DELETE, GROUP, names)
         wrong = {name: ErrorCode.GROUP_AUTHORIZATION_FAILED if name in refused else groups.not_coordinator(name) for name in names}
-        results = groups.run(groups.coordinator.delete_groups, groups.now_ms(), [name for name in names if wrong[name] is None])
+        results = groups.delete_groups([name for name in names if wrong[name] is None])
         results.update({name: error for name, error in wrong.items() if error is not None})
         for name in names:
             if results[name] == ErrorCode.NONE:

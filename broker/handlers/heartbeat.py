@@ -3,7 +3,9 @@
 Keeps a member's session alive. Answers REBALANCE_IN_PROGRESS while the group
 rebalances (the member must rejoin), ILLEGAL_GENERATION for an old generation,
 UNKNOWN_MEMBER_ID for a member the group does not have, FENCED_INSTANCE_ID for
-a static member whose instance id another member id has taken over.
+a static member whose instance id another member id has taken over. A
+classic member of a KIP-848 consumer group is answered by the consumer group
+(REBALANCE_IN_PROGRESS while it must rejoin to move toward its target).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ def register(dispatcher, broker) -> None:
         groups = broker.groups
         error = groups.not_coordinator(request.group_id)
         if error is not None:
+            return R.HeartbeatResponse(throttle_time_ms=0, error_code=error)
+        if groups.is_consumer_group(request.group_id):
+            # A classic member of a consumer group (the online upgrade).
+            error = groups.classic_heartbeat(request.group_id, request.generation_id, request.member_id)
             return R.HeartbeatResponse(throttle_time_ms=0, error_code=error)
         error = groups.coordinator.heartbeat(
             groups.now_ms(),

@@ -33,10 +33,14 @@ def register(dispatcher, broker) -> None:
             leaving = [(request.member_id, None)]
         else:
             leaving = [(m.member_id, m.group_instance_id) for m in request.members]
-        error, member_errors = groups.run(groups.coordinator.leave_group, groups.now_ms(), request.group_id, leaving)
-        groups.after_operation(request.group_id)
-        if error == ErrorCode.NONE:
-            error = await groups.replicated(request.group_id)
+        if groups.is_consumer_group(request.group_id):
+            # Classic members of a consumer group (the online upgrade).
+            error, member_errors = await groups.classic_leave(request.group_id, leaving)
+        else:
+            error, member_errors = groups.run(groups.coordinator.leave_group, groups.now_ms(), request.group_id, leaving)
+            groups.after_operation(request.group_id)
+            if error == ErrorCode.NONE:
+                error = await groups.replicated(request.group_id)
         if ctx.api_version < 3:
             # One member: its error is the response's.
             if error == ErrorCode.NONE and member_errors:

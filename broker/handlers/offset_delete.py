@@ -4,6 +4,8 @@ Deletes committed offsets of a group. GROUP_ID_NOT_FOUND for a group the
 coordinator does not have. While a ``consumer`` group has members, partitions
 of topics it subscribes to answer GROUP_SUBSCRIBED_TO_TOPIC and the others are
 deleted; a non-empty group of another protocol type answers NON_EMPTY_GROUP.
+A KIP-848 consumer group answers GROUP_SUBSCRIBED_TO_TOPIC for the topics its
+members subscribe to (by name or regular expression), whatever its state.
 Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION.
 
 With an authorizer (Kafka's order): DELETE on the group, else the request
@@ -88,7 +90,7 @@ def register(dispatcher, broker) -> None:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     known.append(tp)
-        error, results = groups.run(groups.coordinator.delete_offsets, request.group_id, known)
+        error, results = groups.delete_offsets(request.group_id, known)
         if error == ErrorCode.NONE:
             error = await groups.replicated(request.group_id)
         if error != ErrorCode.NONE:

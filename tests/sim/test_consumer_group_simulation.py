@@ -1,6 +1,7 @@
 """Deterministic simulation of the KIP-848 consumer group coordinator (pure core)
 with consumers that heartbeat over a lossy network, crash, leave and come back,
-and a coordinator that fails over.
+and a coordinator that fails over; and (at the end of the file) a mixed group,
+converted from a classic one, whose classic members rejoin as eager clients do.
 
 One seed is one run. Time is simulated; nothing sleeps, so a failing seed
 replays exactly:
@@ -36,7 +37,9 @@ Invariants, checked after every event:
   * epochs never go back: the group epoch, the assignment epoch (never past
     the group epoch), and each consumer's member epoch while it stays a member;
   * a failover keeps the group: what the new coordinator replays is the group
-    the old one had.
+    the old one had (none, after an admin deleted it while it was empty);
+  * DeleteGroups is refused while the group has members and changes nothing
+    then; an empty group it deletes is gone (its epochs start again).
 Liveness: once the chaos stops, within a bounded time the group is Stable and
 every partition of the subscribed topics is owned by exactly one live
 consumer, the one the coordinator assigned it to.
@@ -346,6 +349,39 @@ class Simulation:
             self.fail_over()
         elif roll < 0.65:
             self.grow_topics()
+        elif roll < 0.7:
+            self.delete_group()
+        elif roll < 0.72 and live:
+            # Everyone leaves; the admin deletes the group once the sessions of
+            # those whose leave was lost have ended (unless someone joined since).
+            for consumer in live:
+                self.leave(consumer, -1)
+            self.note("everyone leaves")
+            self.at(self.now + SESSION_TIMEOUT_MS + 500, self.delete_group)
+
+    def delete_group(self) -> None:
+        """An admin's DeleteGroups: refused while the group has members; an empty
+        group goes, tombstones and all, and a member joining later starts a new
+        one from epoch 0, as in Kafka."""
+        group = self.coordinator.groups.get(GROUP)
+        had_members = group is not None and bool(group.members)
+        if group is not None:
+            group = group.copy()  # as it was: the coordinator changes its own at once
+        answers: list[ErrorCode] = []
+        self.carry_out(self.coordinator.delete_group(GROUP, answers.append))
+        (error,) = answers
+        self.note(f"delete group {error.name}")
+        self.log_event(f"admin deletes the group: {error.name}")
+        expected = {ErrorCode.GROUP_ID_NOT_FOUND} if group is None else {ErrorCode.NON_EMPTY_GROUP} if had_members else {
+            ErrorCode.NONE, ErrorCode.NOT_COORDINATOR}
+        if error not in expected:
+            raise Violation(f"DeleteGroups answered {error.name}, expected one of {sorted(e.name for e in expected)}")
+        if error == ErrorCode.NONE:
+            if GROUP in self.coordinator.groups:
+                raise Violation("the deleted group is still there")
+            self.last_group_epoch = self.last_assignment_epoch = 0
+        elif group is not None and self.coordinator.groups.get(GROUP) != group:
+            raise Violation("a refused or failed DeleteGroups changed the group")
 
     def leave(self, consumer: Consumer, epoch: int) -> None:
         consumer.owned = frozenset()
@@ -476,12 +512,292 @@ def test_consumer_group_simulation(seed):
 
 
 def test_simulation_exercises_the_interesting_paths():
-    """The chaos reaches the paths the invariants are about, over a few seeds."""
+    """The chaos reaches the paths the invariants are about, over some seeds."""
     seen: dict[str, int] = {}
-    for seed in range(6):
+    # Some paths (a fenced epoch, an empty group deleted) come up in a few seeds in ten.
+    for seed in range(30):
         for what, count in run_seed(1000 + seed).seen.items():
             seen[what] = seen.get(what, 0) + count
     for what in ("failover", "store failed", "crash", "static member back", "fenced UNKNOWN_MEMBER_ID", "topics changed",
                  "consumer gave up on its session", "unreleased instance id", "member removed by a timeout", "fenced FENCED_MEMBER_EPOCH",
-                 "request timed out", "leave -2 NONE", "leave -1 NONE", "error NOT_COORDINATOR"):
+                 "request timed out", "leave -2 NONE", "leave -1 NONE", "error NOT_COORDINATOR",
+                 "delete group NON_EMPTY_GROUP", "delete group NONE"):
+        assert seen.get(what, 0) > 0, (what, seen)
+
+
+# ----------------------------------------------------------------- mixed groups (the online upgrade)
+#
+# A second, simpler world for classic-protocol members inside a consumer group:
+# requests reach the coordinator at once (no delays), members crash silently,
+# stores fail, the coordinator fails over, and the group starts as a converted
+# classic group. Classic members behave as librdkafka's eager ones: a heartbeat
+# answered REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION makes them give up every
+# partition and rejoin (JoinGroup, then SyncGroup), UNKNOWN_MEMBER_ID makes them
+# join afresh; consumer-protocol members heartbeat as above. Invariants after
+# every event: no partition owned by two live members as they believe it, the
+# coordinator's owners agree with its members, replay gives the same group;
+# once the chaos stops the group is Stable with every partition owned by the
+# member the coordinator assigned it to.
+
+MIXED_SESSION_MS = 3000
+MIXED_CHAOS_MS = 15_000
+
+
+@dataclass
+class MixedMember:
+    name: str
+    classic: bool
+    member_id: str = ""
+    epoch: int = 0  # the generation of a classic member
+    owned: frozenset = frozenset()
+    live: bool = True
+    joined: bool = False
+    last_answered_ms: int = 0
+
+
+class MixedSimulation:
+    def __init__(self, seed: int):
+        from broker.coordinators.consumer_groups.classic_members import ClassicGroupView, ClassicMemberView
+        from protocol.consumer_offsets import encode_assignment
+
+        self.rng = random.Random(seed)
+        self.now = 0
+        self.log: list = []
+        self.topics = {"a": TopicInfo(uuid.UUID(int=0xA), "a", (frozenset(),) * 4),
+                       "b": TopicInfo(uuid.UUID(int=0xB), "b", (frozenset(),) * 3)}
+        self.ids = itertools.count()
+        self.coordinator = self._new_coordinator()
+        self.members: dict[str, MixedMember] = {}
+        self.seen: dict[str, int] = {}
+        self.store_failure_rate = 0.05
+        # The classic group to convert: two eager members holding everything at generation 5.
+        names = {info.topic_id: name for name, info in self.topics.items()}
+        everything = sorted((t.topic_id, p) for t in self.topics.values() for p in range(t.partition_count))
+        halves = [frozenset(everything[::2]), frozenset(everything[1::2])]
+        views = []
+        for i, half in enumerate(halves):
+            member = MixedMember(f"k{i}", classic=True, member_id=f"classic-{i}", epoch=5, owned=half, joined=True)
+            self.members[member.name] = member
+            by_name: dict[str, list[int]] = {}
+            for topic_id, partition in half:
+                by_name.setdefault(names[topic_id], []).append(partition)
+            views.append(ClassicMemberView(member.member_id, None, "c", "/h", MIXED_SESSION_MS, 2000,
+                                           (("range", self._subscription()),), encode_assignment(by_name)))
+        self.upgrading = ClassicGroupView(GROUP, 5, "range", tuple(views))
+
+    @staticmethod
+    def _subscription() -> bytes:
+        from protocol.codec import encode_struct
+        from protocol.registry import DATA_MESSAGES
+
+        message = DATA_MESSAGES["ConsumerProtocolSubscription"]
+        out = bytearray(b"\x00\x00")
+        encode_struct(message.struct, 0, False, message.struct.cls(topics=["a", "b"], user_data=None), out)
+        return bytes(out)
+
+    def _new_coordinator(self) -> ConsumerGroupCoordinator:
+        coordinator = ConsumerGroupCoordinator(
+            ConsumerGroupConfig(session_timeout_ms=MIXED_SESSION_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, offsets_partitions=1),
+            lambda: f"m{next(self.ids)}",
+        )
+        coordinator.set_topics(self.topics)
+        return coordinator
+
+    def note(self, what: str) -> None:
+        self.seen[what] = self.seen.get(what, 0) + 1
+
+    def carry_out(self, effects) -> None:
+        for effect in effects:
+            if self.rng.random() < self.store_failure_rate:
+                self.note("store failed")
+                self.coordinator.store_done(effect.token, ErrorCode.NOT_COORDINATOR)
+            else:
+                self.log.extend(effect.records)
+                self.coordinator.store_done(effect.token, ErrorCode.NONE)
+
+    def ask(self, operation, *args):
+        answers = []
+        self.carry_out(operation(*args, answers.append))
+        (answer,) = answers
+        return answer
+
+    def give_up(self, member: MixedMember, why: str) -> None:
+        member.owned = frozenset()
+        member.joined = False
+        self.note(why)
+
+    # ------------------------------------------------------------- members
+
+    def consumer_step(self, member: MixedMember) -> None:
+        if not member.joined:
+            request = HeartbeatRequest(GROUP, "", 0, rebalance_timeout_ms=2000, subscribed_topic_names=("a", "b"), owned=frozenset())
+            if self.upgrading is not None:
+                upgrading = self.upgrading
+                answer = self.ask(lambda *args: self.coordinator.heartbeat(*args, upgrading), self.now, request)
+                if answer.error == ErrorCode.NONE:
+                    self.upgrading = None
+                    self.note("converted")
+            else:
+                answer = self.ask(self.coordinator.heartbeat, self.now, request)
+            if answer.error == ErrorCode.NONE:
+                member.member_id, member.epoch, member.joined = answer.member_id, answer.member_epoch, True
+                member.owned = answer.assignment or frozenset()
+                member.last_answered_ms = self.now
+            return
+        request = HeartbeatRequest(GROUP, member.member_id, member.epoch, rebalance_timeout_ms=2000,
+                                   subscribed_topic_names=("a", "b"), owned=member.owned)
+        answer = self.ask(self.coordinator.heartbeat, self.now, request)
+        if answer.error in FENCED:
+            self.give_up(member, f"consumer fenced {answer.error.name}")
+        elif answer.error == ErrorCode.NONE:
+            member.epoch = answer.member_epoch
+            member.last_answered_ms = self.now
+            if answer.assignment is not None:
+                member.owned = answer.assignment
+
+    def classic_step(self, member: MixedMember) -> None:
+        from broker.coordinators.consumer_groups.classic_members import ClassicJoin
+        from protocol.consumer_offsets import decode_assignment
+
+        if self.upgrading is not None:
+            return  # still a classic group: the classic coordinator serves it (not simulated here)
+        if member.joined:
+            error = self.coordinator.classic_heartbeat(self.now, GROUP, member.epoch, member.member_id)
+            if error == ErrorCode.NONE:
+                member.last_answered_ms = self.now
+                return
+            self.note(f"classic heartbeat {error.name}")
+            # An eager member revokes everything before it rejoins.
+            member.owned, member.joined = frozenset(), False
+            if error == ErrorCode.UNKNOWN_MEMBER_ID:
+                member.member_id = ""
+        group = self.coordinator.groups.get(GROUP)
+        if group is None or not group.members:
+            return  # an empty consumer group would become a classic one (not simulated here)
+        join = ClassicJoin(GROUP, member.member_id, None, "c", "/h", MIXED_SESSION_MS, 2000, "consumer",
+                           (("range", self._subscription()),), True)
+        joined = self.ask(self.coordinator.classic_join, self.now, join)
+        if joined.error == ErrorCode.MEMBER_ID_REQUIRED:
+            member.member_id = joined.member_id
+            joined = self.ask(self.coordinator.classic_join, self.now, replace_join(join, joined.member_id))
+        if joined.error != ErrorCode.NONE:
+            self.note(f"classic join {joined.error.name}")
+            return
+        member.member_id, member.epoch = joined.member_id, joined.generation_id
+        error, _, assignment = self.coordinator.classic_sync(self.now, GROUP, member.epoch, member.member_id, "consumer", "range")
+        if error != ErrorCode.NONE:
+            self.note(f"classic sync {error.name}")
+            return
+        member.owned = frozenset((self.topics[entry.topic].topic_id, p)
+                                 for entry in decode_assignment(assignment) for p in entry.partitions)
+        member.joined, member.last_answered_ms = True, self.now
+        self.note("classic rejoined")
+
+    # ------------------------------------------------------------- world
+
+    def fail_over(self) -> None:
+        old = self.coordinator
+        self.coordinator = self._new_coordinator()
+        for key, value in self.log:
+            self.coordinator.load_record(key, value)
+        self.coordinator.finish_loading(self.now)
+        if self.coordinator.groups != old.groups:
+            raise Violation("the replayed mixed group differs from the group before the failover")
+        self.note("failover")
+
+    def check(self) -> None:
+        owners: dict = {}
+        for member in self.members.values():
+            if not member.live:
+                continue
+            # A member that heard nothing for its session gives its partitions up (as clients do).
+            if member.joined and self.now - member.last_answered_ms >= MIXED_SESSION_MS:
+                self.give_up(member, "session lost")
+            for tp in member.owned:
+                if tp in owners:
+                    raise Violation(f"{tp} owned by both {owners[tp]} and {member.name}")
+                owners[tp] = member.name
+        group = self.coordinator.groups.get(GROUP)
+        if group is not None:
+            held = {tp: m.member_id for m in group.members.values() for tp in m.assigned | m.pending_revocation}
+            if held != group.owners:
+                raise Violation("coordinator: its owners disagree with its members")
+
+    def settled(self) -> bool:
+        group = self.coordinator.groups.get(GROUP)
+        live = [m for m in self.members.values() if m.live]
+        if group is None or not live or group.state != "Stable" or len(group.members) != len(live):
+            return False
+        believed = {tp: m.member_id for m in live for tp in m.owned}
+        assigned = {tp: m.member_id for m in group.members.values() for tp in m.assigned}
+        everything = {(t.topic_id, p) for t in self.topics.values() for p in range(t.partition_count)}
+        return set(believed) == everything and believed == assigned
+
+    def run(self) -> None:
+        rng = self.rng
+        self.members["c0"] = MixedMember("c0", classic=False)  # the member that converts the group
+        for step in range(4000):
+            self.now += 50
+            chaos = self.now < MIXED_CHAOS_MS
+            if not chaos:
+                self.store_failure_rate = 0.0
+            if chaos and rng.random() < 0.04:
+                roll = rng.random()
+                live = [m for m in self.members.values() if m.live]
+                # One consumer-protocol member always stays: an empty consumer group
+                # would become a classic one, which this world does not simulate.
+                consumers = [m for m in live if not m.classic]
+                mortal = [m for m in live if m.classic or len(consumers) > 1]
+                if roll < 0.3 and len(live) < 6:
+                    name = f"n{len(self.members)}"
+                    self.members[name] = MixedMember(name, classic=rng.random() < 0.5)
+                elif roll < 0.5 and mortal:
+                    member = rng.choice(mortal)
+                    member.live, member.owned = False, frozenset()
+                    self.note("crash")
+                elif roll < 0.6 and mortal:
+                    member = rng.choice([m for m in mortal if m.joined] or mortal)
+                    if member.joined and member.classic:
+                        self.ask(self.coordinator.classic_leave, self.now, GROUP, [(member.member_id, None)])
+                    elif member.joined:
+                        self.ask(self.coordinator.heartbeat, self.now, HeartbeatRequest(GROUP, member.member_id, -1))
+                    member.live, member.owned = False, frozenset()
+                    self.note("leave")
+                elif roll < 0.8:
+                    self.fail_over()
+            for member in list(self.members.values()):
+                if member.live and step % 6 == hash(member.name) % 6:
+                    (self.classic_step if member.classic else self.consumer_step)(member)
+                    self.check()
+            self.carry_out(self.coordinator.tick(self.now))
+            self.check()
+            if not chaos and self.settled():
+                return
+        raise Violation("the mixed group did not settle after the chaos")
+
+
+def replace_join(join, member_id: str):
+    from dataclasses import replace
+
+    return replace(join, member_id=member_id)
+
+
+@pytest.mark.parametrize("seed", seeds())
+def test_mixed_group_simulation(seed):
+    simulation = MixedSimulation(seed)
+    try:
+        simulation.run()
+    except Violation as violation:
+        raise AssertionError(f"seed {seed}: {violation}\nreplay: pytest tests/sim/test_consumer_group_simulation.py -k \"mixed_group_simulation and {seed}]\"") from None
+
+
+def test_mixed_simulation_exercises_the_interesting_paths():
+    seen: dict[str, int] = {}
+    for seed in range(20):
+        simulation = MixedSimulation(2000 + seed)
+        simulation.run()
+        for what, count in simulation.seen.items():
+            seen[what] = seen.get(what, 0) + count
+    for what in ("converted", "classic rejoined", "classic heartbeat REBALANCE_IN_PROGRESS", "failover", "store failed",
+                 "crash", "leave"):
         assert seen.get(what, 0) > 0, (what, seen)

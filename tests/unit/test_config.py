@@ -494,3 +494,15 @@ def test_replica_selector_accepts_only_kafkas_rack_aware_selector():
     assert load_config({"replica.selector.class": RACK_AWARE_REPLICA_SELECTOR})["replica.selector.class"] == RACK_AWARE_REPLICA_SELECTOR
     with pytest.raises(ConfigError):
         load_config({"replica.selector.class": "com.example.MySelector"})
+
+
+def test_group_consumer_migration_policy_serves_upgrade_and_disabled():
+    """Kafka's key parses; the policies this broker follows are accepted (the
+    online upgrade, or none), those needing the downgrade are refused by name."""
+    assert load_config({})["group.consumer.migration.policy"] == "upgrade"
+    assert load_config({"group.consumer.migration.policy": "DISABLED"})["group.consumer.migration.policy"] == "disabled"
+    for policy in ("bidirectional", "downgrade"):
+        with pytest.raises(ConfigError, match="not served"):
+            load_config({"group.consumer.migration.policy": policy})
+    with pytest.raises(ConfigError, match="expected upgrade or disabled"):
+        load_config({"group.consumer.migration.policy": "sideways"})

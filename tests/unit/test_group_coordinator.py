@@ -91,6 +91,15 @@ class DrivenCoordinator:
     def remove_offsets_of_topics(self, *args):
         return self._answer(self.coordinator.remove_offsets_of_topics, *args)
 
+    def expire_consumer_group_offsets(self, *args):
+        return self._answer(self.coordinator.expire_consumer_group_offsets, *args)
+
+    def delete_consumer_group_offsets(self, *args):
+        return self._answer(self.coordinator.delete_consumer_group_offsets, *args)
+
+    def delete_all_offsets(self, *args):
+        return self._answer(self.coordinator.delete_all_offsets, *args)
+
 
 def make(delay_ms=0, **config):
     store = FakeStore()
@@ -384,6 +393,50 @@ def test_offsets_of_an_empty_group_expire_after_retention():
     assert coordinator.expire_offsets(999) == 0
     assert coordinator.expire_offsets(1000) == 1
     assert "g" not in coordinator.groups, "an empty group without offsets is removed"
+
+
+def make_with_consumer_group(consumer_group="cg", **config):
+    """A classic coordinator that keeps the offsets of a KIP-848 consumer group (no classic group of it)."""
+    store = FakeStore()
+    coordinator = GroupCoordinator(GroupConfig(min_session_timeout_ms=1000, **config), lambda prefix: prefix,
+                                   is_consumer_group=lambda group_id: group_id == consumer_group)
+    return DrivenCoordinator(coordinator, store.write), store
+
+
+def test_offsets_of_a_consumer_group_expire_unless_subscribed():
+    """Kafka's rule for consumer groups: an offset of a topic the group does not
+    subscribe to expires retention after its commit, whatever the group's state."""
+    coordinator, _ = make_with_consumer_group(offsets_retention_ms=1000)
+    answers = []
+    coordinator._execute(coordinator.coordinator.commit_consumer_group_offsets(
+        0, "cg", {("t", 0): offset(1, now=0), ("u", 0): offset(2, now=0)}, answers.append))
+    assert answers == [{("t", 0): ErrorCode.NONE, ("u", 0): ErrorCode.NONE}]
+    assert "cg" not in coordinator.groups
+    assert coordinator.expire_offsets(5000) == 0, "no classic rule for a consumer group's offsets"
+    assert coordinator.expire_consumer_group_offsets(999, {"cg": {"t"}}) == 0
+    assert coordinator.expire_consumer_group_offsets(1000, {"cg": {"t"}}) == 1  # u is not subscribed
+    assert coordinator.fetch_offsets("cg", None) == [("t", 0, offset(1, now=0))]
+    assert coordinator.has_offsets("cg")
+    assert coordinator.expire_consumer_group_offsets(1000, {"cg": set()}) == 1  # empty: nothing subscribed
+    assert not coordinator.has_offsets("cg") and "cg" not in coordinator.groups
+
+
+def test_offset_delete_and_delete_all_offsets_of_a_consumer_group():
+    coordinator, store = make_with_consumer_group()
+    answers = []
+    coordinator._execute(coordinator.coordinator.commit_consumer_group_offsets(
+        0, "cg", {("t", 0): offset(1), ("u", 0): offset(2), ("v", 0): offset(3)}, answers.append))
+    error, results = coordinator.delete_consumer_group_offsets("cg", [("t", 0), ("u", 0)], {"t"})
+    assert (error, results) == (ErrorCode.NONE, {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): ErrorCode.NONE})
+    assert [(t, p) for t, p, _ in coordinator.fetch_offsets("cg", None)] == [("t", 0), ("v", 0)]
+    # Without the consumer group's topics the id is no classic group here.
+    assert coordinator.delete_offsets("cg", [("t", 0)]) == (ErrorCode.GROUP_ID_NOT_FOUND, {})
+    written = len(store.records)
+    assert coordinator.delete_all_offsets("cg") == ErrorCode.NONE
+    assert len(store.records) == written + 2 and all(value is None for _, _, value in store.records[written:])
+    assert coordinator.fetch_offsets("cg", None) == [] and not coordinator.has_offsets("cg")
+    assert coordinator.delete_all_offsets("cg") == ErrorCode.NONE  # nothing left: nothing written
+    assert len(store.records) == written + 2
 
 
 def test_replaying_the_stored_records_restores_groups_and_offsets():

@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from broker.coordinators.consumer_groups.assignors import ASSIGNORS, UNIFORM, AssignmentMember
+from broker.coordinators.consumer_groups.classic_members import ClassicGroupView, ClassicMembers
 from broker.coordinators.consumer_groups.model import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -69,6 +70,7 @@ from broker.coordinators.consumer_groups.records import (
     assignment_epoch_record,
     current_assignment_record,
     group_epoch_record,
+    group_removal_records,
     member_metadata_record,
     member_removal_records,
     subscription_metadata_record,
@@ -144,7 +146,7 @@ class _Refused(Exception):
         self.message = message
 
 
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(ClassicMembers):
     def __init__(self, config: ConsumerGroupConfig, new_member_id: Callable[[], str] | None = None):
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
@@ -182,10 +184,12 @@ class ConsumerGroupCoordinator:
         return timers
 
     def _store(self, group_id: str, before: _Snapshot, records: list[ConsumerGroupRecord],
-               then: Callable[[ErrorCode], None]) -> list[Store]:
+               then: Callable[[ErrorCode], None], leading: tuple[tuple[bytes, bytes | None], ...] = ()) -> list[Store]:
+        """One store of ``records``, after ``leading`` records already encoded (a
+        converted classic group's tombstone)."""
         token = next(self._tokens)
         self._open_stores[token] = (group_id, before, then)
-        encoded = tuple(encode_record(r) for r in records)
+        encoded = leading + tuple(encode_record(r) for r in records)
         return [Store(self.partition_for(group_id), -1, encoded, token)]
 
     def store_done(self, token: int, error: ErrorCode) -> list[Store]:
@@ -238,7 +242,9 @@ class ConsumerGroupCoordinator:
         timeout, started again by each change of its assignment (a new
         revocation), as Kafka does."""
         timers = self._timers_of(group.group_id)
-        timers.session[member.member_id] = now_ms + self.config.session_timeout_ms
+        # A classic member keeps the session timeout its JoinGroup asked for.
+        session_ms = self.config.session_timeout_ms if member.classic is None else member.classic.session_timeout_ms
+        timers.session[member.member_id] = now_ms + session_ms
         if member.state == MemberState.UNREVOKED_PARTITIONS:
             if assignment_changed or member.member_id not in timers.rebalance:
                 timeout_ms = member.rebalance_timeout_ms if member.rebalance_timeout_ms >= 0 else self.config.session_timeout_ms
@@ -248,11 +254,18 @@ class ConsumerGroupCoordinator:
 
     # ----------------------------------------------------------------- heartbeat
 
-    def heartbeat(self, now_ms: int, request: HeartbeatRequest, reply: Reply) -> list[Store]:
+    def heartbeat(self, now_ms: int, request: HeartbeatRequest, reply: Reply, upgrading: ClassicGroupView | None = None,
+                  classic_tombstone: tuple[bytes, bytes | None] | None = None) -> list[Store]:
+        """``upgrading``: a joining member converts this classic group (Kafka's
+        online upgrade), whose ``classic_tombstone`` is stored first."""
         before = self._snapshot(request.group_id)
         records: list[ConsumerGroupRecord] = []
         try:
             self._check_request(request)
+            if upgrading is not None:
+                if request.member_epoch != JOIN_EPOCH:
+                    raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
+                self.convert(now_ms, upgrading, records)
             if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 response = self._leave(now_ms, request, records)
             else:
@@ -274,7 +287,8 @@ class ConsumerGroupCoordinator:
             else:
                 reply(HeartbeatResponse(error))
 
-        return self._store(request.group_id, before, records, stored)
+        leading = () if upgrading is None or classic_tombstone is None else (classic_tombstone,)
+        return self._store(request.group_id, before, records, stored, leading)
 
     def _check_request(self, request: HeartbeatRequest) -> None:
         def invalid(message: str) -> _Refused:
@@ -327,8 +341,8 @@ class ConsumerGroupCoordinator:
                 raise _Refused(ErrorCode.GROUP_MAX_SIZE_REACHED, f"The group reached its maximum size of {self.config.max_size}.")
             return ConsumerGroupMember(member_id), True
         member = None if group is None else group.members.get(request.member_id)
-        if member is None:
-            raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {request.member_id} is not in group {request.group_id}.")
+        if member is None or member.classic is not None:
+            raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {request.member_id} is not a consumer-protocol member of group {request.group_id}.")
         if request.instance_id is not None and member.instance_id != request.instance_id:
             raise _Refused(ErrorCode.FENCED_INSTANCE_ID, f"Instance id {request.instance_id} is not member {member.member_id}'s.")
         if request.member_epoch > member.member_epoch:
@@ -486,6 +500,32 @@ class ConsumerGroupCoordinator:
             self._apply(records, record)
         self._drop_timers(group.group_id, member_id)
         self._refresh_group_epoch(group, records, bump=True)
+
+    # ----------------------------------------------------------------- group admin
+
+    def delete_group(self, group_id: str, reply: Callable[[ErrorCode], None]) -> list[Store]:
+        """Remove an empty group (DeleteGroups, offset expiry, a classic JoinGroup
+        taking the id over): GROUP_ID_NOT_FOUND for no such group, NON_EMPTY_GROUP
+        while it has members (a static member away with epoch -2 is one), else
+        the group's tombstones; ``reply`` gets the outcome. Its committed offsets
+        are the classic coordinator's: the caller removes them first, as Kafka
+        writes the offsets' tombstones before the group's."""
+        group = self.groups.get(group_id)
+        if group is None:
+            reply(ErrorCode.GROUP_ID_NOT_FOUND)
+            return []
+        if group.members:
+            reply(ErrorCode.NON_EMPTY_GROUP)
+            return []
+        before = self._snapshot(group_id)
+        records: list[ConsumerGroupRecord] = []
+        for record in group_removal_records(group):
+            self._apply(records, record)
+        self._timers.pop(group_id, None)
+        return self._store(group_id, before, records, reply)
+
+    def empty_group_ids(self) -> list[str]:
+        return sorted(g.group_id for g in self.groups.values() if not g.members)
 
     # ----------------------------------------------------------------- timers
 

@@ -85,6 +85,15 @@ def member_topics(member: ConsumerGroupMember, topic_names: Iterable[str]) -> se
 
 
 @dataclass(frozen=True)
+class ClassicMembership:
+    """What a member that speaks the classic protocol (JoinGroup, SyncGroup,
+    Heartbeat) inside a consumer group keeps of it: Kafka's classicMemberMetadata."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), in its order of preference
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMember:
     """One member; replaced (``dataclasses.replace``), never mutated."""
 
@@ -97,6 +106,7 @@ class ConsumerGroupMember:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    classic: ClassicMembership | None = None  # a classic-protocol member (online upgrade)
     # Reconciliation: the current assignment record.
     member_epoch: int = 0
     previous_member_epoch: int = 0
@@ -107,10 +117,10 @@ class ConsumerGroupMember:
     def metadata_equal(self, other: ConsumerGroupMember) -> bool:
         return (
             self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor,
+            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic,
         ) == (
             other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor,
+            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor, other.classic,
         )
 
     def assignment_equal(self, other: ConsumerGroupMember) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from broker.coordinators.consumer_groups.model import (
     NO_PARTITIONS,
+    ClassicMembership,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
@@ -24,6 +25,8 @@ from broker.coordinators.consumer_groups.model import (
 from protocol.consumer_group_records import (
     VALUE_CLASSES,
     ConsumerGroupRecord,
+    ClassicMemberMetadata,
+    ClassicProtocol,
     CurrentTopicPartitions,
     PartitionRacks,
     RecordKind,
@@ -74,7 +77,10 @@ def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> Consum
         subscribed_topic_regex=member.subscribed_topic_regex,
         rebalance_timeout_ms=member.rebalance_timeout_ms,
         server_assignor=member.server_assignor,
-        classic_member_metadata=None,
+        classic_member_metadata=None if member.classic is None else ClassicMemberMetadata(
+            session_timeout_ms=member.classic.session_timeout_ms,
+            supported_protocols=[ClassicProtocol(name=name, metadata=metadata) for name, metadata in member.classic.protocols],
+        ),
     )
     return ConsumerGroupRecord(RecordKind.MEMBER_METADATA, group_id, member.member_id, value)
 
@@ -107,6 +113,19 @@ def member_removal_records(group_id: str, member_id: str) -> list[ConsumerGroupR
         ConsumerGroupRecord(RecordKind.TARGET_ASSIGNMENT_MEMBER, group_id, member_id, None),
         ConsumerGroupRecord(RecordKind.MEMBER_METADATA, group_id, member_id, None),
     ]
+
+
+def group_removal_records(group: ConsumerGroup) -> list[ConsumerGroupRecord]:
+    """Tombstones of a whole group, in Kafka's order: each member's, then the
+    assignment epoch, the subscription metadata and last the group epoch
+    (whose tombstone is what removes the group on replay)."""
+    records = [r for member_id in sorted(group.members) for r in member_removal_records(group.group_id, member_id)]
+    records += [
+        ConsumerGroupRecord(RecordKind.TARGET_ASSIGNMENT_METADATA, group.group_id, None, None),
+        ConsumerGroupRecord(RecordKind.PARTITION_METADATA, group.group_id, None, None),
+        ConsumerGroupRecord(RecordKind.GROUP_METADATA, group.group_id, None, None),
+    ]
+    return records
 
 
 def apply_record(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) -> None:
@@ -152,6 +171,10 @@ def apply_record(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) 
                 subscribed_topic_regex=value.subscribed_topic_regex,
                 rebalance_timeout_ms=value.rebalance_timeout_ms,
                 server_assignor=value.server_assignor,
+                classic=None if value.classic_member_metadata is None else ClassicMembership(
+                    value.classic_member_metadata.session_timeout_ms,
+                    tuple((p.name, bytes(p.metadata)) for p in value.classic_member_metadata.supported_protocols),
+                ),
             ))
     elif kind == RecordKind.CURRENT_MEMBER_ASSIGNMENT:
         member = group.members.get(record.member_id) or ConsumerGroupMember(record.member_id)

@@ -944,7 +944,9 @@ class GroupCoordinator:
         )
 
     def forget_empty_group(self, group_id: str) -> None:
-        """An empty classic group whose id a consumer group took (its offsets stay)."""
+        """A classic group whose id a consumer group took: an empty one, or a Stable
+        one converted by the online upgrade, whose members the consumer group has
+        now (its offsets stay)."""
         group = self.groups.pop(group_id, None)
         if group is not None:
             group.transition(GroupState.DEAD, 0)
@@ -1035,14 +1037,26 @@ class GroupCoordinator:
             return [(t, p, o) for (t, p), o in sorted(committed.items())]
         return [(t, p, committed.get((t, p))) for t, p in partitions]
 
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]], reply: Reply) -> list[Store]:
-        """OffsetDelete; ``reply`` gets the group error and the error of each partition."""
+    def delete_consumer_group_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]], subscribed_topics: set[str], reply: Reply
+    ) -> list[Store]:
+        """OffsetDelete of a KIP-848 consumer group (kept by its own coordinator),
+        whose members subscribe to ``subscribed_topics``."""
+        return self.delete_offsets(group_id, partitions, reply, subscribed_topics)
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]], reply: Reply, consumer_group_topics: set[str] | None = None
+    ) -> list[Store]:
+        """OffsetDelete; ``reply`` gets the group error and the error of each partition.
+        ``consumer_group_topics``: see :meth:`delete_consumer_group_offsets`."""
         group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.DEAD):
+        subscribed: set[str] = set()
+        if consumer_group_topics is not None:
+            subscribed = consumer_group_topics
+        elif group is None or group.is_(GroupState.DEAD):
             reply((ErrorCode.GROUP_ID_NOT_FOUND, {}))
             return []
-        subscribed: set[str] = set()
-        if not group.is_(GroupState.EMPTY):
+        elif not group.is_(GroupState.EMPTY):
             topics = group.subscribed_topics()
             if topics is None:
                 reply((ErrorCode.NON_EMPTY_GROUP, {}))
@@ -1073,6 +1087,27 @@ class GroupCoordinator:
             reply((ErrorCode.NONE, results))
 
         self._store(self.partition_for(group_id), [(offset_key_bytes(OffsetKey(group_id, t, p)), None) for t, p in deletable], stored)
+        return self._take_effects()
+
+    def expire_consumer_group_offsets(self, now_ms: int, subscribed_topics: dict[str, set[str]], reply: Reply) -> list[Store]:
+        """Offset retention of the KIP-848 consumer groups (group id -> the topics
+        their members subscribe to), whose offsets are kept here: as in Kafka, an
+        offset of a topic the group does not subscribe to (none, once it is empty)
+        expires ``offsets.retention.minutes`` after its commit (or at its explicit
+        expiry); ``reply`` gets how many expired."""
+        retention_ms = self.config.offsets_retention_ms
+        expired_total = _Count(reply)
+        for group_id, topics in sorted(subscribed_topics.items()):
+            expired = [
+                tp
+                for tp, o in self.offsets.get(group_id, {}).items()
+                if tp[0] not in topics
+                and (o.expire_timestamp_ms if o.expire_timestamp_ms >= 0 else o.commit_timestamp_ms + retention_ms) <= now_ms
+                and not self.pending.has(group_id, tp)
+            ]
+            if expired:
+                self._drop_offsets(now_ms, group_id, sorted(expired), expired_total)
+        expired_total.all_planned()
         return self._take_effects()
 
     def expire_offsets(self, now_ms: int, reply: Reply) -> list[Store]:
@@ -1144,6 +1179,30 @@ class GroupCoordinator:
 
         count.expect()
         self._store(self.partition_for(group_id), records, stored)
+
+    def has_offsets(self, group_id: str) -> bool:
+        """Whether the group has committed offsets or pending transactional ones."""
+        return bool(self.offsets.get(group_id)) or bool(self.pending.partitions_of(group_id))
+
+    def delete_all_offsets(self, group_id: str, reply: Reply) -> list[Store]:
+        """Tombstone every committed and pending offset of a group that is not a
+        classic one here (a KIP-848 consumer group being deleted); ``reply`` gets
+        the store's error."""
+        committed = self.offsets.get(group_id, {})
+        partitions = [*committed, *sorted(self.pending.partitions_of(group_id) - set(committed))]
+        if not partitions:
+            reply(ErrorCode.NONE)
+            return []
+
+        def stored(error: ErrorCode) -> None:
+            if error == ErrorCode.NONE:
+                self.offsets.pop(group_id, None)
+                self._committed_positions.pop(group_id, None)
+                self.pending.discard_groups([group_id])
+            reply(error)
+
+        self._store(self.partition_for(group_id), [(offset_key_bytes(OffsetKey(group_id, t, p)), None) for t, p in partitions], stored)
+        return self._take_effects()
 
     # ----------------------------------------------------------------- group admin
 

@@ -39,12 +39,15 @@ the topics (ids, partitions, replica racks) from the metadata image on every
 metadata change, and a group sees a change of its subscribed topics at its
 next heartbeat. A group id is one or the other: a consumer group's committed
 offsets are kept by the classic coordinator (they are the same records) but
-make no classic group there. A ConsumerGroupHeartbeat to a classic group with
-members answers GROUP_ID_NOT_FOUND; to an empty one (a group known by its
-offsets only, or whose members all left) it makes the consumer group, which
-takes the id over, as Kafka upgrades an empty classic group; a JoinGroup to a
-consumer group answers INCONSISTENT_GROUP_PROTOCOL. There is no online
-migration of a group with members either way (``group.consumer.migration.policy``).
+make no classic group there. A ConsumerGroupHeartbeat joining an empty classic
+group (a group known by its offsets only, or whose members all left) makes the
+consumer group, which takes the id over, as Kafka upgrades an empty classic
+group; a JoinGroup to an empty consumer group makes a classic one. With
+``group.consumer.migration.policy=upgrade`` a consumer-protocol member joining
+a Stable classic group with members converts it, its classic members staying
+in the consumer group (broker/coordinators/consumer_groups/classic_members.py);
+otherwise a ConsumerGroupHeartbeat to a classic group with members answers
+GROUP_ID_NOT_FOUND. There is no downgrade of a group with members.
 
 KIP-932 share groups are a third kind beside them, the same way: a
 :class:`~broker.coordinators.share_groups.membership.ShareGroupCoordinator`
@@ -63,6 +66,12 @@ import logging
 import time
 import uuid
 
+from broker.coordinators.consumer_groups.classic_members import (
+    ClassicGroupView,
+    ClassicJoin,
+    ClassicMemberView,
+    upgrade_refusal,
+)
 from broker.coordinators.consumer_groups.coordinator import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
@@ -83,8 +92,9 @@ from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from broker.replica.leader_append import replication_outcome
 from controller.topic_commands import INTERNAL_TOPICS
 from protocol.consumer_group_records import is_consumer_group_key
-from protocol.share_group_records import is_share_group_key
+from protocol.consumer_offsets import group_key_bytes
 from protocol.errors import ErrorCode
+from protocol.share_group_records import is_share_group_key
 
 # What an offsets-partition append or its replication failed with, as the group
 # APIs report it (Kafka's coordinator maps them the same way); anything else is
@@ -147,6 +157,7 @@ class GroupService:
             offsets_partitions=self.config.offsets_partitions,
         )
         self.share_groups = ShareGroupCoordinator(self.share_config)
+        self.migration_policy = config["group.consumer.migration.policy"]
         self.coordinator = GroupCoordinator(self.config, self._new_member_id, is_consumer_group=self.is_consumer_group)
         # The image's topics and brokers the consumer groups' topics were last taken from.
         self._topics_from: tuple[object, object] | None = None
@@ -401,10 +412,58 @@ class GroupService:
             log.exception("share group coordinator tick failed")
         self.after_operation()
 
+    def consumer_group_topics(self, group_id: str) -> set[str]:
+        """The topics a consumer group's members subscribe to (names and regular
+        expressions), among the image's topics."""
+        return self.consumer_groups.groups[group_id].subscribed_topic_names(self.consumer_groups.topics)
+
     def expire_offsets(self) -> None:
+        """Offset retention for both kinds of group; then, as Kafka does, an empty
+        consumer group left with no offsets is deleted."""
+        self._refresh_topics()
+        topics = {group_id: self.consumer_group_topics(group_id) for group_id in self.consumer_groups.groups}
         expired = self.run(self.coordinator.expire_offsets, self.now_ms())
+        expired += self.run(self.coordinator.expire_consumer_group_offsets, self.now_ms(), topics)
         if expired:
             log.info("expired %d committed offsets", expired)
+        for group_id in self.consumer_groups.empty_group_ids():
+            if not self.coordinator.has_offsets(group_id):
+                error = self._run_consumer(self.consumer_groups.delete_group, group_id)
+                if error == ErrorCode.NONE:
+                    log.info("groups: removed empty consumer group %s with no offsets left", group_id)
+
+    def _run_consumer(self, operation, *args):
+        """``run`` for an operation of the consumer group coordinator."""
+        answers = []
+        self.execute_consumer(operation(*args, answers.append))
+        (answer,) = answers
+        return answer
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups of groups this broker coordinates: classic ones by the
+        classic coordinator; a consumer group (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP
+        while it has members) loses its offsets' records first, then its own, as
+        Kafka writes them. The outcome of each store is known; the caller waits
+        for replication."""
+        consumer = [g for g in group_ids if self.is_consumer_group(g)]
+        results = self.run(self.coordinator.delete_groups, self.now_ms(), [g for g in group_ids if g not in consumer])
+        for group_id in consumer:
+            if self.consumer_groups.groups[group_id].members:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+                continue
+            error = self.run(self.coordinator.delete_all_offsets, group_id)
+            if error == ErrorCode.NONE:
+                error = self._run_consumer(self.consumer_groups.delete_group, group_id)
+            results[group_id] = error
+        return results
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]):
+        """OffsetDelete: (group error, error of each partition). A consumer group's
+        offsets of the topics it subscribes to answer GROUP_SUBSCRIBED_TO_TOPIC."""
+        if self.is_consumer_group(group_id):
+            self._refresh_topics()
+            return self.run(self.coordinator.delete_consumer_group_offsets, group_id, partitions, self.consumer_group_topics(group_id))
+        return self.run(self.coordinator.delete_offsets, group_id, partitions)
 
     def start(self) -> None:
         self.after_operation()
@@ -424,10 +483,20 @@ class GroupService:
         error = self.not_writable(request.group_id)
         if error is not None:
             return JoinResult(error, member_id=request.member_id)
-        if self.is_consumer_group(request.group_id) or self.is_share_group(request.group_id):
-            # No classic members in a consumer or share group (no online migration), as
-            # Kafka answers a protocol the group does not support.
+        if self.is_share_group(request.group_id):
+            # No classic members in a share group, as Kafka answers a protocol the
+            # group does not support.
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id="")
+        if self.is_consumer_group(request.group_id):
+            if self.consumer_groups.groups[request.group_id].members:
+                # A classic member in a consumer group, as Kafka takes it in.
+                return await self.classic_join_consumer_group(request)
+            # An empty consumer group becomes a classic one (its offsets stay), as
+            # Kafka converts an empty group whatever the migration policy.
+            error = self._run_consumer(self.consumer_groups.delete_group, request.group_id)
+            if error != ErrorCode.NONE:
+                return JoinResult(error, member_id=request.member_id)
+            log.info("groups: the empty consumer group %s is a classic group now", request.group_id)
         future = asyncio.get_running_loop().create_future()
         self.execute(self.coordinator.join_group(self.now_ms(), request, _resolver(future)))
         self.after_operation(request.group_id)
@@ -443,6 +512,15 @@ class GroupService:
         error = self.not_writable(group_id)
         if error is not None:
             return SyncResult(error)
+        if self.is_consumer_group(group_id):
+            generation_id, member_id, _instance_id, protocol_type, protocol_name, _assignments = args
+            error, name, assignment = self.consumer_groups.classic_sync(
+                self.now_ms(), group_id, generation_id, member_id, protocol_type, protocol_name)
+            if error == ErrorCode.NONE:
+                error = await self.replicated(group_id)
+            if error != ErrorCode.NONE:
+                return SyncResult(error)
+            return SyncResult(ErrorCode.NONE, "consumer", name, assignment)
         future = asyncio.get_running_loop().create_future()
         self.execute(self.coordinator.sync_group(self.now_ms(), group_id, *args, _resolver(future)))
         self.after_operation(group_id)
@@ -461,17 +539,27 @@ class GroupService:
         if error is not None:
             return HeartbeatResponse(error)
         classic = self.coordinator.groups.get(request.group_id)
-        if (classic is not None and (not classic.is_(GroupState.EMPTY) or classic.pending_members)) or self.is_share_group(request.group_id):
+        if self.is_share_group(request.group_id):
             return HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
+        upgrading = None
         self._refresh_topics()
+        if classic is not None and (not classic.is_(GroupState.EMPTY) or classic.pending_members):
+            refusal = self._upgrade_refusal(classic, request)
+            if refusal is not None:
+                return refusal
+            upgrading = self._classic_view(classic)
         answers: list[HeartbeatResponse] = []
-        self.execute_consumer(self.consumer_groups.heartbeat(self.now_ms(), request, answers.append))
+        self.execute_consumer(self.consumer_groups.heartbeat(
+            self.now_ms(), request, answers.append, upgrading, (group_key_bytes(request.group_id), None)))
         (response,) = answers
         if response.error != ErrorCode.NONE:
             return response
         if classic is not None and self.is_consumer_group(request.group_id):
-            # The empty classic group (its offsets stay) is the consumer group now.
+            # The classic group (its offsets stay) is the consumer group now.
             self.coordinator.forget_empty_group(request.group_id)
+            if upgrading is not None:
+                log.info("groups: classic group %s upgraded to a consumer group with its %d members",
+                         request.group_id, len(upgrading.members))
         self.after_operation()
         error = await self.replicated(request.group_id)
         if error != ErrorCode.NONE:
@@ -501,6 +589,72 @@ class GroupService:
             return ShareHeartbeatResponse(error, member_epoch=-1)
         return response
 
+    def _upgrade_refusal(self, classic, request: HeartbeatRequest) -> HeartbeatResponse | None:
+        """The answer to a consumer-protocol member joining a classic group with
+        members when the group is not converted (Kafka's validateOnlineUpgrade
+        answers GROUP_ID_NOT_FOUND), or None to convert it."""
+        group_id = request.group_id
+        not_consumer = HeartbeatResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if self.migration_policy not in ("upgrade", "bidirectional") or request.member_epoch != 0:
+            return not_consumer
+        if classic.protocol_type != "consumer":
+            log.info("groups: classic group %s not upgraded: it does not use the consumer embedded protocol", group_id)
+            return not_consumer
+        refusal = upgrade_refusal(self._classic_view(classic), self.consumer_config.max_size)
+        if refusal is not None:
+            log.info("groups: classic group %s not upgraded: %s", group_id, refusal)
+            return not_consumer
+        if not classic.is_(GroupState.STABLE) or classic.pending_members:
+            # Its members are between JoinGroup and SyncGroup: their assignments are
+            # about to change. A retriable answer; the member asks again shortly.
+            return HeartbeatResponse(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                     f"Classic group {group_id} is rebalancing; it is upgraded once it is stable.")
+        return None
+
+    @staticmethod
+    def _classic_view(classic) -> ClassicGroupView:
+        return ClassicGroupView(
+            classic.group_id,
+            classic.generation_id,
+            classic.protocol_name or "",
+            tuple(
+                ClassicMemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                                  m.rebalance_timeout_ms, tuple(m.protocols), m.assignment)
+                for m in classic.members.values()
+            ),
+        )
+
+    # ----------------------------------------------------------------- classic members of consumer groups
+
+    async def classic_join_consumer_group(self, request: JoinRequest) -> JoinResult:
+        """JoinGroup of a classic member to a consumer group with members."""
+        self._refresh_topics()
+        answers = []
+        self.execute_consumer(self.consumer_groups.classic_join(self.now_ms(), ClassicJoin(
+            request.group_id, request.member_id, request.group_instance_id, request.client_id, request.client_host,
+            request.session_timeout_ms, request.rebalance_timeout_ms, request.protocol_type, tuple(request.protocols),
+            request.require_known_member_id,
+        ), answers.append))
+        (answer,) = answers
+        self.after_operation()
+        if answer.error != ErrorCode.NONE:
+            return JoinResult(answer.error, member_id=answer.member_id)
+        error = await self.replicated(request.group_id)
+        if error != ErrorCode.NONE:
+            return JoinResult(error, member_id=answer.member_id)
+        # It leads nothing (no members to assign to): the server assigns.
+        return JoinResult(ErrorCode.NONE, member_id=answer.member_id, generation_id=answer.generation_id,
+                          protocol_type="consumer", protocol_name=answer.protocol_name, leader="", members=[])
+
+    def classic_heartbeat(self, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+        return self.consumer_groups.classic_heartbeat(self.now_ms(), group_id, generation_id, member_id)
+
+    async def classic_leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        error, errors = self._run_consumer(self.consumer_groups.classic_leave, self.now_ms(), group_id, leaving)
+        if error == ErrorCode.NONE and any(e == ErrorCode.NONE for e in errors):
+            error = await self.replicated(group_id)
+        return error, errors
+
     def consumer_member_error(
         self, group_id: str, member_id: str | None, member_epoch: int, commit_version: int | None, transactional: bool = False
     ) -> ErrorCode | None:
@@ -520,6 +674,9 @@ class GroupService:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            # A classic member commits with its member epoch as its generation, at any version.
+            return None if member_epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
         if commit_version is not None and commit_version < 9 and not transactional:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch > member.member_epoch:
