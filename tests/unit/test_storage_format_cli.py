@@ -183,7 +183,7 @@ def test_feature_levels_go_into_the_bootstrap_file_and_out_of_range_ones_are_ref
 
     config = write_config(tmp_path)
     # Outside the supported range, or a feature pybroker does not know: refused, nothing written.
-    for bad in (f"{GROUP_VERSION}=9", f"{SHARE_VERSION}=1", "metadata.version=20", GROUP_VERSION, f"{GROUP_VERSION}=x"):
+    for bad in (f"{GROUP_VERSION}=9", f"{SHARE_VERSION}=2", "metadata.version=20", GROUP_VERSION, f"{GROUP_VERSION}=x"):
         assert storage("format", "-c", str(config), "-t", CLUSTER_ID, "--feature", bad) == 1, bad
         assert "--feature" in capsys.readouterr().err
         assert not (tmp_path / "meta").exists()
