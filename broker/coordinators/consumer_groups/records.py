@@ -35,14 +35,19 @@ from protocol.consumer_group_records import (
 )
 
 
-def _by_topic(partitions: Partitions, cls) -> list:
+def by_topic(partitions: Partitions, cls) -> list:
+    """(topic id, partition) pairs as the records' per-topic lists (``cls`` per topic), in order.
+
+    Share groups' records (broker/coordinators/share_groups/membership.py) use it too.
+    """
     grouped: dict[uuid.UUID, list[int]] = defaultdict(list)
     for topic_id, partition in partitions:
         grouped[topic_id].append(partition)
     return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(grouped.items())]
 
 
-def _from_topics(topic_partitions) -> Partitions:
+def from_topics(topic_partitions) -> Partitions:
+    """The reverse of :func:`by_topic`."""
     return frozenset((tp.topic_id, p) for tp in topic_partitions for p in tp.partitions)
 
 
@@ -91,7 +96,7 @@ def assignment_epoch_record(group_id: str, epoch: int) -> ConsumerGroupRecord:
 
 
 def target_record(group_id: str, member_id: str, partitions: Partitions) -> ConsumerGroupRecord:
-    value = VALUE_CLASSES[RecordKind.TARGET_ASSIGNMENT_MEMBER](topic_partitions=_by_topic(partitions, TargetTopicPartitions))
+    value = VALUE_CLASSES[RecordKind.TARGET_ASSIGNMENT_MEMBER](topic_partitions=by_topic(partitions, TargetTopicPartitions))
     return ConsumerGroupRecord(RecordKind.TARGET_ASSIGNMENT_MEMBER, group_id, member_id, value)
 
 
@@ -100,8 +105,8 @@ def current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Con
         member_epoch=member.member_epoch,
         previous_member_epoch=member.previous_member_epoch,
         state=int(member.state),
-        assigned_partitions=_by_topic(member.assigned, CurrentTopicPartitions),
-        partitions_pending_revocation=_by_topic(member.pending_revocation, CurrentTopicPartitions),
+        assigned_partitions=by_topic(member.assigned, CurrentTopicPartitions),
+        partitions_pending_revocation=by_topic(member.pending_revocation, CurrentTopicPartitions),
     )
     return ConsumerGroupRecord(RecordKind.CURRENT_MEMBER_ASSIGNMENT, group_id, member.member_id, value)
 
@@ -155,7 +160,7 @@ def apply_record(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) 
         if value is None:
             group.target.pop(record.member_id, None)
         else:
-            group.target[record.member_id] = _from_topics(value.topic_partitions)
+            group.target[record.member_id] = from_topics(value.topic_partitions)
     elif kind == RecordKind.MEMBER_METADATA:
         if value is None:
             group.remove_member(record.member_id)
@@ -187,7 +192,7 @@ def apply_record(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) 
                 member_epoch=value.member_epoch,
                 previous_member_epoch=value.previous_member_epoch,
                 state=MemberState(value.state) if value.state in MemberState._value2member_map_ else MemberState.UNKNOWN,
-                assigned=_from_topics(value.assigned_partitions),
-                pending_revocation=_from_topics(value.partitions_pending_revocation),
+                assigned=from_topics(value.assigned_partitions),
+                pending_revocation=from_topics(value.partitions_pending_revocation),
             )
         group.set_member(member)

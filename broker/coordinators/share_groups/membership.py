@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from broker.coordinators.consumer_groups.records import by_topic, from_topics
 from broker.coordinators.effects import Store
 from protocol.consumer_offsets import partition_for_group
 from protocol.errors import ErrorCode
@@ -142,17 +142,6 @@ def simple_assign(members: Mapping[str, tuple[str, ...]], topics: Mapping[str, t
 # ----------------------------------------------------------------- records
 
 
-def _by_topic(partitions: Partitions, cls) -> list:
-    grouped: dict[uuid.UUID, list[int]] = defaultdict(list)
-    for topic_id, partition in partitions:
-        grouped[topic_id].append(partition)
-    return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(grouped.items())]
-
-
-def _from_topics(topic_partitions) -> Partitions:
-    return frozenset((tp.topic_id, p) for tp in topic_partitions for p in tp.partitions)
-
-
 def group_epoch_record(group_id: str, epoch: int) -> ShareGroupRecord:
     kind = ShareGroupRecordKind.GROUP_METADATA
     return ShareGroupRecord(kind, group_id, None, VALUE_CLASSES[kind](epoch=epoch))
@@ -174,14 +163,14 @@ def assignment_epoch_record(group_id: str, epoch: int) -> ShareGroupRecord:
 
 def target_record(group_id: str, member_id: str, partitions: Partitions) -> ShareGroupRecord:
     kind = ShareGroupRecordKind.TARGET_ASSIGNMENT_MEMBER
-    return ShareGroupRecord(kind, group_id, member_id, VALUE_CLASSES[kind](topic_partitions=_by_topic(partitions, TargetTopicPartitions)))
+    return ShareGroupRecord(kind, group_id, member_id, VALUE_CLASSES[kind](topic_partitions=by_topic(partitions, TargetTopicPartitions)))
 
 
 def current_assignment_record(group_id: str, member: ShareMember) -> ShareGroupRecord:
     kind = ShareGroupRecordKind.CURRENT_MEMBER_ASSIGNMENT
     value = VALUE_CLASSES[kind](
         member_epoch=member.member_epoch, previous_member_epoch=member.previous_member_epoch, state=STABLE,
-        assigned_partitions=_by_topic(member.assigned, CurrentTopicPartitions),
+        assigned_partitions=by_topic(member.assigned, CurrentTopicPartitions),
     )
     return ShareGroupRecord(kind, group_id, member.member_id, value)
 
@@ -212,7 +201,7 @@ def apply_record(groups: dict[str, ShareGroup], record: ShareGroupRecord) -> Non
         if value is None:
             group.target.pop(record.member_id, None)
         else:
-            group.target[record.member_id] = _from_topics(value.topic_partitions)
+            group.target[record.member_id] = from_topics(value.topic_partitions)
     elif kind == ShareGroupRecordKind.MEMBER_METADATA:
         if value is None:
             group.members.pop(record.member_id, None)
@@ -228,7 +217,7 @@ def apply_record(groups: dict[str, ShareGroup], record: ShareGroupRecord) -> Non
             member = replace(member, member_epoch=0, previous_member_epoch=0, assigned=NO_PARTITIONS)
         else:
             member = replace(member, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
-                             assigned=_from_topics(value.assigned_partitions))
+                             assigned=from_topics(value.assigned_partitions))
         group.members[record.member_id] = member
 
 
