@@ -109,6 +109,20 @@ def describe(bootstrap: str, group: str):
     return described
 
 
+def wait_for_members(bootstrap: str, group: str, active: list[Member], timeout_s: float = WAIT_S) -> None:
+    """Poll ``active`` until the group describes every one of them with an assignment.
+
+    A member joins when its client has found the coordinator; on a new broker the
+    first lookups may answer COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets``
+    is created, and librdkafka asks again only a second later, so one member can
+    join well after the others (Kafka answers the same while it creates the topic)."""
+    def joined() -> bool:
+        described = describe(bootstrap, group)
+        return described.error_code == 0 and len(described.members) == len(active) and all(
+            m.assignment.topic_partitions for m in described.members)
+    poll_until(active, joined, timeout_s)
+
+
 def share_groups_tool(broker, *args) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "broker", "share-groups", "--bootstrap-server", broker.bootstrap, *args],
@@ -142,6 +156,9 @@ def test_consumers_on_one_partition_get_distinct_records(broker_factory, members
     create_topic(broker.bootstrap, topic, 1)
     for _ in range(3):
         members.append(Member(broker.bootstrap, group, topic, max_records=5))
+    # All three must share the partition before there is anything to share: a
+    # member that joined late would neither compete for the records nor be described.
+    wait_for_members(broker.bootstrap, group, members)
     values = [f"v{i}".encode() for i in range(150)]
     produce(broker.bootstrap, topic, values)
     poll_until(members, lambda: sum(len(m.got) for m in members) >= len(values))
