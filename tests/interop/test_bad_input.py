@@ -157,7 +157,7 @@ def test_api_versions_too_new_is_answered_in_v0(shared_broker):
     assert body.error_code == UNSUPPORTED_VERSION
     ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert ranges[18] == (0, 4)
-    assert ranges[0] == (3, 11) and ranges[1] == (4, 17) and ranges[3] == (0, 12)
+    assert ranges[0] == (3, 12) and ranges[1] == (4, 17) and ranges[3] == (0, 12)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])

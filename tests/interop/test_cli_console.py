@@ -193,22 +193,22 @@ def test_two_console_consumers_share_a_group(shared_broker):
         )
 
     def assignments() -> list[str]:
-        """The ASSIGNMENT column of the members' table (``t(0,1)``), sorted."""
+        """The members' assignments in the members' table (``t:0,1``), sorted."""
         out = pybroker(broker, "groups", "describe", group, "--members", "--verbose").stdout
-        return sorted(line.split()[-1] for line in out.splitlines() if line.split() and line.split()[-1].startswith(f"{topic}("))
+        return sorted(word for line in out.splitlines() for word in line.split() if word.startswith(f"{topic}:"))
 
     first = member()
     second = None
     try:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and assignments() != [f"{topic}(0,1)"]:
+        while time.monotonic() < deadline and assignments() != [f"{topic}:0,1"]:
             time.sleep(0.3)
-        assert assignments() == [f"{topic}(0,1)"], "the first member holds both partitions"
+        assert assignments() == [f"{topic}:0,1"], "the first member holds both partitions"
         second = member()
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and assignments() != [f"{topic}(0)", f"{topic}(1)"]:
+        while time.monotonic() < deadline and assignments() != [f"{topic}:0", f"{topic}:1"]:
             time.sleep(0.3)
-        assert assignments() == [f"{topic}(0)", f"{topic}(1)"], "after the rebalance each holds one"
+        assert assignments() == [f"{topic}:0", f"{topic}:1"], "after the rebalance each holds one"
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
         for i in range(20):
             producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)

@@ -47,6 +47,8 @@ NOT_RUN = {
         "installs packages and runs the whole suite: .ci/run's command, the one running this test",
     ("docs/cli.md", "pybroker configs --bootstrap-server 127.0.0.1:9092 --describe --all --entity-type brokers --entity-name 1 | head -n 5"):
         CLOSED_PIPE,
+    ("docs/cli.md", "pybroker share-groups --bootstrap-server 127.0.0.1:9092 --describe --group workers --state"):
+        "needs a share group with members: tests/interop/test_share_groups.py describes one this way",
     ("docs/clusters.md", "docker build -f docker/Dockerfile -t pybroker ."): DOCKER,
     ("docs/clusters.md", "docker network create pybroker"): DOCKER + "; tests/cluster/test_docker_image.py runs this cluster where an engine answers",
     ("docs/clusters.md", "mkdir -p data/node-1 && sudo chown -R 1000:1000 data/node-1"): DOCKER + ", and sudo",
