@@ -147,7 +147,7 @@ def main(argv=None) -> int:
         try:
             topic = f"share-bench-{uuid.uuid4().hex[:8]}"
             fill_topic(ck, bootstrap, topic, args.records, args.record_bytes)
-            print(f"confluent-kafka {ck.version()[0]} (librdkafka {ck.libversion()[0]}); one partition, "
+            print(f"confluent-kafka {ck.__version__} (librdkafka {ck.libversion()[0]}); one partition, "
                   f"{args.records} records of {args.record_bytes} B; implicit acknowledgement")
             print(f"{'consumers':>9} {'seconds':>8} {'records/s':>10} {'MB/s':>7} {'redelivered':>11} "
                   f"{'broker CPU s':>12} {'CPU s/GB':>9}")
