@@ -1,8 +1,8 @@
 """Records of KIP-848 consumer groups in ``__consumer_offsets``: codec.
 
-Key versions 3 to 8 (see protocol/messages/group_coordinator_records.py): the
-key's version names the record's kind, the key holds the group id and, for
-per-member kinds, the member id. A record without a value is a tombstone.
+Key versions 3 to 8 and 16 (see protocol/messages/group_coordinator_records.py):
+the key's version names the record's kind, the key holds the group id and, for
+per-member kinds, the member id (for a regular expression's, the expression). A record without a value is a tombstone.
 Values are the declared structs at version 0; the consumer group coordinator
 (broker/coordinators/consumer_groups) turns them into its model and back.
 
@@ -32,6 +32,7 @@ class RecordKind(enum.IntEnum):
     TARGET_ASSIGNMENT_METADATA = 6
     TARGET_ASSIGNMENT_MEMBER = 7
     CURRENT_MEMBER_ASSIGNMENT = 8
+    REGULAR_EXPRESSION = 16
 
 
 _MESSAGE_NAMES = {
@@ -41,6 +42,7 @@ _MESSAGE_NAMES = {
     RecordKind.TARGET_ASSIGNMENT_METADATA: "ConsumerGroupTargetAssignmentMetadata",
     RecordKind.TARGET_ASSIGNMENT_MEMBER: "ConsumerGroupTargetAssignmentMember",
     RecordKind.CURRENT_MEMBER_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignment",
+    RecordKind.REGULAR_EXPRESSION: "ConsumerGroupRegularExpression",
 }
 _KEYS = {kind: DATA_MESSAGES[name + "Key"] for kind, name in _MESSAGE_NAMES.items()}
 _VALUES = {kind: DATA_MESSAGES[name + "Value"] for kind, name in _MESSAGE_NAMES.items()}
@@ -78,6 +80,7 @@ class ConsumerGroupRecord:
     group_id: str
     member_id: str | None  # None for the group-wide kinds
     value: object | None  # None: a tombstone
+    regular_expression: str | None = None  # REGULAR_EXPRESSION's key
 
 
 def is_consumer_group_key(key: bytes) -> bool:
@@ -89,6 +92,8 @@ def encode_record(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
     key_message = _KEYS[kind]
     if kind in PER_MEMBER_KINDS:
         key_value = key_message.struct.cls(group_id=record.group_id, member_id=record.member_id)
+    elif kind == RecordKind.REGULAR_EXPRESSION:
+        key_value = key_message.struct.cls(group_id=record.group_id, regular_expression=record.regular_expression)
     else:
         key_value = key_message.struct.cls(group_id=record.group_id)
     key = bytearray(_INT16.pack(int(kind)))
@@ -106,12 +111,13 @@ def decode_record(key: bytes, value: bytes | None) -> ConsumerGroupRecord:
         raise ProtocolError("__consumer_offsets key without a version")
     version = _INT16.unpack_from(key)[0]
     if version not in RecordKind._value2member_map_:
-        raise ProtocolError(f"key version {version} is not a consumer group record (3 to 8)")
+        raise ProtocolError(f"key version {version} is not a consumer group record (3 to 8, 16)")
     kind = RecordKind(version)
     key_value, _ = decode_struct(_KEYS[kind].struct, version, False, key, 2)
     member_id = key_value.member_id if kind in PER_MEMBER_KINDS else None
+    regex = key_value.regular_expression if kind == RecordKind.REGULAR_EXPRESSION else None
     if value is None:
-        return ConsumerGroupRecord(kind, key_value.group_id, member_id, None)
+        return ConsumerGroupRecord(kind, key_value.group_id, member_id, None, regex)
     if len(value) < 2:
         raise ProtocolError(f"{_MESSAGE_NAMES[kind]}Value: no version")
     value_version = _INT16.unpack_from(value)[0]
@@ -120,4 +126,4 @@ def decode_record(key: bytes, value: bytes | None) -> ConsumerGroupRecord:
     if value_version < 0:
         raise ProtocolError(f"{_MESSAGE_NAMES[kind]}Value: negative version")
     decoded, _ = decode_struct(_VALUES[kind].struct, VALUE_VERSION, True, value, 2, exact=False)
-    return ConsumerGroupRecord(kind, key_value.group_id, member_id, decoded)
+    return ConsumerGroupRecord(kind, key_value.group_id, member_id, decoded, regex)

@@ -238,13 +238,14 @@ _CONSUMER_GROUP_MESSAGES = {
     6: "ConsumerGroupTargetAssignmentMetadata",
     7: "ConsumerGroupTargetAssignmentMember",
     8: "ConsumerGroupCurrentMemberAssignment",
+    16: "ConsumerGroupRegularExpression",
 }
 
 
 def describe_key(data: bytes) -> dict:
     """A key as {"type": key version, "data": its fields}; ProtocolError when it is
     not one of the group records (offset commit, group metadata, or a KIP-848
-    consumer group's records, key versions 3 to 8)."""
+    consumer group's records, key versions 3 to 8 and 16)."""
     if len(data) < 2:
         raise ProtocolError("__consumer_offsets key without a version")
     version = _INT16.unpack_from(data)[0]
@@ -257,7 +258,7 @@ def describe_key(data: bytes) -> dict:
         key, _ = decode_struct(message.struct, version, False, data, 2)
         return {"type": str(version), "data": _fields_as_dict(message.struct, version, key)}
     else:
-        raise ProtocolError(f"key version {version} is not an offset commit (0, 1), group metadata (2) or consumer group (3-8) key")
+        raise ProtocolError(f"key version {version} is not an offset commit (0, 1), group metadata (2) or consumer group (3-8, 16) key")
     _, key = _read_versioned(message, data)
     return {"type": str(version), "data": _fields_as_dict(message.struct, version, key)}
 
@@ -266,7 +267,7 @@ def describe_value(key_version: int, data: bytes) -> dict:
     """A value as {"version": its version, "data": its fields}: an offset commit's
     for key versions 0 and 1, a group's metadata for 2. A member's subscription
     and assignment are decoded too when the group's protocol type is
-    ``consumer``; other protocols' bytes stay base64. Key versions 3 to 8: the
+    ``consumer``; other protocols' bytes stay base64. Key versions 3 to 8 and 16: the
     consumer group record's value (flexible, as Kafka writes them)."""
     if key_version in _CONSUMER_GROUP_MESSAGES:
         message = DATA_MESSAGES[_CONSUMER_GROUP_MESSAGES[key_version] + "Value"]

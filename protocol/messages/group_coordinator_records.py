@@ -8,7 +8,8 @@ Key versions 3 to 8 are the records of KIP-848 consumer groups, one key version
 per record type (the key's version says what the value is): the group's epoch
 (3), its subscribed topics' metadata (4), a member's metadata (5), the target
 assignment's epoch (6) and one member's target assignment (7), and a member's
-current assignment with its reconciliation state (8). Their values are at
+current assignment with its reconciliation state (8), and what one of its
+members' regular expressions resolved to (16, Kafka 4.0). Their values are at
 version 0, flexible. Key versions 10 to 14 are those of KIP-932 share groups
 (below).
 """
@@ -127,6 +128,18 @@ DATA = [
             F("state", INT8),
             F("assigned_partitions", Array(_TOPIC_PARTITIONS)),
             F("partitions_pending_revocation", Array(_TOPIC_PARTITIONS)),
+        ],
+    ),
+    DataMessage(
+        "ConsumerGroupRegularExpressionKey", "16", flexible="none",
+        fields=[F("group_id", STRING, "16"), F("regular_expression", STRING, "16")],
+    ),
+    DataMessage(
+        "ConsumerGroupRegularExpressionValue", "0", flexible="0+",
+        fields=[
+            F("topics", Array(STRING)),  # the matching topics, sorted
+            F("version", INT64),  # the metadata image offset the topics were read at
+            F("timestamp", INT64),  # when it was resolved, in ms
         ],
     ),
 ]

@@ -8,12 +8,14 @@ from dataclasses import replace
 import pytest
 
 from broker.coordinators.consumer_groups.coordinator import (
+    REGEX_REFRESH_MIN_INTERVAL_MS,
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
     HeartbeatRequest,
     HeartbeatResponse,
 )
-from broker.coordinators.consumer_groups.model import MemberState, TopicInfo
+from broker.coordinators.consumer_groups.model import MemberState, ResolvedRegex, TopicInfo
+from protocol.consumer_group_records import RecordKind, decode_record
 from protocol.errors import ErrorCode
 
 T1 = uuid.UUID(int=1)
@@ -127,11 +129,64 @@ def test_an_invalid_regular_expression_is_refused():
     assert r.error == ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
-def test_a_regular_expression_subscribes_to_the_topics_it_matches_whole():
+def test_a_regular_expression_is_resolved_after_the_heartbeat_to_the_topics_it_matches_whole():
     h = Harness()
     h.coordinator.set_topics({"t1": topic(T1, "t1", 2), "t2": topic(T2, "t2", 1), "xt1": topic(uuid.UUID(int=3), "xt1", 1)})
-    r = h.hb(member_id="", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_regex="t.", owned=frozenset())
+    r = h.hb(5, member_id="", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_regex="t.", owned=frozenset())
+    # Answered at once with what it subscribes to by name: nothing yet.
+    assert r.assignment == frozenset() and h.group().resolved_regexes == {}
+    assert h.coordinator.next_deadline_ms() == 0  # the resolution is due now
+    epoch = h.group().group_epoch
+    h.tick(10)
+    assert h.group().resolved_regexes == {"t.": ResolvedRegex(frozenset({"t1", "t2"}), -1, 10)}
+    assert h.group().group_epoch == epoch + 1
+    r = h.hb(20, member_id=r.member_id, member_epoch=r.member_epoch)
     assert r.assignment == parts(0, 1) | parts(0, topic_id=T2)
+
+
+def test_topics_by_name_come_first_and_those_of_the_regular_expression_at_a_later_heartbeat():
+    h = Harness()
+    h.coordinator.set_topics({"t1": topic(T1, "t1", 2), "a": topic(T2, "a", 1)})
+    r = h.hb(0, member_id="", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=("a",),
+             subscribed_topic_regex="t.*", owned=frozenset())
+    assert r.assignment == parts(0, topic_id=T2)
+    h.tick(0)
+    r = h.hb(0, member_id=r.member_id, member_epoch=r.member_epoch, owned=r.assignment)
+    assert r.assignment == parts(0, topic_id=T2) | parts(0, 1)
+
+
+def test_new_matching_topics_are_resolved_again_at_most_once_every_refresh_interval():
+    h = Harness()
+    h.coordinator.set_topics({"t1": topic(T1, "t1", 1)})
+    r = h.hb(0, member_id="", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_regex="t.*", owned=frozenset())
+    h.tick(0)
+    r = h.hb(0, member_id=r.member_id, member_epoch=r.member_epoch)
+    assert r.assignment == parts(0)
+    assert h.coordinator.next_deadline_ms() == SESSION_TIMEOUT_MS  # nothing to resolve
+    h.coordinator.set_topics({"t1": topic(T1, "t1", 1), "t2": topic(T2, "t2", 1)})
+    assert h.coordinator.next_deadline_ms() == REGEX_REFRESH_MIN_INTERVAL_MS
+    h.tick(REGEX_REFRESH_MIN_INTERVAL_MS - 1)
+    assert h.group().resolved_regexes["t.*"].topics == {"t1"}
+    h.tick(REGEX_REFRESH_MIN_INTERVAL_MS)
+    assert h.group().resolved_regexes["t.*"].topics == {"t1", "t2"}
+    r = h.hb(REGEX_REFRESH_MIN_INTERVAL_MS, member_id=r.member_id, member_epoch=r.member_epoch, owned=r.assignment)
+    assert r.assignment == parts(0) | parts(0, topic_id=T2)
+    # A change of partitions, not of names, needs no resolution: the next heartbeat sees it.
+    h.coordinator.set_topics({"t1": topic(T1, "t1", 2), "t2": topic(T2, "t2", 1)})
+    assert h.coordinator.next_deadline_ms() == REGEX_REFRESH_MIN_INTERVAL_MS + SESSION_TIMEOUT_MS
+
+
+def test_a_regular_expression_no_member_uses_is_tombstoned():
+    h = Harness()
+    r = h.hb(0, member_id="", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_regex="t.*", owned=frozenset())
+    h.join(0, topics=("t1",))
+    h.tick(0)
+    assert set(h.group().resolved_regexes) == {"t.*"}
+    h.hb(0, member_id=r.member_id, member_epoch=-1)
+    assert h.group().resolved_regexes == {}
+    tombstones = [decode_record(k, v) for k, v in h.log if v is None]
+    assert any(t.kind == RecordKind.REGULAR_EXPRESSION and t.regular_expression == "t.*" for t in tombstones)
+    assert h.coordinator.next_deadline_ms() == SESSION_TIMEOUT_MS
 
 
 def test_unknown_group_or_member():
@@ -317,12 +372,17 @@ def test_replay_of_the_stored_records_rebuilds_the_groups():
     b = h.join(topics=("t1",))
     h.hb(group_id="other", member_id="", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_regex="t.*", owned=frozenset())
     h.hb(member_id="member-0", member_epoch=a.member_epoch, owned=a.assignment)  # member-0 is mid-revocation
-    assert b.error == ErrorCode.NONE
+    h.tick(0)  # "other" resolves its regular expression
+    assert b.error == ErrorCode.NONE and h.coordinator.groups["other"].resolved_regexes["t.*"].topics == {"t1", "t2"}
     loaded = ConsumerGroupCoordinator(ConsumerGroupConfig())
     for key, value in h.log:
         loaded.load_record(key, value)
     loaded.finish_loading(0)
     assert loaded.groups == h.coordinator.groups
+    # The loaded expressions are checked once against this broker's topics: unchanged, nothing is stored.
+    assert loaded.next_deadline_ms() == 0
+    loaded.set_topics(h.coordinator.topics)
+    assert loaded.tick(0) == []
     # Timers start afresh at load: member-0 has its rebalance timeout to revoke in.
     assert loaded.groups["g"].members["member-0"].state == MemberState.UNREVOKED_PARTITIONS
     assert loaded.next_deadline_ms() == REBALANCE_TIMEOUT_MS

@@ -50,11 +50,24 @@ def test_every_kind_round_trips(kind):
             "assigned_partitions": [CurrentTopicPartitions(topic_id=topic_id, partitions=[0, 2])],
             "partitions_pending_revocation": [CurrentTopicPartitions(topic_id=topic_id, partitions=[1])],
         },
+        RecordKind.REGULAR_EXPRESSION: {"topics": ["ta", "tb"], "version": 10, "timestamp": 12345},
     }
-    record = ConsumerGroupRecord(kind, "group", "member" if kind in (5, 7, 8) else None, VALUE_CLASSES[kind](**values[kind]))
+    record = ConsumerGroupRecord(kind, "group", "member" if kind in (5, 7, 8) else None, VALUE_CLASSES[kind](**values[kind]),
+                                 "t.*" if kind == RecordKind.REGULAR_EXPRESSION else None)
     key, value = encode_record(record)
     assert is_consumer_group_key(key)
     assert decode_record(key, value) == record
+
+
+def test_a_regular_expression_record_has_kafkas_bytes():
+    """Key version 16: the group id and the expression as int16-length strings;
+    value version 0, flexible: compact strings, two int64s, no tagged fields."""
+    value = VALUE_CLASSES[RecordKind.REGULAR_EXPRESSION](topics=["ab"], version=10, timestamp=12345)
+    key, encoded = encode_record(ConsumerGroupRecord(RecordKind.REGULAR_EXPRESSION, "g", None, value, "a.*"))
+    assert key == b"\x00\x10" + b"\x00\x01g" + b"\x00\x03a.*"
+    assert encoded == b"\x00\x00" + b"\x02" + b"\x03ab" + (10).to_bytes(8, "big") + (12345).to_bytes(8, "big") + b"\x00"
+    tombstone = decode_record(key, None)
+    assert (tombstone.kind, tombstone.group_id, tombstone.regular_expression, tombstone.value) == (RecordKind.REGULAR_EXPRESSION, "g", "a.*", None)
 
 
 def test_classic_keys_are_not_consumer_group_records():

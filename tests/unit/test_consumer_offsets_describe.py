@@ -1,7 +1,7 @@
 """The readable forms of ``__consumer_offsets`` records that
 ``dump-log --offsets-decoder`` prints: every field of the record's version and
 no other, bytes as base64, topic ids as Kafka prints them, the consumer
-protocol's payloads decoded, KIP-848 consumer group records (key versions 3-8) too."""
+protocol's payloads decoded, KIP-848 consumer group records (key versions 3-8 and 16) too."""
 
 from __future__ import annotations
 

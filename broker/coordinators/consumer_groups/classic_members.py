@@ -168,7 +168,7 @@ class ClassicMembers:
             self._apply(records, current_assignment_record(group_id, member))
         group = self.groups[group_id]
         self._apply(records, group_epoch_record(group_id, epoch))
-        names = group.subscribed_topic_names(self.topics)
+        names = group.subscribed_topic_names()
         self._apply(records, subscription_metadata_record(group_id, {n: self.topics[n] for n in names if n in self.topics}))
         self._apply(records, assignment_epoch_record(group_id, epoch))
         for member in group.members.values():

@@ -34,6 +34,16 @@ A heartbeat, as Kafka's GroupMetadataManager handles it:
    answered its epoch and, when it changed or the request was a full one, its
    assigned partitions.
 
+A member's regular expression is resolved apart from its heartbeat, as in
+Kafka 4: a heartbeat with an expression the group has not resolved yet is
+answered at once with the topics it subscribes to by name, and the next
+:meth:`tick` resolves the expression against the image's topics, stores what it
+matched (a ConsumerGroupRegularExpression record) and bumps the group epoch, so
+the members get those topics at a later heartbeat. A group's expressions are
+resolved again when the image's topic names change, at most once every
+``REGEX_REFRESH_MIN_INTERVAL_MS``; an expression no member uses any more is
+tombstoned.
+
 A member that does not heartbeat within ``group.consumer.session.timeout.ms``
 is removed; one that has partitions to revoke and does not revoke them within
 its rebalance timeout is removed too. Either bumps the group epoch.
@@ -61,7 +71,9 @@ from broker.coordinators.consumer_groups.model import (
     MemberState,
     Partitions,
     TopicInfo,
+    ResolvedRegex,
     member_topics,
+    resolve_regex,
     subscription_metadata_hash,
 )
 from broker.coordinators.consumer_groups.reconciliation import reconcile
@@ -73,6 +85,7 @@ from broker.coordinators.consumer_groups.records import (
     group_removal_records,
     member_metadata_record,
     member_removal_records,
+    regex_record,
     subscription_metadata_record,
     target_record,
 )
@@ -80,6 +93,12 @@ from broker.coordinators.effects import Store
 from protocol.consumer_group_records import ConsumerGroupRecord, decode_record, encode_record
 from protocol.consumer_offsets import partition_for_group
 from protocol.errors import ErrorCode
+
+
+# A group's regular expressions are resolved again after the image's topic
+# names changed, but not sooner than this after their last resolution (Kafka's
+# batching of regular expression refreshes).
+REGEX_REFRESH_MIN_INTERVAL_MS = 10_000
 
 
 @dataclass(frozen=True)
@@ -152,6 +171,13 @@ class ConsumerGroupCoordinator(ClassicMembers):
         self.groups: dict[str, ConsumerGroup] = {}
         # The topics of the metadata image, by name (set_topics).
         self.topics: dict[str, TopicInfo] = {}
+        self.topics_image_offset = -1  # the metadata offset self.topics were read at
+        # Goes up when the topic names change: the groups' expressions are resolved again.
+        self._topic_names_version = 0
+        # The groups with a member subscribed by regular expression, and, per group,
+        # (topic names version, when) of its expressions' last resolution here.
+        self._regex_groups: set[str] = set()
+        self._regex_checked: dict[str, tuple[int, int]] = {}
         self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
         self._timers: dict[str, _Timers] = {}
         self._tokens = itertools.count(1)
@@ -161,10 +187,15 @@ class ConsumerGroupCoordinator(ClassicMembers):
     def partition_for(self, group_id: str) -> int:
         return partition_for_group(group_id, self.config.offsets_partitions)
 
-    def set_topics(self, topics: Mapping[str, TopicInfo]) -> None:
-        """The topics as the metadata image has them now; groups notice a change
-        of their subscribed topics at their next heartbeat."""
+    def set_topics(self, topics: Mapping[str, TopicInfo], image_offset: int = -1) -> None:
+        """The topics as the metadata image (at ``image_offset``) has them now;
+        groups notice a change of their subscribed topics at their next
+        heartbeat, and of the topics their regular expressions match once the
+        expressions are resolved again (:meth:`tick`)."""
+        if topics.keys() != self.topics.keys():
+            self._topic_names_version += 1
         self.topics = dict(topics)
+        self.topics_image_offset = image_offset
 
     # ----------------------------------------------------------------- effects
 
@@ -213,7 +244,11 @@ class ConsumerGroupCoordinator(ClassicMembers):
 
     def load_record(self, key: bytes, value: bytes | None) -> None:
         """Replay one consumer group record of ``__consumer_offsets``, in log order."""
-        apply_record(self.groups, decode_record(key, value))
+        record = decode_record(key, value)
+        apply_record(self.groups, record)
+        if record.group_id in self.groups and (record.regular_expression is not None or (
+                record.value is not None and getattr(record.value, "subscribed_topic_regex", None))):
+            self._regex_groups.add(record.group_id)
 
     def finish_loading(self, now_ms: int, partition: int | None = None) -> None:
         """Every member (of the groups of ``partition``, when given: those of other
@@ -224,11 +259,15 @@ class ConsumerGroupCoordinator(ClassicMembers):
                 continue
             for member in group.members.values():
                 self._arm_timers(group, member, now_ms, assignment_changed=True)
+            # The expressions are resolved once against this broker's image.
+            self._regex_checked.pop(group.group_id, None)
 
     def unload_partition(self, partition: int) -> None:
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             del self.groups[group_id]
             self._drop_timers(group_id)
+            self._regex_groups.discard(group_id)
+            self._regex_checked.pop(group_id, None)
 
     def _drop_timers(self, group_id: str, member_id: str | None = None) -> None:
         if member_id is None:
@@ -406,6 +445,9 @@ class ConsumerGroupCoordinator(ClassicMembers):
             # A new member's record makes it (epoch 0, nothing assigned) and its group.
             self._apply(records, member_metadata_record(group_id, updated))
         group = self.groups[group_id]
+        if updated.subscribed_topic_regex:
+            self._regex_groups.add(group_id)
+        self._drop_unused_regexes(group, records)
         self._refresh_group_epoch(group, records, bump)
         self._maybe_compute_target(group, records)
 
@@ -434,7 +476,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
     def _refresh_group_epoch(self, group: ConsumerGroup, records: list[ConsumerGroupRecord], bump: bool) -> None:
         """Store the subscribed topics' metadata if it changed, and bump the group
         epoch if that or the caller asks for it."""
-        names = group.subscribed_topic_names(self.topics)
+        names = group.subscribed_topic_names()
         metadata = {name: self.topics[name] for name in names if name in self.topics}
         if subscription_metadata_hash(metadata) != subscription_metadata_hash(group.subscription_metadata):
             self._apply(records, subscription_metadata_record(group.group_id, metadata))
@@ -452,12 +494,11 @@ class ConsumerGroupCoordinator(ClassicMembers):
     def _maybe_compute_target(self, group: ConsumerGroup, records: list[ConsumerGroupRecord]) -> None:
         if group.group_epoch <= group.assignment_epoch:
             return
-        known = sorted(self.topics)
         metadata = group.subscription_metadata
         topics = {info.topic_id: info for info in metadata.values()}
         members = {
             m.member_id: AssignmentMember(
-                topic_ids=frozenset(metadata[n].topic_id for n in member_topics(m, known) if n in metadata),
+                topic_ids=frozenset(metadata[n].topic_id for n in member_topics(m, group.resolved_regexes) if n in metadata),
                 rack_id=m.rack_id,
                 current=group.target.get(m.member_id, NO_PARTITIONS),
             )
@@ -499,7 +540,57 @@ class ConsumerGroupCoordinator(ClassicMembers):
         for record in member_removal_records(group.group_id, member_id):
             self._apply(records, record)
         self._drop_timers(group.group_id, member_id)
+        self._drop_unused_regexes(group, records)
         self._refresh_group_epoch(group, records, bump=True)
+
+    # ----------------------------------------------------------------- regular expressions
+
+    def _drop_unused_regexes(self, group: ConsumerGroup, records: list[ConsumerGroupRecord]) -> None:
+        for regex in sorted(group.resolved_regexes.keys() - group.subscribed_regexes()):
+            self._apply(records, regex_record(group.group_id, regex, None))
+
+    def _regex_due_ms(self, group_id: str) -> int | None:
+        """When ``group_id``'s regular expressions are to be resolved (0: now),
+        None if they need not be."""
+        group = self.groups.get(group_id)
+        regexes = set() if group is None else group.subscribed_regexes()
+        if not regexes:
+            self._regex_groups.discard(group_id)
+            self._regex_checked.pop(group_id, None)
+            return None
+        checked = self._regex_checked.get(group_id)
+        if checked is None or regexes - group.resolved_regexes.keys():
+            return 0
+        version, at_ms = checked
+        if version != self._topic_names_version:
+            return at_ms + REGEX_REFRESH_MIN_INTERVAL_MS
+        return None
+
+    def _resolve_regexes(self, group: ConsumerGroup, now_ms: int) -> list[Store]:
+        """Resolve the group's expressions against the image's topics; store those
+        whose topics changed, and bump the group epoch if any did."""
+        group_id = group.group_id
+        self._regex_checked[group_id] = (self._topic_names_version, now_ms)
+        names = sorted(self.topics)
+        before = self._snapshot(group_id)
+        records: list[ConsumerGroupRecord] = []
+        for regex in sorted(group.subscribed_regexes()):
+            try:
+                topics = resolve_regex(regex, names)
+            except re.error:
+                topics = frozenset()  # a stored expression Python's re does not read matches nothing
+            known = group.resolved_regexes.get(regex)
+            if known is None or known.topics != topics:
+                self._apply(records, regex_record(group_id, regex, ResolvedRegex(topics, self.topics_image_offset, now_ms)))
+        if not records:
+            return []
+        self._refresh_group_epoch(group, records, bump=True)
+
+        def stored(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                self._regex_checked.pop(group_id, None)  # put back as it was: try again at the next tick
+
+        return self._store(group_id, before, records, stored)
 
     # ----------------------------------------------------------------- group admin
 
@@ -530,8 +621,13 @@ class ConsumerGroupCoordinator(ClassicMembers):
     # ----------------------------------------------------------------- timers
 
     def tick(self, now_ms: int) -> list[Store]:
-        """Remove the members whose session or rebalance timeout has passed."""
+        """Remove the members whose session or rebalance timeout has passed, and
+        resolve the regular expressions that are due."""
         effects: list[Store] = []
+        for group_id in sorted(self._regex_groups):
+            due_ms = self._regex_due_ms(group_id)
+            if due_ms is not None and due_ms <= now_ms:
+                effects += self._resolve_regexes(self.groups[group_id], now_ms)
         for group_id in sorted(self._timers):
             group, timers = self.groups.get(group_id), self._timers[group_id]
             if group is None:
@@ -559,4 +655,5 @@ class ConsumerGroupCoordinator(ClassicMembers):
             for timers in self._timers.values()
             for deadline in [*timers.session.values(), *(d for d, _ in timers.rebalance.values())]
         ]
+        deadlines += [d for d in map(self._regex_due_ms, sorted(self._regex_groups)) if d is not None]
         return min(deadlines, default=None)

@@ -73,14 +73,34 @@ def subscription_metadata_hash(metadata: SubscriptionMetadata) -> bytes:
     return digest.digest()
 
 
-def member_topics(member: ConsumerGroupMember, topic_names: Iterable[str]) -> set[str]:
-    """The topics ``member`` subscribes to: its names, and those of ``topic_names``
-    its regular expression matches whole (Kafka matches with RE2/J; Python's
-    ``re`` agrees on the expressions clients use for topic names)."""
+@dataclass(frozen=True)
+class ResolvedRegex:
+    """What a regular expression subscription matched when the coordinator last
+    resolved it: Kafka's ConsumerGroupRegularExpression record."""
+
+    topics: frozenset[str]
+    version: int  # the metadata image offset its topics were read at
+    timestamp_ms: int
+
+
+def resolve_regex(regex: str, topic_names: Iterable[str]) -> frozenset[str]:
+    """The topics of ``topic_names`` that ``regex`` matches whole (Kafka matches
+    with RE2/J; Python's ``re`` agrees on the expressions clients use for topic
+    names)."""
+    pattern = re.compile(regex)
+    return frozenset(name for name in topic_names if pattern.fullmatch(name))
+
+
+def member_topics(member: ConsumerGroupMember, resolved: Mapping[str, ResolvedRegex]) -> set[str]:
+    """The topics ``member`` subscribes to: its names, and what its regular
+    expression resolved to; nothing for an expression not resolved yet (Kafka
+    resolves them apart from the heartbeat, and a member gets their topics at a
+    later heartbeat)."""
     names = set(member.subscribed_topic_names)
     if member.subscribed_topic_regex:
-        pattern = re.compile(member.subscribed_topic_regex)
-        names.update(name for name in topic_names if pattern.fullmatch(name))
+        regex = resolved.get(member.subscribed_topic_regex)
+        if regex is not None:
+            names |= regex.topics
     return names
 
 
@@ -138,6 +158,8 @@ class ConsumerGroup:
     # member id -> its target assignment (at assignment_epoch).
     target: dict[str, Partitions] = field(default_factory=dict)
     subscription_metadata: dict[str, TopicInfo] = field(default_factory=dict)
+    # regular expression -> what it resolved to, for the expressions members subscribe with.
+    resolved_regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
     # Derived from members (kept in step by set_member/remove_member):
     owners: dict[TopicPartition, str] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
@@ -146,7 +168,7 @@ class ConsumerGroup:
         """A copy to restore if an operation's records are not stored (members are immutable)."""
         return ConsumerGroup(
             self.group_id, self.group_epoch, self.assignment_epoch, dict(self.members), dict(self.target),
-            dict(self.subscription_metadata), dict(self.owners), dict(self.static_members),
+            dict(self.subscription_metadata), dict(self.resolved_regexes), dict(self.owners), dict(self.static_members),
         )
 
     def set_member(self, member: ConsumerGroupMember) -> None:
@@ -186,11 +208,17 @@ class ConsumerGroup:
             return "Reconciling"
         return "Stable"
 
-    def subscribed_topic_names(self, topic_names: Iterable[str]) -> set[str]:
-        """The topics some member subscribes to, by name or by regular expression,
-        among ``topic_names`` (the regular expressions need them)."""
+    def subscribed_topic_names(self) -> set[str]:
+        """The topics some member subscribes to, by name or by a resolved regular
+        expression (a name may be of a topic that does not exist)."""
         names: set[str] = set()
-        known = sorted(topic_names)
         for member in self.members.values():
-            names |= member_topics(member, known)
+            names |= member_topics(member, self.resolved_regexes)
         return names
+
+    def subscribed_regexes(self) -> set[str]:
+        """The regular expressions members subscribe with."""
+        return {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+
+    def unresolved_regexes(self) -> set[str]:
+        return self.subscribed_regexes() - self.resolved_regexes.keys()

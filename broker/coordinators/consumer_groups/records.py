@@ -20,6 +20,7 @@ from broker.coordinators.consumer_groups.model import (
     ConsumerGroupMember,
     MemberState,
     Partitions,
+    ResolvedRegex,
     TopicInfo,
 )
 from protocol.consumer_group_records import (
@@ -111,6 +112,14 @@ def current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Con
     return ConsumerGroupRecord(RecordKind.CURRENT_MEMBER_ASSIGNMENT, group_id, member.member_id, value)
 
 
+def regex_record(group_id: str, regex: str, resolved: ResolvedRegex | None) -> ConsumerGroupRecord:
+    """What ``regex`` resolved to; None: its tombstone (no member subscribes with it any more)."""
+    value = None if resolved is None else VALUE_CLASSES[RecordKind.REGULAR_EXPRESSION](
+        topics=sorted(resolved.topics), version=resolved.version, timestamp=resolved.timestamp_ms,
+    )
+    return ConsumerGroupRecord(RecordKind.REGULAR_EXPRESSION, group_id, None, value, regex)
+
+
 def member_removal_records(group_id: str, member_id: str) -> list[ConsumerGroupRecord]:
     """Tombstones of a member, in Kafka's order: current assignment, target, metadata."""
     return [
@@ -122,12 +131,16 @@ def member_removal_records(group_id: str, member_id: str) -> list[ConsumerGroupR
 
 def group_removal_records(group: ConsumerGroup) -> list[ConsumerGroupRecord]:
     """Tombstones of a whole group, in Kafka's order: each member's, then the
-    assignment epoch, the subscription metadata and last the group epoch
-    (whose tombstone is what removes the group on replay)."""
+    assignment epoch, the subscription metadata, the resolved regular
+    expressions and last the group epoch (whose tombstone is what removes the
+    group on replay)."""
     records = [r for member_id in sorted(group.members) for r in member_removal_records(group.group_id, member_id)]
     records += [
         ConsumerGroupRecord(RecordKind.TARGET_ASSIGNMENT_METADATA, group.group_id, None, None),
         ConsumerGroupRecord(RecordKind.PARTITION_METADATA, group.group_id, None, None),
+    ]
+    records += [regex_record(group.group_id, regex, None) for regex in sorted(group.resolved_regexes)]
+    records += [
         ConsumerGroupRecord(RecordKind.GROUP_METADATA, group.group_id, None, None),
     ]
     return records
@@ -141,6 +154,8 @@ def apply_record(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) 
         return
     group = groups.get(record.group_id)
     if group is None:
+        if kind == RecordKind.REGULAR_EXPRESSION and value is None:
+            return  # a compacted log may keep it past its group's records
         group = groups[record.group_id] = ConsumerGroup(record.group_id)
     if kind == RecordKind.GROUP_METADATA:
         group.group_epoch = value.epoch
@@ -154,6 +169,13 @@ def apply_record(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) 
             )
             for t in value.topics
         }
+    elif kind == RecordKind.REGULAR_EXPRESSION:
+        if value is None:
+            group.resolved_regexes.pop(record.regular_expression, None)
+        else:
+            group.resolved_regexes[record.regular_expression] = ResolvedRegex(
+                frozenset(value.topics), value.version, value.timestamp,
+            )
     elif kind == RecordKind.TARGET_ASSIGNMENT_METADATA:
         group.assignment_epoch = 0 if value is None else value.assignment_epoch
     elif kind == RecordKind.TARGET_ASSIGNMENT_MEMBER:

@@ -32,7 +32,7 @@ KIP-848 consumer groups (``group.protocol=consumer``) share the partitions,
 the writes and the timer: the service holds a
 :class:`~broker.coordinators.consumer_groups.coordinator.ConsumerGroupCoordinator`
 beside the classic coordinator. Replay sends the records of key versions 3-8
-to it and the rest to the classic one; its stores are written as the classic
+and 16 to it and the rest to the classic one; its stores are written as the classic
 ones are (acks=all, answered once replicated); its ``tick`` runs on the same
 timer; loading and unloading a partition loads and unloads both. It learns
 the topics (ids, partitions, replica racks) from the metadata image on every
@@ -329,7 +329,7 @@ class GroupService:
                 frozenset(racks[r] for r in topic.partitions[p].replicas if r in racks) for p in sorted(topic.partitions)
             )
             topics[name] = TopicInfo(topic.topic_id, name, partition_racks)
-        self.consumer_groups.set_topics(topics)
+        self.consumer_groups.set_topics(topics, image.offset)
         self.share_groups.set_topics({name: (info.topic_id, info.partition_count) for name, info in topics.items()})
 
     def is_consumer_group(self, group_id: str) -> bool:
@@ -413,9 +413,9 @@ class GroupService:
         self.after_operation()
 
     def consumer_group_topics(self, group_id: str) -> set[str]:
-        """The topics a consumer group's members subscribe to (names and regular
-        expressions), among the image's topics."""
-        return self.consumer_groups.groups[group_id].subscribed_topic_names(self.consumer_groups.topics)
+        """The topics a consumer group's members subscribe to (names and resolved
+        regular expressions), among the image's topics."""
+        return self.consumer_groups.groups[group_id].subscribed_topic_names() & self.consumer_groups.topics.keys()
 
     def expire_offsets(self) -> None:
         """Offset retention for both kinds of group; then, as Kafka does, an empty
