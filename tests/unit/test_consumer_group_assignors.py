@@ -137,3 +137,24 @@ def test_uniform_prefers_a_member_in_the_partitions_rack():
     result = uniform_assign(members, topics)
     assert {p for _, p in result["m00"]} == {1, 3, 5, 7}
     assert {p for _, p in result["m01"]} == {0, 2, 4, 6}
+
+
+def test_uniform_members_keep_their_first_partitions_as_kafkas_do():
+    """librdkafka's 0113 x_incremental_rebalances, consumer protocol: six
+    partitions, members joining one at a time; the member ids sort either way."""
+    topics = topics_of([6])
+    (tid,) = topics
+    for first, second, third in (("a", "b", "c"), ("z", "y", "x")):
+        one = uniform_assign({first: AssignmentMember(frozenset(topics), None, frozenset())}, topics)
+        assert one[first] == {(tid, p) for p in range(6)}
+        two = uniform_assign({
+            first: AssignmentMember(frozenset(topics), None, one[first]),
+            second: AssignmentMember(frozenset(topics), None, frozenset()),
+        }, topics)
+        assert (two[first], two[second]) == ({(tid, p) for p in (0, 1, 2)}, {(tid, p) for p in (3, 4, 5)})
+        three = uniform_assign({
+            first: AssignmentMember(frozenset(topics), None, two[first]),
+            second: AssignmentMember(frozenset(topics), None, two[second]),
+            third: AssignmentMember(frozenset(topics), None, frozenset()),
+        }, topics)
+        assert [sorted(p for _, p in three[m]) for m in (first, second, third)] == [[0, 1], [3, 4], [2, 5]]

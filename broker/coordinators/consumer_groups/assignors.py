@@ -88,8 +88,11 @@ def uniform_assign(members: Mapping[str, AssignmentMember], topics: Mapping[uuid
         move = None
         for source in sorted(order, key=lambda m: (-len(held[m]), m)):
             floor = len(held[source]) - 2
-            # Out-of-rack partitions leave first.
-            for tp in sorted(held[source], key=lambda tp: (in_rack(source, tp), tp)):
+            # Out-of-rack partitions leave first, then the highest: a member keeps
+            # the first partitions of what it holds, as Kafka's uniform assignor
+            # keeps the first of a member's partitions up to its quota (librdkafka's
+            # tests expect the exact partitions).
+            for tp in sorted(held[source], key=lambda tp: (not in_rack(source, tp), tp), reverse=True):
                 targets = [m for m in subscribers[tp[0]] if len(held[m]) <= floor]
                 if targets:
                     move = (source, min(targets, key=lambda m: (len(held[m]), not in_rack(m, tp), m)), tp)
