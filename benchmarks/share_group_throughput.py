@@ -10,11 +10,13 @@ implicitly (ACCEPT at the next poll), as a share consumer does by default.
 The window of each figure runs from the consumers' creation to the moment the
 last offset arrives, so it covers joining the group, the first fetches and
 every acquisition and acknowledgement the broker stored in
-``__share_group_state`` (each one is written and replicated before the
-consumer hears of it). Printed per N: records per second, MB per second, how
+``__share_group_state`` until then (each one is written and replicated before
+the consumer hears of it); only the acknowledgement of each consumer's last
+poll, committed as it closes, falls after it. Printed per N: records per second, MB per second, how
 many records arrived more than once (a record comes again only after it was
 released: its lock ended, its consumer's share session closed, or the client
-gave it back with RELEASE; its delivery count then says 2), the broker's CPU
+gave it back with RELEASE; its delivery count then says 2; each consumer
+commits its last poll's acknowledgements before it closes), the broker's CPU
 seconds in the window (from /proc, so Linux only) and its CPU seconds per GB
 read.
 
@@ -100,6 +102,10 @@ class ShareMember(threading.Thread):
                     self.done.set()
 
     def close(self) -> None:
+        # The records of the last poll are acknowledged by the next poll, which
+        # never comes: commit them, or closing the session releases them and a
+        # consumer still polling gets them again (delivery count 2).
+        self.consumer.commit_sync()
         self.consumer.close()
 
 

@@ -18,6 +18,7 @@ import uuid
 
 import pytest
 
+from protocol.records import iter_batches
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from tests.conftest import PROJECT_ROOT, wait_until
@@ -319,3 +320,33 @@ def test_share_sessions_and_acknowledgements_on_the_wire(broker_factory):
         unknown = connection.request(DESCRIBE, 1, struct_classes(DESCRIBE.request).ShareGroupDescribeRequest(
             group_ids=["no-such-group"], include_authorized_operations=False)).groups[0]
         assert unknown.error_code == 69  # GROUP_ID_NOT_FOUND
+
+
+def test_a_share_fetch_answers_with_the_batches_of_the_acquired_records_only(broker_factory):
+    """max_records, not max_bytes, bounds what a share fetch reads and sends:
+    records beyond the acquired ones would be sent for nothing (and read and
+    copied, a fetch's 50 MB by default, at every fetch)."""
+    broker = broker_factory(BROKER_OVERRIDES)
+    enable_share_groups(broker.bootstrap)
+    topic, group = unique_topic("share-slice"), f"g-{uuid.uuid4()}"
+    create_topic(broker.bootstrap, topic, 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(20):  # one batch each
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+        assert producer.flush(30) == 0
+    metadata, fetch, heartbeat = APIS_BY_NAME["Metadata"], APIS_BY_NAME["ShareFetch"], APIS_BY_NAME["ShareGroupHeartbeat"]
+    F, H, M = struct_classes(fetch.request), struct_classes(heartbeat.request), struct_classes(metadata.request)
+    with RawConnection(broker.bootstrap) as connection:
+        topic_id = connection.request(metadata, 12, M.MetadataRequest(
+            topics=[M.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=topic)], allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False)).topics[0].topic_id
+        connection.request(heartbeat, 1, H.ShareGroupHeartbeatRequest(
+            group_id=group, member_id="member-a", member_epoch=0, rack_id=None, subscribed_topic_names=[topic]))
+        answer = connection.request(fetch, 1, F.ShareFetchRequest(
+            group_id=group, member_id="member-a", share_session_epoch=0, max_wait_ms=2000, min_bytes=1,
+            max_bytes=50 << 20, max_records=3, batch_size=3,
+            topics=[F.FetchTopic(topic_id=topic_id, partitions=[F.FetchPartition(partition_index=0, acknowledgement_batches=[])])],
+            forgotten_topics_data=[]))
+    (partition,) = answer.responses[0].partitions
+    assert [(r.first_offset, r.last_offset) for r in partition.acquired_records] == [(0, 2)]
+    assert [header.base_offset for _, _, header in iter_batches(partition.records)] == [0, 1, 2]

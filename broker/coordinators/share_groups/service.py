@@ -74,6 +74,8 @@ SHARE_STATE_TOPIC = "__share_group_state"
 STORE_TIMEOUT_MS = 5000
 # Timers are checked at least this often.
 _MAX_TIMER_SLEEP_MS = 1000
+# The first read of a share fetch (see SharePartitionService.acquire).
+_SHARE_READ_START_BYTES = 1 << 20
 
 Key = tuple[str, uuid.UUID, int]  # group id, topic id, partition
 READ_STATE = APIS_BY_NAME["ReadShareGroupState"]
@@ -452,15 +454,29 @@ class SharePartitionService:
         position = share_partition.next_acquirable_offset(high_watermark)
         if position is None:
             return ErrorCode.NONE, [], None
-        data = plog.read(position, max(max_bytes, 1), upper_offset=high_watermark)
-        data_end = position
-        for _, _, header in iter_batches(data):
-            data_end = max(data_end, header.base_offset + header.last_offset_delta + 1)
+        # Read what max_records needs, not max_bytes (a share fetch's 50 MB by
+        # default): start small and grow while the bytes read hold fewer
+        # offsets than asked for and the log has more.
+        max_bytes = max(max_bytes, 1)
+        read_bytes = min(max_bytes, _SHARE_READ_START_BYTES)
+        while True:
+            data = plog.read(position, read_bytes, upper_offset=high_watermark)
+            batch_ends = [
+                (pos + size, header.base_offset + header.last_offset_delta + 1) for pos, size, header in iter_batches(data)
+            ]
+            data_end = batch_ends[-1][1] if batch_ends else position
+            if data_end - position >= max_records or data_end >= high_watermark or read_bytes >= max_bytes:
+                break
+            read_bytes = min(max_bytes, read_bytes * 4)
         if data_end <= position:
             return ErrorCode.NONE, [], None
         acquired, persist = share_partition.acquire(member_id, self.now_ms(), min(high_watermark, data_end), max_records)
         if not acquired:
             return ErrorCode.NONE, [], None
+        # Answer with the batches up to the one holding the last acquired offset.
+        last_acquired = max(a.last_offset for a in acquired)
+        cut = next(byte_end for byte_end, offset_end in batch_ends if offset_end > last_acquired)
+        data = data[:cut]
         self.after_operation()
         error = await self._persist(key, live, persist)
         if error != ErrorCode.NONE:
