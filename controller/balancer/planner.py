@@ -10,7 +10,9 @@ Goals, in priority order (their distances are defined in ``goals``):
    A dead broker's replica is replaced by a broker the later goals like best,
    the other replicas staying in place; when it was the preferred leader, the
    first in-sync survivor leads instead. A partition with no live in-sync
-   replica cannot be copied and is reported, never moved.
+   replica cannot be copied and is reported, never moved. Only ALIVE brokers
+   receive replicas; a cordoned broker keeps its own (only goals 2 and 3 move
+   replicas off it) and the balancing goals do not count it.
 2. hard, rack_awareness: a partition's replicas cover ``min(RF, racks)`` racks.
 3. hard, disk_capacity: brokers above ``threshold * capacity`` shed their
    largest replicas first, to brokers that stay below it.
@@ -38,7 +40,9 @@ the hard part of that vector; so no state comes back, and the states are finite.
 A pass that moves nothing has tried every candidate that could help (the source
 and destination filters only drop candidates that cannot lower the goal), so the
 final state admits no move: planning again from ``apply(state, plan)`` finds the
-same, and returns no moves.
+same, and returns no moves. (``apply`` puts every replica of a moved partition in
+the ISR, which the planner already assumes of a partition it moved when it
+picks a preferred leader.)
 
 The cost bound: a data move may not add or remove a replica on a broker that
 already has ``max_moves_per_broker`` such changes in the plan (dead brokers, which
@@ -52,7 +56,8 @@ is not a violation.
 Cost: candidate lists are sorted once per source and pass, destinations (brokers)
 per candidate, and every distance changes by a small sum over the brokers a
 move touches, so a plan costs about (replicas moved + replicas scanned) x brokers.
-``benchmarks/balancer_planner.py`` measures it.
+``benchmarks/balancer_planner.py`` measures it. The working assignment those
+figures live in, and each goal's delta, are in ``controller.balancer.working``.
 """
 
 from __future__ import annotations
@@ -144,7 +149,7 @@ class _Planner(WorkingAssignment):
         best = None
         refused = False
         for dst in self.takers:
-            if dst in self.cur[p]:
+            if dst in self.planned[p]:
                 continue
             for new in self._variants(p, src, dst, soft=False):
                 ranked = self._rank(goal, p, new)
@@ -153,7 +158,7 @@ class _Planner(WorkingAssignment):
                 if not self._fits(p, new):
                     refused = True
                     continue
-                key = (ranked, self.rcount[dst], self.tcount[(self.topic[p], dst)], dst)
+                key = (ranked, self.replica_counts[dst], self.topic_counts[(self.topic[p], dst)], dst)
                 if best is None or key < best[0]:
                     best = (key, new)
         if best is None and refused:
@@ -170,7 +175,7 @@ class _Planner(WorkingAssignment):
         for p in candidates:
             if self.frozen[p]:
                 continue
-            for src in [b for b in self.cur[p] if bad(b)]:
+            for src in [b for b in self.planned[p] if bad(b)]:
                 new = self._best_replacement(PLACEMENT, p, src)
                 if new is not None and self._try_move(PLACEMENT, p, new):
                     moved = True
@@ -180,7 +185,7 @@ class _Planner(WorkingAssignment):
         if self.view.rack_count < 2:
             return False
         moved = False
-        for p, replicas in enumerate(self.cur):
+        for p, replicas in enumerate(self.planned):
             if self.frozen[p] or rack_deficit(self.view, replicas) == 0:
                 continue
             best = None
@@ -197,11 +202,11 @@ class _Planner(WorkingAssignment):
         return moved
 
     def _pass_disk(self) -> bool:
-        over = [b for b, limit in self.limit.items() if self.disk.get(b, 0) > limit]
+        over = [b for b, limit in self.disk_limit.items() if self.disk.get(b, 0) > limit]
         moved = False
-        for src in sorted(over, key=lambda b: (self.limit[b] - self.disk.get(b, 0), b)):
+        for src in sorted(over, key=lambda b: (self.disk_limit[b] - self.disk.get(b, 0), b)):
             for p in sorted(self.hosted[src], key=lambda p: (-self.size[p], p)):
-                if self.disk.get(src, 0) <= self.limit[src]:
+                if self.disk.get(src, 0) <= self.disk_limit[src]:
                     break
                 if self.frozen[p] or self.size[p] == 0:
                     continue
@@ -215,13 +220,13 @@ class _Planner(WorkingAssignment):
     def _pass_replica_count(self) -> bool:
         bounds = self.bands[REPLICAS]
         moved = False
-        for src in sorted(self.takers, key=lambda b: (-self.rcount[b], b)):
-            if not self._improvable(self.rcount, bounds, src):
+        for src in sorted(self.takers, key=lambda b: (-self.replica_counts[b], b)):
+            if not self._improvable(self.replica_counts, bounds, src):
                 continue
             for p in sorted(self.hosted[src], key=lambda p: (self.size[p], p)):
-                if not self._improvable(self.rcount, bounds, src):
+                if not self._improvable(self.replica_counts, bounds, src):
                     break
-                if not self.frozen[p] and self._move_to_least(REPLICAS, p, src, self.rcount):
+                if not self.frozen[p] and self._move_to_least(REPLICAS, p, src, self.replica_counts):
                     moved = True
         return moved
 
@@ -230,7 +235,7 @@ class _Planner(WorkingAssignment):
         first, that lowers ``goal`` without raising a goal before it."""
         if self._src_blocked(p, src):
             return False
-        replicas = self.cur[p]
+        replicas = self.planned[p]
         low, high = self.bands[REPLICAS] if topic is None else self.topic_bands[topic]
         c_src = counts[src]
         gain_src = outside(c_src - 1, low, high) - outside(c_src, low, high)
@@ -245,7 +250,7 @@ class _Planner(WorkingAssignment):
         if topic is None:
             order.sort(key=lambda b: (counts[b], b))
         else:
-            order.sort(key=lambda b: (counts[b], self.rcount[b], b))
+            order.sort(key=lambda b: (counts[b], self.replica_counts[b], b))
         racks = self._allowed_racks(p, src)
         for dst in order:
             if racks is not None and self.view.rack_of[dst] not in racks:
@@ -264,17 +269,17 @@ class _Planner(WorkingAssignment):
     def _pass_leaders_reorder(self) -> bool:
         bounds = self.bands[LEADERS]
         moved = False
-        for src in sorted(self.takers, key=lambda b: (-self.lcount[b], b)):
-            if not self._improvable(self.lcount, bounds, src):
+        for src in sorted(self.takers, key=lambda b: (-self.leader_counts[b], b)):
+            if not self._improvable(self.leader_counts, bounds, src):
                 continue
             for p in sorted(self.led[src]):
-                if not self._improvable(self.lcount, bounds, src):
+                if not self._improvable(self.leader_counts, bounds, src):
                     break
                 if self.frozen[p]:
                     continue
-                replicas = self.cur[p]
+                replicas = self.planned[p]
                 options = sorted(
-                    (b for b in replicas[1:] if self._can_lead(p, b, soft=True)), key=lambda b: (self.lcount[b], b)
+                    (b for b in replicas[1:] if self._can_lead(p, b, soft=True)), key=lambda b: (self.leader_counts[b], b)
                 )
                 for b in options:
                     new = replicas.copy()
@@ -288,21 +293,21 @@ class _Planner(WorkingAssignment):
     def _pass_leaders_data(self) -> bool:
         bounds = self.bands[LEADERS]
         moved = False
-        for src in sorted(self.takers, key=lambda b: (-self.lcount[b], b)):
-            if not self._improvable(self.lcount, bounds, src):
+        for src in sorted(self.takers, key=lambda b: (-self.leader_counts[b], b)):
+            if not self._improvable(self.leader_counts, bounds, src):
                 continue
             for p in sorted(self.led[src], key=lambda p: (self.size[p], p)):
-                if not self._improvable(self.lcount, bounds, src):
+                if not self._improvable(self.leader_counts, bounds, src):
                     break
                 if self.frozen[p] or self._src_blocked(p, src):
                     continue
-                replicas = self.cur[p]
+                replicas = self.planned[p]
                 low, high = bounds
-                c_src = self.lcount[src]
+                c_src = self.leader_counts[src]
                 gain_src = outside(c_src - 1, low, high) - outside(c_src, low, high)
                 racks = self._allowed_racks(p, src)
-                for dst in sorted((b for b in self.takers if b not in replicas), key=lambda b: (self.lcount[b], b)):
-                    c_dst = self.lcount[dst]
+                for dst in sorted((b for b in self.takers if b not in replicas), key=lambda b: (self.leader_counts[b], b)):
+                    c_dst = self.leader_counts[dst]
                     if gain_src + outside(c_dst + 1, low, high) - outside(c_dst, low, high) >= 0:
                         break
                     if (racks is not None and self.view.rack_of[dst] not in racks) or self._dst_blocked(p, dst):
@@ -319,18 +324,18 @@ class _Planner(WorkingAssignment):
             return False
         in_low, in_high, out_low, out_high = self.network_bands
         moved = False
-        for src in sorted(self.takers, key=lambda b: (-(self.net_in[b] + self.net_out[b]), b)):
+        for src in sorted(self.takers, key=lambda b: (-(self.bytes_in[b] + self.bytes_out[b]), b)):
             candidates = sorted((p for p in self.hosted[src] if self.rate[p] > 0), key=lambda p: (-self.rate[p], p))
             for p in candidates:
                 # src is the only broker any candidate takes load from: a component
                 # (in, out) can only get closer if src may give some of it away.
-                in_ok = self._improvable(self.net_in, (in_low, in_high), src)
-                out_ok = self._improvable(self.net_out, (out_low, out_high), src)
+                in_ok = self._improvable(self.bytes_in, (in_low, in_high), src)
+                out_ok = self._improvable(self.bytes_out, (out_low, out_high), src)
                 if not (in_ok or out_ok):
                     break
                 if self.frozen[p] or self._src_blocked(p, src):
                     continue
-                replicas = self.cur[p]
+                replicas = self.planned[p]
                 leads = replicas[0] == src
                 options = []
                 if out_ok and leads:
@@ -340,14 +345,14 @@ class _Planner(WorkingAssignment):
                             j = new.index(b)
                             new[0], new[j] = b, src
                             options.append((b, new))
-                s_in = self.net_in[src]
+                s_in = self.bytes_in[src]
                 racks = self._allowed_racks(p, src)
                 for dst in self.takers:
                     if dst in replicas or (racks is not None and self.view.rack_of[dst] not in racks):
                         continue
                     if self._dst_blocked(p, dst):
                         continue
-                    d_in = self.net_in[dst]
+                    d_in = self.bytes_in[dst]
                     # With out unable to improve, in must: dst must be able to take in-load.
                     in_fits = in_ok and d_in < in_high and (s_in > in_high or d_in < in_low)
                     if in_fits or (out_ok and leads):
@@ -356,7 +361,7 @@ class _Planner(WorkingAssignment):
                 for dst, new in options:
                     own = self._accepts(NETWORK, p, new)
                     if own is not None:
-                        key = (own, self.net_in[dst] + self.net_out[dst], dst, new)
+                        key = (own, self.bytes_in[dst] + self.bytes_out[dst], dst, new)
                         if best is None or key < best[0]:
                             best = (key, new)
                 if best is not None and self._try_move(NETWORK, p, best[1]):
@@ -367,18 +372,18 @@ class _Planner(WorkingAssignment):
         moved = False
         for t, partitions in enumerate(self.partitions_of_topic):
             bounds = self.topic_bands[t]
-            counts = {b: self.tcount[(t, b)] for b in self.takers}
+            counts = {b: self.topic_counts[(t, b)] for b in self.takers}
             if all(outside(c, *bounds) == 0 for c in counts.values()):
                 continue
             for src in sorted(self.takers, key=lambda b: (-counts[b], b)):
                 for p in partitions:
                     if not self._improvable(counts, bounds, src):
                         break
-                    if self.frozen[p] or src not in self.cur[p]:
+                    if self.frozen[p] or src not in self.planned[p]:
                         continue
                     if self._move_to_least(TOPICS, p, src, counts, topic=t):
                         moved = True
-                        counts = {b: self.tcount[(t, b)] for b in self.takers}
+                        counts = {b: self.topic_counts[(t, b)] for b in self.takers}
         return moved
 
     # ------------------------------------------------------------------ driver
@@ -398,22 +403,15 @@ class _Planner(WorkingAssignment):
         moved_any = False
         for _ in range(MAX_PASSES_PER_GOAL):
             self._compute_bands()
-            # Cheaper passes first (leader-only before data moves); a later one runs
+            # Cheaper passes first (leader-only before data moves): a later one runs
             # only when every earlier one has nothing left.
-            moved = False
-            for one_pass in passes:
-                while one_pass():
-                    moved = True
-                    self._compute_bands()
-                if moved:
-                    break
-            if not moved:
+            if not any(one_pass() for one_pass in passes):
                 break
             moved_any = True
         return moved_any
 
     def run(self) -> Plan:
-        before = measure(self.state, self.config, self.view, self.orig)
+        before = measure(self.state, self.config, self.view, self.original)
         for _ in range(MAX_ROUNDS):
             moved = False
             for goal in range(len(GOAL_NAMES)):
@@ -421,7 +419,7 @@ class _Planner(WorkingAssignment):
                     moved = True
             if not moved:
                 break
-        after = measure(self.state, self.config, self.view, self.cur)
+        after = measure(self.state, self.config, self.view, self.planned)
         return Plan(
             moves=self._moves(),
             goals=summaries(before, after),
@@ -437,7 +435,7 @@ class _Planner(WorkingAssignment):
 
     def _moves(self) -> tuple[Move, ...]:
         moves = []
-        for p, (old, new) in enumerate(zip(self.orig, self.cur)):
+        for p, (old, new) in enumerate(zip(self.original, self.planned)):
             if old == new:
                 continue
             part = self.state.partitions[p]
@@ -449,7 +447,7 @@ class _Planner(WorkingAssignment):
     def _copy_bytes(self) -> tuple[tuple[int, int], ...]:
         received: dict[int, int] = defaultdict(int)
         sent: dict[int, int] = defaultdict(int)
-        for p, (old, new) in enumerate(zip(self.orig, self.cur)):
+        for p, (old, new) in enumerate(zip(self.original, self.planned)):
             added = [b for b in new if b not in old]
             if not added:
                 continue
@@ -463,7 +461,7 @@ class _Planner(WorkingAssignment):
     def _violations(self) -> tuple[Violation, ...]:
         found = []
         view, parts = self.view, self.state.partitions
-        for p, replicas in enumerate(self.cur):
+        for p, replicas in enumerate(self.planned):
             part = parts[p]
             if not part.movable:
                 continue
@@ -484,7 +482,7 @@ class _Planner(WorkingAssignment):
                 reason += (", and some wait on brokers that cannot keep them" if stuck
                            else ", and no move fixes it without breaking a higher goal")
                 found.append(Violation("rack_awareness", reason, part.topic, part.partition))
-        for b, limit in sorted(self.limit.items()):
+        for b, limit in sorted(self.disk_limit.items()):
             used = self.disk.get(b, 0)
             if used > limit and b not in self.blocked_brokers:
                 if view.disk_baseline.get(b, 0) > limit:

@@ -35,8 +35,8 @@ class WorkingAssignment:
         self.config = config
         self.view = view = static_view(state, config)
         parts = state.partitions
-        self.orig = [list(p.replicas) for p in parts]
-        self.cur = [list(p.replicas) for p in parts]
+        self.original = [list(p.replicas) for p in parts]
+        self.planned = [list(p.replicas) for p in parts]
         self.isr = [frozenset(p.isr) for p in parts]
         self.size = [p.size_bytes for p in parts]
         self.rate = [p.bytes_in_per_second for p in parts]
@@ -50,19 +50,19 @@ class WorkingAssignment:
         self.takers = view.takers
         self.taker_set = frozenset(view.takers)
         self.alive = view.alive
-        self.limit = view.disk_limit
+        self.disk_limit = view.disk_limit
         self.taker_racks = {view.rack_of[b] for b in view.takers}
 
         self.hosted: dict[int, set[int]] = defaultdict(set)
         self.led: dict[int, set[int]] = defaultdict(set)
-        self.rcount = {b: 0 for b in self.takers}
-        self.lcount = {b: 0 for b in self.takers}
+        self.replica_counts = {b: 0 for b in self.takers}
+        self.leader_counts = {b: 0 for b in self.takers}
         self.disk = dict(view.disk_baseline)
-        self.net_in = {b: view.in_baseline.get(b, 0) for b in self.takers}
-        self.net_out = {b: view.out_baseline.get(b, 0) for b in self.takers}
-        self.tcount: dict[tuple[int, int], int] = defaultdict(int)
+        self.bytes_in = {b: view.in_baseline.get(b, 0) for b in self.takers}
+        self.bytes_out = {b: view.out_baseline.get(b, 0) for b in self.takers}
+        self.topic_counts: dict[tuple[int, int], int] = defaultdict(int)
         self.topic_total = [0] * len(topic_names)
-        for index, replicas in enumerate(self.cur):
+        for index, replicas in enumerate(self.planned):
             self._account(index, replicas, +1)
 
         self.touches: dict[int, int] = defaultdict(int)
@@ -72,7 +72,8 @@ class WorkingAssignment:
         self.blocked_brokers: set[int] = set()
         self.steps: list[tuple[int, int, tuple[int, ...], tuple[int, ...]]] = []
         self.bands: dict[int, tuple[int, int]] = {}
-        self.network_bands = (0, 0, 0, 0)
+        self.network_bands = (0, 0, 0, 0)  # in low, in high, out low, out high
+        self.topic_bands: list[tuple[int, int]] = []
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -83,32 +84,32 @@ class WorkingAssignment:
             (self.hosted[b].add if sign > 0 else self.hosted[b].discard)(p)
             self.disk[b] = self.disk.get(b, 0) + sign * size
             if b in self.taker_set:
-                self.rcount[b] += sign
-                self.net_in[b] += sign * rate
-                self.tcount[(t, b)] += sign
+                self.replica_counts[b] += sign
+                self.bytes_in[b] += sign * rate
+                self.topic_counts[(t, b)] += sign
                 self.topic_total[t] += sign
         leader = replicas[0]
         (self.led[leader].add if sign > 0 else self.led[leader].discard)(p)
         if leader in self.taker_set:
-            self.lcount[leader] += sign
-            self.net_out[leader] += sign * rate * (len(replicas) - 1)
+            self.leader_counts[leader] += sign
+            self.bytes_out[leader] += sign * rate * (len(replicas) - 1)
 
     def _touched(self, p: int, replicas) -> set[int]:
-        return {b for b in set(self.orig[p]).symmetric_difference(replicas) if b in self.alive}
+        return {b for b in set(self.original[p]).symmetric_difference(replicas) if b in self.alive}
 
     def _copied(self, p: int, replicas) -> int:
-        return self.size[p] * sum(1 for b in replicas if b not in self.orig[p])
+        return self.size[p] * sum(1 for b in replicas if b not in self.original[p])
 
     def _fits(self, p: int, new) -> bool:
         limit = self.config.max_moves_per_broker
         if limit is not None:
-            before = self._touched(p, self.cur[p])
+            before = self._touched(p, self.planned[p])
             for b in self._touched(p, new) - before:
                 if self.touches[b] >= limit:
                     return False
         cap = self.config.max_plan_bytes
         if cap is not None and self.plan_bytes > 0:
-            growth = self._copied(p, new) - self._copied(p, self.cur[p])
+            growth = self._copied(p, new) - self._copied(p, self.planned[p])
             if growth > 0 and self.plan_bytes + growth > cap:
                 return False
         return True
@@ -119,7 +120,7 @@ class WorkingAssignment:
         goals about destinations that cannot be accepted."""
         if self.view.rack_count < 2:
             return None
-        old = self.cur[p]
+        old = self.planned[p]
         rack_of, alive = self.view.rack_of, self.alive
         wanted = min(len(old), self.view.rack_count)
         covered = {rack_of[b] for b in old if b != src and b in alive}
@@ -130,7 +131,7 @@ class WorkingAssignment:
         """Would adding a replica of ``p`` on ``dst`` break the per-broker bound? (A
         cheap filter before the goals are asked; ``_fits`` has the last word.)"""
         limit = self.config.max_moves_per_broker
-        if limit is None or self.touches[dst] < limit or dst in self.orig[p] or dst not in self.alive:
+        if limit is None or self.touches[dst] < limit or dst in self.original[p] or dst not in self.alive:
             return False
         self.cost_bound_reached = True
         return True
@@ -138,7 +139,7 @@ class WorkingAssignment:
     def _src_blocked(self, p: int, src: int) -> bool:
         """Would any move of ``p``'s replica off ``src`` break the per-broker bound?"""
         limit = self.config.max_moves_per_broker
-        if limit is None or self.touches[src] < limit or src not in self.orig[p] or src not in self.alive:
+        if limit is None or self.touches[src] < limit or src not in self.original[p] or src not in self.alive:
             return False
         self.cost_bound_reached = True
         return True
@@ -148,7 +149,7 @@ class WorkingAssignment:
         if not self._fits(p, new):
             self.cost_bound_reached = True
             return False
-        old = self.cur[p]
+        old = self.planned[p]
         for b in self._touched(p, old):
             self.touches[b] -= 1
         for b in self._touched(p, new):
@@ -156,19 +157,19 @@ class WorkingAssignment:
         self.plan_bytes += self._copied(p, new) - self._copied(p, old)
         self._account(p, old, -1)
         self._account(p, new, +1)
-        self.cur[p] = new
+        self.planned[p] = new
         self.steps.append((goal, p, tuple(old), tuple(new)))
         return True
 
     def _compute_bands(self) -> None:
         n = len(self.takers)
         ratio = self.config.balance_ratio_max
-        self.bands[REPLICAS] = band(sum(self.rcount.values()), n, ratio)
-        self.bands[LEADERS] = band(sum(self.lcount.values()), n, ratio)
+        self.bands[REPLICAS] = band(sum(self.replica_counts.values()), n, ratio)
+        self.bands[LEADERS] = band(sum(self.leader_counts.values()), n, ratio)
         net_ratio = self.config.network_balance_ratio_max
         self.network_bands = (
-            *band(sum(self.net_in.values()), n, net_ratio),
-            *band(sum(self.net_out.values()), n, net_ratio),
+            *band(sum(self.bytes_in.values()), n, net_ratio),
+            *band(sum(self.bytes_out.values()), n, net_ratio),
         )
         self.topic_bands = [band(total, n, ratio) for total in self.topic_total]
 
@@ -180,7 +181,7 @@ class WorkingAssignment:
         reassignment completes only with every target replica in the ISR)."""
         if b not in self.alive or (soft and b not in self.taker_set):
             return False
-        return b in self.isr[p] or self.cur[p] != self.orig[p]
+        return b in self.isr[p] or self.planned[p] != self.original[p]
 
     def _delta(self, goal: int, p: int, old, new, removed, added) -> int:
         if goal == PLACEMENT:
@@ -197,17 +198,17 @@ class WorkingAssignment:
             size, total = self.size[p], 0
             for sign, brokers in ((-1, removed), (1, added)):
                 for b in brokers:
-                    limit = self.limit.get(b)
+                    limit = self.disk_limit.get(b)
                     if limit is not None:
                         used = self.disk.get(b, 0)
                         total += max(0, used + sign * size - limit) - max(0, used - limit)
             return total
         if goal == REPLICAS:
-            return self._count_delta(self.rcount, self.bands[REPLICAS], removed, added)
+            return self._count_delta(self.replica_counts, self.bands[REPLICAS], removed, added)
         if goal == LEADERS:
             if old[0] == new[0]:
                 return 0
-            return self._count_delta(self.lcount, self.bands[LEADERS], (old[0],), (new[0],))
+            return self._count_delta(self.leader_counts, self.bands[LEADERS], (old[0],), (new[0],))
         if goal == NETWORK:
             return self._network_delta(p, old, new, removed, added)
         low, high = self.topic_bands[self.topic[p]]
@@ -215,7 +216,7 @@ class WorkingAssignment:
         for sign, brokers in ((-1, removed), (1, added)):
             for b in brokers:
                 if b in self.taker_set:
-                    c = self.tcount[(t, b)]
+                    c = self.topic_counts[(t, b)]
                     total += outside(c + sign, low, high) - outside(c, low, high)
         return total
 
@@ -249,8 +250,8 @@ class WorkingAssignment:
         in_low, in_high, out_low, out_high = self.network_bands
         total = 0
         for changes, loads, low, high in (
-            (change_in, self.net_in, in_low, in_high),
-            (change_out, self.net_out, out_low, out_high),
+            (change_in, self.bytes_in, in_low, in_high),
+            (change_out, self.bytes_out, out_low, out_high),
         ):
             for b, change in changes.items():
                 if b in loads:
@@ -264,7 +265,7 @@ class WorkingAssignment:
     def _accepts(self, goal: int, p: int, new) -> int | None:
         """Goal ``goal``'s delta for ``p`` -> ``new`` when it is negative and no
         goal before it gets worse; else None."""
-        old = self.cur[p]
+        old = self.planned[p]
         removed = [b for b in old if b not in new]
         added = [b for b in new if b not in old]
         own = self._delta(goal, p, old, new, removed, added)
@@ -278,7 +279,7 @@ class WorkingAssignment:
     def _rank(self, goal: int, p: int, new) -> tuple | None:
         """For the hard goals, whose candidates are few: the deltas of the goal
         and of every later one up to leader_count (lower is better), or None."""
-        old = self.cur[p]
+        old = self.planned[p]
         removed = [b for b in old if b not in new]
         added = [b for b in new if b not in old]
         deltas = [self._delta(g, p, old, new, removed, added) for g in range(LEADERS + 1)]
@@ -290,7 +291,7 @@ class WorkingAssignment:
         """The replica lists with ``src`` replaced by ``dst``: in its place (not for
         a dead preferred leader), and for a preferred leader's replica also with the
         first eligible survivor leading and ``dst`` in that survivor's place."""
-        old = self.cur[p]
+        old = self.planned[p]
         i = old.index(src)
         variants = []
         if i > 0 or src in self.alive:
@@ -316,5 +317,5 @@ class WorkingAssignment:
 
     def _network_distance(self) -> int:
         in_low, in_high, out_low, out_high = self.network_bands
-        return sum(outside(self.net_in[b], in_low, in_high) + outside(self.net_out[b], out_low, out_high)
+        return sum(outside(self.bytes_in[b], in_low, in_high) + outside(self.bytes_out[b], out_low, out_high)
                    for b in self.takers)

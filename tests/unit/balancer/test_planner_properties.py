@@ -53,8 +53,8 @@ def test_hard_goals_hold_where_they_can_and_violations_say_where_not(state):
         for b in stuck:
             assert ("replica_placement", partition.topic, partition.partition, b) in reported
         if not stuck:
-            assert racks_short(after, partition) == 0 or (
-                "rack_awareness", partition.topic, partition.partition, None) in reported
+            # Always possible once every replica sits on a live broker that may keep it.
+            assert racks_short(after, partition) == 0, (partition, result.violations)
     for b in over_disk_threshold(after, UNBOUNDED):
         assert ("disk_capacity", None, None, b) in reported
     # Nothing is reported that is not so.
