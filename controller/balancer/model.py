@@ -88,7 +88,7 @@ class GoalConfig:
     disk_threshold_fraction: float = 0.8
     balance_ratio_max: float = 1.1
     network_balance_ratio_max: float = 1.2
-    max_moves_per_broker: int | None = 5
+    max_moves_per_broker: int | None = 5  # Cruise Control's default concurrent moves per broker
     max_plan_bytes: int | None = None
 
     def __post_init__(self):
@@ -183,9 +183,11 @@ class Step:
 @dataclass(frozen=True)
 class Plan:
     """The moves (leader-only first, then by topic and partition), the goals'
-    summaries, the hard goals left unmet (``violations``), what is left for a
-    next plan (``remaining_imbalance``: goal -> distance, for goals not met),
-    whether the cost bound held moves back, and the decisions (``steps``).
+    summaries, the hard goals left unmet that no plan can meet as the cluster
+    stands (``violations``), the distance left of every goal not met
+    (``remaining_imbalance``: what a next plan may reduce when
+    ``cost_bound_reached`` says the bound held moves back, else the best the
+    goals allow), and the decisions (``steps``).
 
     ``broker_copy_bytes`` is, per broker, the larger of the bytes it receives
     as a new replica and the bytes it sends as the current leader of a moved

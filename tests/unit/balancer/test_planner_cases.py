@@ -1,5 +1,5 @@
 """The balancing planner on the cases issue 34 names: a broker added, lost,
-drained; a disk past its threshold; leader-only moves before data moves; the
+drained; a disk past its threshold; leader-only moves before data moves; bytes in and topic spread; the
 cost bound; the reasons given for what cannot be done; the balance band."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -260,3 +261,35 @@ def test_inputs_it_cannot_read_are_refused():
         plan(ClusterState((broker,), (PartitionLoad("t", 0, (0,), 0, (0,)),) * 2))
     with pytest.raises(ValueError):
         GoalConfig(max_moves_per_broker=0)
+
+
+def test_bytes_in_spread_over_brokers_without_unbalancing_replica_counts():
+    # 100 single-replica partitions on each of 4 brokers; broker 0's are the busy ones.
+    brokers = tuple(BrokerLoad(b) for b in range(4))
+    partitions = tuple(
+        PartitionLoad("t", i, (i % 4,), i % 4, (i % 4,), 0, 1_000 if i % 4 == 0 else 10) for i in range(400)
+    )
+    state = ClusterState(brokers, partitions)
+    result = plan(state, UNBOUNDED)
+    after = apply(state, result)
+    before_distances, after_distances = goal_distances(state, UNBOUNDED), goal_distances(after, UNBOUNDED)
+    assert after_distances["network"] < before_distances["network"]
+    assert after_distances["replica_count"] == after_distances["leader_count"] == 0
+    assert {s.goal for s in result.steps} == {"network"}
+    rates = {b.broker_id: b.bytes_in_per_second for b in after.brokers}
+    assert max(rates.values()) < 100_000 and min(rates.values()) > 1_000
+
+
+def test_a_topics_replicas_spread_over_the_brokers():
+    # Topic "a" only on brokers 0 and 1, topic "b" only on 2 and 3: 100 replicas each.
+    brokers = tuple(BrokerLoad(b) for b in range(4))
+    partitions = tuple(PartitionLoad("a", i, (i % 2,), i % 2, (i % 2,)) for i in range(200)) + tuple(
+        PartitionLoad("b", i, (2 + i % 2,), 2 + i % 2, (2 + i % 2,)) for i in range(200))
+    state = ClusterState(brokers, partitions)
+    result = plan(state, UNBOUNDED)
+    after = apply(state, result)
+    assert goal_distances(state, UNBOUNDED)["topic_spread"] > 0
+    assert {s.goal for s in result.steps} == {"topic_spread"}
+    # Moves of "a" and "b" alternate, so every broker's count stays in its band (96 to 104).
+    assert goal_distances(after, UNBOUNDED)["topic_spread"] == goal_distances(after, UNBOUNDED)["replica_count"] == 0
+    assert all(48 <= n <= 52 for n in Counter((p.topic, p.replicas[0]) for p in after.partitions).values())
