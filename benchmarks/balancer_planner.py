@@ -15,6 +15,10 @@ the worst case) and with the default bound (5 moves per broker), and prints
 seconds, replicas, moves and bytes.
 
     python benchmarks/balancer_planner.py --partitions 3334 --brokers 15
+    python benchmarks/balancer_planner.py --brokers 20
+
+On a 2-core shared machine, 10,002 replicas over 10, 15 or 20 brokers plan in
+0.1 to 0.5 s in every case (the median of 3 rounds).
 """
 
 from __future__ import annotations

@@ -218,42 +218,48 @@ class _Planner(WorkingAssignment):
     # ------------------------------------------------------------------ soft goals
 
     def _pass_replica_count(self) -> bool:
-        bounds = self.bands[REPLICAS]
         moved = False
         for src in sorted(self.takers, key=lambda b: (-self.replica_counts[b], b)):
-            if not self._improvable(self.replica_counts, bounds, src):
-                continue
+            destinations = self._destinations(REPLICAS, src, self.replica_counts)
             for p in sorted(self.hosted[src], key=lambda p: (self.size[p], p)):
-                if not self._improvable(self.replica_counts, bounds, src):
+                if not destinations:
                     break
-                if not self.frozen[p] and self._move_to_least(REPLICAS, p, src, self.replica_counts):
+                if not self.frozen[p] and self._move_to_least(REPLICAS, p, src, destinations):
                     moved = True
+                    destinations = self._destinations(REPLICAS, src, self.replica_counts)
         return moved
 
-    def _move_to_least(self, goal: int, p: int, src: int, counts, topic: int | None = None) -> bool:
-        """Move ``p``'s replica on ``src`` to the first destination, least counted
-        first, that lowers ``goal`` without raising a goal before it."""
-        if self._src_blocked(p, src):
-            return False
-        replicas = self.planned[p]
+    def _destinations(self, goal: int, src: int, counts, topic: int | None = None) -> list[int]:
+        """The takers a unit moved off ``src`` could go to and lower ``goal``'s count
+        distance (``counts``: replica counts, or the topic's), least counted first;
+        for the topic goal, only those that keep the replica count distance too.
+        Empty when ``src`` has nothing to give. Valid until the next move."""
         low, high = self.bands[REPLICAS] if topic is None else self.topic_bands[topic]
         c_src = counts[src]
         gain_src = outside(c_src - 1, low, high) - outside(c_src, low, high)
-        # Only destinations whose count the move would lower the distance with.
         order = [
             b for b in self.takers
-            if b not in replicas and gain_src + outside(counts[b] + 1, low, high) - outside(counts[b], low, high) < 0
-            and not self._dst_blocked(p, b)
+            if b != src and gain_src + outside(counts[b] + 1, low, high) - outside(counts[b], low, high) < 0
         ]
-        if not order:
-            return False
-        if topic is None:
-            order.sort(key=lambda b: (counts[b], b))
+        if goal == TOPICS and order:
+            replica_counts, bounds = self.replica_counts, self.bands[REPLICAS]
+            order = [b for b in order if self._count_delta(replica_counts, bounds, (src,), (b,)) <= 0]
+            order.sort(key=lambda b: (counts[b], replica_counts[b], b))
         else:
-            order.sort(key=lambda b: (counts[b], self.replica_counts[b], b))
+            order.sort(key=lambda b: (counts[b], b))
+        return order
+
+    def _move_to_least(self, goal: int, p: int, src: int, destinations: list[int]) -> bool:
+        """Move ``p``'s replica on ``src`` to the first of ``destinations`` (see
+        ``_destinations``) for which ``goal`` gets lower and no goal before it higher."""
+        if self._src_blocked(p, src):
+            return False
+        replicas = self.planned[p]
         racks = self._allowed_racks(p, src)
-        for dst in order:
-            if racks is not None and self.view.rack_of[dst] not in racks:
+        for dst in destinations:
+            if dst in replicas or (racks is not None and self.view.rack_of[dst] not in racks):
+                continue
+            if self._dst_blocked(p, dst):
                 continue
             best = None
             for new in self._variants(p, src, dst, soft=True):
@@ -322,21 +328,19 @@ class _Planner(WorkingAssignment):
     def _pass_network(self) -> bool:
         if self._network_distance() == 0:
             return False
-        in_low, in_high, out_low, out_high = self.network_bands
         moved = False
         for src in sorted(self.takers, key=lambda b: (-(self.bytes_in[b] + self.bytes_out[b]), b)):
             candidates = sorted((p for p in self.hosted[src] if self.rate[p] > 0), key=lambda p: (-self.rate[p], p))
+            in_ok, out_ok, in_takers = self._network_sources(src)
             for p in candidates:
-                # src is the only broker any candidate takes load from: a component
-                # (in, out) can only get closer if src may give some of it away.
-                in_ok = self._improvable(self.bytes_in, (in_low, in_high), src)
-                out_ok = self._improvable(self.bytes_out, (out_low, out_high), src)
                 if not (in_ok or out_ok):
                     break
                 if self.frozen[p] or self._src_blocked(p, src):
                     continue
                 replicas = self.planned[p]
                 leads = replicas[0] == src
+                # Moving leadership changes bytes out too; otherwise only bytes in can get closer.
+                pool = self.takers if out_ok and leads else in_takers
                 options = []
                 if out_ok and leads:
                     for b in replicas[1:]:
@@ -345,17 +349,11 @@ class _Planner(WorkingAssignment):
                             j = new.index(b)
                             new[0], new[j] = b, src
                             options.append((b, new))
-                s_in = self.bytes_in[src]
-                racks = self._allowed_racks(p, src)
-                for dst in self.takers:
+                racks = self._allowed_racks(p, src) if pool else None
+                for dst in pool:
                     if dst in replicas or (racks is not None and self.view.rack_of[dst] not in racks):
                         continue
-                    if self._dst_blocked(p, dst):
-                        continue
-                    d_in = self.bytes_in[dst]
-                    # With out unable to improve, in must: dst must be able to take in-load.
-                    in_fits = in_ok and d_in < in_high and (s_in > in_high or d_in < in_low)
-                    if in_fits or (out_ok and leads):
+                    if not self._dst_blocked(p, dst):
                         options.extend((dst, new) for new in self._variants(p, src, dst, soft=True))
                 best = None
                 for dst, new in options:
@@ -366,7 +364,24 @@ class _Planner(WorkingAssignment):
                             best = (key, new)
                 if best is not None and self._try_move(NETWORK, p, best[1]):
                     moved = True
+                    in_ok, out_ok, in_takers = self._network_sources(src)
         return moved
+
+    def _network_sources(self, src: int) -> tuple[bool, bool, list[int]]:
+        """(may bytes in get closer by moving some off ``src``, may bytes out, the
+        takers that could take bytes in from it). ``src`` is the only broker any
+        candidate takes load from, so a component can only get closer if ``src``
+        may give some away, and bytes in only to a taker below the band's top
+        (and below its bottom unless ``src`` is above the top)."""
+        in_low, in_high, out_low, out_high = self.network_bands
+        in_ok = self._improvable(self.bytes_in, (in_low, in_high), src)
+        out_ok = self._improvable(self.bytes_out, (out_low, out_high), src)
+        s_in = self.bytes_in[src]
+        in_takers = [
+            b for b in self.takers
+            if in_ok and b != src and self.bytes_in[b] < in_high and (s_in > in_high or self.bytes_in[b] < in_low)
+        ]
+        return in_ok, out_ok, in_takers
 
     def _pass_topics(self) -> bool:
         moved = False
@@ -376,14 +391,16 @@ class _Planner(WorkingAssignment):
             if all(outside(c, *bounds) == 0 for c in counts.values()):
                 continue
             for src in sorted(self.takers, key=lambda b: (-counts[b], b)):
+                destinations = self._destinations(TOPICS, src, counts, topic=t)
                 for p in partitions:
-                    if not self._improvable(counts, bounds, src):
+                    if not destinations:
                         break
                     if self.frozen[p] or src not in self.planned[p]:
                         continue
-                    if self._move_to_least(TOPICS, p, src, counts, topic=t):
+                    if self._move_to_least(TOPICS, p, src, destinations):
                         moved = True
                         counts = {b: self.topic_counts[(t, b)] for b in self.takers}
+                        destinations = self._destinations(TOPICS, src, counts, topic=t)
         return moved
 
     # ------------------------------------------------------------------ driver

@@ -122,10 +122,11 @@ class WorkingAssignment:
             return None
         old = self.planned[p]
         rack_of, alive = self.view.rack_of, self.alive
-        wanted = min(len(old), self.view.rack_count)
         covered = {rack_of[b] for b in old if b != src and b in alive}
-        before = max(0, wanted - len({rack_of[b] for b in old if b in alive}))
-        return {rack for rack in self.taker_racks if max(0, wanted - len(covered | {rack})) <= before}
+        wanted = min(len(old), self.view.rack_count)
+        if len(covered) >= wanted or src not in alive or rack_of[src] in covered:
+            return None  # src adds no rack the goal needs: any replacement keeps the distance
+        return self.taker_racks - covered  # a rack not covered yet, src's own among them
 
     def _dst_blocked(self, p: int, dst: int) -> bool:
         """Would adding a replica of ``p`` on ``dst`` break the per-broker bound? (A
