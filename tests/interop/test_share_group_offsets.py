@@ -24,7 +24,6 @@ from tests.interop.test_share_groups import (
     Member,
     describe,
     enable_share_groups,
-    members,  # noqa: F401 (a fixture)
     poll_until,
     produce,
     share_groups_tool,
@@ -217,7 +216,15 @@ def test_share_coordinator_state_apis_fence_an_older_state_epoch(wire_setup):
     assert delete() == NONE and delete() == NONE
 
 
-def test_tool_describes_resets_and_deletes_a_share_group(broker_factory, members):  # noqa: F811
+@pytest.fixture
+def consumers():
+    made: list[Member] = []
+    yield made
+    for member in made:
+        member.close()
+
+
+def test_tool_describes_resets_and_deletes_a_share_group(broker_factory, consumers):
     broker = broker_factory(BROKER_OVERRIDES)
     enable_share_groups(broker.bootstrap)
     topic, group = unique_topic("share-tool"), f"g-{uuid.uuid4()}"
@@ -227,7 +234,7 @@ def test_tool_describes_resets_and_deletes_a_share_group(broker_factory, members
 
     def consume_all() -> list[bytes]:
         member = Member(broker.bootstrap, group, topic, max_records=10)
-        members.append(member)
+        consumers.append(member)
         poll_until([member], lambda: len(member.got) >= len(values))
         member.consumer.commit_sync(10)
         member.close()

@@ -212,6 +212,7 @@ class SharePartitionService:
         -1 is the last request of the current one)."""
         if epoch == 0:
             session = self.sessions[(group_id, member_id)] = ShareSession()
+            self._drop_idle(group_id)
             return ErrorCode.NONE, session
         session = self.sessions.get((group_id, member_id))
         if session is None:
@@ -484,6 +485,16 @@ class SharePartitionService:
         its next fetch builds it again from the durable state."""
         if live is None or self.partitions.get(key) is live:
             self.partitions.pop(key, None)
+
+    def _drop_idle(self, group_id: str) -> None:
+        """Forget the group's share-partitions led here that hold nothing the durable
+        state lacks (no acquisition lock, no snapshot owed). An administrator may
+        have reset or deleted their state at another broker's share coordinator
+        while the group was empty, which a leader that does not write would never
+        hear of; a new share session builds them again from the stored state."""
+        for key, live in list(self.partitions.items()):
+            if key[0] == group_id and not live.snapshot_owed and live.partition.next_deadline_ms() is None:
+                del self.partitions[key]
 
     # ----------------------------------------------------------------- admin (the share coordinator's side)
 
