@@ -318,6 +318,8 @@ def cmd_share_groups(args: argparse.Namespace) -> int:
         for group_id in args.group:
             try:
                 if args.view == "offsets":
+                    if not tool.describe_group(group_id)[1].members:
+                        print(f"\nShare group '{group_id}' has no active members.", file=sys.stderr)  # as Kafka says it
                     lines = offsets_lines(group_id, tool.describe_offsets(group_id))
                 else:
                     lines = describe_lines(*tool.describe_group(group_id), args.view)

@@ -248,6 +248,7 @@ def test_tool_describes_resets_and_deletes_a_share_group(broker_factory, consume
     assert consume_all() == sorted(values)
     shown = share_groups_tool(broker, "--describe", "--group", group, "--offsets")
     assert shown.returncode == 0, shown.stderr
+    assert f"Share group '{group}' has no active members." in shown.stderr
     assert shown.stdout.split("\n")[1:3] == ["GROUP" + " " * (len(group) - 5 + 1) + "TOPIC" + " " * (len(topic) - 5 + 1) + "PARTITION START-OFFSET",
                                              f"{group} {topic} 0         10"]
     dry = share_groups_tool(broker, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--dry-run")
