@@ -17,7 +17,7 @@ KIP-848 APIs stay listed whatever ``group.version`` is, as Kafka 4 lists them;
 librdkafka (2.12+) uses ``group.protocol=consumer`` when ConsumerGroupHeartbeat
 is listed and then meets the UNSUPPORTED_VERSION the handler answers while
 group.version is 0 (broker/handlers/consumer_group_heartbeat.py).
-The share group APIs (keys 76-79, 84-85) are listed only while ``share.version`` >= 1
+The share group APIs (keys 76-79, 83-87, 90-92) are listed only while ``share.version`` >= 1
 is finalized, as in Kafka.
 """
 
@@ -51,9 +51,10 @@ def finalized_features(image) -> list:
     ]
 
 
-# ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
-# ReadShareGroupState, WriteShareGroupState.
-SHARE_GROUP_API_KEYS = frozenset({76, 77, 78, 79, 84, 85})
+# ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge, the
+# share coordinator's Initialize/Read/Write/DeleteShareGroupState and
+# ReadShareGroupStateSummary, and Describe/Alter/DeleteShareGroupOffsets.
+SHARE_GROUP_API_KEYS = frozenset({76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92})
 
 
 def register(dispatcher, broker) -> None:

@@ -131,6 +131,8 @@ APIS = [
                     F("error_code", INT16),
                     F("error_message", STRING, nullable="0+", default=None),
                     F("state_epoch", INT32),
+                    # Kafka 4.1's stable v0 (the draft before it had no leader epoch).
+                    F("leader_epoch", INT32),
                     F("start_offset", INT64),
                 ]))),
             ]))),

@@ -213,6 +213,15 @@ def apply_newer_kafka_versions(ref: dict) -> dict:
         if ref["name"] == "ShareFetchResponse":
             at = next(i for i, f in enumerate(ref["fields"]) if f["name"] == "ErrorMessage") + 1
             ref["fields"].insert(at, {"name": "AcquisitionLockTimeoutMs", "type": "int32", "versions": "1+"})
+    # ReadShareGroupStateSummary v0 as Kafka 4.1 made it stable: LeaderEpoch after
+    # StateEpoch in the partition result (the reference holds the earlier draft).
+    if ref["name"] == "ReadShareGroupStateSummaryResponse":
+        results = next(f for f in ref["fields"] if f["name"] == "Results")
+        partitions = next(f for f in results["fields"] if f["name"] == "Partitions")
+        names = [f["name"] for f in partitions["fields"]]
+        if "LeaderEpoch" not in names:
+            at = names.index("StateEpoch") + 1
+            partitions["fields"].insert(at, {"name": "LeaderEpoch", "type": "int32", "versions": "0+"})
     return ref
 
 

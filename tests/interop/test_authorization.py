@@ -58,6 +58,8 @@ class InProcessBroker:
                 "offsets.topic.replication.factor": "1",
                 "transaction.state.log.replication.factor": "1",
                 "transaction.state.log.min.isr": "1",
+                "share.coordinator.state.topic.replication.factor": "1",
+                "share.coordinator.state.topic.min.isr": "1",
                 "group.initial.rebalance.delay.ms": "0",
                 "authorizer.class.name": STANDARD_AUTHORIZER,
                 "super.users": "User:admin",

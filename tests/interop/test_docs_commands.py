@@ -49,6 +49,8 @@ NOT_RUN = {
         CLOSED_PIPE,
     ("docs/cli.md", "pybroker share-groups --bootstrap-server 127.0.0.1:9092 --describe --group workers --state"):
         "needs a share group with members: tests/interop/test_share_groups.py describes one this way",
+    ("docs/cli.md", "pybroker share-groups --bootstrap-server 127.0.0.1:9092 --describe --group workers --offsets"):
+        "needs a share group that consumed: tests/interop/test_share_group_offsets.py runs these four commands",
     ("docs/clusters.md", "docker build -f docker/Dockerfile -t pybroker ."): DOCKER,
     ("docs/clusters.md", "docker network create pybroker"): DOCKER + "; tests/cluster/test_docker_image.py runs this cluster where an engine answers",
     ("docs/clusters.md", "mkdir -p data/node-1 && sudo chown -R 1000:1000 data/node-1"): DOCKER + ", and sudo",

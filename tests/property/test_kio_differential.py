@@ -71,12 +71,7 @@ from tests.property.strategies import (  # noqa: E402
 
 # (message, side, version) -> why kio differs. Excluded from the main tests;
 # test_known_kio_quirks_still_differ fails once an entry no longer differs.
-KIO_QUIRKS: dict[tuple[str, str, int], str] = {
-    ("ReadShareGroupStateSummary", "response", 0): (
-        "kio 0.6.5 follows a later Kafka whose (then unstable) share-group API added LeaderEpoch to "
-        "v0 PartitionResult; we follow Kafka 4.0's ReadShareGroupStateSummaryResponse.json"
-    ),
-}
+KIO_QUIRKS: dict[tuple[str, str, int], str] = {}
 
 # --------------------------------------------------------------------------- which cases
 

@@ -441,12 +441,17 @@ class GroupService:
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         """DeleteGroups of groups this broker coordinates: classic ones by the
-        classic coordinator; a consumer group (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP
+        classic coordinator, share groups by theirs; a consumer group (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP
         while it has members) loses its offsets' records first, then its own, as
         Kafka writes them. The outcome of each store is known; the caller waits
         for replication."""
         consumer = [g for g in group_ids if self.is_consumer_group(g)]
-        results = self.run(self.coordinator.delete_groups, self.now_ms(), [g for g in group_ids if g not in consumer])
+        share = [g for g in group_ids if self.is_share_group(g)]
+        results = self.run(self.coordinator.delete_groups, self.now_ms(), [g for g in group_ids if g not in consumer and g not in share])
+        for group_id in share:  # its share-partition state is deleted first (broker/handlers/delete_groups.py)
+            answers: list[ErrorCode] = []
+            self.execute_share(self.share_groups.delete_group(group_id, answers.append))
+            results[group_id] = answers[0]
         for group_id in consumer:
             if self.consumer_groups.groups[group_id].members:
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP

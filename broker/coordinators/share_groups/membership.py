@@ -408,6 +408,23 @@ class ShareGroupCoordinator:
         self._sessions.get(group.group_id, {}).pop(member_id, None)
         self._refresh(group, records, bump=True)
 
+    def delete_group(self, group_id: str, reply: Callable[[ErrorCode], None]) -> list[Store]:
+        """DeleteGroups of a share group: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP while it
+        has members, else the tombstones of its targets, assignment epoch and group
+        epoch (its share-partition state is deleted by the caller first)."""
+        group = self.groups.get(group_id)
+        if group is None or group.members:
+            reply(ErrorCode.GROUP_ID_NOT_FOUND if group is None else ErrorCode.NON_EMPTY_GROUP)
+            return []
+        before = self._before(group_id)
+        records: list[ShareGroupRecord] = []
+        for member_id in sorted(group.target):
+            self._apply(records, ShareGroupRecord(ShareGroupRecordKind.TARGET_ASSIGNMENT_MEMBER, group_id, member_id, None))
+        self._apply(records, ShareGroupRecord(ShareGroupRecordKind.TARGET_ASSIGNMENT_METADATA, group_id, None, None))
+        self._apply(records, ShareGroupRecord(ShareGroupRecordKind.GROUP_METADATA, group_id, None, None))
+        self._sessions.pop(group_id, None)
+        return self._store(group_id, before, records, reply)
+
     # ----------------------------------------------------------------- timers
 
     def tick(self, now_ms: int) -> list[Store]:

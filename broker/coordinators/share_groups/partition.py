@@ -393,12 +393,25 @@ def canonical_view(start_offset: int, batches: tuple[StateBatch, ...]) -> tuple[
 
 class DurableShareState:
     """A share-partition's state as ``__share_group_state`` holds it: the last
-    snapshot with the updates after it laid over, in write order."""
+    snapshot with the updates after it laid over, in write order.
 
-    def __init__(self, start_offset: int = 0, batches: tuple[StateBatch, ...] = (), snapshot_epoch: int = -1):
+    ``state_epoch`` goes up each time an administrator sets the state anew
+    (AlterShareGroupOffsets through InitializeShareGroupState): a partition
+    leader that built its share-partition from an older state epoch is fenced
+    (FENCED_STATE_EPOCH) and builds it again from what is stored."""
+
+    def __init__(self, start_offset: int = 0, batches: tuple[StateBatch, ...] = (), snapshot_epoch: int = -1, state_epoch: int = 0):
         self.start_offset = start_offset
         self._batches: list[StateBatch] = list(batches)
         self.snapshot_epoch = snapshot_epoch
+        self.state_epoch = state_epoch
+
+    @classmethod
+    def initialized(cls, held: DurableShareState | None, start_offset: int, state_epoch: int) -> DurableShareState:
+        """The state InitializeShareGroupState stores: nothing in flight, the start
+        at ``start_offset``, a snapshot past ``held``'s so that updates written
+        against the old snapshot are skipped on replay."""
+        return cls(start_offset, (), (held.snapshot_epoch + 1) if held is not None else 0, state_epoch)
 
     def apply(self, persist: Persist) -> None:
         if persist.snapshot:

@@ -80,6 +80,8 @@ _SHARE_READ_START_BYTES = 1 << 20
 Key = tuple[str, uuid.UUID, int]  # group id, topic id, partition
 READ_STATE = APIS_BY_NAME["ReadShareGroupState"]
 WRITE_STATE = APIS_BY_NAME["WriteShareGroupState"]
+# What a coordinator answers for a share-partition without state (its next state epoch beside it).
+NO_STATE = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 _READ = struct_classes(READ_STATE.request)
 _WRITE = struct_classes(WRITE_STATE.request)
 
@@ -93,6 +95,8 @@ class _Live:
     snapshot_owed: bool = False
     # Whether its state was last written to another broker's share coordinator.
     remote: bool = False
+    # The state epoch of the durable state it was built from (writes of an older one are fenced).
+    state_epoch: int = 0
 
 
 @dataclass
@@ -136,6 +140,9 @@ class SharePartitionService:
         # The highest leader epoch of each share-partition's topic partition that
         # wrote or read its state here (as its share coordinator): older ones are fenced.
         self.state_leader_epochs: dict[Key, int] = {}
+        # The state epoch the next state of a deleted share-partition must have, so
+        # that a partition leader still holding the deleted state cannot write it back.
+        self.deleted_state_epochs: dict[Key, int] = {}
         self.peers = Peers(broker, "share-partition-leader")
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms: int | None = None
@@ -157,12 +164,17 @@ class SharePartitionService:
         share_key = (record.group_id, record.topic_id, record.partition)
         if record.is_tombstone:
             if record.kind == ShareRecordKind.SNAPSHOT:
-                states.pop(share_key, None)
+                deleted = states.pop(share_key, None)
+                if deleted is not None:
+                    self._fence_deleted(share_key, deleted)
             return
         state = states.get(share_key)
         if state is None:
-            state = states[share_key] = DurableShareState()
-        state.apply(Persist(record.kind == ShareRecordKind.SNAPSHOT, record.start_offset, record.state_batches, record.snapshot_epoch))
+            state = states[share_key] = DurableShareState(state_epoch=self.deleted_state_epochs.pop(share_key, 0))
+        snapshot = record.kind == ShareRecordKind.SNAPSHOT
+        state.apply(Persist(snapshot, record.start_offset, record.state_batches, record.snapshot_epoch))
+        if snapshot:
+            state.state_epoch = record.state_epoch
         self.state_leader_epochs[share_key] = max(self.state_leader_epochs.get(share_key, -1), record.leader_epoch)
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
@@ -175,8 +187,9 @@ class SharePartitionService:
 
     def partition_unloaded(self, partition: int, epoch: int) -> None:
         self.durable.pop(partition, None)
-        for key in [k for k in self.state_leader_epochs if self.state_partition_for(k) == partition]:
-            del self.state_leader_epochs[key]
+        for held in (self.state_leader_epochs, self.deleted_state_epochs):
+            for key in [k for k in held if self.state_partition_for(k) == partition]:
+                del held[key]
         # Share-partitions led here keep their locks: their next write goes to the new coordinator, whole.
         for live in self.partitions.values():
             if live.state_partition == partition:
@@ -201,6 +214,7 @@ class SharePartitionService:
         -1 is the last request of the current one)."""
         if epoch == 0:
             session = self.sessions[(group_id, member_id)] = ShareSession()
+            self._drop_idle(group_id)
             return ErrorCode.NONE, session
         session = self.sessions.get((group_id, member_id))
         if session is None:
@@ -243,20 +257,22 @@ class SharePartitionService:
             error = self.shell.not_coordinator(state_partition)
             remote = error == ErrorCode.NOT_COORDINATOR
             if remote:
-                error, durable = await self._read_remote(key, state_partition, leader.leader_epoch)
+                error, durable, state_epoch = await self._read_remote(key, state_partition, leader.leader_epoch)
                 if error != ErrorCode.NONE:
                     return error, None
             elif error is not None:
                 return error, None
             else:
                 durable = self.durable.setdefault(state_partition, {}).get(key)
+                state_epoch = durable.state_epoch if durable is not None else self.deleted_state_epochs.get(key, 0)
             if durable is None:
                 start = plog.high_watermark if self.auto_offset_reset == "latest" else plog.log_start_offset
                 share_partition = SharePartition(self.config, start)
-                live = _Live(share_partition, topic, leader.leader_epoch, state_partition, snapshot_owed=True, remote=remote)
+                live = _Live(share_partition, topic, leader.leader_epoch, state_partition, snapshot_owed=True, remote=remote,
+                             state_epoch=state_epoch)
             else:
                 share_partition = SharePartition.from_durable(self.config, durable.start_offset, durable.batches(), durable.snapshot_epoch)
-                live = _Live(share_partition, topic, leader.leader_epoch, state_partition, remote=remote)
+                live = _Live(share_partition, topic, leader.leader_epoch, state_partition, remote=remote, state_epoch=state_epoch)
             persist = share_partition.advance_start(plog.log_start_offset)
             error = await self._persist(key, live, persist)
             if error != ErrorCode.NONE:
@@ -288,12 +304,16 @@ class SharePartitionService:
             error = await self._write_remote(key, live, persist)
             live.snapshot_owed = error != ErrorCode.NONE
             return error
+        if self._stale_state_epoch(key, live.state_epoch):
+            self._drop(key, live)
+            return _coordinator_error(ErrorCode.FENCED_STATE_EPOCH)
         now_ms = self.now_ms()
         group_id, topic_id, partition = key
         record = ShareStateRecord(
             ShareRecordKind.SNAPSHOT if persist.snapshot else ShareRecordKind.UPDATE,
             group_id, topic_id, partition, persist.start_offset, persist.state_batches,
-            snapshot_epoch=persist.snapshot_epoch, leader_epoch=live.leader_epoch, write_timestamp_ms=now_ms,
+            snapshot_epoch=persist.snapshot_epoch, state_epoch=live.state_epoch, leader_epoch=live.leader_epoch,
+            write_timestamp_ms=now_ms,
         )
         written = self.shell.write_store(Store(live.state_partition, -1, (encode_record(record),)), now_ms)
         if written.error != ErrorCode.NONE:
@@ -301,7 +321,11 @@ class SharePartitionService:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         live.snapshot_owed = False
         states = self.durable.setdefault(live.state_partition, {})
-        states.setdefault(key, DurableShareState()).apply(persist)
+        if key not in states:
+            self.deleted_state_epochs.pop(key, None)
+            states[key] = DurableShareState(state_epoch=live.state_epoch)
+        states[key].apply(persist)
+        self.state_leader_epochs[key] = max(self.state_leader_epochs.get(key, -1), live.leader_epoch)
         replicas = self._broker.replicas
         state_key = (SHARE_STATE_TOPIC, live.state_partition)
         leader = replicas.leaders.get(state_key)
@@ -317,7 +341,7 @@ class SharePartitionService:
 
     # ----------------------------------------------------------------- another broker's share coordinator
 
-    async def _call_coordinator(self, state_partition: int, api, body):
+    async def call_coordinator(self, state_partition: int, api, body):
         """(error, response) of a request to the leader of ``state_partition``."""
         error, leader_id = self.shell.leader_of(state_partition)
         if error != ErrorCode.NONE:
@@ -335,35 +359,38 @@ class SharePartitionService:
             log.info("%s to broker %d failed: %s", api.name, leader_id, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
 
-    async def _read_remote(self, key: Key, state_partition: int, leader_epoch: int) -> tuple[ErrorCode, DurableShareState | None]:
-        """The durable state at the key's share coordinator; (NONE, None) for a
-        share-partition it has no state of."""
+    async def _read_remote(self, key: Key, state_partition: int, leader_epoch: int) -> tuple[ErrorCode, DurableShareState | None, int]:
+        """(error, the durable state at the key's share coordinator, its state epoch);
+        no state for a share-partition it has none of (the state epoch its next
+        state must have beside)."""
         group_id, topic_id, partition = key
         body = _READ.ReadShareGroupStateRequest(group_id=group_id, topics=[_READ.ReadStateData(
             topic_id=topic_id, partitions=[_READ.PartitionData(partition=partition, leader_epoch=leader_epoch)])])
-        error, response = await self._call_coordinator(state_partition, READ_STATE, body)
+        error, response = await self.call_coordinator(state_partition, READ_STATE, body)
         if response is None:
-            return error, None
+            return error, None, 0
         result = response.results[0].partitions[0]
-        if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            return ErrorCode.NONE, None
+        if result.error_code == NO_STATE:
+            return ErrorCode.NONE, None, max(result.state_epoch, 0)
         if result.error_code != ErrorCode.NONE:
-            return _coordinator_error(ErrorCode(result.error_code)), None
+            return _coordinator_error(ErrorCode(result.error_code)), None, 0
         batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in result.state_batches)
-        return ErrorCode.NONE, DurableShareState(result.start_offset, batches)
+        return ErrorCode.NONE, DurableShareState(result.start_offset, batches, state_epoch=result.state_epoch), result.state_epoch
 
     async def _write_remote(self, key: Key, live: _Live, persist: Persist) -> ErrorCode:
         group_id, topic_id, partition = key
         body = _WRITE.WriteShareGroupStateRequest(group_id=group_id, topics=[_WRITE.WriteStateData(
             topic_id=topic_id, partitions=[_WRITE.PartitionData(
-                partition=partition, state_epoch=0, leader_epoch=live.leader_epoch, start_offset=persist.start_offset,
+                partition=partition, state_epoch=live.state_epoch, leader_epoch=live.leader_epoch, start_offset=persist.start_offset,
                 state_batches=[_WRITE.StateBatch(first_offset=f, last_offset=l, delivery_state=s, delivery_count=c)
                                for f, l, s, c in persist.state_batches],
             )])])
-        error, response = await self._call_coordinator(live.state_partition, WRITE_STATE, body)
+        error, response = await self.call_coordinator(live.state_partition, WRITE_STATE, body)
         if response is None:
             return error
         result = response.results[0].partitions[0].error_code
+        if result == ErrorCode.FENCED_STATE_EPOCH:
+            self._drop(key, live)
         return ErrorCode.NONE if result == ErrorCode.NONE else _coordinator_error(ErrorCode(result))
 
     async def _coordinating(self, key: Key, leader_epoch: int) -> ErrorCode | None:
@@ -391,27 +418,48 @@ class SharePartitionService:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         return ErrorCode.NONE, durable
 
-    async def write_state(self, key: Key, leader_epoch: int, start_offset: int, batches: tuple) -> ErrorCode:
+    async def write_state(self, key: Key, leader_epoch: int, start_offset: int, batches: tuple, state_epoch: int = 0) -> ErrorCode:
         """WriteShareGroupState as this share coordinator: the batches laid over what
-        is held, stored as one ShareSnapshot (acks=all) before the answer."""
+        is held, stored as one ShareSnapshot (acks=all) before the answer. A
+        writer built from an older state epoch is fenced (FENCED_STATE_EPOCH)."""
         error = await self._coordinating(key, leader_epoch)
         if error is not None:
             return error
+        if self._stale_state_epoch(key, state_epoch):
+            return ErrorCode.FENCED_STATE_EPOCH
         state_partition = self.state_partition_for(key)
         held = self.durable.setdefault(state_partition, {}).get(key)
         merged = DurableShareState(snapshot_epoch=-1) if held is None else DurableShareState(held.start_offset, held.batches(), held.snapshot_epoch)
+        merged.state_epoch = max(state_epoch, held.state_epoch if held is not None else 0)
         merged.apply(Persist(False, start_offset, batches, merged.snapshot_epoch))
         snapshot = Persist(True, merged.start_offset, merged.batches(), merged.snapshot_epoch + 1)
+        merged.apply(snapshot)
+        return await self._store_state(key, merged, leader_epoch)
+
+    async def _store_state(self, key: Key, state: DurableShareState | None, leader_epoch: int) -> ErrorCode:
+        """Store ``state`` as the key's ShareSnapshot (None: tombstones of its
+        snapshot and update), hold it, and wait for the in-sync replicas."""
         now_ms = self.now_ms()
         group_id, topic_id, partition = key
-        record = ShareStateRecord(ShareRecordKind.SNAPSHOT, group_id, topic_id, partition, snapshot.start_offset,
-                                  snapshot.state_batches, snapshot_epoch=snapshot.snapshot_epoch,
-                                  leader_epoch=leader_epoch, write_timestamp_ms=now_ms)
-        written = self.shell.write_store(Store(state_partition, -1, (encode_record(record),)), now_ms)
+        state_partition = self.state_partition_for(key)
+        if state is None:
+            records = tuple(encode_record(ShareStateRecord(kind, group_id, topic_id, partition)) for kind in ShareRecordKind)
+        else:
+            records = (encode_record(ShareStateRecord(
+                ShareRecordKind.SNAPSHOT, group_id, topic_id, partition, state.start_offset, state.batches(),
+                snapshot_epoch=state.snapshot_epoch, state_epoch=state.state_epoch, leader_epoch=leader_epoch,
+                write_timestamp_ms=now_ms)),)
+        written = self.shell.write_store(Store(state_partition, -1, records), now_ms)
         if written.error != ErrorCode.NONE:
             return _coordinator_error(written.error)
-        merged.apply(snapshot)
-        self.durable[state_partition][key] = merged
+        states = self.durable.setdefault(state_partition, {})
+        if state is None:
+            deleted = states.pop(key, None)
+            if deleted is not None:
+                self._fence_deleted(key, deleted)
+        else:
+            self.deleted_state_epochs.pop(key, None)
+            states[key] = state
         replicas = self._broker.replicas
         state_key = (SHARE_STATE_TOPIC, state_partition)
         leader = replicas.leaders.get(state_key)
@@ -419,6 +467,86 @@ class SharePartitionService:
             return ErrorCode.NOT_COORDINATOR
         outcome = await replication_outcome(replicas, state_key, leader, written.last_offset + 1, STORE_TIMEOUT_MS)
         return ErrorCode.NONE if outcome == ErrorCode.NONE else _coordinator_error(outcome)
+
+    # ----------------------------------------------------------------- state epochs
+
+    def next_state_epoch(self, key: Key) -> int:
+        """The state epoch of the key's state here, or for a key without state the
+        one its next state must have."""
+        held = self.durable.get(self.state_partition_for(key), {}).get(key)
+        return held.state_epoch if held is not None else self.deleted_state_epochs.get(key, 0)
+
+    def _stale_state_epoch(self, key: Key, state_epoch: int) -> bool:
+        return state_epoch < self.next_state_epoch(key)
+
+    def _fence_deleted(self, key: Key, deleted: DurableShareState) -> None:
+        self.deleted_state_epochs[key] = max(self.deleted_state_epochs.get(key, 0), deleted.state_epoch + 1)
+
+    def _drop(self, key: Key, live: _Live | None = None) -> None:
+        """Forget the share-partition led here (``live``, or whichever is held):
+        its next fetch builds it again from the durable state."""
+        if live is None or self.partitions.get(key) is live:
+            self.partitions.pop(key, None)
+
+    def _drop_idle(self, group_id: str) -> None:
+        """Forget the group's share-partitions led here that hold nothing the durable
+        state lacks (no acquisition lock, no snapshot owed). An administrator may
+        have reset or deleted their state at another broker's share coordinator
+        while the group was empty, which a leader that does not write would never
+        hear of; a new share session builds them again from the stored state."""
+        for key, live in list(self.partitions.items()):
+            if key[0] == group_id and not live.snapshot_owed and live.partition.next_deadline_ms() is None:
+                del self.partitions[key]
+
+    # ----------------------------------------------------------------- admin (the share coordinator's side)
+
+    async def _administering(self, key: Key) -> ErrorCode | None:
+        error = await self.shell.ensure_topic()
+        if error != ErrorCode.NONE:
+            return error
+        return self.shell.not_coordinator(self.state_partition_for(key))
+
+    async def read_summary(self, key: Key) -> tuple[ErrorCode, int, int, int]:
+        """ReadShareGroupStateSummary as this share coordinator: (error, state epoch,
+        leader epoch, start offset); NO_STATE with the next state epoch for a
+        share-partition without state. The start offset is past what is done."""
+        error = await self._administering(key)
+        if error is not None:
+            return error, 0, -1, -1
+        held = self.durable.get(self.state_partition_for(key), {}).get(key)
+        if held is None:
+            return NO_STATE, self.next_state_epoch(key), -1, -1
+        return ErrorCode.NONE, held.state_epoch, self.state_leader_epochs.get(key, -1), held.view()[0]
+
+    async def initialize_state(self, key: Key, state_epoch: int, start_offset: int) -> ErrorCode:
+        """InitializeShareGroupState as this share coordinator: the state set anew
+        at ``start_offset`` with nothing in flight, at a state epoch above the held
+        one (FENCED_STATE_EPOCH otherwise), so that its partition leader builds the
+        share-partition again from it."""
+        error = await self._administering(key)
+        if error is not None:
+            return error
+        held = self.durable.get(self.state_partition_for(key), {}).get(key)
+        if (held is not None and state_epoch <= held.state_epoch) or state_epoch < self.next_state_epoch(key):
+            return ErrorCode.FENCED_STATE_EPOCH
+        if start_offset < 0:
+            return ErrorCode.INVALID_REQUEST
+        self._drop(key)
+        return await self._store_state(key, DurableShareState.initialized(held, start_offset, state_epoch),
+                                       self.state_leader_epochs.get(key, -1))
+
+    async def delete_state(self, key: Key) -> ErrorCode:
+        """DeleteShareGroupState as this share coordinator: the key's records
+        tombstoned (nothing to do without state); its next state starts where
+        ``share.auto.offset.reset`` says, at a state epoch that fences a leader
+        still holding the deleted one."""
+        error = await self._administering(key)
+        if error is not None:
+            return error
+        self._drop(key)
+        if self.durable.get(self.state_partition_for(key), {}).get(key) is None:
+            return ErrorCode.NONE
+        return await self._store_state(key, None, -1)
 
     # ----------------------------------------------------------------- fetch and acknowledge
 
@@ -536,6 +664,9 @@ def share_groups_enabled(broker) -> bool:
 def _coordinator_error(error: ErrorCode) -> ErrorCode:
     """What a share-partition's fetch or acknowledgement answers for a failed state
     read or write: the coordinator moved or is loading (clients retry)."""
-    if error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.FENCED_LEADER_EPOCH):
-        return error if error != ErrorCode.FENCED_LEADER_EPOCH else ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+        return error
+    if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
+        # The share-partition is built again at its next fetch (the client retries).
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
     return ErrorCode.COORDINATOR_NOT_AVAILABLE
