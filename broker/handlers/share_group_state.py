@@ -55,72 +55,67 @@ def register(dispatcher, broker) -> None:
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return None
 
-    async def read(ctx, request):
-        refused = refusal(ctx)
+    async def each_partition(request, answer, topic_result) -> list:
+        """``topic_result`` per topic of the request, of ``answer(key, partition)``
+        per partition, in the request's order."""
         results = []
         for t in request.topics:
-            partitions = []
-            for p in t.partitions:
-                key = (request.group_id, t.topic_id, p.partition)
-                error, durable = (refused, None) if refused else await service.read_state(key, p.leader_epoch)
-                state_epoch = durable.state_epoch if durable else (service.next_state_epoch(key) if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 0)
-                partitions.append(RR.PartitionResult(
-                    partition=p.partition, error_code=error, error_message=None, state_epoch=state_epoch,
-                    start_offset=durable.start_offset if durable else -1,
-                    state_batches=[RR.StateBatch(first_offset=f, last_offset=l, delivery_state=s, delivery_count=c)
-                                   for f, l, s, c in (durable.batches() if durable else ())],
-                ))
-            results.append(RR.ReadStateResult(topic_id=t.topic_id, partitions=partitions))
-        return RR.ReadShareGroupStateResponse(results=results)
+            partitions = [await answer((request.group_id, t.topic_id, p.partition), p) for p in t.partitions]
+            results.append(topic_result(topic_id=t.topic_id, partitions=partitions))
+        return results
+
+    async def read(ctx, request):
+        refused = refusal(ctx)
+
+        async def answer(key, p):
+            error, durable = (refused, None) if refused else await service.read_state(key, p.leader_epoch)
+            state_epoch = durable.state_epoch if durable else (service.next_state_epoch(key) if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 0)
+            return RR.PartitionResult(
+                partition=p.partition, error_code=error, error_message=None, state_epoch=state_epoch,
+                start_offset=durable.start_offset if durable else -1,
+                state_batches=[RR.StateBatch(first_offset=f, last_offset=l, delivery_state=s, delivery_count=c)
+                               for f, l, s, c in (durable.batches() if durable else ())],
+            )
+
+        return RR.ReadShareGroupStateResponse(results=await each_partition(request, answer, RR.ReadStateResult))
 
     async def write(ctx, request):
         refused = refusal(ctx)
-        results = []
-        for t in request.topics:
-            partitions = []
-            for p in t.partitions:
-                batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)
-                error = refused or await service.write_state((request.group_id, t.topic_id, p.partition), p.leader_epoch, p.start_offset, batches,
-                                                              p.state_epoch)
-                partitions.append(WR.PartitionResult(partition=p.partition, error_code=error, error_message=None))
-            results.append(WR.WriteStateResult(topic_id=t.topic_id, partitions=partitions))
-        return WR.WriteShareGroupStateResponse(results=results)
+
+        async def answer(key, p):
+            batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)
+            error = refused or await service.write_state(key, p.leader_epoch, p.start_offset, batches, p.state_epoch)
+            return WR.PartitionResult(partition=p.partition, error_code=error, error_message=None)
+
+        return WR.WriteShareGroupStateResponse(results=await each_partition(request, answer, WR.WriteStateResult))
 
     async def initialize(ctx, request):
         refused = refusal(ctx)
-        results = []
-        for t in request.topics:
-            partitions = []
-            for p in t.partitions:
-                error = refused or await service.initialize_state((request.group_id, t.topic_id, p.partition), p.state_epoch, p.start_offset)
-                partitions.append(IR.PartitionResult(partition=p.partition, error_code=error, error_message=None))
-            results.append(IR.InitializeStateResult(topic_id=t.topic_id, partitions=partitions))
-        return IR.InitializeShareGroupStateResponse(results=results)
+
+        async def answer(key, p):
+            error = refused or await service.initialize_state(key, p.state_epoch, p.start_offset)
+            return IR.PartitionResult(partition=p.partition, error_code=error, error_message=None)
+
+        return IR.InitializeShareGroupStateResponse(results=await each_partition(request, answer, IR.InitializeStateResult))
 
     async def delete(ctx, request):
         refused = refusal(ctx)
-        results = []
-        for t in request.topics:
-            partitions = []
-            for p in t.partitions:
-                error = refused or await service.delete_state((request.group_id, t.topic_id, p.partition))
-                partitions.append(DR.PartitionResult(partition=p.partition, error_code=error, error_message=None))
-            results.append(DR.DeleteStateResult(topic_id=t.topic_id, partitions=partitions))
-        return DR.DeleteShareGroupStateResponse(results=results)
+
+        async def answer(key, p):
+            error = refused or await service.delete_state(key)
+            return DR.PartitionResult(partition=p.partition, error_code=error, error_message=None)
+
+        return DR.DeleteShareGroupStateResponse(results=await each_partition(request, answer, DR.DeleteStateResult))
 
     async def summary(ctx, request):
         refused = refusal(ctx)
-        results = []
-        for t in request.topics:
-            partitions = []
-            for p in t.partitions:
-                error, state_epoch, leader_epoch, start_offset = (
-                    (refused, 0, -1, -1) if refused else await service.read_summary((request.group_id, t.topic_id, p.partition)))
-                partitions.append(SR.PartitionResult(
-                    partition=p.partition, error_code=error, error_message=None, state_epoch=state_epoch,
-                    leader_epoch=leader_epoch, start_offset=start_offset))
-            results.append(SR.ReadStateSummaryResult(topic_id=t.topic_id, partitions=partitions))
-        return SR.ReadShareGroupStateSummaryResponse(results=results)
+
+        async def answer(key, p):
+            error, state_epoch, leader_epoch, start_offset = (refused, 0, -1, -1) if refused else await service.read_summary(key)
+            return SR.PartitionResult(partition=p.partition, error_code=error, error_message=None, state_epoch=state_epoch,
+                                      leader_epoch=leader_epoch, start_offset=start_offset)
+
+        return SR.ReadShareGroupStateSummaryResponse(results=await each_partition(request, answer, SR.ReadStateSummaryResult))
 
     dispatcher.register(INITIALIZE.key, 0, 0, initialize)
     dispatcher.register(READ.key, 0, 0, read)

@@ -86,6 +86,49 @@ def parse_topic_partitions(values: list[str]) -> list[tuple[str, list[int] | Non
     return out
 
 
+def named_partitions(metadata, topics: list[tuple[str, list[int] | None]]) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs ``topics`` names (all of a topic's partitions
+    for None), sorted; NotFound for a topic or partition ``metadata`` lacks."""
+    partitions = []
+    for topic, wanted in topics:
+        info = metadata.topics.get(topic)
+        if info is None:
+            raise NotFound(f"topic {topic!r} does not exist")
+        existing = {p.partition for p in info.partitions}
+        for p in wanted if wanted is not None else sorted(existing):
+            if p not in existing:
+                raise NotFound(f"partition {topic}-{p} does not exist")
+            partitions.append((topic, p))
+    return sorted(set(partitions))
+
+
+def new_offsets(client: ToolClient, metadata, tps, committed, kind: str, argument) -> dict[tuple[str, int], int]:
+    """The offsets a reset ``kind`` (``to_earliest``, ``to_latest``, ``to_offset``,
+    ``to_current``, ``shift_by``, ``to_datetime``, ``by_duration``) gives
+    ``tps``, clamped to the log; ``committed`` for the relative kinds."""
+    earliest = list_offsets(client, metadata, tps, EARLIEST_TIMESTAMP)
+    latest = list_offsets(client, metadata, tps, LATEST_TIMESTAMP)
+
+    def clamp(tp, offset: int) -> int:
+        return max(earliest[tp], min(latest[tp], offset))
+
+    if kind == "to_earliest":
+        return dict(earliest)
+    if kind == "to_latest":
+        return dict(latest)
+    if kind == "to_offset":
+        return {tp: clamp(tp, argument) for tp in tps}
+    if kind in ("to_current", "shift_by"):
+        missing = [tp for tp in tps if tp not in committed]
+        if missing:
+            t, p = missing[0]
+            raise Refused(f"the group has no committed offset for {t}-{p} to {kind.replace('_', '-')} from")
+        return {tp: clamp(tp, committed[tp] + (argument if kind == "shift_by" else 0)) for tp in tps}
+    timestamp = argument if kind == "to_datetime" else int(time.time() * 1000) - argument
+    found = list_offsets(client, metadata, tps, timestamp)
+    return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in tps}
+
+
 class GroupAdmin(ToolClient):
 
     def _coordinator(self, group_id: str):
@@ -144,50 +187,17 @@ class GroupAdmin(ToolClient):
         if all_topics:
             partitions = sorted(committed)
         else:
-            partitions = []
-            for topic, wanted in topics:
-                info = metadata.topics.get(topic)
-                if info is None:
-                    raise NotFound(f"topic {topic!r} does not exist")
-                existing = {p.partition for p in info.partitions}
-                for p in wanted if wanted is not None else sorted(existing):
-                    if p not in existing:
-                        raise NotFound(f"partition {topic}-{p} does not exist")
-                    partitions.append((topic, p))
-            partitions = sorted(set(partitions))
+            partitions = named_partitions(metadata, topics)
         kind, argument = spec
         new: dict[tuple[str, int], int] = {}
         with progress(len(partitions), "reset-offsets") as bar:
             for start in range(0, len(partitions), PARTITIONS_PER_REQUEST):
                 chunk = partitions[start:start + PARTITIONS_PER_REQUEST]
-                new.update(self._new_offsets(metadata, chunk, committed, kind, argument))
+                new.update(new_offsets(self, metadata, chunk, committed, kind, argument))
                 bar.update(len(chunk))
         if execute:
             self._commit(coordinator, group_id, new)
         return [(t, p, new[(t, p)]) for t, p in partitions]
-
-    def _new_offsets(self, metadata, tps, committed, kind: str, argument) -> dict[tuple[str, int], int]:
-        earliest = list_offsets(self, metadata, tps, EARLIEST_TIMESTAMP)
-        latest = list_offsets(self, metadata, tps, LATEST_TIMESTAMP)
-
-        def clamp(tp, offset: int) -> int:
-            return max(earliest[tp], min(latest[tp], offset))
-
-        if kind == "to_earliest":
-            return dict(earliest)
-        if kind == "to_latest":
-            return dict(latest)
-        if kind == "to_offset":
-            return {tp: clamp(tp, argument) for tp in tps}
-        if kind in ("to_current", "shift_by"):
-            missing = [tp for tp in tps if tp not in committed]
-            if missing:
-                t, p = missing[0]
-                raise Refused(f"the group has no committed offset for {t}-{p} to {kind.replace('_', '-')} from")
-            return {tp: clamp(tp, committed[tp] + (argument if kind == "shift_by" else 0)) for tp in tps}
-        timestamp = argument if kind == "to_datetime" else int(time.time() * 1000) - argument
-        found = list_offsets(self, metadata, tps, timestamp)
-        return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in tps}
 
     def _commit(self, coordinator, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
         items = sorted(offsets.items())

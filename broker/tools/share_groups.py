@@ -28,9 +28,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from broker.tools.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NotFound, Refused, ToolClient, ToolError
-from broker.tools.group_admin import parse_datetime_ms, reset_table
-from broker.tools.offsets import list_offsets
+from broker.tools.client import Refused, ToolClient, ToolError
+from broker.tools.group_admin import named_partitions, new_offsets, parse_datetime_ms, reset_table
 from broker.tools.options import EXIT_CODES, add_client_options, settings_of
 from broker.tools.topics import error_text, fetch_metadata
 from protocol.errors import ErrorCode
@@ -104,33 +103,13 @@ class ShareGroupTool(ToolClient):
         if all_topics:
             partitions = [(t, p) for t, p, _ in self.describe_offsets(group_id)]
         else:
-            metadata = fetch_metadata(self, sorted({t for t, _ in topics}))
-            partitions = []
-            for topic, wanted in topics:
-                info = metadata.topics.get(topic)
-                if info is None:
-                    raise NotFound(f"topic {topic!r} does not exist")
-                existing = {p.partition for p in info.partitions}
-                for p in wanted if wanted is not None else sorted(existing):
-                    if p not in existing:
-                        raise NotFound(f"partition {topic}-{p} does not exist")
-                    partitions.append((topic, p))
+            partitions = named_partitions(fetch_metadata(self, sorted({t for t, _ in topics})), topics)
         partitions = sorted(set(partitions))
         if not partitions:
             return []
         metadata = fetch_metadata(self, sorted({t for t, _ in partitions}))
-        earliest = list_offsets(self, metadata, partitions, EARLIEST_TIMESTAMP)
-        latest = list_offsets(self, metadata, partitions, LATEST_TIMESTAMP)
         kind, argument = spec
-        if kind == "to_earliest":
-            new = dict(earliest)
-        elif kind == "to_latest":
-            new = dict(latest)
-        elif kind == "to_offset":
-            new = {tp: max(earliest[tp], min(latest[tp], argument)) for tp in partitions}
-        else:
-            found = list_offsets(self, metadata, partitions, argument)
-            new = {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
+        new = new_offsets(self, metadata, partitions, {}, kind, argument)
         if execute:
             by_topic: dict[str, list] = {}
             for (topic, partition), offset in sorted(new.items()):

@@ -219,6 +219,3 @@ class ConsumerGroup:
     def subscribed_regexes(self) -> set[str]:
         """The regular expressions members subscribe with."""
         return {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
-
-    def unresolved_regexes(self) -> set[str]:
-        return self.subscribed_regexes() - self.resolved_regexes.keys()
