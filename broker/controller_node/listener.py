@@ -29,6 +29,7 @@ from broker.handlers import (
     create_partitions,
     create_topics,
     delete_topics,
+    describe_balancer,
     elect_leaders,
     incremental_alter_configs,
     list_partition_reassignments,
@@ -132,6 +133,7 @@ def build_controller_dispatcher(broker) -> Dispatcher:
         elect_leaders,
         alter_partition_reassignments,
         list_partition_reassignments,
+        describe_balancer,
         update_features,
     ):
         module.register(dispatcher, broker)
