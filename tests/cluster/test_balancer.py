@@ -135,14 +135,27 @@ def test_a_broker_that_joins_empty_gets_its_share_under_load(tmp_path):
         # Done, not only even: the status says so (nothing in flight, throttles off).
         ready = wait_until(lambda: "Status: ready" in (balancer_cli(cluster.bootstrap(), "--describe").stdout or ""), SETTLE_BOUND_S, interval_s=1)
         assert ready, balancer_cli(cluster.bootstrap(), "--describe").stdout
+        # Leaders spread too once the plan's preferred leaders are elected.
+        state = layout(cluster)
+        leaders = Counter(dict.fromkeys(everyone, 0))
+        leaders.update(leader for leader, _, _ in state.values())
+        assert min(leaders.values()) > 0 and max(leaders.values()) / min(leaders.values()) <= 1.1 + 1e-9, leaders
         history = stream.stop()
         stream = None
         assert not history.fatal_errors(), history.summary()
         records = read_partition(cluster.bootstrap() + "," + node4.bootstrap, topic, 0)
         result = check_history(records, history)
-        assert result.ok, result.report() + "; " + history.summary()
+        # librdkafka acknowledges some records with no offset (None) when it retried
+        # their batch across a leader epoch change: no offset is claimed for them,
+        # as the fault suite's checker treats such sends (tests/faults/checker.py);
+        # they must still be read exactly once and in order.
+        claimed = [m for m in result.moved if m[1] is not None]
+        assert not (result.lost or result.duplicated or claimed or result.reordered or result.phantom), (
+            result.report() + "; " + history.summary()
+        )
         assert result.acked == len(history.acked) > 0
-        print(f"balanced in {took_s:.1f} s: {dict(counts)}; partition 0 moved to node 4: {bool(moved_partition_0)}")
+        print(f"balanced in {took_s:.1f} s: replicas {dict(counts)}, leaders {dict(leaders)}; "
+              f"partition 0 moved to node 4: {bool(moved_partition_0)}")
     finally:
         if stream is not None:
             stream.stop(drain_s=5)
