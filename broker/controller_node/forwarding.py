@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 # ListPartitionReassignments (46) only reads, but the controller answers it in
 # Kafka too: its view of running reassignments is the authoritative one.
 # pybroker's cluster link APIs that change metadata go too, and
-# DescribeBalancerStatus (16010): only the active controller runs the balancer.
-FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51, 57, 16010}) | FORWARDED_LINK_API_KEYS
+# the balancer's DescribeBalancerStatus and AlterBrokerPlacements (16010, 16011):
+# only the active controller runs the balancer.
+FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51, 57, 16010, 16011}) | FORWARDED_LINK_API_KEYS
 CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
 ALLOCATE_PRODUCER_IDS = APIS_BY_NAME["AllocateProducerIds"]
 CREATE_TOPICS_VERSION = 7

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from controller import metadata_commands as commands
 from controller.acl_commands import plan_create_acls, plan_delete_acls
 from controller.alter_partition import alter_partition_error, plan_alter_partition
-from controller.balancer.driver import BalancerDriver, BalancerSettings, BalancerStatus
-from controller.balancer.model import Plan
+from controller.balancer.driver import BalancerDriver, BalancerSettings, placement_summary
+from controller.balancer.placement_commands import PlacementResult, plan_alter_broker_placements
 from controller.broker_lifecycle import (
     UNCLEAN_LEADER_ELECTION_CONFIG,
     BrokerHeartbeatTracker,
@@ -829,16 +829,24 @@ class QuorumController:
             self._balancer_task.cancel()
             self._balancer_task = None
 
-    async def balancer_status(self, *, with_plan: bool) -> tuple[BalancerStatus | None, Plan | None]:
+    async def balancer_status(self, *, with_plan: bool):
         """(the balancer's status, None when it is configured off; the plan it
-        would make now, when asked). Raises NotControllerError off the active controller."""
+        would make now, when asked; the brokers cordoned or draining, see
+        placement_summary). Raises NotControllerError off the active controller."""
         await self._wait_active()
+        image = self._planned or self.image
+        placements = placement_summary(image)
         driver = self._balancer
         if driver is None:
-            return None, None
-        image = self._planned or self.image
+            return None, None, placements
         plan = driver.plan(image, failed=driver.failed_brokers(image, self._clock_ms())) if with_plan else None
-        return driver.status(), plan
+        return driver.status(), plan, placements
+
+    async def alter_broker_placements(self, changes) -> list[PlacementResult]:
+        """Cordon, drain or uncordon brokers: [(broker id, state name)] in, a result
+        each once the records are committed; NotControllerError off the active controller."""
+        balancer_on = self.balancer_settings is not None and self.balancer_settings.mode != "off"
+        return await self._submit(lambda image: plan_alter_broker_placements(image, changes, balancer_on=balancer_on))
 
     def close(self) -> None:
         self._stop_balancer()

@@ -32,7 +32,7 @@ UNKNOWN = -1
 def _answer(error: ErrorCode, message: str | None = None, **fields):
     base = dict(
         throttle_time_ms=0, error_code=error, error_message=message, state="", reason=None, trigger=None,
-        moves_in_flight=0, failed_brokers=[], planned_moves=[], plan_violations=[],
+        moves_in_flight=0, failed_brokers=[], planned_moves=[], plan_violations=[], broker_placements=[],
     )
     base.update(fields)
     return R.DescribeBalancerStatusResponse(**base)
@@ -69,7 +69,7 @@ def register(dispatcher, broker) -> None:
 
     async def handle(ctx, request):
         try:
-            status, plan = await broker.controller.balancer_status(with_plan=request.include_plan)
+            status, plan, placements = await broker.controller.balancer_status(with_plan=request.include_plan)
         except NotControllerError as exc:
             return _answer(ErrorCode.NOT_CONTROLLER, str(exc))
         if status is None:
@@ -86,6 +86,7 @@ def register(dispatcher, broker) -> None:
             )
         if plan is not None:
             fields.update(_plan_fields(plan))
+        fields["broker_placements"] = [R.BrokerPlacement(broker_id=b, state=state, replicas=held) for b, state, held in placements]
         return _answer(ErrorCode.NONE, **fields)
 
     dispatcher.register(API.key, 0, 0, handle, authorize=authorize)

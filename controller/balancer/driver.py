@@ -30,8 +30,12 @@ Triggers, checked only when no balancer move runs:
   planner, which re-creates its replicas from the in-sync survivors. The time
   is counted from when this driver first saw it fenced, so after a failover it
   starts again (later rather than too early: the broker may be restarting).
-* node_add (every mode but off): an unfenced broker with no replica while
-  others have some.
+* remove_broker (every mode but off): a draining broker (``pybroker cluster
+  remove-broker``, controller/balancer/placement_commands.py) still holds
+  replicas: the planner moves them all off it. Cordoned brokers keep theirs
+  and take none.
+* node_add (every mode but off): an unfenced broker that is not cordoned or
+  draining, with no replica while others have some.
 * imbalance (continuous): the replica or leader counts of the brokers that
   take replicas differ by more than ``imbalance_threshold_percent`` of their
   mean.
@@ -55,8 +59,7 @@ checked anew, with a fresh plan.
 
 What it does not do yet: the disk trigger and goal (brokers do not report
 their log dirs' usage to the controller), bytes to move and time estimates
-(the controller knows no partition sizes: reported as -1), draining and
-cordoning (they need a metadata record), and keeping the set of its own
+(the controller knows no partition sizes: reported as -1), and keeping the set of its own
 throttles across a controller failover (a new controller leaves the previous
 one's throttles alone, and a reassignment the previous one started counts as
 someone else's until it ends).
@@ -71,10 +74,11 @@ from dataclasses import dataclass, field
 
 from controller.balancer.image_input import cluster_state_from_image
 from controller.balancer.model import GoalConfig, Move, MoveKind, Plan
+from controller.balancer.placement_commands import cordoned_brokers, draining_brokers
 from controller.balancer.planner import plan as make_plan
 from controller.leader_election import plan_preferred_elections
 from controller.metadata.image import MetadataImage
-from controller.metadata.records import CONFIG_RECORD, RESOURCE_BROKER, RESOURCE_TOPIC
+from controller.metadata.records import CONFIG_RECORD, PLACEMENT_STATE_NAMES, RESOURCE_BROKER, RESOURCE_TOPIC
 from controller.reassignment import is_reassigning, plan_alter_partition_reassignments
 from protocol.errors import ErrorCode
 
@@ -252,6 +256,7 @@ class BalancerDriver:
             return []
         self._stalled = None
         usable = {b for b, r in image.brokers.items() if not r.fenced and not r.in_controlled_shutdown}
+        takers = usable - set(image.broker_placement)
         unheard = sorted(usable - live)
         if unheard:
             # Right after a failover: they may be alive; placing on them or not
@@ -261,11 +266,13 @@ class BalancerDriver:
         trigger = self._trigger
         if self._failed:
             trigger = "broker_failure"
+        elif draining_brokers(image) & holders:
+            trigger = "remove_broker"
         elif trigger is None:
-            empty = sorted(usable - holders)
-            if empty and holders & usable:
+            empty = sorted(takers - holders)
+            if empty and holders & takers:
                 trigger = "node_add"
-            elif self.settings.mode == "continuous" and self._imbalanced(image, usable):
+            elif self.settings.mode == "continuous" and self._imbalanced(image, takers):
                 trigger = "imbalance"
         if trigger is None:
             if self._balanced_since_ms is None:
@@ -318,7 +325,9 @@ class BalancerDriver:
 
     def plan(self, image: MetadataImage, *, failed: Collection[int] = ()) -> Plan:
         """The plan the balancer would carry out now (also ``--dry-run``'s)."""
-        state = cluster_state_from_image(image, failed=failed)
+        state = cluster_state_from_image(
+            image, failed=failed, draining=draining_brokers(image), cordoned=cordoned_brokers(image)
+        )
         return make_plan(state, GoalConfig(max_moves_per_broker=self.settings.max_moves_per_broker))
 
     def _start(self, image: MetadataImage, moves: tuple[Move, ...], trigger: str) -> list:
@@ -386,6 +395,18 @@ class BalancerDriver:
         if self._stalled is not None:
             return BalancerStatus(BalancerState.STALLED, reason=self._stalled, **common)
         return BalancerStatus(BalancerState.READY, reason=self._waiting, **common)
+
+
+def placement_summary(image: MetadataImage) -> tuple[tuple[int, str, int], ...]:
+    """(broker id, cordoned or draining, replicas it holds) of every broker not in
+    the normal placement state: a draining broker holding 0 may be stopped."""
+    held = dict.fromkeys(image.broker_placement, 0)
+    for topic in image.topics.values():
+        for partition in topic.partitions.values():
+            for b in partition.replicas:
+                if b in held:
+                    held[b] += 1
+    return tuple((b, PLACEMENT_STATE_NAMES[s], held[b]) for b, s in sorted(image.broker_placement.items()))
 
 
 def _config(resource_type: int, name: str, key: str, value: str | None):

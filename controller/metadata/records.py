@@ -324,6 +324,22 @@ MIRROR_TOPIC_RECORD = MetadataRecordType(10002, 0, Struct("MirrorTopicRecord", [
     F("partition_marks", Array(MIRROR_PARTITION_MARK)),
 ]))
 
+# ----------------------------------------------------------------------------- the balancer
+
+# BrokerPlacementRecord.state values: where the controller may put replicas.
+PLACEMENT_NORMAL = 0  # anywhere (the record removes the broker's entry)
+PLACEMENT_CORDONED = 1  # no new replica (KIP-1066's cordon): it keeps what it holds
+PLACEMENT_DRAINING = 2  # no new replica, and the balancer moves every replica off it (remove-broker)
+PLACEMENT_STATE_NAMES = {PLACEMENT_NORMAL: "normal", PLACEMENT_CORDONED: "cordoned", PLACEMENT_DRAINING: "draining"}
+
+# An operator's placement decision for a broker (pybroker cluster cordon /
+# remove-broker), kept in the log so that a controller failover keeps it. A
+# record replaces the broker's state; it outlives the broker's registration.
+BROKER_PLACEMENT_RECORD = MetadataRecordType(10003, 0, Struct("BrokerPlacementRecord", [
+    F("broker_id", INT32),
+    F("state", INT8),
+]))
+
 RECORD_TYPES = {
     t.api_key: t
     for t in (
@@ -352,6 +368,7 @@ RECORD_TYPES = {
         CLUSTER_LINK_RECORD,
         REMOVE_CLUSTER_LINK_RECORD,
         MIRROR_TOPIC_RECORD,
+        BROKER_PLACEMENT_RECORD,
     )
 }
 RECORD_TYPES_BY_NAME = {t.name: t for t in RECORD_TYPES.values()}

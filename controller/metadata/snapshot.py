@@ -35,6 +35,7 @@ from controller.metadata.image import MetadataImage, PartitionImage, acl_entry_r
 from controller.metadata.records import (
     BROKER_ENDPOINT,
     BROKER_FEATURE,
+    BROKER_PLACEMENT_RECORD,
     CLIENT_QUOTA_ENTITY,
     CLIENT_QUOTA_RECORD,
     CLUSTER_LINK_CONFIG,
@@ -187,6 +188,10 @@ def iter_snapshot_records(image: MetadataImage) -> Iterator:
                 for p, (offset, epoch) in sorted(mirror.partition_marks.items())
             ],
         )
+
+
+    for broker_id, state in sorted(image.broker_placement.items()):
+        yield BROKER_PLACEMENT_RECORD(broker_id=broker_id, state=state)
 
 
 def snapshot_records(image: MetadataImage) -> list:

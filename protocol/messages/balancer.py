@@ -1,4 +1,4 @@
-"""pybroker's own API for the balancer of the active controller (key 16010).
+"""pybroker's own APIs for the balancer of the active controller (keys 16010-16011).
 
 Apache Kafka has no balancer (Confluent's Self-Balancing Clusters answer a
 similar question through their own admin API), so this one is pybroker's, in
@@ -11,6 +11,11 @@ says why it is stalled (or what a ready balancer waits for). Sizes the
 controller does not know are -1 (brokers do not report partition sizes to
 it yet). With ``include_plan``, the answer also carries the plan the
 balancer would make now (a dry run: nothing is started).
+
+AlterBrokerPlacements (16011) cordons brokers (no new replicas), drains them
+(remove-broker: the balancer moves every replica off) or puts them back to
+normal; the active controller writes the states to the metadata log
+(controller/balancer/placement_commands.py says what is refused).
 """
 
 from protocol.schema import BOOL, INT16, INT32, INT64, STRING, Api, Array, F, Struct
@@ -51,6 +56,32 @@ APIS = [
             F("plan_cost_bound_reached", BOOL, default=False),
             # Hard goals the plan cannot meet as the cluster stands, each said in a sentence.
             F("plan_violations", Array(STRING)),
+            # Brokers that are cordoned or draining, with the replicas they still hold.
+            F("broker_placements", Array(Struct("BrokerPlacement", [
+                F("broker_id", INT32),
+                F("state", STRING),
+                F("replicas", INT32),
+            ]))),
+        ],
+    ),
+    Api(
+        16011, "AlterBrokerPlacements", "0", flexible="0+",
+        request=[
+            F("brokers", Array(Struct("BrokerPlacementChange", [
+                F("broker_id", INT32),
+                # normal, cordoned or draining.
+                F("state", STRING),
+            ]))),
+        ],
+        response=[
+            F("throttle_time_ms", INT32),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+            F("results", Array(Struct("BrokerPlacementResult", [
+                F("broker_id", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+            ]))),
         ],
     ),
 ]

@@ -10,6 +10,8 @@ with ``balancer.mode=node_add``:
 * node 4, holding replicas, is SIGKILLed and left down with a short failure
   threshold: every partition is back to three in-sync replicas on nodes 1-3;
   restarted, node 4 is an empty broker like any other and gets replicas again.
+* ``pybroker cluster cordon`` keeps a new topic off a broker; ``remove-broker``
+  drains node 4 under a producer, with nothing lost, until it may be stopped.
 
 Partitions are few and small so a run takes well under a minute; the time to
 balance 300 partitions and a gigabyte is a benchmark, not this test.
@@ -216,6 +218,84 @@ def test_a_broker_lost_for_longer_than_the_threshold_has_its_replicas_recreated(
         node4 = BrokerProcess(node4.data_dir, node4.overrides).start()
         assert wait_until(settled_with_node4, BALANCE_BOUND_S, interval_s=0.5), f"{layout(cluster)}\n" + node4.log_text()[-3000:]
     finally:
+        if node4 is not None:
+            node4.stop()
+            (tmp_path / f"node{NEW_BROKER}.out").write_text(node4.log_text())
+        cluster.save_output()
+        cluster.stop()
+
+
+def cluster_cli(bootstrap: str, command: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "broker", "cluster", command, "--bootstrap-server", bootstrap, *args],
+        capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=60, check=False,
+    )
+
+
+def test_a_cordoned_broker_gets_no_new_topic_and_a_removed_one_is_drained_under_load(tmp_path):
+    cluster = ReplicatedCluster(tmp_path, extra=BALANCER)
+    node4: BrokerProcess | None = None
+    stream: StreamProducer | None = None
+    try:
+        cluster.start()
+        node4 = start_broker_only(cluster, tmp_path, BALANCER)
+        everyone = [*NODE_IDS, NEW_BROKER]
+        assert wait_until(lambda: all(cluster.brokers(n) == everyone for n in NODE_IDS), SETTLE_BOUND_S)
+        admin = cluster.admin()
+        topic = "spread"
+        for future in admin.create_topics([NewTopic(topic, num_partitions=24, replication_factor=3)], request_timeout=20).values():
+            future.result(timeout=30)
+
+        # Cordoned, broker 3 keeps its replicas and gets none of a new topic's.
+        cordoned = cluster_cli(cluster.bootstrap(), "cordon", "--id", "3")
+        assert cordoned.returncode == 0, cordoned.stdout + cordoned.stderr
+        for future in admin.create_topics([NewTopic("fresh", num_partitions=6, replication_factor=3)], request_timeout=20).values():
+            future.result(timeout=30)
+        fresh = cluster.describe("fresh")
+        assert fresh and all(3 not in p.replicas for p in fresh.values()), fresh
+        described = balancer_cli(cluster.bootstrap(), "--describe")
+        assert "Broker 3: cordoned" in described.stdout, described.stdout
+        # Removing another broker now would leave two brokers for RF=3: refused, nothing changes.
+        refused = cluster_cli(cluster.bootstrap(), "remove-broker", "--id", str(NEW_BROKER))
+        assert refused.returncode == 1 and "replication factor of 3" in refused.stderr, refused.stdout + refused.stderr
+        assert cluster_cli(cluster.bootstrap(), "uncordon", "--id", "3").returncode == 0
+
+        def settled_with_node4():
+            state = layout(cluster)
+            if state is None or any(set(isr) != set(r) for _, r, isr in state.values()):
+                return None
+            return replica_counts(state, everyone)[NEW_BROKER] > 0
+
+        assert wait_until(settled_with_node4, SETTLE_BOUND_S)
+        stream = StreamProducer(cluster.bootstrap(), topic, rate=PRODUCE_RATE).start()
+        assert wait_until(lambda: len(stream.history.acked) >= 300, SETTLE_BOUND_S), stream.history.summary()
+
+        removed = cluster_cli(cluster.bootstrap(), "remove-broker", "--id", str(NEW_BROKER))
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+
+        def drained():
+            described = balancer_cli(cluster.bootstrap(), "--describe").stdout
+            state = layout(cluster)
+            if f"Broker {NEW_BROKER}: draining (drained: it may be stopped)" not in described or state is None:
+                return None
+            if any(NEW_BROKER in r or set(isr) != set(r) or len(r) != 3 for _, r, isr in state.values()):
+                return None
+            return described
+
+        assert wait_until(drained, BALANCE_BOUND_S, interval_s=1), balancer_cli(cluster.bootstrap(), "--describe").stdout
+        node4.stop()
+        history = stream.stop()
+        stream = None
+        assert not history.fatal_errors(), history.summary()
+        result = check_history(read_partition(cluster.bootstrap(), topic, 0), history)
+        claimed = [m for m in result.moved if m[1] is not None]
+        assert not (result.lost or result.duplicated or claimed or result.reordered or result.phantom), (
+            result.report() + "; " + history.summary()
+        )
+        assert result.acked == len(history.acked) > 0
+    finally:
+        if stream is not None:
+            stream.stop(drain_s=5)
         if node4 is not None:
             node4.stop()
             (tmp_path / f"node{NEW_BROKER}.out").write_text(node4.log_text())
