@@ -54,8 +54,12 @@ and not removed afterwards; the balancer removes only what it set, once its
 moves are over, and then elects the preferred leaders the plan chose.
 
 A move is cancelled when the cluster changes under it: a broker it adds a
-replica to is fenced or gone (it cannot catch up); the trigger is then
-checked anew, with a fresh plan.
+replica to is fenced or gone (it cannot catch up), or the partition has no
+leader (nothing copies); the trigger is then checked anew, with a fresh plan.
+
+A tick that finds no move running, no trigger, no fenced broker and the same
+image and live brokers as the last such tick does nothing: an idle balancer
+costs nothing per tick, however many partitions there are.
 
 What it does not do yet: the disk trigger and goal (brokers do not report
 their log dirs' usage to the controller), bytes to move and time estimates
@@ -78,7 +82,7 @@ from controller.balancer.placement_commands import cordoned_brokers, draining_br
 from controller.balancer.planner import plan as make_plan
 from controller.leader_election import plan_preferred_elections
 from controller.metadata.image import MetadataImage
-from controller.metadata.records import CONFIG_RECORD, PLACEMENT_STATE_NAMES, RESOURCE_BROKER, RESOURCE_TOPIC
+from controller.metadata.records import CONFIG_RECORD, NO_LEADER, PLACEMENT_STATE_NAMES, RESOURCE_BROKER, RESOURCE_TOPIC
 from controller.reassignment import is_reassigning, plan_alter_partition_reassignments
 from protocol.errors import ErrorCode
 
@@ -171,6 +175,9 @@ class BalancerDriver:
         self._waiting: str | None = None
         # The assignment a plan found nothing to do for: not planned again until it changes.
         self._settled_on: tuple | None = None
+        # (image offset, live brokers) of the last tick that found nothing to do and nothing
+        # that time alone could change (no fenced broker): the next such tick is free.
+        self._idle_on: tuple | None = None
 
     # ------------------------------------------------------------------ inputs
 
@@ -208,7 +215,13 @@ class BalancerDriver:
             records.extend(self._remove_throttles(image))
             self._to_elect.clear()
             return records
-        records.extend(self._maybe_plan(image, now_ms, set(live_brokers)))
+        live = frozenset(live_brokers)
+        # An image's offset names its content (the planned image too: the offset its records end at).
+        if self._idle_on is not None and self._idle_on == (image.offset, live):
+            return records
+        records.extend(self._maybe_plan(image, now_ms, set(live)))
+        idle = not records and self._trigger is None and not self._fenced_since_ms and self._stalled is None
+        self._idle_on = (image.offset, live) if idle else None
         return records
 
     def _follow_moves(self, image: MetadataImage, records: list) -> None:
@@ -231,6 +244,10 @@ class BalancerDriver:
             lost = [b for b in flight.adding if b not in image.brokers or image.brokers[b].fenced]
             if lost:
                 log.info("balancer: cancelling the move of %s-%d: broker(s) %s it copies to are down", *key, lost)
+                cancel.append(key)
+            elif partition.leader == NO_LEADER:
+                # Nothing copies without a leader: waiting would hold every later plan back.
+                log.info("balancer: cancelling the move of %s-%d: the partition has no leader", *key)
                 cancel.append(key)
         if cancel:
             results, cancel_records = plan_alter_partition_reassignments(image, _by_topic((k, None) for k in cancel))

@@ -279,3 +279,38 @@ def test_settings_refuse_what_they_cannot_honour():
                 dict(broker_failure_threshold_ms=-1), dict(imbalance_threshold_percent=-5)):
         with pytest.raises(ValueError):
             BalancerSettings(**bad)
+
+
+def test_a_move_of_a_partition_left_without_a_leader_is_cancelled():
+    driver = BalancerDriver(BalancerSettings(max_moves_per_broker=4))
+    image = cluster([1, 2, 3], empty=[4], partitions=6, rf=1, topics=("a",))
+    image = apply(image, driver.tick(image, 0, [1, 2, 3, 4]))
+    parts = image.topics["a"].partitions
+    source = next(p.removing_replicas[0] for p in parts.values() if p.removing_replicas)
+    from_source = [pid for pid, p in parts.items() if p.removing_replicas == (source,)]
+    others = [pid for pid, p in parts.items() if is_reassigning(p) and pid not in from_source]
+    image = apply(image, plan_fence_brokers(image, [source]))  # RF 1: its partitions have no leader now
+    image = apply(image, driver.tick(image, 1000, [b for b in (1, 2, 3, 4) if b != source]))
+    parts = image.topics["a"].partitions
+    assert all(not is_reassigning(parts[pid]) and parts[pid].replicas == (source,) for pid in from_source)
+    assert all(is_reassigning(parts[pid]) for pid in others)  # led, so still copying
+
+
+def test_an_idle_balancer_does_not_look_again_until_something_changes():
+    driver = BalancerDriver(BalancerSettings())
+    image = cluster([1, 2, 3], partitions=4)
+    calls = []
+    real = driver._maybe_plan
+
+    def counted(*args):
+        calls.append(args[1])
+        return real(*args)
+
+    driver._maybe_plan = counted
+    for now_ms in range(0, 5000, 1000):
+        assert driver.tick(image, now_ms, [1, 2, 3]) == []
+    assert calls == [0]
+    # A new broker, in the image and heard from: looked at again, and it is filled.
+    fuller = cluster([1, 2, 3], empty=[4], partitions=4)
+    assert driver.tick(fuller, 6000, [1, 2, 3, 4]) != []
+    assert calls == [0, 6000]
