@@ -35,7 +35,9 @@ Triggers, checked only when no balancer move runs:
   replicas: the planner moves them all off it. Cordoned brokers keep theirs
   and take none.
 * node_add (every mode but off): an unfenced broker that is not cordoned or
-  draining, with no replica while others have some.
+  draining holds no replica while others have some, or fewer than half the
+  mean of those brokers (a new broker a previous active controller had
+  started to fill: the trigger itself is not in the log).
 * imbalance (continuous): the replica or leader counts of the brokers that
   take replicas differ by more than ``imbalance_threshold_percent`` of their
   mean.
@@ -73,6 +75,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
@@ -265,7 +268,8 @@ class BalancerDriver:
 
     def _maybe_plan(self, image: MetadataImage, now_ms: int, live: set[int]) -> list:
         failed = self.failed_brokers(image, now_ms)
-        holders = {b for t in image.topics.values() for p in t.partitions.values() for b in p.replicas}
+        held = Counter(b for t in image.topics.values() for p in t.partitions.values() for b in p.replicas)
+        holders = set(held)
         self._failed = tuple(sorted(failed & holders))
         self._waiting = None
         if any(is_reassigning(p) for t in image.topics.values() for p in t.partitions.values()):
@@ -286,8 +290,7 @@ class BalancerDriver:
         elif draining_brokers(image) & holders:
             trigger = "remove_broker"
         elif trigger is None:
-            empty = sorted(takers - holders)
-            if empty and holders & takers:
+            if self._underfilled(held, takers):
                 trigger = "node_add"
             elif self.settings.mode == "continuous" and self._imbalanced(image, takers):
                 trigger = "imbalance"
@@ -317,6 +320,16 @@ class BalancerDriver:
         self._trigger = trigger if (result.cost_bound_reached or data_moves) else None
         self._balanced_since_ms = None
         return self._start(image, result.moves, trigger)
+
+    @staticmethod
+    def _underfilled(held: Counter, takers: set[int]) -> bool:
+        """A broker that takes replicas holds none while another holds some, or
+        fewer than half the mean: a new broker, or one a previous controller
+        had started to fill (the trigger itself is not in the log)."""
+        if not takers or not any(held[b] for b in takers):
+            return False
+        mean = sum(held[b] for b in takers) / len(takers)
+        return any(held[b] == 0 or 2 * held[b] < mean for b in takers)
 
     def _imbalanced(self, image: MetadataImage, usable: set[int]) -> bool:
         takers = sorted(usable)

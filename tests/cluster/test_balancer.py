@@ -301,3 +301,48 @@ def test_a_cordoned_broker_gets_no_new_topic_and_a_removed_one_is_drained_under_
             (tmp_path / f"node{NEW_BROKER}.out").write_text(node4.log_text())
         cluster.save_output()
         cluster.stop()
+
+
+def test_balancing_goes_on_after_the_active_controller_is_killed(tmp_path):
+    """The active controller is SIGKILLed while it moves partitions to node 4: the
+    new one waits for the running moves (someone else's to it), then plans on,
+    and the cluster ends balanced once the killed node is back."""
+    cluster = ReplicatedCluster(tmp_path, extra=BALANCER)
+    node4: BrokerProcess | None = None
+    try:
+        cluster.start()
+        admin = cluster.admin()
+        for future in admin.create_topics([NewTopic("spread", num_partitions=PARTITIONS, replication_factor=3)], request_timeout=20).values():
+            future.result(timeout=30)
+        assert wait_until(lambda: (s := layout(cluster)) and all(len(isr) == 3 for _, _, isr in s.values()), SETTLE_BOUND_S)
+        node4 = start_broker_only(cluster, tmp_path, BALANCER)
+        everyone = [*NODE_IDS, NEW_BROKER]
+
+        def moving():
+            described = balancer_cli(cluster.bootstrap(), "--describe").stdout
+            return "Status: in_progress" in described and "Moves in flight: 0" not in described
+
+        assert wait_until(moving, SETTLE_BOUND_S, interval_s=0.2), balancer_cli(cluster.bootstrap(), "--describe").stdout
+        controller = cluster.active_controller()
+        assert controller is not None
+        cluster.kill(controller)
+        assert wait_until(lambda: cluster.active_controller(timeout_s=2) not in (None, controller), SETTLE_BOUND_S)
+        cluster.restart(controller)
+
+        def balanced():
+            state = layout(cluster)
+            if state is None or any(set(isr) != set(r) for _, r, isr in state.values()):
+                return None
+            counts = replica_counts(state, everyone)
+            if min(counts.values()) == 0 or max(counts.values()) / min(counts.values()) > 1.1:
+                return None
+            return "Status: ready" in balancer_cli(cluster.bootstrap(), "--describe").stdout and counts
+
+        counts = wait_until(balanced, BALANCE_BOUND_S, interval_s=1)
+        assert counts, f"{replica_counts(layout(cluster) or {}, everyone)}\n" + balancer_cli(cluster.bootstrap(), "--describe").stdout
+    finally:
+        if node4 is not None:
+            node4.stop()
+            (tmp_path / f"node{NEW_BROKER}.out").write_text(node4.log_text())
+        cluster.save_output()
+        cluster.stop()

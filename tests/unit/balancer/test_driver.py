@@ -314,3 +314,18 @@ def test_an_idle_balancer_does_not_look_again_until_something_changes():
     fuller = cluster([1, 2, 3], empty=[4], partitions=4)
     assert driver.tick(fuller, 6000, [1, 2, 3, 4]) != []
     assert calls == [0, 6000]
+
+
+def test_a_new_controller_finishes_filling_a_broker_its_predecessor_started_on():
+    rng = random.Random(2)
+    first = BalancerDriver(BalancerSettings(max_moves_per_broker=2))
+    image = cluster([1, 2, 3], empty=[4], partitions=20)
+    image, now_ms, _ = run(first, image, brokers=[1, 2, 3, 4], rng=rng, until=lambda im, d: replica_counts(im, [4])[4] >= 4)
+    # The first controller is gone; its moves finish on their own, throttles aside.
+    image = catch_up(image, rng, pace=1.0)
+    assert 0 < replica_counts(image, [4])[4] < 10
+    second = BalancerDriver(BalancerSettings(max_moves_per_broker=2))
+    image, _, used = run(second, image, brokers=[1, 2, 3, 4], rng=rng, now_ms=now_ms, until=settled)
+    assert used < MAX_TICKS and second.status().trigger == "node_add"
+    counts = replica_counts(image, [1, 2, 3, 4])
+    assert max(counts.values()) - min(counts.values()) <= 1, counts
