@@ -16,8 +16,8 @@ be uncommitted in its log and would otherwise be invisible to the planner
 
 Past 700 lines on purpose: the commands and the active controller's own
 duties (broker sessions, the leader rebalance, electing preferred replicas that
-came back) all plan against ``_planned`` and wait on ``_in_flight``, which only
-this class may touch.
+came back, the balancer's ticks) all plan against ``_planned`` and wait on
+``_in_flight``, which only this class may touch.
 """
 
 from __future__ import annotations
