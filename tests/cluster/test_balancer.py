@@ -109,6 +109,8 @@ def test_a_broker_that_joins_empty_gets_its_share_under_load(tmp_path):
         described = balancer_cli(cluster.bootstrap(), "--describe")
         assert described.returncode == 0, described.stdout + described.stderr
         assert "Status: ready" in described.stdout, described.stdout
+        dry = balancer_cli(cluster.bootstrap(), "--dry-run")
+        assert dry.returncode == 0 and "Plan: 0 move(s), 0 copying data" in dry.stdout.splitlines(), dry.stdout + dry.stderr
 
         stream = StreamProducer(cluster.bootstrap(), topic, rate=PRODUCE_RATE).start()
         assert wait_until(lambda: len(stream.history.acked) >= 300, SETTLE_BOUND_S), stream.history.summary()
