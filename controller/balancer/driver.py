@@ -52,8 +52,10 @@ on every broker a move copies from or to (a broker's own dynamic config), and
 the topics' ``leader.replication.throttled.replicas`` (the current replicas of
 the moved partitions) and ``follower.replication.throttled.replicas`` (the
 added ones). A config an operator already set is left as it is (theirs wins)
-and not removed afterwards; the balancer removes only what it set, once its
-moves are over, and then elects the preferred leaders the plan chose.
+and not removed afterwards; the balancer removes only what it set (noted in
+the log with BalancerThrottleRecords, so a new active controller removes what
+its predecessor set), once no reassignment runs, and elects the preferred
+leaders the plan chose.
 
 A move is cancelled when the cluster changes under it: a broker it adds a
 replica to is fenced or gone (it cannot catch up), or the partition has no
@@ -65,10 +67,10 @@ costs nothing per tick, however many partitions there are.
 
 What it does not do yet: the disk trigger and goal (brokers do not report
 their log dirs' usage to the controller), bytes to move and time estimates
-(the controller knows no partition sizes: reported as -1), and keeping the set of its own
-throttles across a controller failover (a new controller leaves the previous
-one's throttles alone, and a reassignment the previous one started counts as
-someone else's until it ends).
+(the controller knows no partition sizes: reported as -1), and knowing its own
+moves across a controller failover (a reassignment the previous active
+controller started counts as someone else's until it ends; its throttles are
+removed after that).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ import enum
 import logging
 from collections import Counter
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from controller.balancer.image_input import cluster_state_from_image
 from controller.balancer.model import GoalConfig, Move, MoveKind, Plan
@@ -85,7 +87,14 @@ from controller.balancer.placement_commands import cordoned_brokers, draining_br
 from controller.balancer.planner import plan as make_plan
 from controller.leader_election import plan_preferred_elections
 from controller.metadata.image import MetadataImage
-from controller.metadata.records import CONFIG_RECORD, NO_LEADER, PLACEMENT_STATE_NAMES, RESOURCE_BROKER, RESOURCE_TOPIC
+from controller.metadata.records import (
+    BALANCER_THROTTLE_RECORD,
+    CONFIG_RECORD,
+    NO_LEADER,
+    PLACEMENT_STATE_NAMES,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+)
 from controller.reassignment import is_reassigning, plan_alter_partition_reassignments
 from protocol.errors import ErrorCode
 
@@ -155,21 +164,12 @@ class _InFlight:
     adding: tuple[int, ...]
 
 
-@dataclass
-class _Owned:
-    """The throttle configs this driver set (and so removes): broker ids, and per topic the keys."""
-
-    brokers: set[int] = field(default_factory=set)
-    topics: dict[str, set[str]] = field(default_factory=dict)
-
-
 class BalancerDriver:
     def __init__(self, settings: BalancerSettings):
         self.settings = settings
         self._fenced_since_ms: dict[int, int] = {}
         self._in_flight: dict[tuple[str, int], _InFlight] = {}
         self._to_elect: set[tuple[str, int]] = set()
-        self._owned = _Owned()
         self._trigger: str | None = None
         self._last_trigger: str | None = None
         self._balanced_since_ms: int | None = None
@@ -211,13 +211,16 @@ class BalancerDriver:
         if self._in_flight:
             self._stalled = None
             return records
-        if self._to_elect or self._owned.brokers or self._owned.topics:
-            # The plan's moves are over: its leaders, and the throttles off. The
-            # next plan waits for the next tick, on the image these records make.
-            records.extend(plan_preferred_elections(image, sorted(self._to_elect)))
-            records.extend(self._remove_throttles(image))
-            self._to_elect.clear()
-            return records
+        # The plan's moves are over: its leaders, and its throttles off once no
+        # reassignment runs (a predecessor's moves may still be copying under
+        # them). The next plan waits for the next tick, on the image these make.
+        cleanup = plan_preferred_elections(image, sorted(self._to_elect)) if self._to_elect else []
+        self._to_elect.clear()
+        if image.balancer_throttles and not _reassigning(image):
+            cleanup.extend(self._remove_throttles(image))
+        if cleanup:
+            self._idle_on = None
+            return [*records, *cleanup]
         live = frozenset(live_brokers)
         # An image's offset names its content (the planned image too: the offset its records end at).
         if self._idle_on is not None and self._idle_on == (image.offset, live):
@@ -272,7 +275,7 @@ class BalancerDriver:
         holders = set(held)
         self._failed = tuple(sorted(failed & holders))
         self._waiting = None
-        if any(is_reassigning(p) for t in image.topics.values() for p in t.partitions.values()):
+        if _reassigning(image):
             self._stalled = "a partition reassignment the balancer did not start is running: it waits for it to end"
             return []
         self._stalled = None
@@ -382,8 +385,8 @@ class BalancerDriver:
             own = image.configs_of(RESOURCE_BROKER, str(broker_id))
             if any(key in own for key in THROTTLE_RATES):
                 continue  # an operator's throttle on this broker: theirs stays
-            self._owned.brokers.add(broker_id)
-            records.extend(_config(RESOURCE_BROKER, str(broker_id), key, rate) for key in THROTTLE_RATES)
+            for key in THROTTLE_RATES:
+                records.extend(_owned_config(RESOURCE_BROKER, str(broker_id), key, rate))
         lists: dict[str, dict[str, list[str]]] = {}
         for move in moves:
             entry = lists.setdefault(move.topic, {LEADER_THROTTLED_REPLICAS: [], FOLLOWER_THROTTLED_REPLICAS: []})
@@ -394,23 +397,21 @@ class BalancerDriver:
             for key, values in entry.items():
                 if key in configs or not values:
                     continue
-                self._owned.topics.setdefault(name, set()).add(key)
-                records.append(_config(RESOURCE_TOPIC, name, key, ",".join(values)))
+                records.extend(_owned_config(RESOURCE_TOPIC, name, key, ",".join(values)))
         return records
 
     def _remove_throttles(self, image: MetadataImage) -> list:
+        """The throttles the balancer set (this driver or a predecessor: the log
+        says which) removed, and forgotten; a value changed since is an
+        operator's and stays."""
         records = []
-        rate = str(self.settings.throttle_bytes_per_second)
-        for broker_id in sorted(self._owned.brokers):
-            own = image.configs_of(RESOURCE_BROKER, str(broker_id))
-            # Changed since by an operator: theirs now.
-            records.extend(_config(RESOURCE_BROKER, str(broker_id), key, None) for key in THROTTLE_RATES if own.get(key) == rate)
-        for name, keys in sorted(self._owned.topics.items()):
-            topic = image.topics.get(name)
-            if topic is None:
-                continue
-            records.extend(_config(RESOURCE_TOPIC, name, key, None) for key in sorted(keys) if key in topic.configs)
-        self._owned = _Owned()
+        for (resource_type, name, key), value in sorted(image.balancer_throttles.items()):
+            exists = resource_type != RESOURCE_TOPIC or name in image.topics
+            if exists and image.configs_of(resource_type, name).get(key) == value:
+                records.append(_config(resource_type, name, key, None))
+            records.append(
+                BALANCER_THROTTLE_RECORD(resource_type=resource_type, resource_name=name, name=key, value=value, owned=False)
+            )
         return records
 
     # ------------------------------------------------------------------ status
@@ -441,6 +442,18 @@ def placement_summary(image: MetadataImage) -> tuple[tuple[int, str, int], ...]:
 
 def _config(resource_type: int, name: str, key: str, value: str | None):
     return CONFIG_RECORD(resource_type=resource_type, resource_name=name, name=key, value=value)
+
+
+def _owned_config(resource_type: int, name: str, key: str, value: str) -> list:
+    """A throttle config set, and noted in the log as the balancer's."""
+    return [
+        _config(resource_type, name, key, value),
+        BALANCER_THROTTLE_RECORD(resource_type=resource_type, resource_name=name, name=key, value=value, owned=True),
+    ]
+
+
+def _reassigning(image: MetadataImage) -> bool:
+    return any(is_reassigning(p) for t in image.topics.values() for p in t.partitions.values())
 
 
 def _by_topic(targets: Iterable[tuple[tuple[str, int], tuple[int, ...] | None]]):

@@ -68,6 +68,7 @@ from controller.metadata.image import (
 from controller.metadata.records import (
     ABORT_TRANSACTION_RECORD,
     ACCESS_CONTROL_ENTRY_RECORD,
+    BALANCER_THROTTLE_RECORD,
     BEGIN_TRANSACTION_RECORD,
     BROKER_PLACEMENT_RECORD,
     BROKER_REGISTRATION_CHANGE_RECORD,
@@ -232,6 +233,7 @@ class MetadataDelta:
         self._links: dict | None = None
         self._mirrors: dict | None = None
         self._placement: dict | None = None
+        self._balancer_throttles: dict | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -314,6 +316,7 @@ class MetadataDelta:
             cluster_links=_frozen(self._links, base.cluster_links),
             mirror_topics=_frozen(self._mirrors, base.mirror_topics),
             broker_placement=_frozen(self._placement, base.broker_placement),
+            balancer_throttles=_frozen(self._balancer_throttles, base.balancer_throttles),
         )
         self._rebase(image)
         return image
@@ -504,6 +507,15 @@ class MetadataDelta:
         else:
             self._placement[record.broker_id] = record.state
 
+    def _replay_balancer_throttle(self, record) -> None:
+        if self._balancer_throttles is None:
+            self._balancer_throttles = _copy(self.image.balancer_throttles)
+        key = (record.resource_type, record.resource_name, record.name)
+        if record.owned:
+            self._balancer_throttles[key] = record.value
+        else:
+            self._balancer_throttles.pop(key, None)
+
     def _replay_mirror_topic(self, record) -> None:
         name = self._names_view.get(record.topic_id)
         if name is None:
@@ -663,6 +675,7 @@ _HANDLERS: dict[int, Callable[[MetadataDelta, object], None]] = {
     REMOVE_CLUSTER_LINK_RECORD.api_key: MetadataDelta._replay_remove_cluster_link,
     MIRROR_TOPIC_RECORD.api_key: MetadataDelta._replay_mirror_topic,
     BROKER_PLACEMENT_RECORD.api_key: MetadataDelta._replay_broker_placement,
+    BALANCER_THROTTLE_RECORD.api_key: MetadataDelta._replay_balancer_throttle,
 }
 
 

@@ -340,6 +340,19 @@ BROKER_PLACEMENT_RECORD = MetadataRecordType(10003, 0, Struct("BrokerPlacementRe
     F("state", INT8),
 ]))
 
+# A throttle config the balancer set (``owned``) or removed (not ``owned``): which
+# of the replication throttles are the balancer's is in the log, so the next
+# active controller removes the ones its predecessor set, and only those (an
+# operator's are never touched). ``value`` is what the balancer wrote: a value
+# changed since is the operator's.
+BALANCER_THROTTLE_RECORD = MetadataRecordType(10004, 0, Struct("BalancerThrottleRecord", [
+    F("resource_type", INT8),
+    F("resource_name", STRING),
+    F("name", STRING),
+    F("value", STRING),
+    F("owned", BOOL),
+]))
+
 RECORD_TYPES = {
     t.api_key: t
     for t in (
@@ -369,6 +382,7 @@ RECORD_TYPES = {
         REMOVE_CLUSTER_LINK_RECORD,
         MIRROR_TOPIC_RECORD,
         BROKER_PLACEMENT_RECORD,
+        BALANCER_THROTTLE_RECORD,
     )
 }
 RECORD_TYPES_BY_NAME = {t.name: t for t in RECORD_TYPES.values()}

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from controller.metadata.delta import MetadataDelta, MetadataLogError
 from controller.metadata.image import MetadataImage, PartitionImage, acl_entry_record, quota_entity_sort_key
 from controller.metadata.records import (
+    BALANCER_THROTTLE_RECORD,
     BROKER_ENDPOINT,
     BROKER_FEATURE,
     BROKER_PLACEMENT_RECORD,
@@ -192,6 +193,10 @@ def iter_snapshot_records(image: MetadataImage) -> Iterator:
 
     for broker_id, state in sorted(image.broker_placement.items()):
         yield BROKER_PLACEMENT_RECORD(broker_id=broker_id, state=state)
+    for (resource_type, resource_name, name), value in sorted(image.balancer_throttles.items()):
+        yield BALANCER_THROTTLE_RECORD(
+            resource_type=resource_type, resource_name=resource_name, name=name, value=value, owned=True
+        )
 
 
 def snapshot_records(image: MetadataImage) -> list:

@@ -28,7 +28,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka.admin import NewTopic  # noqa: E402
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic  # noqa: E402
 
 from tests.cluster.replication_harness import (  # noqa: E402
     NODE_IDS,
@@ -88,6 +88,21 @@ def replica_counts(state, brokers) -> Counter:
     return counts
 
 
+def throttles_left(admin, topics, brokers) -> dict:
+    """The replication throttle configs set on these topics and brokers (dynamic
+    values), as DescribeConfigs reports them: nothing once the balancer is done."""
+    # librdkafka takes one broker resource per call.
+    calls = [[ConfigResource("TOPIC", t) for t in topics]] + [[ConfigResource("BROKER", str(b))] for b in brokers]
+    left = {}
+    for resources in calls:
+        for resource, future in admin.describe_configs(resources, request_timeout=20).items():
+            for name, entry in future.result(timeout=30).items():
+                dynamic = entry.source in (ConfigSource.DYNAMIC_TOPIC_CONFIG.value, ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+                if "throttled" in name and dynamic:
+                    left[(resource.name, name)] = entry.value
+    return left
+
+
 def balancer_cli(bootstrap: str, *args) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "broker", "cluster", "balance", "--bootstrap-server", bootstrap, *args],
@@ -139,6 +154,7 @@ def test_a_broker_that_joins_empty_gets_its_share_under_load(tmp_path):
         # Done, not only even: the status says so (nothing in flight, throttles off).
         ready = wait_until(lambda: "Status: ready" in (balancer_cli(cluster.bootstrap(), "--describe").stdout or ""), SETTLE_BOUND_S, interval_s=1)
         assert ready, balancer_cli(cluster.bootstrap(), "--describe").stdout
+        assert throttles_left(cluster.admin(), [topic], everyone) == {}
         # Leaders spread too once the plan's preferred leaders are elected.
         state = layout(cluster)
         leaders = Counter(dict.fromkeys(everyone, 0))
@@ -272,6 +288,16 @@ def test_a_cordoned_broker_gets_no_new_topic_and_a_removed_one_is_drained_under_
         stream = StreamProducer(cluster.bootstrap(), topic, rate=PRODUCE_RATE).start()
         assert wait_until(lambda: len(stream.history.acked) >= 300, SETTLE_BOUND_S), stream.history.summary()
 
+        # An operator's throttle on broker 1: the balancer neither overwrites nor removes it.
+        operator = subprocess.run(
+            [sys.executable, "-m", "broker", "configs", "--bootstrap-server", cluster.bootstrap(), "--alter",
+             "--entity-type", "brokers", "--entity-name", "1", "--add-config", "leader.replication.throttled.rate=99999999"],
+            capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=60, check=False,
+        )
+        assert operator.returncode == 0, operator.stdout + operator.stderr
+        theirs = {("1", "leader.replication.throttled.rate"): "99999999"}
+        assert wait_until(lambda: throttles_left(admin, [topic], everyone) == theirs, SETTLE_BOUND_S)
+
         removed = cluster_cli(cluster.bootstrap(), "remove-broker", "--id", str(NEW_BROKER))
         assert removed.returncode == 0, removed.stdout + removed.stderr
 
@@ -285,6 +311,7 @@ def test_a_cordoned_broker_gets_no_new_topic_and_a_removed_one_is_drained_under_
             return described
 
         assert wait_until(drained, BALANCE_BOUND_S, interval_s=1), balancer_cli(cluster.bootstrap(), "--describe").stdout
+        assert wait_until(lambda: throttles_left(admin, [topic], NODE_IDS) == theirs, SETTLE_BOUND_S), throttles_left(admin, [topic], NODE_IDS)
         node4.stop()
         history = stream.stop()
         stream = None
@@ -342,6 +369,8 @@ def test_balancing_goes_on_after_the_active_controller_is_killed(tmp_path):
 
         counts = wait_until(balanced, BALANCE_BOUND_S, interval_s=1)
         assert counts, f"{replica_counts(layout(cluster) or {}, everyone)}\n" + balancer_cli(cluster.bootstrap(), "--describe").stdout
+        # The killed controller's throttles are gone too: the log said they were the balancer's.
+        assert throttles_left(cluster.admin(), ["spread"], everyone) == {}
     finally:
         if node4 is not None:
             node4.stop()

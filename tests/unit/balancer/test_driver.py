@@ -109,7 +109,7 @@ def run(driver, image, *, brokers, rng, now_ms=0, dead=(), until=None, ticks=MAX
 def settled(image, driver):
     return driver.status().state is BalancerState.READY and not any(
         is_reassigning(p) for t in image.topics.values() for p in t.partitions.values()
-    ) and not driver._owned.brokers and not driver._owned.topics
+    ) and not image.balancer_throttles
 
 
 def no_throttles_left(image):
@@ -316,16 +316,29 @@ def test_an_idle_balancer_does_not_look_again_until_something_changes():
     assert calls == [0, 6000]
 
 
-def test_a_new_controller_finishes_filling_a_broker_its_predecessor_started_on():
+def test_a_new_controller_finishes_filling_a_broker_its_predecessor_started_on_and_removes_its_throttles():
     rng = random.Random(2)
     first = BalancerDriver(BalancerSettings(max_moves_per_broker=2))
     image = cluster([1, 2, 3], empty=[4], partitions=20)
-    image, now_ms, _ = run(first, image, brokers=[1, 2, 3, 4], rng=rng, until=lambda im, d: replica_counts(im, [4])[4] >= 4)
-    # The first controller is gone; its moves finish on their own, throttles aside.
+
+    def copying(image, driver):
+        return replica_counts(image, [4])[4] >= 4 and any(is_reassigning(p) for t in image.topics.values() for p in t.partitions.values())
+
+    image, now_ms, _ = run(first, image, brokers=[1, 2, 3, 4], rng=rng, until=copying)
+    assert copying(image, first) and image.balancer_throttles
+    # The first controller is gone mid-move. The second waits for those moves
+    # (someone else's to it), throttles kept on while they copy.
+    second = BalancerDriver(BalancerSettings(max_moves_per_broker=2))
+    assert second.tick(image, now_ms, [1, 2, 3, 4]) == []
+    assert second.status().state is BalancerState.STALLED and image.balancer_throttles
     image = catch_up(image, rng, pace=1.0)
     assert 0 < replica_counts(image, [4])[4] < 10
-    second = BalancerDriver(BalancerSettings(max_moves_per_broker=2))
-    image, _, used = run(second, image, brokers=[1, 2, 3, 4], rng=rng, now_ms=now_ms, until=settled)
+    # Then it removes the predecessor's throttles, and fills broker 4 on.
+    records = second.tick(image, now_ms + 1000, [1, 2, 3, 4])
+    image = apply(image, records)
+    assert not image.balancer_throttles
+    no_throttles_left(image)
+    image, _, used = run(second, image, brokers=[1, 2, 3, 4], rng=rng, now_ms=now_ms + 2000, until=settled)
     assert used < MAX_TICKS and second.status().trigger == "node_add"
     counts = replica_counts(image, [1, 2, 3, 4])
     assert max(counts.values()) - min(counts.values()) <= 1, counts
