@@ -822,6 +822,9 @@ class QuorumController:
                 return
             except Exception:  # a bug of ours: log it, try again next tick
                 log.exception("metadata: balancer tick failed")
+            finally:
+                for level, message in driver.take_events():
+                    log.log(logging.WARNING if level == "warning" else logging.INFO, "balancer: %s", message)
 
     def _stop_balancer(self) -> None:
         self._balancer = None

@@ -76,7 +76,6 @@ removed after that).
 from __future__ import annotations
 
 import enum
-import logging
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -98,8 +97,6 @@ from controller.metadata.records import (
 from controller.reassignment import is_reassigning, plan_alter_partition_reassignments
 from protocol.errors import ErrorCode
 
-log = logging.getLogger(__name__)
-
 MODES = ("off", "node_add", "continuous")
 # The throttle keys (replication.throttle's names; the controller layer may not import replication).
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
@@ -107,7 +104,6 @@ FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 THROTTLE_RATES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
-THROTTLE_LISTS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
 # Unknown, in the status and the plan: the controller has no partition sizes.
 UNKNOWN = -1
 
@@ -181,6 +177,16 @@ class BalancerDriver:
         # (image offset, live brokers) of the last tick that found nothing to do and nothing
         # that time alone could change (no fenced broker): the next such tick is free.
         self._idle_on: tuple | None = None
+        # (level, message) for the controller's log, taken with take_events().
+        self._events: list[tuple[str, str]] = []
+
+    def _note(self, level: str, message: str) -> None:
+        self._events.append((level, message))
+
+    def take_events(self) -> list[tuple[str, str]]:
+        """What happened since the last call, as (``info`` or ``warning``, message)."""
+        events, self._events = self._events, []
+        return events
 
     # ------------------------------------------------------------------ inputs
 
@@ -249,11 +255,11 @@ class BalancerDriver:
                 continue
             lost = [b for b in flight.adding if b not in image.brokers or image.brokers[b].fenced]
             if lost:
-                log.info("balancer: cancelling the move of %s-%d: broker(s) %s it copies to are down", *key, lost)
+                self._note("info", f"cancelling the move of {key[0]}-{key[1]}: broker(s) {lost} it copies to are down")
                 cancel.append(key)
             elif partition.leader == NO_LEADER:
                 # Nothing copies without a leader: waiting would hold every later plan back.
-                log.info("balancer: cancelling the move of %s-%d: the partition has no leader", *key)
+                self._note("info", f"cancelling the move of {key[0]}-{key[1]}: the partition has no leader")
                 cancel.append(key)
         if cancel:
             results, cancel_records = plan_alter_partition_reassignments(image, _by_topic((k, None) for k in cancel))
@@ -261,8 +267,8 @@ class BalancerDriver:
             for name, answers in results:
                 for answer in answers:
                     if answer.error != ErrorCode.NONE:
-                        log.warning("balancer: the move of %s-%d cannot be cancelled (%s): it is left to finish",
-                                    name, answer.partition_id, answer.message)
+                        self._note("warning", f"the move of {name}-{answer.partition_id} cannot be cancelled "
+                                   f"({answer.message}): it is left to finish")
                     else:
                         del self._in_flight[(name, answer.partition_id)]
             # The cluster changed under the plan: plan again once the rest is over.
@@ -368,12 +374,12 @@ class BalancerDriver:
         results, reassign_records = plan_alter_partition_reassignments(image, _by_topic(targets))
         refused = {(name, a.partition_id): a.message for name, answers in results for a in answers if a.error != ErrorCode.NONE}
         for (name, partition_id), message in sorted(refused.items()):
-            log.warning("balancer: the move of %s-%d was refused: %s", name, partition_id, message)
+            self._note("warning", f"the move of {name}-{partition_id} was refused: {message}")
         started = [m for m in moves if (m.topic, m.partition) not in refused]
         for move in started:
             self._in_flight[(move.topic, move.partition)] = _InFlight(move, tuple(sorted(move.added)))
         copying = [m for m in started if m.kind is MoveKind.REPLICA_MOVE]
-        log.info("balancer: %s: starting %d move(s), %d copying data", trigger, len(started), len(copying))
+        self._note("info", f"{trigger}: starting {len(started)} move(s), {len(copying)} copying data")
         # The throttles first, in the same batch, so no byte of the moves goes unthrottled.
         return [*self._set_throttles(image, copying), *reassign_records]
 

@@ -203,8 +203,12 @@ def test_a_move_to_a_broker_that_dies_is_cancelled_and_planned_again_without_it(
     moving_to_5 = [(n, pid) for n, t in image.topics.items() for pid, p in t.partitions.items() if 5 in p.adding_replicas]
     assert moving_to_5 and driver.status().state is BalancerState.IN_PROGRESS
     image = apply(image, plan_fence_brokers(image, [5]))
+    driver.take_events()
     records = driver.tick(image, 1000, [1, 2, 3, 4])
     image = apply(image, records)
+    events = driver.take_events()
+    assert ("info", f"cancelling the move of {moving_to_5[0][0]}-{moving_to_5[0][1]}: broker(s) [5] it copies to are down") in events
+    assert driver.take_events() == []
     for name, pid in moving_to_5:
         assert 5 not in image.topics[name].partitions[pid].replicas  # cancelled: back to the original replicas
     image, _, used = run(driver, image, brokers=[1, 2, 3, 4], rng=rng, now_ms=2000, dead=[5], until=settled)
