@@ -177,7 +177,8 @@ class QuorumController:
         self._preferred_task: asyncio.Task | None = None
         # The balancer's settings (balancer.*; None: off), and while this node is
         # active its driver and the task ticking it. A new driver per activation:
-        # what the previous one knew (its moves, the throttles it set) is not in the log.
+        # which running moves the previous one started is not in the log (the
+        # throttles it set are: BalancerThrottleRecord).
         self.balancer_settings = balancer
         self._balancer: BalancerDriver | None = None
         self._balancer_task: asyncio.Task | None = None
