@@ -85,6 +85,7 @@ from controller.balancer.model import GoalConfig, Move, MoveKind, Plan
 from controller.balancer.placement_commands import cordoned_brokers, draining_brokers
 from controller.balancer.planner import plan as make_plan
 from controller.leader_election import plan_preferred_elections
+from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
     BALANCER_THROTTLE_RECORD,
@@ -93,6 +94,7 @@ from controller.metadata.records import (
     PLACEMENT_STATE_NAMES,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
+    record_api_key,
 )
 from controller.reassignment import is_reassigning, plan_alter_partition_reassignments
 from protocol.errors import ErrorCode
@@ -219,14 +221,21 @@ class BalancerDriver:
             return records
         # The plan's moves are over: its leaders, and its throttles off once no
         # reassignment runs (a predecessor's moves may still be copying under
-        # them). The next plan waits for the next tick, on the image these make.
-        cleanup = plan_preferred_elections(image, sorted(self._to_elect)) if self._to_elect else []
-        self._to_elect.clear()
+        # them). A next plan is made in the same tick, on the image these records
+        # (and any cancellations) leave: they are written in one batch, so the
+        # throttles a next plan needs again are never off in between.
+        if self._to_elect:
+            records.extend(plan_preferred_elections(_applied(image, records), sorted(self._to_elect)))
+            self._to_elect.clear()
+        image = _applied(image, records)
         if image.balancer_throttles and not _reassigning(image):
-            cleanup.extend(self._remove_throttles(image))
-        if cleanup:
+            removed = self._remove_throttles(image)
+            records.extend(removed)
+            image = _applied(image, removed)
+        if records:
             self._idle_on = None
-            return [*records, *cleanup]
+            if self._trigger is None:
+                return records
         live = frozenset(live_brokers)
         # An image's offset names its content (the planned image too: the offset its records end at).
         if self._idle_on is not None and self._idle_on == (image.offset, live):
@@ -456,6 +465,14 @@ def _owned_config(resource_type: int, name: str, key: str, value: str) -> list:
         _config(resource_type, name, key, value),
         BALANCER_THROTTLE_RECORD(resource_type=resource_type, resource_name=name, name=key, value=value, owned=True),
     ]
+
+
+def _applied(image: MetadataImage, records: list) -> MetadataImage:
+    """``image`` as ``records`` leave it (what the controller will plan the next
+    command against once they are proposed)."""
+    if not records:
+        return image
+    return apply_records(image, [(record_api_key(r), r) for r in records], image.offset)
 
 
 def _reassigning(image: MetadataImage) -> bool:
