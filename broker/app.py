@@ -53,6 +53,7 @@ from broker.replica.flusher import GroupFlusher
 from broker.replica.manager import ReplicaManager
 from broker.replica.partition_watch import PartitionWatch
 from controller.authorizer import StandardAuthorizer, parse_super_users
+from controller.balancer.driver import BalancerSettings
 from controller.metadata.image import MetadataImage, TopicImage
 from controller.metadata.records import RESOURCE_BROKER
 from controller.raft.disk_log import DiskRaftLog
@@ -189,6 +190,13 @@ class Broker:
             leader_imbalance_percentage=config["leader.imbalance.per.broker.percentage"],
             unclean_leader_election=config["unclean.leader.election.enable"],
             origin_id=config["cluster.link.origin.id"],
+            balancer=BalancerSettings(
+                mode=config["balancer.mode"],
+                broker_failure_threshold_ms=config["balancer.broker.failure.threshold.ms"],
+                throttle_bytes_per_second=config["balancer.throttle.bytes.per.second"],
+                max_moves_per_broker=config["balancer.max.moves.per.broker"],
+                imbalance_threshold_percent=config["balancer.imbalance.threshold.percent"],
+            ),
             # `storage format --add-scram`: only a controller ever writes it to the log.
             bootstrap_records=_bootstrap_records(config) if self.is_controller else (),
         )

@@ -409,6 +409,16 @@ _KEYS = [
     ConfigKey("unclean.leader.election.enable", _parse_bool, False),
     ConfigKey("leader.imbalance.check.interval.seconds", _int_parser(1), 300),
     ConfigKey("leader.imbalance.per.broker.percentage", _int_parser(0, 100), 10),
+    # The balancer in the active controller (controller/balancer/driver.py, docs/clusters.md):
+    # node_add fills brokers that joined empty and re-creates the replicas of brokers
+    # fenced for longer than the failure threshold; continuous also evens out imbalance.
+    # Defaults are Confluent Self-Balancing's (an hour before a broker is given up on,
+    # 10 MiB/s) and Cruise Control's 5 concurrent moves per broker.
+    ConfigKey("balancer.mode", _choice_parser("off", "node_add", "continuous"), "node_add"),
+    ConfigKey("balancer.broker.failure.threshold.ms", _int_parser(0, 2**63 - 1), 3_600_000),
+    ConfigKey("balancer.throttle.bytes.per.second", _int_parser(1, 2**63 - 1), 10_485_760),
+    ConfigKey("balancer.max.moves.per.broker", _int_parser(1, INT32_MAX), 5),
+    ConfigKey("balancer.imbalance.threshold.percent", _int_parser(0, 1000), 10),
     # pybroker's own (cluster links, multi-master topics): this cluster's origin
     # number. The active controller hands out producer ids only in
     # [origin << 48, (origin + 1) << 48), so a batch's producer id names the
@@ -490,6 +500,8 @@ NOT_YET_SUPPORTED = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "compression.type",
+        # No disk goal or trigger yet: brokers do not report their log dirs' usage to the controller.
+        "balancer.disk.threshold",
     }
 )
 

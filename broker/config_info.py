@@ -168,5 +168,10 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "unclean.leader.election.enable": ("BOOLEAN", "Whether a replica outside the ISR may become leader when no in-sync one is left, losing what it lacks (topics may override it)."),
     "leader.imbalance.check.interval.seconds": ("LONG", "How often the active controller checks the leader imbalance."),
     "leader.imbalance.per.broker.percentage": ("INT", "The share of a broker's preferred partitions it may not lead before a rebalance moves them back."),
+    "balancer.mode": ("STRING", "What the active controller's balancer does: off, node_add (fill brokers that joined empty, re-create the replicas of failed brokers) or continuous (also even out imbalance)."),
+    "balancer.broker.failure.threshold.ms": ("LONG", "How long a broker stays fenced before the balancer re-creates its replicas on other brokers."),
+    "balancer.throttle.bytes.per.second": ("LONG", "The replication throttle (leader and follower, per broker) the balancer sets while its moves copy data."),
+    "balancer.max.moves.per.broker": ("INT", "At most this many of the balancer's data moves add or remove a replica on one broker at a time."),
+    "balancer.imbalance.threshold.percent": ("INT", "In continuous mode: the spread of replica or leader counts over brokers, in percent of their mean, above which the balancer moves partitions."),
     "replica.selector.class": ("STRING", "Which replica a consumer that names its rack should read from (KIP-392); only Kafka's RackAwareReplicaSelector is known."),
 }

@@ -23,8 +23,11 @@ evenly, replicas on as many racks as possible) without reproducing its exact
 assignment, which no client depends on.
 
 Which brokers are usable is decided before: registered, unfenced, not in
-controlled shutdown, and, when the active controller passes the brokers it has
-heard from (``live``), one of those. A newly active controller grants every
+controlled shutdown, not cordoned or draining (``MetadataImage.broker_placement``:
+``pybroker cluster cordon`` / ``remove-broker``, KIP-1066's cordon), and, when
+the active controller passes the brokers it has heard from (``live``), one of
+those. Replicas named by hand (a replica assignment) may still go to a cordoned
+broker: the operator chose it. A newly active controller grants every
 unfenced broker a session without knowing whether it still runs; a broker that
 died just before the failover stays unfenced until that session runs out and
 must not receive new replicas meanwhile.
@@ -42,13 +45,19 @@ class PlacementError(ValueError):
     """The placement cannot be made (Kafka's INVALID_REPLICATION_FACTOR)."""
 
 
-def usable_brokers(image: MetadataImage, live: Collection[int] | None = None) -> list[tuple[int, str | None]]:
+def usable_brokers(
+    image: MetadataImage, live: Collection[int] | None = None, *, cordoned_too: bool = False
+) -> list[tuple[int, str | None]]:
     """(broker id, rack) of every broker new replicas may go to: registered, unfenced,
-    not in controlled shutdown and, when ``live`` is given, in it; by broker id."""
+    not in controlled shutdown, not cordoned or draining (unless ``cordoned_too``:
+    a cordoned broker still serves and follows) and, when ``live`` is given, in
+    it; by broker id."""
     return [
         (broker_id, broker.rack)
         for broker_id, broker in sorted(image.brokers.items())
-        if not broker.fenced and not broker.in_controlled_shutdown and (live is None or broker_id in live)
+        if not broker.fenced and not broker.in_controlled_shutdown
+        and (cordoned_too or broker_id not in image.broker_placement)
+        and (live is None or broker_id in live)
     ]
 
 

@@ -110,7 +110,7 @@ def _first_partitions(image: MetadataImage, assignments: dict[int, list[int]], l
     """
     if not image.brokers:
         return {p: (list(replicas), replicas[0]) for p, replicas in assignments.items()}, None
-    usable = {broker_id for broker_id, _ in usable_brokers(image, live)}
+    usable = {broker_id for broker_id, _ in usable_brokers(image, live, cordoned_too=True)}
     firsts = {}
     for p, replicas in assignments.items():
         isr = [b for b in replicas if b in usable]
@@ -287,6 +287,9 @@ def _place(
             if replication_factor > len(usable) > len(live):
                 # Counted over the usable brokers, not only those heard from.
                 return place_replicas_error(len(usable), replication_factor)
+            cordoned = sorted(b for b, _ in usable_brokers(image, cordoned_too=True) if b in image.broker_placement)
+            if cordoned:
+                return f"{exc} Broker(s) {cordoned} take no new replicas (cordoned or being removed)."
             return str(exc)
     brokers = defaults.placement()
     if replication_factor > len(brokers):

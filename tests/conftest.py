@@ -50,6 +50,9 @@ class BrokerProcess:
             # And for __share_group_state (share groups).
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
+            # The balancer (default node_add) would move partitions that tests
+            # place by hand; the balancer's own tests turn it on.
+            "balancer.mode": "off",
             **(overrides or {}),
         }
         self.config_file = config_file

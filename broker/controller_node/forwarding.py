@@ -44,8 +44,10 @@ log = logging.getLogger(__name__)
 # The admin APIs a broker forwards (Kafka's ForwardingManager list, as far as pybroker serves them).
 # ListPartitionReassignments (46) only reads, but the controller answers it in
 # Kafka too: its view of running reassignments is the authoritative one.
-# pybroker's cluster link APIs that change metadata go too.
-FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51, 57}) | FORWARDED_LINK_API_KEYS
+# pybroker's cluster link APIs that change metadata go too, and
+# the balancer's DescribeBalancerStatus and AlterBrokerPlacements (16010, 16011):
+# only the active controller runs the balancer.
+FORWARDED_API_KEYS = frozenset({19, 20, 33, 37, 43, 44, 45, 46, 49, 51, 57, 16010, 16011}) | FORWARDED_LINK_API_KEYS
 CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
 ALLOCATE_PRODUCER_IDS = APIS_BY_NAME["AllocateProducerIds"]
 CREATE_TOPICS_VERSION = 7

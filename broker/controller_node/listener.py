@@ -8,7 +8,8 @@ BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition
 requests brokers forward (CreateTopics, DeleteTopics, CreatePartitions,
 AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
 AlterPartitionReassignments, ListPartitionReassignments,
-AlterUserScramCredentials, AlterClientQuotas, UpdateFeatures, and CreateAcls/DeleteAcls, which brokers check
+AlterUserScramCredentials, AlterClientQuotas, UpdateFeatures, the balancer's DescribeBalancerStatus and
+AlterBrokerPlacements, and CreateAcls/DeleteAcls, which brokers check
 before sending them on: broker/handlers/acls.py), the cluster link admin APIs and the
 brokers' mirror reports MirrorPartitionsStopped and UpdateMirrorTopic
 (broker/handlers/cluster_links.py). Fetch here is the Raft
@@ -21,6 +22,7 @@ from __future__ import annotations
 from broker.coordinators.producer_ids import PRODUCER_ID_BLOCK_SIZE
 from broker.handlers import (
     acls,
+    alter_broker_placements,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -29,6 +31,7 @@ from broker.handlers import (
     create_partitions,
     create_topics,
     delete_topics,
+    describe_balancer,
     elect_leaders,
     incremental_alter_configs,
     list_partition_reassignments,
@@ -132,6 +135,8 @@ def build_controller_dispatcher(broker) -> Dispatcher:
         elect_leaders,
         alter_partition_reassignments,
         list_partition_reassignments,
+        describe_balancer,
+        alter_broker_placements,
         update_features,
     ):
         module.register(dispatcher, broker)

@@ -16,8 +16,8 @@ be uncommitted in its log and would otherwise be invisible to the planner
 
 Past 700 lines on purpose: the commands and the active controller's own
 duties (broker sessions, the leader rebalance, electing preferred replicas that
-came back) all plan against ``_planned`` and wait on ``_in_flight``, which only
-this class may touch.
+came back, the balancer's ticks) all plan against ``_planned`` and wait on
+``_in_flight``, which only this class may touch.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from collections.abc import Callable
 from controller import metadata_commands as commands
 from controller.acl_commands import plan_create_acls, plan_delete_acls
 from controller.alter_partition import alter_partition_error, plan_alter_partition
+from controller.balancer.driver import BalancerDriver, BalancerSettings, placement_summary
+from controller.balancer.placement_commands import PlacementResult, plan_alter_broker_placements
 from controller.broker_lifecycle import (
     UNCLEAN_LEADER_ELECTION_CONFIG,
     BrokerHeartbeatTracker,
@@ -94,6 +96,10 @@ PLACEMENT_HEARTBEAT_WAIT_MS = 5000
 PREFERRED_RETURN_DELAY_MS = 1000
 # At most this many of those elections per batch.
 PREFERRED_RETURN_BATCH = 1000
+# How often the balancer (controller/balancer/driver.py) looks at the cluster:
+# often enough that a plan's next step follows its last move's completion
+# within a second, cheap because a tick that finds nothing new plans nothing.
+BALANCER_TICK_MS = 1000
 
 
 class QuorumController:
@@ -113,6 +119,7 @@ class QuorumController:
         unclean_leader_election: bool = False,
         bootstrap_records: tuple = (),
         origin_id: int = 0,
+        balancer: BalancerSettings | None = None,
     ):
         self.log = raft_log
         # Records from bootstrap.checkpoint (controller/metadata/bootstrap.py) after
@@ -168,6 +175,13 @@ class QuorumController:
         # (see _watch_preferred_returns), and the task electing them.
         self._preferred_due: set[tuple[str, int]] = set()
         self._preferred_task: asyncio.Task | None = None
+        # The balancer's settings (balancer.*; None: off), and while this node is
+        # active its driver and the task ticking it. A new driver per activation:
+        # which running moves the previous one started is not in the log (the
+        # throttles it set are: BalancerThrottleRecord).
+        self.balancer_settings = balancer
+        self._balancer: BalancerDriver | None = None
+        self._balancer_task: asyncio.Task | None = None
         self._load_latest_snapshot()
 
     def attach(self, driver) -> None:
@@ -270,6 +284,9 @@ class QuorumController:
             self._session_task = asyncio.get_running_loop().create_task(self._expire_sessions(), name="broker sessions")
             if self.leader_rebalance_interval_ms is not None:
                 self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_leaders(), name="leader rebalance")
+            if self.balancer_settings is not None and self.balancer_settings.mode != "off":
+                self._balancer = BalancerDriver(self.balancer_settings)
+                self._balancer_task = asyncio.get_running_loop().create_task(self._run_balancer(), name="balancer")
         elif not is_leader:
             self._write_ready.clear()
             if was_leader:
@@ -280,6 +297,7 @@ class QuorumController:
             if self._rebalance_task is not None:
                 self._rebalance_task.cancel()
                 self._rebalance_task = None
+            self._stop_balancer()
             self._stop_preferred_returns()
             self._fail_in_flight()
 
@@ -782,7 +800,60 @@ class QuorumController:
         await self._wait_active()
         return list_partition_reassignments(self.image, topics)
 
+    # -- the balancer -------------------------------------------------------------
+
+    async def _run_balancer(self) -> None:
+        """Tick the balancer's driver: its records are planned and proposed like a
+        command's, against the image the proposed records will leave."""
+        await self._write_ready.wait()
+        while self._is_leader and self._balancer is not None:
+            await asyncio.sleep(BALANCER_TICK_MS / 1000)
+            driver = self._balancer
+            if driver is None:
+                return
+
+            def plan(image):
+                now_ms = self._clock_ms()
+                live = self._sessions.live_brokers(image, now_ms)
+                return None, driver.tick(self._election_view(image), now_ms, live)
+
+            try:
+                await self._submit(plan)
+            except NotControllerError:
+                return
+            except Exception:  # a bug of ours: log it, try again next tick
+                log.exception("metadata: balancer tick failed")
+            finally:
+                for level, message in driver.take_events():
+                    log.log(logging.WARNING if level == "warning" else logging.INFO, "balancer: %s", message)
+
+    def _stop_balancer(self) -> None:
+        self._balancer = None
+        if self._balancer_task is not None:
+            self._balancer_task.cancel()
+            self._balancer_task = None
+
+    async def balancer_status(self, *, with_plan: bool):
+        """(the balancer's status, None when it is configured off; the plan it
+        would make now, when asked; the brokers cordoned or draining, see
+        placement_summary). Raises NotControllerError off the active controller."""
+        await self._wait_active()
+        image = self._planned or self.image
+        placements = placement_summary(image)
+        driver = self._balancer
+        if driver is None:
+            return None, None, placements
+        plan = driver.plan(image, failed=driver.failed_brokers(image, self._clock_ms())) if with_plan else None
+        return driver.status(), plan, placements
+
+    async def alter_broker_placements(self, changes) -> list[PlacementResult]:
+        """Cordon, drain or uncordon brokers: [(broker id, state name)] in, a result
+        each once the records are committed; NotControllerError off the active controller."""
+        balancer_on = self.balancer_settings is not None and self.balancer_settings.mode != "off"
+        return await self._submit(lambda image: plan_alter_broker_placements(image, changes, balancer_on=balancer_on))
+
     def close(self) -> None:
+        self._stop_balancer()
         self._stop_preferred_returns()
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()

@@ -725,6 +725,7 @@ def _reset_spec(args, parse_datetime_ms, parse_duration_ms) -> tuple[str, object
 def register(commands) -> None:
     """Add the admin subcommands to ``pybroker``'s subparsers."""
     from broker.tools.acls import register as register_acls
+    from broker.tools.balancer import register as register_balancer
     from broker.tools.cluster_links import register as register_cluster_links
     from broker.tools.features import register as register_features
     from broker.tools.leader_election import register as register_leader_election
@@ -739,3 +740,4 @@ def register(commands) -> None:
     register_cluster_links(commands)
     register_schemas(commands)
     register_features(commands)
+    register_balancer(commands)

@@ -68,7 +68,9 @@ from controller.metadata.image import (
 from controller.metadata.records import (
     ABORT_TRANSACTION_RECORD,
     ACCESS_CONTROL_ENTRY_RECORD,
+    BALANCER_THROTTLE_RECORD,
     BEGIN_TRANSACTION_RECORD,
+    BROKER_PLACEMENT_RECORD,
     BROKER_REGISTRATION_CHANGE_RECORD,
     CLIENT_QUOTA_RECORD,
     CLUSTER_LINK_RECORD,
@@ -86,6 +88,7 @@ from controller.metadata.records import (
     NO_OP_RECORD,
     PARTITION_CHANGE_RECORD,
     PARTITION_RECORD,
+    PLACEMENT_NORMAL,
     PRODUCER_IDS_RECORD,
     REGISTER_BROKER_RECORD,
     REGISTER_CONTROLLER_RECORD,
@@ -229,6 +232,8 @@ class MetadataDelta:
         self._scram: dict | None = None
         self._links: dict | None = None
         self._mirrors: dict | None = None
+        self._placement: dict | None = None
+        self._balancer_throttles: dict | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -310,6 +315,8 @@ class MetadataDelta:
             scram_credentials=_frozen(self._scram, base.scram_credentials),
             cluster_links=_frozen(self._links, base.cluster_links),
             mirror_topics=_frozen(self._mirrors, base.mirror_topics),
+            broker_placement=_frozen(self._placement, base.broker_placement),
+            balancer_throttles=_frozen(self._balancer_throttles, base.balancer_throttles),
         )
         self._rebase(image)
         return image
@@ -492,6 +499,23 @@ class MetadataDelta:
             for name in names:
                 del links[name]
 
+    def _replay_broker_placement(self, record) -> None:
+        if self._placement is None:
+            self._placement = _copy(self.image.broker_placement)
+        if record.state == PLACEMENT_NORMAL:
+            self._placement.pop(record.broker_id, None)
+        else:
+            self._placement[record.broker_id] = record.state
+
+    def _replay_balancer_throttle(self, record) -> None:
+        if self._balancer_throttles is None:
+            self._balancer_throttles = _copy(self.image.balancer_throttles)
+        key = (record.resource_type, record.resource_name, record.name)
+        if record.owned:
+            self._balancer_throttles[key] = record.value
+        else:
+            self._balancer_throttles.pop(key, None)
+
     def _replay_mirror_topic(self, record) -> None:
         name = self._names_view.get(record.topic_id)
         if name is None:
@@ -650,6 +674,8 @@ _HANDLERS: dict[int, Callable[[MetadataDelta, object], None]] = {
     CLUSTER_LINK_RECORD.api_key: MetadataDelta._replay_cluster_link,
     REMOVE_CLUSTER_LINK_RECORD.api_key: MetadataDelta._replay_remove_cluster_link,
     MIRROR_TOPIC_RECORD.api_key: MetadataDelta._replay_mirror_topic,
+    BROKER_PLACEMENT_RECORD.api_key: MetadataDelta._replay_broker_placement,
+    BALANCER_THROTTLE_RECORD.api_key: MetadataDelta._replay_balancer_throttle,
 }
 
 

@@ -243,6 +243,12 @@ class MetadataImage:
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=_empty)
     cluster_links: Mapping[str, ClusterLink] = field(default_factory=_empty)
     mirror_topics: Mapping[uuid.UUID, MirrorTopic] = field(default_factory=_empty)
+    # Broker id -> its placement state (records.PLACEMENT_CORDONED or _DRAINING);
+    # a broker with no entry takes new replicas.
+    broker_placement: Mapping[int, int] = field(default_factory=_empty)
+    # (resource type, resource name, config name) -> the value the balancer set:
+    # the throttle configs that are the balancer's to remove.
+    balancer_throttles: Mapping[tuple[int, str, str], str] = field(default_factory=_empty)
 
     def link_by_id(self, link_id: uuid.UUID) -> ClusterLink | None:
         for link in self.cluster_links.values():
@@ -284,5 +290,5 @@ class MetadataImage:
         return not (
             self.topics or self.brokers or self.controllers or self.features or self.resource_configs
             or self.next_producer_id or self.client_quotas or self.acls or self.scram_credentials
-            or self.cluster_links or self.mirror_topics
+            or self.cluster_links or self.mirror_topics or self.broker_placement or self.balancer_throttles
         )

@@ -324,6 +324,35 @@ MIRROR_TOPIC_RECORD = MetadataRecordType(10002, 0, Struct("MirrorTopicRecord", [
     F("partition_marks", Array(MIRROR_PARTITION_MARK)),
 ]))
 
+# ----------------------------------------------------------------------------- the balancer
+
+# BrokerPlacementRecord.state values: where the controller may put replicas.
+PLACEMENT_NORMAL = 0  # anywhere (the record removes the broker's entry)
+PLACEMENT_CORDONED = 1  # no new replica (KIP-1066's cordon): it keeps what it holds
+PLACEMENT_DRAINING = 2  # no new replica, and the balancer moves every replica off it (remove-broker)
+PLACEMENT_STATE_NAMES = {PLACEMENT_NORMAL: "normal", PLACEMENT_CORDONED: "cordoned", PLACEMENT_DRAINING: "draining"}
+
+# An operator's placement decision for a broker (pybroker cluster cordon /
+# remove-broker), kept in the log so that a controller failover keeps it. A
+# record replaces the broker's state; it outlives the broker's registration.
+BROKER_PLACEMENT_RECORD = MetadataRecordType(10003, 0, Struct("BrokerPlacementRecord", [
+    F("broker_id", INT32),
+    F("state", INT8),
+]))
+
+# A throttle config the balancer set (``owned``) or removed (not ``owned``): which
+# of the replication throttles are the balancer's is in the log, so the next
+# active controller removes the ones its predecessor set, and only those (an
+# operator's are never touched). ``value`` is what the balancer wrote: a value
+# changed since is the operator's.
+BALANCER_THROTTLE_RECORD = MetadataRecordType(10004, 0, Struct("BalancerThrottleRecord", [
+    F("resource_type", INT8),
+    F("resource_name", STRING),
+    F("name", STRING),
+    F("value", STRING),
+    F("owned", BOOL),
+]))
+
 RECORD_TYPES = {
     t.api_key: t
     for t in (
@@ -352,6 +381,8 @@ RECORD_TYPES = {
         CLUSTER_LINK_RECORD,
         REMOVE_CLUSTER_LINK_RECORD,
         MIRROR_TOPIC_RECORD,
+        BROKER_PLACEMENT_RECORD,
+        BALANCER_THROTTLE_RECORD,
     )
 }
 RECORD_TYPES_BY_NAME = {t.name: t for t in RECORD_TYPES.values()}

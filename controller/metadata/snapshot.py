@@ -33,8 +33,10 @@ from collections.abc import Iterable, Iterator
 from controller.metadata.delta import MetadataDelta, MetadataLogError
 from controller.metadata.image import MetadataImage, PartitionImage, acl_entry_record, quota_entity_sort_key
 from controller.metadata.records import (
+    BALANCER_THROTTLE_RECORD,
     BROKER_ENDPOINT,
     BROKER_FEATURE,
+    BROKER_PLACEMENT_RECORD,
     CLIENT_QUOTA_ENTITY,
     CLIENT_QUOTA_RECORD,
     CLUSTER_LINK_CONFIG,
@@ -186,6 +188,14 @@ def iter_snapshot_records(image: MetadataImage) -> Iterator:
                 MIRROR_PARTITION_MARK(partition_id=p, offset=offset, last_epoch=epoch)
                 for p, (offset, epoch) in sorted(mirror.partition_marks.items())
             ],
+        )
+
+
+    for broker_id, state in sorted(image.broker_placement.items()):
+        yield BROKER_PLACEMENT_RECORD(broker_id=broker_id, state=state)
+    for (resource_type, resource_name, name), value in sorted(image.balancer_throttles.items()):
+        yield BALANCER_THROTTLE_RECORD(
+            resource_type=resource_type, resource_name=resource_name, name=name, value=value, owned=True
         )
 
 

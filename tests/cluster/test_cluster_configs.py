@@ -59,6 +59,18 @@ def test_the_three_files_describe_one_cluster_on_the_documented_ports():
     assert sorted(used) == list(DOCUMENTED_PORTS)
 
 
+def test_the_fourth_broker_joins_the_same_quorum_on_a_port_of_its_own():
+    nodes = {n: read(n) for n in NODES}
+    fourth = parse_properties((CONFIGS / "broker-4.properties").read_text())
+    assert (fourth["node.id"], fourth["process.roles"], fourth["log.dirs"]) == ("4", "broker", "data/node-4")
+    assert fourth["controller.quorum.voters"] == nodes[1]["controller.quorum.voters"]
+    assert fourth["listeners"] == fourth["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9107"
+    assert 9107 not in DOCUMENTED_PORTS
+    for key in ("listener.security.protocol.map", "inter.broker.listener.name", "controller.listener.names",
+                "default.replication.factor", "min.insync.replicas", "offsets.topic.replication.factor"):
+        assert fourth[key] == nodes[1][key], key
+
+
 class ConfigCluster:
     """Nodes started with ``pybroker start --config <copy>`` from ``root``."""
 

@@ -59,8 +59,12 @@ def mirror(state, marks=()):
 
 
 def test_private_record_types_stay_out_of_kafkas_range():
-    private = [t for t in RECORD_TYPES.values() if t.name in ("ClusterLinkRecord", "RemoveClusterLinkRecord", "MirrorTopicRecord")]
-    assert len(private) == 3
+    private = [
+        t for t in RECORD_TYPES.values()
+        if t.name in ("ClusterLinkRecord", "RemoveClusterLinkRecord", "MirrorTopicRecord", "BrokerPlacementRecord",
+                      "BalancerThrottleRecord")
+    ]
+    assert len(private) == 5
     assert all(t.api_key >= PRIVATE_RECORD_TYPE_MIN for t in private)
     assert all(t.api_key < PRIVATE_RECORD_TYPE_MIN for t in RECORD_TYPES.values() if t not in private)
 

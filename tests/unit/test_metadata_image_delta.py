@@ -17,9 +17,11 @@ from controller.metadata.delta import MetadataDelta, MetadataLogError, apply_rec
 from controller.metadata.image import Endpoint, MetadataImage, PartitionImage, SupportedFeature
 from controller.metadata.records import (
     ABORT_TRANSACTION_RECORD,
+    BALANCER_THROTTLE_RECORD,
     BEGIN_TRANSACTION_RECORD,
     BROKER_ENDPOINT,
     BROKER_FEATURE,
+    BROKER_PLACEMENT_RECORD,
     BROKER_REGISTRATION_CHANGE_RECORD,
     CLUSTER_LINK_CONFIG,
     CLUSTER_LINK_RECORD,
@@ -325,7 +327,7 @@ def draw_record(data, model) -> list:
     kind = data.draw(
         st.sampled_from(
             ["register", "fence", "unfence", "change", "unregister", "controller", "topic", "partition_change",
-             "partition_change", "partition_change", "remove_topic", "config", "feature", "producer_ids", "noop", "stale", "link", "remove_link", "mirror"]
+             "partition_change", "partition_change", "remove_topic", "config", "feature", "producer_ids", "noop", "stale", "link", "remove_link", "mirror", "placement", "balancer_throttle"]
         )
     )
     if kind == "register":
@@ -434,6 +436,15 @@ def draw_record(data, model) -> list:
                 reason=data.draw(st.one_of(st.none(), st.just("why"))), partition_marks=marks,
             )
         ]
+    if kind == "balancer_throttle":
+        return [BALANCER_THROTTLE_RECORD(
+            resource_type=data.draw(st.sampled_from([RESOURCE_BROKER, RESOURCE_TOPIC])),
+            resource_name=data.draw(st.sampled_from(["1", "a"])), name=data.draw(st.sampled_from(["x", "y"])),
+            value=data.draw(st.sampled_from(["5", "0:1"])), owned=data.draw(st.booleans()),
+        )]
+    if kind == "placement":
+        # Any broker id, registered or not; state 0 removes the entry.
+        return [BROKER_PLACEMENT_RECORD(broker_id=data.draw(BROKER_IDS), state=data.draw(st.integers(0, 2)))]
     if kind == "stale" and brokers:
         broker_id = data.draw(st.sampled_from(sorted(brokers)))
         return [FENCE_BROKER_RECORD(id=broker_id, epoch=brokers[broker_id] - 1)]
@@ -470,11 +481,20 @@ def test_replaying_a_snapshot_gives_the_same_image(data):
         len(image.features) + len(image.brokers) + len(image.controllers)
         + sum(1 + len(t.partitions) + len(t.configs) for t in image.topics.values())
         + sum(len(c) for c in image.resource_configs.values()) + (1 if image.next_producer_id else 0)
-        + len(image.cluster_links) + len(image.mirror_topics)
+        + len(image.cluster_links) + len(image.mirror_topics) + len(image.broker_placement)
+        + len(image.balancer_throttles)
     )
     assert len(records) == things
     # The snapshot of the replayed image is the same snapshot.
     assert snapshot_records(image_from_snapshot_records(records, 0)) == records
+
+
+def test_broker_placement_is_kept_per_broker_and_normal_removes_it():
+    image = replay([BROKER_PLACEMENT_RECORD(broker_id=4, state=2), BROKER_PLACEMENT_RECORD(broker_id=5, state=1)])
+    assert dict(image.broker_placement) == {4: 2, 5: 1}
+    image = replay([BROKER_PLACEMENT_RECORD(broker_id=4, state=0), BROKER_PLACEMENT_RECORD(broker_id=5, state=2)], image, 2)
+    assert dict(image.broker_placement) == {5: 2}
+    assert snapshot_records(image) == [BROKER_PLACEMENT_RECORD(broker_id=5, state=2)]
 
 
 def test_snapshot_order_and_empty_image():
