@@ -362,6 +362,8 @@ def test_replaying_a_snapshot_with_security_records_gives_the_same_image(data):
         + len(image.scram_credentials)
         + len(image.cluster_links)
         + len(image.mirror_topics)
+        + len(image.broker_placement)
+        + len(image.balancer_throttles)
     )
     assert len(records) == things
     assert all(quotas for quotas in image.client_quotas.values())
