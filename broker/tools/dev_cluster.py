@@ -17,7 +17,12 @@ What it does, in order:
    reported on stderr (which node, its exit code, its log) and the others go
    on. ``restart <i>`` on standard input starts a stopped node again (or run
    ``pybroker start --config D/node-<i>.properties`` yourself; that process is
-   then yours to stop).
+   then yours to stop). ``add-broker`` adds a broker-only node
+   (``process.roles=broker``, ``D/broker-<id>.properties``, free ports) to the
+   running cluster, the way an operator grows a cluster: the controllers'
+   balancer then moves replicas onto it (``balancer.mode``, default
+   ``node_add``). Added brokers are part of the cluster from then on: a later
+   run with the same ``D`` starts them too.
 5. On SIGINT (Ctrl-C) or SIGTERM, sends SIGTERM to every node, SIGKILL to
    those still running after ``--stop-timeout`` seconds (a second signal does
    it at once), and exits 0.
@@ -50,6 +55,8 @@ from broker.config import ConfigError, load_config_file, parse_properties
 
 READY_POLL_S = 0.25
 WATCH_POLL_S = 0.2
+# How long an added broker may take to register before dev-cluster says so.
+ADD_BROKER_READY_S = 60.0
 METADATA_VERSION = 9
 PORT_KINDS = ("client", "controller", "console", "rest", "metrics")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -98,16 +105,34 @@ def node_properties(node_id: int, nodes: int, host: str, ports: list[dict[str, i
     """A combined node's server.properties for the dev cluster."""
     own = ports[node_id - 1]
     voters = ",".join(f"{i + 1}@{host}:{p['controller']}" for i, p in enumerate(ports))
+    return _properties(node_id, f"node {node_id} of {nodes}", "node", True, nodes, host, own, voters, data_dir, cluster_id)
+
+
+def broker_properties(node_id: int, voter_count: int, host: str, own: dict[str, int], voters: str, data_dir: Path,
+                      cluster_id: str) -> str:
+    """An added broker-only node's server.properties (``add-broker``): it joins the
+    quorum's controllers as a broker, with the replication defaults of the cluster
+    it joins (which has ``voter_count`` combined nodes)."""
+    return _properties(node_id, f"broker {node_id}, added", "broker", False, voter_count, host, own, voters, data_dir,
+                       cluster_id)
+
+
+def _properties(node_id: int, title: str, prefix: str, combined: bool, nodes: int, host: str, own: dict[str, int],
+                voters: str, data_dir: Path, cluster_id: str) -> str:
     replicas, min_isr = min(3, nodes), min(2, nodes)
     bracketed = f"[{host}]" if ":" in host else host
+    roles = "broker,controller" if combined else "broker"
+    listeners = f"PLAINTEXT://{bracketed}:{own['client']}"
+    if combined:
+        listeners += f",CONTROLLER://{bracketed}:{own['controller']}"
     return f"""\
-# pybroker dev-cluster: node {node_id} of {nodes} (process.roles=broker,controller).
-# Start it again by hand with: pybroker start --config {data_dir.parent.parent / f'node-{node_id}.properties'}
-process.roles=broker,controller
+# pybroker dev-cluster: {title} (process.roles={roles}).
+# Start it again by hand with: pybroker start --config {data_dir.parent.parent / f'{prefix}-{node_id}.properties'}
+process.roles={roles}
 node.id={node_id}
 cluster.id={cluster_id}
 controller.quorum.voters={voters}
-listeners=PLAINTEXT://{bracketed}:{own['client']},CONTROLLER://{bracketed}:{own['controller']}
+listeners={listeners}
 advertised.listeners=PLAINTEXT://{bracketed}:{own['client']}
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
@@ -129,14 +154,23 @@ group.initial.rebalance.delay.ms=0
 """
 
 
-def _node_files(root: Path, node_id: int) -> tuple[Path, Path, Path, Path]:
-    return (root / f"node-{node_id}.properties", root / f"node-{node_id}" / "data",
-            root / f"node-{node_id}.log", root / f"node-{node_id}.pid")
+def _node_files(root: Path, node_id: int, prefix: str = "node") -> tuple[Path, Path, Path, Path]:
+    """Combined nodes are ``node-<id>``, added brokers ``broker-<id>``."""
+    return (root / f"{prefix}-{node_id}.properties", root / f"{prefix}-{node_id}" / "data",
+            root / f"{prefix}-{node_id}.log", root / f"{prefix}-{node_id}.pid")
+
+
+def _format(plan: NodePlan) -> None:
+    from storage.meta_properties import format_storage
+
+    config = load_config_file(plan.config_file)
+    dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+    format_storage([Path(d) for d in dirs], config.node_id, config["cluster.id"], ignore_formatted=True)
 
 
 def prepare(root: Path, nodes: int, host: str, base_port: int | None, say) -> list[NodePlan]:
     """Write (or reuse) the nodes' configs and format their storage."""
-    from storage.meta_properties import format_storage, new_cluster_id
+    from storage.meta_properties import new_cluster_id
 
     existing = sorted(root.glob("node-*.properties"))
     plans = []
@@ -151,6 +185,11 @@ def prepare(root: Path, nodes: int, host: str, base_port: int | None, say) -> li
             raw = parse_properties(config_file.read_text())
             ports, advertised_host = _ports_of(raw)
             plans.append(NodePlan(node_id, advertised_host, ports, config_file, data_dir, log_file, pid_file))
+        for config_file in sorted(root.glob("broker-*.properties")):  # brokers add-broker added
+            node_id = int(config_file.stem.split("-", 1)[1])
+            _, data_dir, log_file, pid_file = _node_files(root, node_id, "broker")
+            ports, advertised_host = _ports_of(parse_properties(config_file.read_text()), combined=False)
+            plans.append(NodePlan(node_id, advertised_host, ports, config_file, data_dir, log_file, pid_file))
     else:
         if host in WILDCARD_HOSTS:
             raise DevClusterError(f"--host {host!r}: give the address clients connect to (it is advertised)")
@@ -161,14 +200,13 @@ def prepare(root: Path, nodes: int, host: str, base_port: int | None, say) -> li
             config_file.write_text(node_properties(node_id, nodes, host, ports, data_dir, cluster_id))
             plans.append(NodePlan(node_id, host, ports[node_id - 1], config_file, data_dir, log_file, pid_file))
     for plan in plans:
-        config = load_config_file(plan.config_file)
-        dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
-        format_storage([Path(d) for d in dirs], config.node_id, config["cluster.id"], ignore_formatted=True)
+        _format(plan)
     return plans
 
 
-def _ports_of(raw: dict[str, str]) -> tuple[dict[str, int], str]:
-    """An earlier run's ports by kind, and the host it advertises."""
+def _ports_of(raw: dict[str, str], combined: bool = True) -> tuple[dict[str, int], str]:
+    """An earlier run's ports by kind, and the host it advertises (an added broker
+    has no controller port: 0)."""
 
     def port_of(text: str) -> int:
         return int(text.rstrip("/").rsplit(":", 1)[1])
@@ -178,7 +216,7 @@ def _ports_of(raw: dict[str, str]) -> tuple[dict[str, int], str]:
         advertised = raw["advertised.listeners"].split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
         return {
             "client": port_of(listeners["PLAINTEXT"]),
-            "controller": port_of(listeners["CONTROLLER"]),
+            "controller": port_of(listeners["CONTROLLER"]) if combined else 0,
             "console": port_of(raw["console.listener"]),
             "rest": port_of(raw["rest.listener"]),
             "metrics": port_of(raw["metrics.listener"]),
@@ -323,7 +361,39 @@ class DevCluster:
                 f"metrics {node.url('metrics', '/metrics')}  log {node.plan.log_file}  pid file {node.plan.pid_file}"
             )
         self.say("Ctrl-C stops every node. A node that stops is not restarted: type 'restart N' here "
-                 f"(or run 'pybroker start --config {self.root}/node-N.properties' yourself).")
+                 f"(or run 'pybroker start --config {self.root}/node-N.properties' yourself). "
+                 "'add-broker' adds a broker to the running cluster.")
+
+    def add_broker(self) -> None:
+        """A broker-only node with the next free id, formatted with the cluster's id
+        and started; once it is registered, say so (the balancer fills it)."""
+        combined = [node for node in self.nodes if node.plan.ports["controller"]]
+        first = parse_properties(combined[0].plan.config_file.read_text())
+        node_id = max(node.node_id for node in self.nodes) + 1
+        host = combined[0].host
+        own = dict(zip(("client", "console", "rest", "metrics"), free_ports(4)), controller=0)
+        config_file, data_dir, log_file, pid_file = _node_files(self.root, node_id, "broker")
+        config_file.write_text(broker_properties(node_id, len(combined), host, own, first["controller.quorum.voters"],
+                                                 data_dir, first["cluster.id"]))
+        plan = NodePlan(node_id, host, own, config_file, data_dir, log_file, pid_file)
+        _format(plan)
+        node = Node(plan)
+        self.nodes.append(node)
+        node.start()
+        self.warn(f"broker {node_id} starting (pid {node.process.pid}), its config {config_file}")
+        deadline = time.monotonic() + ADD_BROKER_READY_S
+        while time.monotonic() < deadline and node.running() and not self.signals:
+            # Registered and unfenced: its own Metadata lists it.
+            if node_id in (node_view(node, 2.0) or ()):
+                self.say(f"broker {node_id}: {node.client_address}  console {node.url('console', '/')}  "
+                         f"REST {node.url('rest', '/v3')}  metrics {node.url('metrics', '/metrics')}  "
+                         f"log {log_file}  pid file {pid_file}")
+                self.say(f"broker {node_id} joined; the balancer moves replicas onto it: pybroker cluster balance "
+                         f"--bootstrap-server {combined[0].client_address} --describe")
+                return
+            time.sleep(READY_POLL_S)
+        if node.running():
+            self.warn(f"broker {node_id} is not registered after {ADD_BROKER_READY_S:g} s; see {log_file}")
 
     def read_commands(self) -> None:
         """Standard input, line by line, into the command queue (a daemon thread)."""
@@ -350,8 +420,13 @@ class DevCluster:
             for node in self.nodes:
                 state = f"running (pid {node.process.pid})" if node.running() else "stopped"
                 self.say(f"node {node.node_id}: {state}")
+        elif words == ["add-broker"]:
+            try:
+                self.add_broker()
+            except (OSError, ConfigError) as exc:
+                self.warn(f"add-broker: {exc}")
         else:
-            self.warn(f"unknown command {line!r}: 'restart N' or 'status'")
+            self.warn(f"unknown command {line!r}: 'restart N', 'status' or 'add-broker'")
 
     def watch(self) -> None:
         """Until a signal: report nodes that exit, run commands from stdin."""
@@ -423,7 +498,7 @@ def register(commands) -> None:
         "URLs. With --base-port P the ports are consecutive by kind: clients P..P+N-1, controllers P+N.., "
         "consoles P+2N.., REST P+3N.., metrics P+4N..; otherwise free ports. Topics default to min(3,N) "
         "replicas and min.insync.replicas min(2,N). Nodes are never restarted by themselves: type 'restart N' "
-        "on standard input. Ctrl-C or SIGTERM stops every node (SIGTERM, then SIGKILL after --stop-timeout). "
+        "on standard input; 'add-broker' there adds a broker-only node (free ports) that the balancer fills. Ctrl-C or SIGTERM stops every node (SIGTERM, then SIGKILL after --stop-timeout). "
         "Exit code: 0 when stopped by a signal; 1 when the cluster could not start; 2 on usage errors.",
     )
     parser.add_argument("--nodes", type=int, default=3, metavar="N", help="how many nodes (default 3)")

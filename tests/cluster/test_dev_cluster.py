@@ -99,6 +99,15 @@ def isr_sizes(admin: AdminClient, topic: str) -> list[int] | None:
     return [len(p.isr) for p in description.partitions]
 
 
+def replicas_on(admin: AdminClient, broker_id: int) -> int:
+    """How many partition replicas the cluster's metadata places on ``broker_id``."""
+    try:
+        topics = admin.list_topics(timeout=10).topics
+    except Exception:  # a broker between states: ask again
+        return 0
+    return sum(broker_id in p.replicas for t in topics.values() for p in t.partitions.values())
+
+
 def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
@@ -122,12 +131,12 @@ def dev_cluster(tmp_path):
             except subprocess.TimeoutExpired:
                 process.kill()
         # Whatever happened, no node outlives the test.
-        for pid_file in data_dir.glob("node-*.pid"):
+        for pid_file in data_dir.glob("*-*.pid"):  # node-N and broker-N
             try:
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
             except (ProcessLookupError, ValueError):
                 pass
-        for log in sorted(data_dir.glob("node-*.log")):
+        for log in sorted(data_dir.glob("*-*.log")):
             sys.stderr.write(f"---- {log.name} (tail)\n" + "".join(log.read_text(errors="replace").splitlines(True)[-30:]))
 
 
@@ -188,27 +197,40 @@ def test_dev_cluster_round_trip_node_loss_restart_and_stop(dev_cluster):
     assert new_pid != pids[2] and alive(new_pid)
     assert wait_until(lambda: isr_sizes(admin, topic) == [3, 3], 60), isr_sizes(admin, topic)
 
+    # add-broker: a broker-only node joins the running cluster, and the balancer
+    # (balancer.mode's default, node_add) moves replicas onto it by itself.
+    process.stdin.write("add-broker\n")
+    process.stdin.flush()
+    joined = out.wait_for(lambda l: l.startswith("broker 4 joined"), 90)
+    assert "pybroker cluster balance" in joined
+    added = parse_properties((data_dir / "broker-4.properties").read_text())
+    assert added["process.roles"] == "broker" and added["cluster.id"] == configs[1]["cluster.id"]
+    pids[4] = int((data_dir / "broker-4.pid").read_text())
+    assert wait_until(lambda: replicas_on(admin, 4) > 0, 90), "the balancer moved nothing onto broker 4"
+
     # SIGINT: every node stops, dev-cluster exits 0, nothing listens any more.
     ports = [port for n in (1, 2, 3) for port in node_ports(data_dir / f"node-{n}.properties")]
+    ports += node_ports(data_dir / "broker-4.properties")
     assert listening(ports[0])
     process.send_signal(signal.SIGINT)
     assert process.wait(STOP_TIMEOUT_S) == 0
     # Each node exited on its SIGTERM: none had to be killed after --stop-timeout.
     assert not [l for l in err.all if "did not stop within" in l], err.all
-    for pid in (pids[1], new_pid, pids[3]):
+    for pid in (pids[1], new_pid, pids[3], pids[4]):
         assert not alive(pid)
     assert [port for port in ports if listening(port)] == []
     assert sum(1 for l in out.all if l.startswith("bootstrap.servers=")) == 1
-    assert not list(data_dir.glob("node-*.pid"))
+    assert not list(data_dir.glob("*-*.pid"))
 
-    # The same data dir later: the same cluster again, its records kept.
+    # The same data dir later: the same cluster again, the added broker in it, its records kept.
     again = subprocess.Popen(
         [sys.executable, "-m", "broker", "dev-cluster", "--nodes", "3", "--data-dir", str(data_dir)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
     )
     try:
         again_out, again_err = Lines(again.stdout), Lines(again.stderr)
-        assert again_out.wait_for(lambda l: l.startswith("bootstrap.servers="), READY_TIMEOUT_S) == line
+        broker_4 = f"127.0.0.1:{added['listeners'].rsplit(':', 1)[1]}"
+        assert again_out.wait_for(lambda l: l.startswith("bootstrap.servers="), READY_TIMEOUT_S) == f"{line},{broker_4}"
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g2-{topic}", "auto.offset.reset": "earliest"})
         consumer.subscribe([topic])
         count = 0

@@ -30,6 +30,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SHELL_LANGUAGES = frozenset({"sh", "shell", "bash", "console"})
 RUNNABLE_LANGUAGES = SHELL_LANGUAGES | {"python"}
 
+# A block after an HTML comment starting with this starts its servers beside the
+# running ones (a broker joining the cluster a page started) instead of in their place.
+JOINS_MARKER = "joins the running servers"
 # Commands that serve until they are stopped, and the stdout line saying they are ready.
 LONG_RUNNING_READY_LINES = {"pybroker start": "pybroker started", "pybroker dev-cluster": "bootstrap.servers="}
 START_TIMEOUT_S = 120
@@ -213,6 +216,7 @@ class Workspace:
             self._check(block, [sys.executable, "-c", self.rewrite(block.text)], block.text)
             return
         script = shell_script(block)
+        joins = block.marker.startswith(JOINS_MARKER)
         before: list[str] = []
         starts: list[tuple[str, str]] = []  # consecutive long-running commands, started together
         for command in commands(script):
@@ -221,7 +225,7 @@ class Workspace:
                 if starts and (not command.strip() or command.strip().startswith("#")):
                     continue  # a blank or comment line between the nodes of one cluster
                 if starts:
-                    self.start_servers(starts, block.where)
+                    self.start_servers(starts, block.where, joins=joins)
                     starts = []
                 before.append(command)
                 continue
@@ -230,7 +234,7 @@ class Workspace:
                 before = []
             starts.append((self.rewrite(command), ready))
         if starts:
-            self.start_servers(starts, block.where)
+            self.start_servers(starts, block.where, joins=joins)
         if before:
             self._run_shell(block, "\n".join(before))
 
@@ -267,10 +271,12 @@ class Workspace:
     def start_server(self, command: str, ready_line: str, where: str) -> None:
         self.start_servers([(command, ready_line)], where)
 
-    def start_servers(self, started: list[tuple[str, str]], where: str) -> None:
+    def start_servers(self, started: list[tuple[str, str]], where: str, joins: bool = False) -> None:
         """Run long-running commands in the background, all at once, until each
-        printed its ready line (the ones running before are stopped first)."""
-        self.stop_server()
+        printed its ready line (the ones running before are stopped first, unless
+        the new ones ``joins`` them)."""
+        if not joins:
+            self.stop_server()
         for command, _ in started:
             self._logs += 1
             log_path = self.root / f"server-{self._logs}.log"
@@ -281,7 +287,7 @@ class Workspace:
                 )
             self.servers.append((process, command, log_path))
         deadline = time.monotonic() + START_TIMEOUT_S
-        for (process, command, log_path), (_, ready_line) in zip(list(self.servers), started):
+        for (process, command, log_path), (_, ready_line) in zip(self.servers[-len(started):], started):
             while time.monotonic() < deadline:
                 if ready_line in log_path.read_text():
                     break
