@@ -196,6 +196,7 @@ class Broker:
                 throttle_bytes_per_second=config["balancer.throttle.bytes.per.second"],
                 max_moves_per_broker=config["balancer.max.moves.per.broker"],
                 imbalance_threshold_percent=config["balancer.imbalance.threshold.percent"],
+                disk_threshold_percent=config["balancer.disk.threshold.percent"],
             ),
             # `storage format --add-scram`: only a controller ever writes it to the log.
             bootstrap_records=_bootstrap_records(config) if self.is_controller else (),

@@ -419,6 +419,8 @@ _KEYS = [
     ConfigKey("balancer.throttle.bytes.per.second", _int_parser(1, 2**63 - 1), 10_485_760),
     ConfigKey("balancer.max.moves.per.broker", _int_parser(1, INT32_MAX), 5),
     ConfigKey("balancer.imbalance.threshold.percent", _int_parser(0, 1000), 10),
+    # A broker whose log dirs' file systems are fuller than this gets replicas moved off (every mode but off).
+    ConfigKey("balancer.disk.threshold.percent", _int_parser(1, 100), 80),
     # pybroker's own (cluster links, multi-master topics): this cluster's origin
     # number. The active controller hands out producer ids only in
     # [origin << 48, (origin + 1) << 48), so a batch's producer id names the
@@ -500,8 +502,6 @@ NOT_YET_SUPPORTED = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "compression.type",
-        # No disk goal or trigger yet: brokers do not report their log dirs' usage to the controller.
-        "balancer.disk.threshold",
     }
 )
 

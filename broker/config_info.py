@@ -173,5 +173,6 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "balancer.throttle.bytes.per.second": ("LONG", "The replication throttle (leader and follower, per broker) the balancer sets while its moves copy data."),
     "balancer.max.moves.per.broker": ("INT", "At most this many of the balancer's data moves add or remove a replica on one broker at a time."),
     "balancer.imbalance.threshold.percent": ("INT", "In continuous mode: the spread of replica or leader counts over brokers, in percent of their mean, above which the balancer moves partitions."),
+    "balancer.disk.threshold.percent": ("INT", "In every balancer mode but off: how full, in percent, the file systems of a broker's log dirs may be before the balancer moves replicas off it; no balancer move puts a broker above it."),
     "replica.selector.class": ("STRING", "Which replica a consumer that names its rack should read from (KIP-392); only Kafka's RackAwareReplicaSelector is known."),
 }

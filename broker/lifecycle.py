@@ -3,7 +3,8 @@
 After the node's metadata has caught up, it registers with the active
 controller (BrokerRegistration with its advertised listeners and rack) and
 then heartbeats every ``broker.heartbeat.interval.ms``, reporting how far it
-has applied the metadata log. It starts fenced; the controller unfences it
+has applied the metadata log and, for the balancer, its disk use and load
+(broker/load_report.py). It starts fenced; the controller unfences it
 once it has seen its own registration, and only then does the broker count as
 started. On shutdown it asks to shut down (controlled shutdown) so that its
 leaderships move before it goes.
@@ -22,6 +23,7 @@ import time
 import uuid
 
 from broker.controller_node.listener import broker_heartbeat_response, broker_registration_response
+from broker.load_report import LoadReporter
 from controller.features import SUPPORTED_FEATURE_LEVELS
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -87,6 +89,8 @@ class BrokerLifecycleManager:
         self.lease = HeartbeatLease(self.config["broker.session.timeout.ms"])
         self._task: asyncio.Task | None = None
         self._stopping = False
+        # What the balancer measures by, in every heartbeat (broker/load_report.py).
+        self.load_reporter = LoadReporter(broker)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="broker lifecycle")
@@ -142,7 +146,15 @@ class BrokerLifecycleManager:
             current_metadata_offset=self.broker.controller.image.offset,
             want_fence=False,
             want_shut_down=want_shut_down,
+            balancer_load=self._balancer_load(),
         )
+
+    def _balancer_load(self):
+        try:
+            return self.load_reporter.report()
+        except Exception:  # a measurement failing must not stop the heartbeat itself
+            log.exception("lifecycle: measuring this broker's load failed")
+            return None
 
     # -- the loop ------------------------------------------------------------------
 

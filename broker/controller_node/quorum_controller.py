@@ -33,6 +33,7 @@ from controller import metadata_commands as commands
 from controller.acl_commands import plan_create_acls, plan_delete_acls
 from controller.alter_partition import alter_partition_error, plan_alter_partition
 from controller.balancer.driver import BalancerDriver, BalancerSettings, placement_summary
+from controller.balancer.load_reports import BrokerLoadReport, LoadReports
 from controller.balancer.placement_commands import PlacementResult, plan_alter_broker_placements
 from controller.broker_lifecycle import (
     UNCLEAN_LEADER_ELECTION_CONFIG,
@@ -181,6 +182,9 @@ class QuorumController:
         # throttles it set are: BalancerThrottleRecord).
         self.balancer_settings = balancer
         self._balancer: BalancerDriver | None = None
+        # The brokers' measurements from their heartbeats (controller/balancer/load_reports.py):
+        # the active controller's only, in memory; emptied when it becomes active.
+        self._load_reports = LoadReports()
         self._balancer_task: asyncio.Task | None = None
         self._load_latest_snapshot()
 
@@ -281,6 +285,7 @@ class QuorumController:
             self._write_ready.clear()
             log.info("metadata: this node is the active controller (epoch %d)", epoch)
             self._sessions.activate(self._planned or self.image, self._clock_ms())
+            self._load_reports.clear()  # a predecessor's are not ours to trust: fresh ones come in seconds
             self._session_task = asyncio.get_running_loop().create_task(self._expire_sessions(), name="broker sessions")
             if self.leader_rebalance_interval_ms is not None:
                 self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_leaders(), name="leader rebalance")
@@ -655,6 +660,7 @@ class QuorumController:
             if broker is not None and broker.epoch == request.broker_epoch:
                 self._sessions.touch(request.broker_id, self._clock_ms())
                 self._heartbeat_seen.set()
+                self._load_reports.received(request.broker_id, getattr(request, "balancer_load", None), self._clock_ms())
         try:
             return await self._submit(lambda image: plan_broker_heartbeat(self._election_view(image), request))
         except NotControllerError:
@@ -815,7 +821,8 @@ class QuorumController:
             def plan(image):
                 now_ms = self._clock_ms()
                 live = self._sessions.live_brokers(image, now_ms)
-                return None, driver.tick(self._election_view(image), now_ms, live)
+                loads = {b: r for b, r in self._load_reports.snapshot().items() if b in image.brokers}
+                return None, driver.tick(self._election_view(image), now_ms, live, loads)
 
             try:
                 await self._submit(plan)
@@ -845,6 +852,27 @@ class QuorumController:
             return None, None, placements
         plan = driver.plan(image, failed=driver.failed_brokers(image, self._clock_ms())) if with_plan else None
         return driver.status(), plan, placements
+
+    async def balancer_broker_loads(self) -> list[tuple[int, int, int, BrokerLoadReport | None]]:
+        """(broker id, replicas held, partitions led, latest measurements or None)
+        of every registered broker; NotControllerError off the active controller."""
+        await self._wait_active()
+        image = self._planned or self.image
+        replicas = dict.fromkeys(image.brokers, 0)
+        leaders = dict.fromkeys(image.brokers, 0)
+        for topic in image.topics.values():
+            for partition in topic.partitions.values():
+                for b in partition.replicas:
+                    if b in replicas:
+                        replicas[b] += 1
+                if partition.leader in leaders:
+                    leaders[partition.leader] += 1
+        return [(b, replicas[b], leaders[b], self._load_reports.get(b)) for b in sorted(image.brokers)]
+
+    def balancer_estimates(self, plan) -> tuple[int, int]:
+        """(bytes, estimated ms) of a plan ``balancer_status`` gave, -1 when unknown."""
+        driver = self._balancer
+        return driver.estimates(plan) if driver is not None else (-1, -1)
 
     async def alter_broker_placements(self, changes) -> list[PlacementResult]:
         """Cordon, drain or uncordon brokers: [(broker id, state name)] in, a result

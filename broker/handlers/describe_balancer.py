@@ -9,8 +9,11 @@ request there like ListPartitionReassignments
 (broker/controller_node/forwarding.py). A node that cannot reach the active
 controller answers NOT_CONTROLLER, which tools retry.
 
-Sizes are -1: the controller knows no partition sizes yet, so neither the
-bytes to move nor the time they take are claimed.
+Bytes to move and the time they take come from the replica sizes the
+brokers report in their heartbeats (controller/balancer/load_reports.py);
+until every broker has reported them (seconds after a controller became
+active) they are -1, not claimed. ``broker_loads``: per registered broker, its
+replica and leader counts and its latest measurements (-1 when none).
 
 Authorization (with an authorizer): DESCRIBE on the cluster.
 """
@@ -33,13 +36,15 @@ def _answer(error: ErrorCode, message: str | None = None, **fields):
     base = dict(
         throttle_time_ms=0, error_code=error, error_message=message, state="", reason=None, trigger=None,
         moves_in_flight=0, failed_brokers=[], planned_moves=[], plan_violations=[], broker_placements=[],
+        broker_loads=[],
     )
     base.update(fields)
     return R.DescribeBalancerStatusResponse(**base)
 
 
-def _plan_fields(plan) -> dict:
-    sizes_known = False  # the planner is given no partition sizes yet (all 0)
+def _plan_fields(plan, estimates: tuple[int, int]) -> dict:
+    plan_bytes, plan_ms = estimates
+    sizes_known = plan_bytes != UNKNOWN
     return dict(
         plan_included=True,
         planned_moves=[
@@ -50,13 +55,23 @@ def _plan_fields(plan) -> dict:
             )
             for m in plan.moves
         ],
-        plan_bytes_to_move=plan.total_bytes if sizes_known else UNKNOWN,
-        plan_estimated_ms=UNKNOWN,
+        plan_bytes_to_move=plan_bytes,
+        plan_estimated_ms=plan_ms,
         plan_cost_bound_reached=plan.cost_bound_reached,
         plan_violations=[
             f"{v.goal}: " + (f"{v.topic}-{v.partition}: " if v.topic is not None else "") + v.reason
             for v in plan.violations
         ],
+    )
+
+
+def _load_entry(broker_id: int, replicas: int, leaders: int, report) -> object:
+    if report is None:
+        return R.BrokerLoad(broker_id=broker_id, replicas=replicas, leaders=leaders)
+    return R.BrokerLoad(
+        broker_id=broker_id, replicas=replicas, leaders=leaders,
+        disk_used_bytes=report.disk_used_bytes, disk_capacity_bytes=report.disk_capacity_bytes,
+        bytes_in_per_second=report.bytes_in_per_second, bytes_out_per_second=report.bytes_out_per_second,
     )
 
 
@@ -81,12 +96,18 @@ def register(dispatcher, broker) -> None:
                 trigger=status.trigger,
                 moves_in_flight=status.moves_in_flight,
                 bytes_to_move=status.bytes_to_move,
+                estimated_ms=status.estimated_ms,
                 balanced_since_ms=UNKNOWN if status.balanced_since_ms is None else status.balanced_since_ms,
                 failed_brokers=list(status.failed_brokers),
             )
         if plan is not None:
-            fields.update(_plan_fields(plan))
+            fields.update(_plan_fields(plan, broker.controller.balancer_estimates(plan)))
         fields["broker_placements"] = [R.BrokerPlacement(broker_id=b, state=state, replicas=held) for b, state, held in placements]
+        try:
+            loads = await broker.controller.balancer_broker_loads()
+        except NotControllerError as exc:
+            return _answer(ErrorCode.NOT_CONTROLLER, str(exc))
+        fields["broker_loads"] = [_load_entry(*entry) for entry in loads]
         return _answer(ErrorCode.NONE, **fields)
 
     dispatcher.register(API.key, 0, 0, handle, authorize=authorize)

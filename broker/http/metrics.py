@@ -232,6 +232,11 @@ class BrokerMetrics:
 
     # ------------------------------------------------------------- wiring
 
+    def client_bytes(self) -> tuple[int, int]:
+        """(bytes produced, bytes fetched by consumers) so far: Kafka's BytesIn and
+        BytesOut counters (broker/load_report.py turns them into rates)."""
+        return self.all_topics[BYTES_IN], self.all_topics[BYTES_OUT]
+
     def instrument(self, *dispatchers) -> None:
         """Time and count every request of these dispatchers, and wrap the Produce
         and Fetch handlers (when registered) to count bytes and records per topic."""

@@ -4,10 +4,12 @@ brokers cordoned, removed (drained) and put back.
 ``--describe`` prints the status DescribeBalancerStatus (key 16010,
 pybroker's own) reports: ``off``, ``ready``, ``in_progress`` or ``stalled``
 with the reason, the moves in flight, the brokers given up on, and how long
-the cluster has been balanced. ``--dry-run`` also prints the plan the balancer
-would make now, move by move, without starting anything. Bytes and times
-print as ``unknown`` while the controller has no partition sizes (it has none
-yet): the tool does not make up what the broker did not say.
+the cluster has been balanced, and a line per broker with its replicas,
+leaders, disk use and client bytes in and out per second as it last reported
+them. ``--dry-run`` also prints the plan the balancer would make now, move by
+move, without starting anything. Bytes, times and loads print as ``unknown``
+while the controller has no report of them (seconds after it became active):
+the tool does not make up what the broker did not say.
 
 ``remove-broker --id N`` marks broker N draining (AlterBrokerPlacements, key
 16011): it takes no new replica and the balancer moves every replica off it;
@@ -76,6 +78,10 @@ def _amount(value: int, unit: str) -> str:
     return "unknown" if value < 0 else f"{value} {unit}"
 
 
+def _duration(ms: int) -> str:
+    return "unknown" if ms < 0 else f"{ms / 1000:.1f} s"
+
+
 def status_lines(response, now_ms: int) -> list[str]:
     state = response.state + (f" ({response.reason})" if response.reason else "")
     lines = [f"Status: {state}"]
@@ -84,6 +90,8 @@ def status_lines(response, now_ms: int) -> list[str]:
     lines.append(f"Trigger: {response.trigger or '-'}")
     lines.append(f"Moves in flight: {response.moves_in_flight}")
     lines.append(f"Bytes to move: {_amount(response.bytes_to_move, 'B')}")
+    if response.moves_in_flight:
+        lines.append(f"Estimated time: {_duration(response.estimated_ms)} (the running plan's, from its start)")
     if response.balanced_since_ms >= 0:
         lines.append(f"Balanced for: {max(0, now_ms - response.balanced_since_ms) // 1000} s")
     else:
@@ -103,12 +111,25 @@ def placement_lines(response) -> list[str]:
     return lines
 
 
+def load_lines(response) -> list[str]:
+    lines = []
+    for b in response.broker_loads:
+        if b.disk_capacity_bytes > 0 and b.disk_used_bytes >= 0:
+            disk = f"{b.disk_used_bytes} of {b.disk_capacity_bytes} B ({100 * b.disk_used_bytes // b.disk_capacity_bytes}%)"
+        else:
+            disk = "unknown"
+        lines.append(
+            f"Broker {b.broker_id} load: {b.replicas} replica(s), {b.leaders} leader(s), disk {disk}, "
+            f"in {_amount(b.bytes_in_per_second, 'B/s')}, out {_amount(b.bytes_out_per_second, 'B/s')}"
+        )
+    return lines
+
+
 def plan_lines(response) -> list[str]:
     moves = response.planned_moves
     lines = [f"Plan: {len(moves)} move(s), {sum(m.kind == 'replica_move' for m in moves)} copying data"]
     lines.append(f"Plan bytes to move: {_amount(response.plan_bytes_to_move, 'B')}")
-    estimated = response.plan_estimated_ms
-    lines.append(f"Plan estimated time: {'unknown' if estimated < 0 else f'{estimated / 1000:.1f} s'}")
+    lines.append(f"Plan estimated time: {_duration(response.plan_estimated_ms)}")
     if response.plan_cost_bound_reached:
         lines.append("More moves follow this plan (the bound on moves per broker held some back).")
     for violation in response.plan_violations:
@@ -155,6 +176,8 @@ def cmd_cluster_balance(args: argparse.Namespace) -> int:
         for line in status_lines(response, int(time.time() * 1000)):
             print(line)
         for line in placement_lines(response):
+            print(line)
+        for line in load_lines(response):
             print(line)
         if args.dry_run and response.plan_included:
             for line in plan_lines(response):

@@ -34,6 +34,13 @@ Triggers, checked only when no balancer move runs:
   remove-broker``, controller/balancer/placement_commands.py) still holds
   replicas: the planner moves them all off it. Cordoned brokers keep theirs
   and take none.
+* disk (every mode but off): a broker's log dirs' file systems are more than
+  ``disk_threshold_percent`` full (the brokers report their use in their
+  heartbeats: controller/balancer/load_reports.py): the planner's disk goal
+  moves replicas off it, the largest first, before it fills up. It waits for
+  the replica sizes of the brokers it concerns (a new active controller has
+  none until their next reports); a broker that is full of something else than
+  its replicas cannot be helped, and the balancer says so (``stalled``).
 * node_add (every mode but off): an unfenced broker that is not cordoned or
   draining holds no replica while others have some, or fewer than half the
   mean of those brokers (a new broker a previous active controller had
@@ -65,22 +72,28 @@ A tick that finds no move running, no trigger, no fenced broker and the same
 image and live brokers as the last such tick does nothing: an idle balancer
 costs nothing per tick, however many partitions there are.
 
-What it does not do yet: the disk trigger and goal (brokers do not report
-their log dirs' usage to the controller), bytes to move and time estimates
-(the controller knows no partition sizes: reported as -1), and knowing its own
-moves across a controller failover (a reassignment the previous active
-controller started counts as someone else's until it ends; its throttles are
-removed after that).
+Bytes to move are the sizes the brokers reported of the moved partitions
+(each partition's largest replica: what a new replica copies); the time a
+plan takes is estimated as the most bytes any one broker sends or receives
+in it divided by ``throttle_bytes_per_second`` (throttles are per broker and
+brokers copy in parallel; the moves of one broker share its throttle), so a
+lower bound: it is reported as -1 (unknown) until the brokers have reported
+their sizes.
+
+What it does not do yet: knowing its own moves across a controller failover
+(a reassignment the previous active controller started counts as someone
+else's until it ends; its throttles are removed after that).
 """
 
 from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.balancer.image_input import cluster_state_from_image
+from controller.balancer.load_reports import BrokerLoadReport, planner_inputs
 from controller.balancer.model import GoalConfig, Move, MoveKind, Plan
 from controller.balancer.placement_commands import cordoned_brokers, draining_brokers
 from controller.balancer.planner import plan as make_plan
@@ -106,7 +119,7 @@ FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 THROTTLE_RATES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
-# Unknown, in the status and the plan: the controller has no partition sizes.
+# Unknown, in the status and the plan: no broker has reported partition sizes yet.
 UNKNOWN = -1
 
 
@@ -123,6 +136,7 @@ class BalancerSettings:
     throttle_bytes_per_second: int = 10_485_760
     max_moves_per_broker: int = 5
     imbalance_threshold_percent: int = 10
+    disk_threshold_percent: int = 80
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -135,6 +149,8 @@ class BalancerSettings:
             raise ValueError("max moves per broker must be at least 1")
         if self.imbalance_threshold_percent < 0:
             raise ValueError("the imbalance threshold must not be negative")
+        if not 1 <= self.disk_threshold_percent <= 100:
+            raise ValueError("the disk threshold must be between 1 and 100 percent")
 
 
 class BalancerState(enum.Enum):
@@ -150,7 +166,9 @@ class BalancerStatus:
     reason: str | None = None  # why stalled, or what a ready balancer waits for
     trigger: str | None = None  # what the running (or last) plan was made for
     moves_in_flight: int = 0
+    # Of the moves in flight, as planned (the bytes already copied are not subtracted).
     bytes_to_move: int = UNKNOWN
+    estimated_ms: int = UNKNOWN
     # When a plan last found nothing to move (None: not since this controller became active).
     balanced_since_ms: int | None = None
     failed_brokers: tuple[int, ...] = ()
@@ -176,11 +194,17 @@ class BalancerDriver:
         self._waiting: str | None = None
         # The assignment a plan found nothing to do for: not planned again until it changes.
         self._settled_on: tuple | None = None
+        self._settled_stalled: str | None = None
         # (image offset, live brokers) of the last tick that found nothing to do and nothing
         # that time alone could change (no fenced broker): the next such tick is free.
         self._idle_on: tuple | None = None
         # (level, message) for the controller's log, taken with take_events().
         self._events: list[tuple[str, str]] = []
+        # The brokers' latest measurements, as the last tick was given them.
+        self._loads: dict[int, BrokerLoadReport] = {}
+        # The running plan's bytes and estimated time (UNKNOWN without sizes).
+        self._plan_bytes = UNKNOWN
+        self._plan_estimated_ms = UNKNOWN
 
     def _note(self, level: str, message: str) -> None:
         self._events.append((level, message))
@@ -208,10 +232,18 @@ class BalancerDriver:
 
     # ------------------------------------------------------------------ the tick
 
-    def tick(self, image: MetadataImage, now_ms: int, live_brokers: Collection[int]) -> list:
+    def tick(
+        self,
+        image: MetadataImage,
+        now_ms: int,
+        live_brokers: Collection[int],
+        loads: Mapping[int, BrokerLoadReport] | None = None,
+    ) -> list:
         """The records to write now (possibly none). ``live_brokers``: the unfenced
-        brokers the controller has heard from within their session."""
+        brokers the controller has heard from within their session; ``loads``:
+        their latest measurements (controller/balancer/load_reports.py)."""
         self._observe(image, now_ms)
+        self._loads = dict(loads or {})
         if self.settings.mode == "off":
             return []
         records: list = []
@@ -237,13 +269,25 @@ class BalancerDriver:
             if self._trigger is None:
                 return records
         live = frozenset(live_brokers)
-        # An image's offset names its content (the planned image too: the offset its records end at).
-        if self._idle_on is not None and self._idle_on == (image.offset, live):
+        # An image's offset names its content (the planned image too: the offset its
+        # records end at); disk use changes without it, so which brokers are full counts too.
+        idle_key = (image.offset, live, self._over_disk(image))
+        if self._idle_on is not None and self._idle_on == idle_key:
             return records
         records.extend(self._maybe_plan(image, now_ms, set(live)))
-        idle = not records and self._trigger is None and not self._fenced_since_ms and self._stalled is None
-        self._idle_on = (image.offset, live) if idle else None
+        # Not while waiting (for heartbeats, or sizes): what it waits for may come without a new image.
+        idle = (not records and self._trigger is None and not self._fenced_since_ms and self._stalled is None
+                and self._waiting is None)
+        self._idle_on = idle_key if idle else None
         return records
+
+    def _over_disk(self, image: MetadataImage) -> frozenset[int]:
+        """Live brokers whose file systems are fuller than the disk threshold."""
+        limit = self.settings.disk_threshold_percent
+        return frozenset(
+            b for b, report in self._loads.items()
+            if b in image.brokers and not image.brokers[b].fenced and report.above(limit)
+        )
 
     def _follow_moves(self, image: MetadataImage, records: list) -> None:
         cancel: list[tuple[str, int]] = []
@@ -307,6 +351,13 @@ class BalancerDriver:
             trigger = "broker_failure"
         elif draining_brokers(image) & holders:
             trigger = "remove_broker"
+        elif over_disk := self._over_disk(image) & holders:
+            unsized = sorted(b for b in over_disk if self._loads[b].partition_sizes is None)
+            if unsized:
+                # Planning without sizes would take every byte for something no move frees.
+                self._waiting = f"waiting for the replica sizes of broker(s) {unsized}, above the disk threshold"
+                return []
+            trigger = "disk"
         elif trigger is None:
             if self._underfilled(held, takers):
                 trigger = "node_add"
@@ -316,19 +367,23 @@ class BalancerDriver:
             if self._balanced_since_ms is None:
                 self._balanced_since_ms = now_ms
             return []
-        fingerprint = _fingerprint(image, failed, live)
+        # New sizes may let a plan that found nothing find something: they count, at their pace.
+        sized = tuple(sorted((b, r.sizes_received_ms) for b, r in self._loads.items())) if trigger == "disk" else ()
+        fingerprint = (_fingerprint(image, failed, live), sized)
         if fingerprint == self._settled_on:
+            self._stalled = self._settled_stalled  # what that plan could not do still holds
             return []
         result = self.plan(image, failed=failed)
         data_moves = [m for m in result.moves if m.kind is MoveKind.REPLICA_MOVE]
         if not result.moves:
             self._trigger = None
             self._settled_on = fingerprint
+            self._settled_stalled = None
             if result.violations:
                 v = result.violations[0]
                 where = f"{v.topic}-{v.partition}" if v.topic is not None else f"broker {v.broker}"
                 more = f" (and {len(result.violations) - 1} more)" if len(result.violations) > 1 else ""
-                self._stalled = f"{v.goal} cannot be met for {where}: {v.reason}{more}"
+                self._stalled = self._settled_stalled = f"{v.goal} cannot be met for {where}: {v.reason}{more}"
             else:
                 self._balanced_since_ms = now_ms
             return []
@@ -337,6 +392,7 @@ class BalancerDriver:
         # plan confirms nothing is left); a plan of leader moves alone finishes it.
         self._trigger = trigger if (result.cost_bound_reached or data_moves) else None
         self._balanced_since_ms = None
+        self._plan_bytes, self._plan_estimated_ms = self.estimates(result)
         return self._start(image, result.moves, trigger)
 
     @staticmethod
@@ -372,11 +428,31 @@ class BalancerDriver:
     # ------------------------------------------------------------------ plans and moves
 
     def plan(self, image: MetadataImage, *, failed: Collection[int] = ()) -> Plan:
-        """The plan the balancer would carry out now (also ``--dry-run``'s)."""
+        """The plan the balancer would carry out now (also ``--dry-run``'s), with
+        the brokers' measurements as the last tick was given them."""
+        disk_bytes, broker_rates, partition_sizes = planner_inputs(self._loads)
         state = cluster_state_from_image(
-            image, failed=failed, draining=draining_brokers(image), cordoned=cordoned_brokers(image)
+            image, failed=failed, draining=draining_brokers(image), cordoned=cordoned_brokers(image),
+            disk_bytes=disk_bytes, broker_rates=broker_rates, partition_sizes=partition_sizes,
         )
-        return make_plan(state, GoalConfig(max_moves_per_broker=self.settings.max_moves_per_broker))
+        goals = GoalConfig(
+            max_moves_per_broker=self.settings.max_moves_per_broker,
+            disk_threshold_fraction=self.settings.disk_threshold_percent / 100,
+        )
+        return make_plan(state, goals)
+
+    def sizes_known(self) -> bool:
+        """Whether every broker heard from has reported its replicas' sizes (else
+        bytes and times are not claimed: a missing size counts as 0)."""
+        return bool(self._loads) and all(r.partition_sizes is not None for r in self._loads.values())
+
+    def estimates(self, plan: Plan) -> tuple[int, int]:
+        """(bytes the plan copies, estimated ms), UNKNOWN without sizes: the busiest
+        broker's bytes in or out at the per-broker throttle (see the module doc)."""
+        if not self.sizes_known():
+            return UNKNOWN, UNKNOWN
+        seconds = plan.estimated_seconds(self.settings.throttle_bytes_per_second)
+        return plan.total_bytes, int(seconds * 1000 + 0.5)
 
     def _start(self, image: MetadataImage, moves: tuple[Move, ...], trigger: str) -> list:
         targets = [((m.topic, m.partition), m.new_replicas) for m in moves]
@@ -437,7 +513,15 @@ class BalancerDriver:
         common = dict(trigger=self._last_trigger, balanced_since_ms=self._balanced_since_ms, failed_brokers=self._failed)
         if self._in_flight or (self._trigger is not None and self._stalled is None and self._waiting is None):
             # Between two plans of one trigger too: it is not balanced yet.
-            return BalancerStatus(BalancerState.IN_PROGRESS, moves_in_flight=len(self._in_flight), **common)
+            moving = [f.move for f in self._in_flight.values()]
+            known = self._plan_bytes != UNKNOWN
+            return BalancerStatus(
+                BalancerState.IN_PROGRESS,
+                moves_in_flight=len(self._in_flight),
+                bytes_to_move=sum(m.bytes_to_move for m in moving) if known and moving else UNKNOWN,
+                estimated_ms=self._plan_estimated_ms if known and moving else UNKNOWN,
+                **common,
+            )
         if self._stalled is not None:
             return BalancerStatus(BalancerState.STALLED, reason=self._stalled, **common)
         return BalancerStatus(BalancerState.READY, reason=self._waiting, **common)

@@ -7,10 +7,13 @@ the private range above Kafka's keys that the cluster link APIs started
 broker forwards it there, as it forwards ListPartitionReassignments.
 
 ``state`` is ``off``, ``ready``, ``in_progress`` or ``stalled``; ``reason``
-says why it is stalled (or what a ready balancer waits for). Sizes the
-controller does not know are -1 (brokers do not report partition sizes to
-it yet). With ``include_plan``, the answer also carries the plan the
-balancer would make now (a dry run: nothing is started).
+says why it is stalled (or what a ready balancer waits for). Sizes and times
+the controller does not know are -1 (until the brokers have reported their
+replicas' sizes in their heartbeats). With ``include_plan``, the answer also
+carries the plan the balancer would make now (a dry run: nothing is
+started). ``broker_loads`` has a line per registered broker: its replicas,
+the partitions it leads, and what it last reported (-1 when it has not
+reported to this controller yet).
 
 AlterBrokerPlacements (16011) cordons brokers (no new replicas), drains them
 (remove-broker: the balancer moves every replica off) or puts them back to
@@ -35,7 +38,9 @@ APIS = [
             # What the running (or last) plan was made for: node_add, broker_failure, imbalance, cluster_changed.
             F("trigger", STRING, nullable="0+", default=None),
             F("moves_in_flight", INT32),
+            # Of the moves in flight, as planned; the estimate is the running plan's, from its start.
             F("bytes_to_move", INT64, default=-1),
+            F("estimated_ms", INT64, default=-1),
             # Wall-clock time a plan last found nothing to move (-1: not since this controller became active).
             F("balanced_since_ms", INT64, default=-1),
             # Brokers fenced for longer than the failure threshold that still hold replicas.
@@ -61,6 +66,15 @@ APIS = [
                 F("broker_id", INT32),
                 F("state", STRING),
                 F("replicas", INT32),
+            ]))),
+            F("broker_loads", Array(Struct("BrokerLoad", [
+                F("broker_id", INT32),
+                F("replicas", INT32),
+                F("leaders", INT32),
+                F("disk_used_bytes", INT64, default=-1),
+                F("disk_capacity_bytes", INT64, default=-1),
+                F("bytes_in_per_second", INT64, default=-1),
+                F("bytes_out_per_second", INT64, default=-1),
             ]))),
         ],
     ),

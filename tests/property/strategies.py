@@ -120,7 +120,10 @@ def _type_values(
         items = _type_values(t.item, version, flexible, False, override, null_records, owner, field)
         base = st.lists(items, max_size=MAX_ITEMS)
     elif isinstance(t, Struct):
-        base = values_for(t, version, flexible, override=override, null_records=null_records)
+        # A struct field may be overridden whole (a field a peer implementation does not know).
+        base = None if override is None else override(owner, field)
+        if base is None:
+            base = values_for(t, version, flexible, override=override, null_records=null_records)
     else:
         raise TypeError(f"unknown type {t!r} in {owner.name}.{field.name}")
     if nullable:
