@@ -32,7 +32,7 @@ from collections.abc import Callable
 from controller import metadata_commands as commands
 from controller.acl_commands import plan_create_acls, plan_delete_acls
 from controller.alter_partition import alter_partition_error, plan_alter_partition
-from controller.balancer.driver import BalancerDriver, BalancerSettings, placement_summary
+from controller.balancer.driver import BalancerDriver, BalancerSettings, distribution, placement_summary
 from controller.balancer.placement_commands import PlacementResult, plan_alter_broker_placements
 from controller.broker_lifecycle import (
     UNCLEAN_LEADER_ELECTION_CONFIG,
@@ -836,15 +836,27 @@ class QuorumController:
     async def balancer_status(self, *, with_plan: bool):
         """(the balancer's status, None when it is configured off; the plan it
         would make now, when asked; the brokers cordoned or draining, see
-        placement_summary). Raises NotControllerError off the active controller."""
+        placement_summary; every broker's replicas and leaders now, see
+        distribution). Raises NotControllerError off the active controller."""
         await self._wait_active()
         image = self._planned or self.image
         placements = placement_summary(image)
+        shares = distribution(image)
         driver = self._balancer
         if driver is None:
-            return None, None, placements
+            return None, None, placements, shares
         plan = driver.plan(image, failed=driver.failed_brokers(image, self._clock_ms())) if with_plan else None
-        return driver.status(), plan, placements
+        return driver.status(), plan, placements, shares
+
+    def balancer_view(self):
+        """(the balancer's status, None when it is configured off; every broker's
+        replicas and leaders now; this controller's clock in ms), without waiting:
+        for a metrics scrape. None off the active controller (or while it catches
+        up): only the active controller knows the balancer's state."""
+        if not self._is_leader or not self._write_ready.is_set():
+            return None
+        driver = self._balancer
+        return (driver.status() if driver is not None else None), distribution(self._planned or self.image), self._clock_ms()
 
     async def alter_broker_placements(self, changes) -> list[PlacementResult]:
         """Cordon, drain or uncordon brokers: [(broker id, state name)] in, a result

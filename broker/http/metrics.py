@@ -44,6 +44,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import choose_encoder
 
 from broker.config import MetricsListener
+from broker.http.balancer_metrics import balancer_families
 from broker.http.cluster_reader import ClusterReader, HighWatermarkCache
 from broker.http.server import MAX_HTTP_CONNECTIONS, HttpServer, application  # noqa: F401 (re-exported: this endpoint's limit)
 from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS
@@ -351,6 +352,7 @@ class _BrokerCollector:
         yield from self._requests()
         yield from self._replicas(kept)
         yield from self._controller()
+        yield from balancer_families(metrics.broker)
         yield from self._logs(kept)
         yield from self._mirrors(kept)
         yield from self._multi_master(kept)

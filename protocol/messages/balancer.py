@@ -62,6 +62,20 @@ APIS = [
                 F("state", STRING),
                 F("replicas", INT32),
             ]))),
+            # -- The per-broker distribution (the console's bars, the metrics): replicas and
+            # leaders of every registered broker now, and when the current or last balancing
+            # run started ("before"; none and -1 until this controller has started one).
+            F("distribution", Array(Struct("BrokerShare", [
+                F("broker_id", INT32),
+                F("replicas", INT32),
+                F("leaders", INT32),
+            ]))),
+            F("distribution_before_ms", INT64, default=-1),
+            F("distribution_before", Array(Struct("BrokerShareBefore", [
+                F("broker_id", INT32),
+                F("replicas", INT32),
+                F("leaders", INT32),
+            ]))),
         ],
     ),
     Api(
