@@ -15,6 +15,9 @@ from the broker's state when Prometheus scrapes, by :class:`_BrokerCollector`,
 on the event loop (the endpoint is an aiohttp application, broker/http/server.py):
 no thread, no lock.
 
+The balancer's families (broker/http/balancer_metrics.py) have series on the
+active controller only.
+
 Cardinality is bounded: ``metrics.topic.series.max`` topics get per-topic and
 per-partition series (the first ones by name, so the set is stable across
 scrapes), ``metrics.group.series.max`` consumer-group lag series; what is left

@@ -58,7 +58,7 @@ def test_a_balancing_run_shows_before_and_after_over_rest_the_console_and_metric
         seen = {}
 
         def balanced():
-            status, body, raw = rest.get(f"/v3/clusters/{cluster_id}/balancer")
+            status, body, _ = rest.get(f"/v3/clusters/{cluster_id}/balancer")
             if status != 200:
                 return False
             seen["body"] = body

@@ -6,8 +6,10 @@ One combined node with ``balancer.mode=node_add`` and every HTTP endpoint: the
 balancer is ready (one broker: nothing to move), the distribution is the
 topic's partitions, nothing is known yet of a run ("before" empty), and a
 remove-broker that would strand replicas is refused. With ``balancer.mode=off``
-the state is off and a drain is refused, in each endpoint's words.
-tests/cluster/test_balancer_http.py watches a real balancing run.
+the state is off and a drain is refused, in each endpoint's words. In headless
+Chromium (when installed, as tests/interop/test_console.py) the page's bars are
+drawn under the console's CSP. tests/cluster/test_balancer_http.py watches a
+real balancing run.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import re
 from tests.conftest import wait_until
 from tests.interop._rest import Rest, rest_port
 from tests.interop._support import create_topic, unique_topic
-from tests.interop.test_console import console_url, http
+from tests.interop.test_console import browser, console_url, http  # noqa: F401 (browser: a fixture)
 from tests.interop.test_metrics import metrics_port, scrape, value
 
 PARTITIONS = 4
@@ -113,3 +115,25 @@ def test_a_balancer_that_is_off_says_so_everywhere(broker_factory):
     assert value(samples, "pybroker_balancer_state", state="off") == 1
     assert value(samples, "pybroker_balancer_moves_in_flight") == 0
     assert not [k for k in samples if k[0] == "pybroker_balancer_seconds_since_balanced"]
+
+
+def test_the_balancer_page_in_chromium(broker_factory, request, tmp_path):
+    """The page as a browser draws it under the console's CSP: the bars are SVG
+    attributes, not inline style, so they render at their width."""
+    driver = request.getfixturevalue("browser")  # skips without chromium
+    from selenium.webdriver.common.by import By
+
+    broker = broker_factory({"console.listener": "http://127.0.0.1:0", "balancer.mode": "node_add"})
+    create_topic(broker.bootstrap, unique_topic("drawn"), partitions=PARTITIONS)
+    url = console_url(broker)
+    driver.get(url + "/")
+    driver.find_element(By.LINK_TEXT, "Balancer").click()
+
+    def drawn():
+        driver.refresh()
+        bars = driver.find_elements(By.CSS_SELECTOR, '#distribution tr[data-broker="1"] td.replicas rect.bar-now')
+        return bars and driver.find_element(By.ID, "balancer-state").text == "ready" and bars[0].size["width"] > 0
+    assert wait_until(drawn, timeout_s=15), driver.page_source
+    label = driver.find_element(By.CSS_SELECTOR, '#distribution tr[data-broker="1"] td.leaders text.bar-label').text
+    assert label == str(PARTITIONS)
+    driver.save_screenshot(str(tmp_path / "balancer.png"))

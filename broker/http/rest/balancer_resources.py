@@ -61,8 +61,8 @@ def _shares(entries) -> list[dict]:
 async def get_balancer(call: Call) -> dict:
     check_cluster(call)
     r = await _describe(call)
-    return _resource(
-        call, "KafkaBalancerStatus", ("balancer",), (("balancer", ""),),
+    body = _resource(
+        call, "KafkaBalancerStatus", ("balancer",), (),
         cluster_id=call.cluster_id,
         state=r.state,
         reason=r.reason,
@@ -77,6 +77,8 @@ async def get_balancer(call: Call) -> dict:
         distribution_before=_shares(r.distribution_before),
         broker_tasks=call.related("brokers", "-", "tasks"),
     )
+    body["metadata"]["resource_name"] = call.crn() + "/balancer"  # one balancer per cluster: no id
+    return body
 
 
 def _task(call: Call, broker_id: int, replicas: int) -> dict:
