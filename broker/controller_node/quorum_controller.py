@@ -32,7 +32,7 @@ from collections.abc import Callable
 from controller import metadata_commands as commands
 from controller.acl_commands import plan_create_acls, plan_delete_acls
 from controller.alter_partition import alter_partition_error, plan_alter_partition
-from controller.balancer.driver import BalancerDriver, BalancerSettings, placement_summary
+from controller.balancer.driver import BalancerDriver, BalancerSettings, distribution, placement_summary
 from controller.balancer.load_reports import BrokerLoadReport, LoadReports
 from controller.balancer.placement_commands import PlacementResult, plan_alter_broker_placements
 from controller.broker_lifecycle import (
@@ -853,21 +853,25 @@ class QuorumController:
         plan = driver.plan(image, failed=driver.failed_brokers(image, self._clock_ms())) if with_plan else None
         return driver.status(), plan, placements
 
+    def balancer_view(self):
+        """(the balancer's status, None when it is configured off; every broker's
+        replicas and leaders now; this controller's clock in ms; the brokers'
+        latest load reports by broker id), without waiting:
+        for a metrics scrape. None off the active controller (or while it catches
+        up): only the active controller knows the balancer's state."""
+        if not self._is_leader or not self._write_ready.is_set():
+            return None
+        driver = self._balancer
+        image = self._planned or self.image
+        reports = {b: report for b in image.brokers if (report := self._load_reports.get(b)) is not None}
+        return (driver.status() if driver is not None else None), distribution(image), self._clock_ms(), reports
+
     async def balancer_broker_loads(self) -> list[tuple[int, int, int, BrokerLoadReport | None]]:
         """(broker id, replicas held, partitions led, latest measurements or None)
-        of every registered broker; NotControllerError off the active controller."""
+        of every registered broker, and of any other broker still named as a replica
+        (controller.balancer.driver.distribution); NotControllerError off the active controller."""
         await self._wait_active()
-        image = self._planned or self.image
-        replicas = dict.fromkeys(image.brokers, 0)
-        leaders = dict.fromkeys(image.brokers, 0)
-        for topic in image.topics.values():
-            for partition in topic.partitions.values():
-                for b in partition.replicas:
-                    if b in replicas:
-                        replicas[b] += 1
-                if partition.leader in leaders:
-                    leaders[partition.leader] += 1
-        return [(b, replicas[b], leaders[b], self._load_reports.get(b)) for b in sorted(image.brokers)]
+        return [(b, held, led, self._load_reports.get(b)) for b, held, led in distribution(self._planned or self.image)]
 
     def balancer_estimates(self, plan) -> tuple[int, int]:
         """(bytes, estimated ms) of a plan ``balancer_status`` gave, -1 when unknown."""

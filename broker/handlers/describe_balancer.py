@@ -4,7 +4,8 @@ The active controller's balancer (controller/balancer/driver.py): its state
 (``off``, ``ready``, ``in_progress``, ``stalled`` with the reason), the moves in
 flight, the brokers it has given up on, when it last found the cluster
 balanced and, with ``include_plan``, the plan it would make now (a dry run,
-nothing started). The active controller answers; a broker forwards the
+nothing started), and every broker's replicas and leaders now and when the
+current or last balancing run started. The active controller answers; a broker forwards the
 request there like ListPartitionReassignments
 (broker/controller_node/forwarding.py). A node that cannot reach the active
 controller answers NOT_CONTROLLER, which tools retry.
@@ -36,7 +37,7 @@ def _answer(error: ErrorCode, message: str | None = None, **fields):
     base = dict(
         throttle_time_ms=0, error_code=error, error_message=message, state="", reason=None, trigger=None,
         moves_in_flight=0, failed_brokers=[], planned_moves=[], plan_violations=[], broker_placements=[],
-        broker_loads=[],
+        broker_loads=[], distribution_before=[],
     )
     base.update(fields)
     return R.DescribeBalancerStatusResponse(**base)
@@ -75,6 +76,14 @@ def _load_entry(broker_id: int, replicas: int, leaders: int, report) -> object:
     )
 
 
+def _before_fields(status) -> dict:
+    """The distribution when the current or last balancing run started (none yet: -1 and empty)."""
+    return dict(
+        distribution_before_ms=UNKNOWN if status.distribution_before_ms is None else status.distribution_before_ms,
+        distribution_before=[R.BrokerShareBefore(broker_id=b, replicas=r, leaders=lead) for b, r, lead in status.distribution_before],
+    )
+
+
 def register(dispatcher, broker) -> None:
     def authorize(ctx, request):
         message = cluster_refusal(broker, ctx, AclOperation.DESCRIBE)
@@ -100,6 +109,7 @@ def register(dispatcher, broker) -> None:
                 balanced_since_ms=UNKNOWN if status.balanced_since_ms is None else status.balanced_since_ms,
                 failed_brokers=list(status.failed_brokers),
             )
+            fields.update(_before_fields(status))
         if plan is not None:
             fields.update(_plan_fields(plan, broker.controller.balancer_estimates(plan)))
         fields["broker_placements"] = [R.BrokerPlacement(broker_id=b, state=state, replicas=held) for b, state, held in placements]

@@ -15,6 +15,9 @@ from the broker's state when Prometheus scrapes, by :class:`_BrokerCollector`,
 on the event loop (the endpoint is an aiohttp application, broker/http/server.py):
 no thread, no lock.
 
+The balancer's families (broker/http/balancer_metrics.py) have series on the
+active controller only.
+
 Cardinality is bounded: ``metrics.topic.series.max`` topics get per-topic and
 per-partition series (the first ones by name, so the set is stable across
 scrapes), ``metrics.group.series.max`` consumer-group lag series; what is left
@@ -44,6 +47,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import choose_encoder
 
 from broker.config import MetricsListener
+from broker.http.balancer_metrics import balancer_families
 from broker.http.cluster_reader import ClusterReader, HighWatermarkCache
 from broker.http.server import MAX_HTTP_CONNECTIONS, HttpServer, application  # noqa: F401 (re-exported: this endpoint's limit)
 from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS
@@ -356,6 +360,7 @@ class _BrokerCollector:
         yield from self._requests()
         yield from self._replicas(kept)
         yield from self._controller()
+        yield from balancer_families(metrics.broker)
         yield from self._logs(kept)
         yield from self._mirrors(kept)
         yield from self._multi_master(kept)

@@ -172,6 +172,10 @@ class BalancerStatus:
     # When a plan last found nothing to move (None: not since this controller became active).
     balanced_since_ms: int | None = None
     failed_brokers: tuple[int, ...] = ()
+    # (broker id, replicas, leaders) when the current or last balancing run started
+    # (its first plan), and that time; () and None before this driver started one.
+    distribution_before: tuple[tuple[int, int, int], ...] = ()
+    distribution_before_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,8 @@ class BalancerDriver:
         self._last_trigger: str | None = None
         self._balanced_since_ms: int | None = None
         self._failed: tuple[int, ...] = ()
+        self._before: tuple[tuple[int, int, int], ...] = ()
+        self._before_ms: int | None = None
         self._stalled: str | None = None
         self._waiting: str | None = None
         # The assignment a plan found nothing to do for: not planned again until it changes.
@@ -388,6 +394,10 @@ class BalancerDriver:
                 self._balanced_since_ms = now_ms
             return []
         self._last_trigger = trigger
+        if self._trigger is None:
+            # A run starts (a later plan of the same trigger continues it): what it started from.
+            self._before = distribution(image)
+            self._before_ms = now_ms
         # Keep planning while the bound held moves back or data moved (the next
         # plan confirms nothing is left); a plan of leader moves alone finishes it.
         self._trigger = trigger if (result.cost_bound_reached or data_moves) else None
@@ -510,7 +520,10 @@ class BalancerDriver:
     def status(self) -> BalancerStatus:
         if self.settings.mode == "off":
             return BalancerStatus(BalancerState.OFF)
-        common = dict(trigger=self._last_trigger, balanced_since_ms=self._balanced_since_ms, failed_brokers=self._failed)
+        common = dict(
+            trigger=self._last_trigger, balanced_since_ms=self._balanced_since_ms, failed_brokers=self._failed,
+            distribution_before=self._before, distribution_before_ms=self._before_ms,
+        )
         if self._in_flight or (self._trigger is not None and self._stalled is None and self._waiting is None):
             # Between two plans of one trigger too: it is not balanced yet.
             moving = [f.move for f in self._in_flight.values()]
@@ -525,6 +538,19 @@ class BalancerDriver:
         if self._stalled is not None:
             return BalancerStatus(BalancerState.STALLED, reason=self._stalled, **common)
         return BalancerStatus(BalancerState.READY, reason=self._waiting, **common)
+
+
+def distribution(image: MetadataImage) -> tuple[tuple[int, int, int], ...]:
+    """(broker id, replicas, leaders) of every registered broker, and of any other
+    broker still named as a replica, by id."""
+    replicas = Counter(dict.fromkeys(image.brokers, 0))
+    leaders = Counter(dict.fromkeys(image.brokers, 0))
+    for topic in image.topics.values():
+        for partition in topic.partitions.values():
+            replicas.update(partition.replicas)
+            if partition.leader != NO_LEADER:
+                leaders[partition.leader] += 1
+    return tuple((b, replicas[b], leaders[b]) for b in sorted(replicas))
 
 
 def placement_summary(image: MetadataImage) -> tuple[tuple[int, str, int], ...]:

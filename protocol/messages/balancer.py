@@ -76,6 +76,14 @@ APIS = [
                 F("bytes_in_per_second", INT64, default=-1),
                 F("bytes_out_per_second", INT64, default=-1),
             ]))),
+            # The per-broker distribution when the current or last balancing run started
+            # (its first plan; the console's "before"): none and -1 until this controller has started one.
+            F("distribution_before_ms", INT64, default=-1),
+            F("distribution_before", Array(Struct("BrokerShareBefore", [
+                F("broker_id", INT32),
+                F("replicas", INT32),
+                F("leaders", INT32),
+            ]))),
         ],
     ),
     Api(

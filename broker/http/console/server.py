@@ -33,7 +33,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from broker.config import MetricsListener
 from broker.http.cluster_reader import ClusterReader
-from broker.http.console import links, schemas, views
+from broker.http.console import balancer, links, schemas, views
 from broker.http.console.admin import Admin, AdminRefused
 from broker.http.console.history import History, svg_chart
 from broker.http.server import REQUEST_HEAD_TIMEOUT_S, HttpServer, application
@@ -256,6 +256,11 @@ class Console:
             if detail is None:
                 return self._page("error.html", session, 404, message=f"no subject {name!r}")
             return self._page("subject.html", session, detail["status"], s=detail)
+        if path == "/balancer":
+            try:
+                return self._page("balancer.html", session, b=await balancer.balancer_overview(self.admin, host), error="")
+            except AdminRefused as exc:
+                return self._page("balancer.html", session, 503, b=None, error=str(exc))
         if path == "/charts":
             return self._page("charts.html", session, charts=self._broker_charts(), metrics_on=broker.metrics is not None,
                               interval_ms=self.history.interval_ms, window_ms=self.history.window_ms)

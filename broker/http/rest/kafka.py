@@ -37,6 +37,9 @@ VERSIONS = {
     "ListOffsets": 7,
     "DescribeAcls": 3,
     "ListPartitionReassignments": 0,
+    # The balancer (broker/http/rest/balancer_resources.py): pybroker's own APIs.
+    "DescribeBalancerStatus": 0,
+    "AlterBrokerPlacements": 0,
     # Cluster links and mirror topics (broker/http/rest/link_resources.py): pybroker's own APIs.
     "CreateClusterLinks": 0,
     "DescribeClusterLinks": 0,

@@ -53,6 +53,8 @@ _TOPIC_FIELDS = {
     "partitions": _RELATED, "configs": _RELATED, "partition_reassignments": _RELATED,
     "authorized_operations": {"type": "array", "items": _STR},
 }
+_BROKER_SHARES = {"type": "array", "items": {"type": "object", "required": ["broker_id", "replicas", "leaders"],
+                                           "properties": {"broker_id": _INT, "replicas": _INT, "leaders": _INT}}}
 _PAYLOAD_INFO = {"type": "object", "nullable": True, "required": ["type", "size"],
                  "properties": {"type": {"type": "string", "enum": ["BINARY", "JSON", "STRING"]}, "size": _INT}}
 _PAYLOAD = {
@@ -125,6 +127,22 @@ SCHEMAS = {
         "removing_replicas": {"type": "array", "items": _INT}, "replicas": _RELATED,
     }),
     "ReassignmentList": _list("KafkaReassignmentList", "Reassignment"),
+    "BalancerStatus": _resource("KafkaBalancerStatus", {
+        "cluster_id": _STR, "state": {"type": "string", "enum": ["off", "ready", "in_progress", "stalled"]},
+        "reason": _NULLABLE_STR, "trigger": _NULLABLE_STR, "moves_in_flight": _INT,
+        "bytes_to_move": {"type": "integer", "nullable": True}, "balanced_since_ms": {"type": "integer", "nullable": True},
+        "failed_brokers": {"type": "array", "items": _INT},
+        "broker_placements": {"type": "array", "items": {"type": "object", "required": ["broker_id", "state", "replicas"],
+                                                         "properties": {"broker_id": _INT, "state": _STR, "replicas": _INT}}},
+        "distribution": _BROKER_SHARES, "distribution_before_ms": {"type": "integer", "nullable": True},
+        "distribution_before": _BROKER_SHARES, "broker_tasks": _RELATED,
+    }),
+    "BrokerTask": _resource("KafkaBrokerTask", {
+        "cluster_id": _STR, "broker_id": _INT, "task_type": {"type": "string", "enum": ["remove-broker"]},
+        "task_status": {"type": "string", "enum": ["IN_PROGRESS", "SUCCESS"]}, "replicas": _INT, "should_shutdown": _BOOL,
+        "broker": _RELATED,
+    }),
+    "BrokerTaskList": _list("KafkaBrokerTaskList", "BrokerTask"),
     "Acl": {
         "type": "object",
         "required": ["kind", "metadata", "cluster_id", "resource_type", "resource_name", "pattern_type", "principal", "host",

@@ -35,7 +35,7 @@ from typing import Any
 
 from aiohttp import web
 
-from broker.http.rest import cluster_resources, consumer_routes, link_resources, openapi, resources
+from broker.http.rest import balancer_resources, cluster_resources, consumer_routes, link_resources, openapi, resources
 from broker.http.rest.cluster import ClusterKafka, NodeConnections
 from broker.http.rest.consumer_instances import ConsumerInstances
 from broker.http.rest.consumer_routes import V2_REQUEST_TYPES, V2_TYPE
@@ -77,6 +77,16 @@ ROUTES = (
     Route("GET", C, "getKafkaCluster", "The cluster.", resources.get_cluster, "Cluster"),
     Route("GET", C + "/brokers", "listKafkaBrokers", "The cluster's brokers.", resources.list_brokers, "BrokerList"),
     Route("GET", C + "/brokers/{broker_id}", "getKafkaBroker", "One broker.", resources.get_broker, "Broker"),
+    Route("DELETE", C + "/brokers/{broker_id}", "deleteKafkaBroker",
+          "Remove a broker: the balancer moves its replicas off (never shuts it down; ?should_shutdown=true is refused).",
+          balancer_resources.remove_broker, "BrokerTask", status=202, query=("should_shutdown",)),
+    Route("GET", C + "/brokers/-/tasks", "listKafkaBrokerTasks", "The remove-broker tasks (brokers being drained).",
+          balancer_resources.list_all_tasks, "BrokerTaskList"),
+    Route("GET", C + "/brokers/{broker_id}/tasks", "getKafkaBrokerTasks", "A broker's remove-broker task, if it has one.",
+          balancer_resources.list_broker_tasks, "BrokerTaskList"),
+    Route("GET", C + "/balancer", "getKafkaBalancerStatus",
+          "The balancer of the active controller: state, moves in flight, per-broker distribution now and before.",
+          balancer_resources.get_balancer, "BalancerStatus"),
     Route("GET", C + "/brokers/{broker_id}/configs", "listKafkaBrokerConfigs", "A broker's configs.",
           resources.list_broker_configs, "BrokerConfigList"),
     Route("GET", C + "/brokers/{broker_id}/configs/{name}", "getKafkaBrokerConfig", "One broker config.",

@@ -25,6 +25,7 @@ from controller.balancer.driver import (
     BalancerDriver,
     BalancerSettings,
     BalancerState,
+    distribution,
 )
 from controller.broker_lifecycle import plan_fence_brokers
 from controller.metadata.records import (
@@ -346,3 +347,25 @@ def test_a_new_controller_finishes_filling_a_broker_its_predecessor_started_on_a
     assert used < MAX_TICKS and second.status().trigger == "node_add"
     counts = replica_counts(image, [1, 2, 3, 4])
     assert max(counts.values()) - min(counts.values()) <= 1, counts
+
+
+def test_the_distribution_a_run_started_from_is_kept_through_its_plans_and_after():
+    rng = random.Random(7)
+    driver = BalancerDriver(BalancerSettings(max_moves_per_broker=2))
+    image = cluster([1, 2, 3], empty=[4], partitions=12)
+    start = distribution(image)
+    assert start == ((1, 24, 8), (2, 24, 8), (3, 24, 8), (4, 0, 0))
+    assert (driver.status().distribution_before, driver.status().distribution_before_ms) == ((), None)
+    seen = set()
+
+    def watch(image, driver):
+        seen.add((driver.status().distribution_before, driver.status().distribution_before_ms))
+
+    # The bound of 2 moves per broker makes the run several plans: they all keep the run's start.
+    image, _, used = run(driver, image, brokers=[1, 2, 3, 4], rng=rng, until=settled, watch=watch)
+    assert used < MAX_TICKS, driver.status()
+    assert seen == {(start, 0)}
+    status = driver.status()
+    assert (status.state, status.distribution_before, status.distribution_before_ms) == (BalancerState.READY, start, 0)
+    now = distribution(image)
+    assert now != start and sum(r for _, r, _ in now) == sum(r for _, r, _ in start) and now[3][1] > 0
