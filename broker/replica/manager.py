@@ -760,6 +760,9 @@ class ReplicaManager:
                     key[0], key[1], state.leader_id, exc,
                 )
                 return False
+        # Caught up when nothing below the leader's high watermark is missing (Kafka's
+        # fetch state lag), what the follower throttle asks.
+        state.caught_up = plog.log_end_offset >= partition_data.high_watermark
         marks = adopt_leader_marks(partition_data.high_watermark, partition_data.log_start_offset, plog)
         if marks.high_watermark is not None:
             plog.high_watermark = marks.high_watermark
