@@ -1,8 +1,11 @@
 """The operations a broker delays in its purgatory (replication/purgatory.py).
 
-A produce or DeleteRecords holds the leader state it was made under and asks
-``is_current`` whether that is still this broker's leadership of the
-partition. Each answers through ``resolve``, exactly once. The shell (broker/replica/manager.py) resolves
+A produce or DeleteRecords asks ``leader_now`` for this broker's leader state
+of the partition as it is now, or None once this broker no longer leads it
+(Kafka's DelayedProduce asks the same of the partition each time it tries):
+a new leader epoch that keeps the leader here (a reassignment adding or
+removing replicas) brings new leader state, and the wait goes on under it.
+Each answers through ``resolve``, exactly once. The shell (broker/replica/manager.py) resolves
 asyncio futures with them, the replication simulation its produce answers.
 """
 
@@ -31,19 +34,21 @@ class DelayedProduce:
     """One partition of an acks=all produce, waiting for the high watermark to pass
     ``required_offset`` (Kafka's DelayedProduce); resolves with an ErrorCode."""
 
-    __slots__ = ("is_current", "leader", "required_offset", "resolve")
+    __slots__ = ("leader_now", "required_offset", "resolve")
 
-    def __init__(self, leader: LeaderPartition, required_offset: int, is_current: Callable[[], bool], resolve: Callable[[ErrorCode], None]):
-        self.leader = leader
+    def __init__(
+        self, leader_now: Callable[[], LeaderPartition | None], required_offset: int, resolve: Callable[[ErrorCode], None]
+    ):
+        self.leader_now = leader_now
         self.required_offset = required_offset
-        self.is_current = is_current
         self.resolve = _Once(resolve)
 
     def try_complete(self) -> bool:
-        if not self.is_current():
+        leader = self.leader_now()
+        if leader is None:
             self.resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return True
-        outcome = self.leader.produce_outcome(self.required_offset)
+        outcome = leader.produce_outcome(self.required_offset)
         if outcome is None:
             return False
         self.resolve(outcome)
@@ -90,27 +95,26 @@ class DelayedDeleteRecords:
     records. Resolves with ``(error, low watermark)``; ``log_start_offset`` reads
     the leader's own."""
 
-    __slots__ = ("is_current", "leader", "log_start_offset", "required_offset", "resolve")
+    __slots__ = ("leader_now", "log_start_offset", "required_offset", "resolve")
 
     def __init__(
         self,
-        leader: LeaderPartition,
+        leader_now: Callable[[], LeaderPartition | None],
         log_start_offset: Callable[[], int],
         required_offset: int,
-        is_current: Callable[[], bool],
         resolve: Callable[[ErrorCode, int], None],
     ):
-        self.leader = leader
+        self.leader_now = leader_now
         self.log_start_offset = log_start_offset
         self.required_offset = required_offset
-        self.is_current = is_current
         self.resolve = _Once(resolve)
 
     def try_complete(self) -> bool:
-        if not self.is_current():
+        leader = self.leader_now()
+        if leader is None:
             self.resolve(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
             return True
-        low = self.leader.low_watermark(self.log_start_offset())
+        low = leader.low_watermark(self.log_start_offset())
         if low < self.required_offset:
             return False
         self.resolve(ErrorCode.NONE, low)

@@ -142,6 +142,12 @@ class LeaderPartition:
         self.pending_isr: tuple[int, ...] | None = None
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
+        # Names the unbroken run of leader epochs this broker leads the partition
+        # for: ``carry_over`` keeps it from the previous epoch, a leadership taken
+        # up after another broker's (or after none) starts a new one. A wait made
+        # in one tenure never completes in another, whose log may have been
+        # truncated in between.
+        self.tenure = object()
         if log is None:
             if log_end_offset is None:
                 raise TypeError("leader state without a log needs its log_end_offset")
@@ -369,6 +375,27 @@ class LeaderPartition:
                 self.followers[replica] = FollowerProgress()
         for replica in [r for r in self.followers if r not in self.replicas]:
             del self.followers[replica]
+
+    def carry_over(self, previous: LeaderPartition, now_ms: int) -> bool:
+        """This broker led the partition's previous leader epoch as ``previous``
+        and leads this one too (the epoch moved without the leader: a
+        reassignment, an ISR change through the controller). What each follower
+        was known to hold stays known (Kafka's resetReplicaState for a leader
+        that is not new): its log end and log start offsets and the broker epoch
+        it fetched with; its timers start over as on any election, counted from
+        now for ISR members and from never for the rest. True when the high
+        watermark moved (the new ISR may be smaller)."""
+        self.tenure = previous.tenure
+        for replica, progress in self.followers.items():
+            before = previous.followers.get(replica)
+            if before is None:
+                continue
+            progress.log_end_offset = before.log_end_offset
+            progress.log_start_offset = before.log_start_offset
+            progress.broker_epoch = before.broker_epoch
+            progress.last_fetch_leader_end_offset = self.leader_epoch_start_offset
+            progress.last_fetch_ms = now_ms if replica in self.isr else 0
+        return self.maybe_advance_high_watermark(now_ms)
 
     def set_ineligible(self, broker_ids: Iterable[int], now_ms: int, registered_epochs: Mapping[int, int] | None = None) -> bool:
         self.ineligible = set(broker_ids)

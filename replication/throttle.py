@@ -9,6 +9,16 @@ replicas a topic lists in ``leader.replication.throttled.replicas`` /
 ``follower.replication.throttled.replicas`` (``partition:broker`` pairs, or
 ``*`` for every replica of the topic).
 
+Each broker reads the pairs that name itself, as Kafka's config handler does:
+a leader throttles the partitions whose entry in the leader list names the
+leader's own replica (the reassignment tools list a partition's current
+replicas there, any of which may lead), a follower those whose entry in the
+follower list names its replica (the replicas being added). Bytes of listed
+partitions always count against the rate; holding data back applies only to
+replicas out of sync (Kafka's ReplicaManager.shouldLeaderThrottle and
+ReplicaFetcherThread.shouldFollowerThrottle), so a throttle never slows the
+followers that acks=all produces wait for.
+
 The rate is measured over sliding one-second windows (Kafka's
 ``replication.quota.window.num`` 11 windows of
 ``replication.quota.window.size.seconds`` 1 s): the bytes in the kept windows
@@ -40,6 +50,21 @@ def is_throttled(throttled_replicas: str, partition: int, broker_id: int) -> boo
     if throttled_replicas == "*":
         return True
     return f"{partition}:{broker_id}" in throttled_replicas.split(",")
+
+
+def leader_holds_back(leader_throttled_replicas: str, partition: int, leader_id: int, follower_in_isr: bool) -> bool:
+    """Whether the leader ``leader_id`` may hold back a follower's fetch of
+    ``partition`` while over ``leader.replication.throttled.rate``: its own
+    replica is listed, and the follower is not in the ISR."""
+    return not follower_in_isr and is_throttled(leader_throttled_replicas, partition, leader_id)
+
+
+def follower_holds_back(follower_throttled_replicas: str, partition: int, follower_id: int, caught_up: bool) -> bool:
+    """Whether follower ``follower_id`` leaves ``partition`` out of its fetches
+    while over ``follower.replication.throttled.rate``: its replica is listed,
+    and the leader's last answer did not find it at the high watermark (Kafka's
+    fetch state ``isReplicaInSync``: lag known and zero)."""
+    return not caught_up and is_throttled(follower_throttled_replicas, partition, follower_id)
 
 
 class ReplicationQuota:

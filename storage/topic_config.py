@@ -216,8 +216,8 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "file.delete.delay.ms": "How long a removed segment file lingers before it is deleted from disk.",
     "flush.messages": "Force an fsync of the log after this many messages.",
     "flush.ms": "Force an fsync of the log when this much time has passed since the last one.",
-    "leader.replication.throttled.replicas": "Replicas (partition:broker, or *) whose fetches from the leader count against leader.replication.throttled.rate.",
-    "follower.replication.throttled.replicas": "Replicas (partition:broker, or *) whose fetching counts against follower.replication.throttled.rate.",
+    "leader.replication.throttled.replicas": "Replicas (partition:broker, or *) throttled on the leader side: a leader named here holds followers out of the ISR to leader.replication.throttled.rate.",
+    "follower.replication.throttled.replicas": "Replicas (partition:broker, or *) throttled on the follower side: a follower named here, while not caught up, fetches at most follower.replication.throttled.rate.",
     "index.interval.bytes": "Bytes of log between two entries of the offset and time indexes; "
     "a change applies to segments created afterwards.",
     "max.compaction.lag.ms": "Longest time a record may remain ineligible for compaction.",

@@ -263,8 +263,8 @@ def broker_entries(broker, resource, include_synonyms: bool, include_documentati
 
 
 _THROTTLE_RATE_DOCS = {
-    LEADER_THROTTLED_RATE: "Bytes/s a leader sends to the followers its topics list in leader.replication.throttled.replicas.",
-    FOLLOWER_THROTTLED_RATE: "Bytes/s a follower fetches for the replicas its topics list in follower.replication.throttled.replicas.",
+    LEADER_THROTTLED_RATE: "Bytes/s a leader sends for the partitions whose leader.replication.throttled.replicas names it; followers out of the ISR wait while it is exceeded.",
+    FOLLOWER_THROTTLED_RATE: "Bytes/s a follower fetches for the partitions whose follower.replication.throttled.replicas names it; it holds back those not caught up while it is exceeded.",
 }
 
 

@@ -34,9 +34,10 @@ only, and gets the aborted transactions (producer id, first offset) that
 overlap what it was sent, from the segments' ``.txnindex`` files, so that it
 can drop their batches; markers (control batches) are sent to every reader,
 as Kafka does, and clients skip them.
-Replication throttles: a follower whose replica the topic lists in
-``leader.replication.throttled.replicas`` gets no records while this broker's
-``leader.replication.throttled.rate`` is exceeded (see replication.throttle).
+Replication throttles: a follower out of the ISR of a partition whose
+``leader.replication.throttled.replicas`` names this broker's replica gets no
+records while this broker's ``leader.replication.throttled.rate`` is exceeded
+(see replication.throttle).
 Authorization (with an authorizer, as Kafka): a follower needs CLUSTER_ACTION
 on the cluster, a consumer READ on each topic; a partition refused is answered
 TOPIC_AUTHORIZATION_FAILED (by name whether or not the topic exists; an

@@ -15,7 +15,8 @@ whose answer is an error the metadata must resolve waits
 ``replica.fetch.backoff.ms`` before it is asked for again. Partitions this
 broker's replica of is listed in ``follower.replication.throttled.replicas``
 are left out of requests while ``follower.replication.throttled.rate`` is
-exceeded (replication throttles, KIP-73).
+exceeded and the replica is not caught up to the leader's high watermark
+(replication throttles, KIP-73).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from replication.fetch_session import FetchSessionBuilder
-from replication.throttle import FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS
+from replication.throttle import FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS, follower_holds_back, is_throttled
 
 log = logging.getLogger(__name__)
 
@@ -214,12 +215,14 @@ class ReplicaFetcher:
             if state.leader_id != self.leader_id:
                 continue
             topic = image.topics.get(key[0])
-            if topic is not None and manager.throttled(topic, FOLLOWER_THROTTLED_REPLICAS, key[1], manager.node_id):
-                if over_quota is None:
-                    over_quota = manager.follower_quota.exceeded(manager.throttle_rate(FOLLOWER_THROTTLED_RATE), now_ms)
-                throttled.add(key)
-                if over_quota:
-                    continue  # asked for again once the rate is back under the limit
+            listed = topic.configs.get(FOLLOWER_THROTTLED_REPLICAS, "") if topic is not None else ""
+            if is_throttled(listed, key[1], manager.node_id):
+                throttled.add(key)  # its bytes count against the rate
+                if follower_holds_back(listed, key[1], manager.node_id, state.caught_up):
+                    if over_quota is None:
+                        over_quota = manager.follower_quota.exceeded(manager.throttle_rate(FOLLOWER_THROTTLED_RATE), now_ms)
+                    if over_quota:
+                        continue  # asked for again once the rate is back under the limit
             sent[key] = state
             last_fetched_epoch = plog.leader_epochs[-1][0] if plog.leader_epochs else -1
             wanted[(state.topic_id, key[1])] = (state.leader_epoch, plog.log_end_offset, last_fetched_epoch, plog.log_start_offset)

@@ -6,7 +6,9 @@ broker is a replica of, a new image makes it:
 
 * **leader** when the image names it with a leader epoch it has not led yet:
   a fresh :class:`replication.partition.LeaderPartition` (followers' progress
-  unknown until they fetch), and it stops fetching the partition;
+  unknown until they fetch), and it stops fetching the partition; when it led
+  the previous epoch too, the new state carries the followers' progress over
+  and acks=all produces waiting here go on under it;
 * **follower** when another broker leads with a new epoch: acks=all produces
   waiting here end with NOT_LEADER_OR_FOLLOWER, and the partition moves to the
   fetcher of its leader, which truncates by epoch (KIP-320) before appending;
@@ -284,6 +286,9 @@ class ReplicaManager:
                 self._high_watermark_moved(key, leader)
         elif role is Role.NEW_LEADER:
             self._stop_following(key)
+            if leader is not None and old is not None and old.leader == self.node_id:
+                self._lead_next_epoch(image, topic, partition, leader, now_ms)
+                return
             self._resign(key)
             if len(partition.replicas) > 1:
                 self._become_leader(image, topic, partition, now_ms)
@@ -341,6 +346,28 @@ class ReplicaManager:
                 key[0], key[1], partition.leader_epoch, list(partition.isr), plog.high_watermark,
             )
         return leader
+
+    def _lead_next_epoch(
+        self, image: MetadataImage, topic: TopicImage, partition: PartitionImage, previous: LeaderPartition, now_ms: int
+    ) -> None:
+        """A new leader epoch that leaves the leadership here (a reassignment that
+        adds or removes replicas, or any other change that bumps the epoch
+        without moving the leader): new leader state for the epoch, carrying
+        what the followers were known to hold, and the acks=all produces and
+        DeleteRecords waiting here go on under it, as Kafka's do (they end with
+        NOT_LEADER_OR_FOLLOWER only when the leadership leaves). An ISR change
+        proposed in the old epoch is void."""
+        key = (topic.name, partition.partition_id)
+        self._alter_queue.pop(key, None)
+        del self.leaders[key]
+        leader = self._become_leader(image, topic, partition, now_ms)
+        if leader is None:  # the log went away: nothing can complete here
+            self.purgatory.cancel_key(key)
+            return
+        leader.carry_over(previous, now_ms)
+        # The waits re-test under the new state (a smaller ISR may complete them
+        # now), and long-polling fetches re-read against the new epoch.
+        self._high_watermark_moved(key, leader)
 
     def _resign(self, key: Key) -> None:
         if self.leaders.pop(key, None) is not None:
@@ -518,10 +545,22 @@ class ReplicaManager:
         self.purgatory.check(key)
         self.broker.partition_watch.notify(key)
 
+    def _leader_in_tenure(self, key: Key, leader: LeaderPartition):
+        """What a wait made under ``leader`` asks each time it is tested: the leader
+        state of the current epoch while this broker has led the partition
+        without a break since (``LeaderPartition.tenure``), else None."""
+        tenure = leader.tenure
+
+        def leader_now() -> LeaderPartition | None:
+            current = self.leaders.get(key)
+            return current if current is not None and current.tenure is tenure else None
+
+        return leader_now
+
     def wait_for_acks(self, key: Key, leader: LeaderPartition, required_offset: int, timeout_ms: int) -> asyncio.Future:
         """A future resolved with the acks=all outcome of a batch ending before ``required_offset``."""
         future = asyncio.get_running_loop().create_future()
-        operation = DelayedProduce(leader, required_offset, lambda: self.leaders.get(key) is leader, _resolver(future))
+        operation = DelayedProduce(self._leader_in_tenure(key, leader), required_offset, _resolver(future))
         try:
             self.purgatory.add(operation, (key,), timeout_ms)
         except OverflowError:
@@ -534,7 +573,7 @@ class ReplicaManager:
         ``timeout_ms``; NOT_LEADER_OR_FOLLOWER when leadership moves first)."""
         future = asyncio.get_running_loop().create_future()
         operation = DelayedDeleteRecords(
-            leader, lambda: plog.log_start_offset, required_offset, lambda: self.leaders.get(key) is leader, _resolver(future)
+            self._leader_in_tenure(key, leader), lambda: plog.log_start_offset, required_offset, _resolver(future)
         )
         try:
             self.purgatory.add(operation, (key,), timeout_ms)
@@ -721,6 +760,9 @@ class ReplicaManager:
                     key[0], key[1], state.leader_id, exc,
                 )
                 return False
+        # Caught up when nothing below the leader's high watermark is missing (Kafka's
+        # fetch state lag), what the follower throttle asks.
+        state.caught_up = plog.log_end_offset >= partition_data.high_watermark
         marks = adopt_leader_marks(partition_data.high_watermark, partition_data.log_start_offset, plog)
         if marks.high_watermark is not None:
             plog.high_watermark = marks.high_watermark

@@ -13,9 +13,11 @@ everything that depends on replication state, in Kafka's order:
    the fetch offset is in the log (``replication.fetch_read.position_error``);
 3. a follower replica's fetch is recorded (it moves the high watermark and the
    ISR, ``ReplicaManager.follower_fetched``), and whether the replication
-   throttle (KIP-73) holds it back; a consumer naming its rack, with Kafka's
-   RackAwareReplicaSelector configured, may be sent to a replica in its rack
-   instead (``preferred_read_replica``, answered at once without records);
+   throttle (KIP-73) holds it back (only a follower out of the ISR, of a
+   partition whose throttle list names this leader); a consumer naming its
+   rack, with Kafka's RackAwareReplicaSelector configured, may be sent to a
+   replica in its rack instead (``preferred_read_replica``, answered at once
+   without records);
 4. the read itself, up to the bound the reader may see
    (``replication.fetch_read.read_upper_offset``), with the aborted
    transactions a read_committed consumer needs.
@@ -37,7 +39,7 @@ from replication.fetch_read import (
     read_upper_offset,
     serving_error,
 )
-from replication.throttle import LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS
+from replication.throttle import LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS, is_throttled, leader_holds_back
 from storage.file_slice import FileSlice
 
 
@@ -140,12 +142,17 @@ class ReplicaReader:
             read.error, read.diverging_epoch, read.answer_now = error, diverging, True
             read.high_watermark, read.last_stable_offset = plog.high_watermark, plog.last_stable_offset
             return read
-        throttled = False
+        throttled = held_back = False
         if from_follower:
             replicas.follower_fetched(
                 key, leader, plog, reader.replica_id, offset, reader.replica_epoch, fetch_partition.log_start_offset
             )
-            throttled = replicas.throttled(topic, LEADER_THROTTLED_REPLICAS, partition_id, reader.replica_id)
+            # The topic lists this leader's own replica: what it sends counts
+            # against the leader rate, and a follower out of the ISR waits
+            # while the rate is exceeded.
+            listed = topic.configs.get(LEADER_THROTTLED_REPLICAS, "")
+            throttled = is_throttled(listed, partition_id, replicas.node_id)
+            held_back = leader_holds_back(listed, partition_id, replicas.node_id, reader.replica_id in leader.isr)
         elif (
             self.rack_aware and leader is not None and reader.api_version >= FOLLOWER_READ_MIN_VERSION and reader.rack_id
         ):
@@ -160,7 +167,7 @@ class ReplicaReader:
         read.last_stable_offset = plog.last_stable_offset
         if max_bytes <= 0 and not first:
             return read
-        if throttled and replicas.leader_quota.exceeded(replicas.throttle_rate(LEADER_THROTTLED_RATE), now_ms):
+        if held_back and replicas.leader_quota.exceeded(replicas.throttle_rate(LEADER_THROTTLED_RATE), now_ms):
             return read  # over leader.replication.throttled.rate: this replica waits
         upper = read_upper_offset(
             from_follower=from_follower,

@@ -21,6 +21,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
+from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
 from tests.cluster.replication_harness import (  # noqa: E402
@@ -159,5 +160,81 @@ def test_moving_a_partition_to_a_new_broker_under_load(tmp_path):
         if node4 is not None:
             node4.stop()
             (tmp_path / f"node{NEW_BROKER}.out").write_text(node4.log_text())
+        cluster.save_output()
+        cluster.stop()
+
+
+def test_an_acks_all_produce_waiting_through_a_replica_removal_completes(tmp_path):
+    """Found wiring the balancer: a reassignment that removes a replica bumps the
+    leader epoch without moving the leader, and acks=all produces waiting on the
+    leader then ended with NOT_LEADER_OR_FOLLOWER (librdkafka reported records
+    acknowledged without an offset). As in Kafka, they go on waiting under the
+    new epoch and succeed once the new ISR has them."""
+    # A paused follower stays in the ISR (and registered) for the whole test, so
+    # the produce waits for it until the reassignment removes it.
+    cluster = ReplicatedCluster(tmp_path, replica_lag_time_max_ms=60_000, session_timeout_ms=60_000)
+    producer = None
+    try:
+        cluster.start()
+        topic = "shrinking"
+        admin = cluster.admin()
+        for future in admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])], request_timeout=20).values():
+            future.result(timeout=30)
+        state = cluster.wait_for_isr(topic, 0, (1, 2, 3), SETTLE_BOUND_S, everywhere=True)
+        assert state is not None, cluster.partition(topic, 0)
+        leader = state.leader
+        controller = cluster.active_controller()
+        assert controller is not None
+        # Not the metadata quorum's leader: the quorum goes on as it was.
+        lagging = next(n for n in reversed(NODE_IDS) if n not in (leader, controller))
+        kept = [leader, *(n for n in NODE_IDS if n not in (leader, lagging))]
+
+        # No retries: the broker's first answer is the one reported.
+        producer = Producer({
+            "bootstrap.servers": cluster.bootstrap([leader]), "acks": "all", "enable.idempotence": False,
+            "retries": 0, "linger.ms": 0, "request.timeout.ms": 60_000, "message.timeout.ms": 60_000,
+        })  # fmt: skip
+        outcomes = []
+
+        def report(error, message):
+            outcomes.append((error, message.offset()))
+
+        # Without retries a first answer may still be an error (the client's
+        # metadata is newer than the leader's, say): the first record is sent
+        # until one is acknowledged.
+        deadline = time.monotonic() + SETTLE_BOUND_S
+        while True:
+            outcomes.clear()
+            producer.produce(topic, b"before", partition=0, on_delivery=report)
+            assert producer.flush(10) == 0, outcomes
+            if outcomes[-1][0] is None or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert len(outcomes) == 1 and outcomes[0][0] is None, outcomes
+        cluster.pause(lagging)
+        producer.produce(topic, b"waiting", partition=0, on_delivery=report)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            producer.poll(0.1)
+        assert len(outcomes) == 1, f"answered while a replica of the ISR was stopped: {outcomes}"
+
+        move = tmp_path / "shrink.json"
+        move.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": kept}]}))
+        executed = reassign(cluster.bootstrap(kept), "--execute", "--reassignment-json-file", str(move))
+        assert executed.returncode == 0, executed.stdout + executed.stderr
+        deadline = time.monotonic() + SETTLE_BOUND_S
+        while len(outcomes) < 2 and time.monotonic() < deadline:
+            producer.poll(0.1)
+        shrunk = cluster.partition(topic, 0, via=leader)
+        assert shrunk is not None and shrunk.replicas == tuple(kept) and shrunk.leader == leader, shrunk
+        assert shrunk.leader_epoch > state.leader_epoch, (state, shrunk)  # the case in question
+        assert len(outcomes) == 2, "the waiting produce was not answered"
+        # Answered once, at the next offset: an error answer made the client send
+        # the record again (a second copy, one offset further on).
+        error, offset = outcomes[1]
+        assert error is None and offset == outcomes[0][1] + 1, outcomes
+    finally:
+        if producer is not None:
+            producer.flush(0)
         cluster.save_output()
         cluster.stop()

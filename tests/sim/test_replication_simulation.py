@@ -783,9 +783,8 @@ class Simulation:
         if outcome is None:
             incarnation = broker.incarnation
             operation = DelayedProduce(
-                leader,
+                lambda: leader if broker.leader is leader and broker.incarnation == incarnation else None,
                 required,
-                lambda: broker.leader is leader and broker.incarnation == incarnation,
                 lambda error: self.produce_answered(broker, request, error, result.base_offset, result.duplicate),
             )
             deadline = self.now + PRODUCE_TIMEOUT_MS

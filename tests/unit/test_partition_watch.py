@@ -54,7 +54,7 @@ def test_fetches_and_produces_share_one_limit_and_wake_separately():
                 return None if self.high_watermark < required_offset else ErrorCode.NONE
 
         leader = Waiting()
-        produce = DelayedProduce(leader, 1, lambda: True, answers.append)
+        produce = DelayedProduce(lambda: leader, 1, answers.append)
         assert watch.add(produce, [("t", 0)], 30_000) is False
         fetch = asyncio.ensure_future(watch.wait_any([("t", 0)], 30))
         await asyncio.sleep(0)

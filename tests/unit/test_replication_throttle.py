@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from replication.throttle import UNLIMITED_RATE, WINDOW_MS, WINDOWS, ReplicationQuota, is_throttled
+from replication.throttle import (
+    UNLIMITED_RATE,
+    WINDOW_MS,
+    WINDOWS,
+    ReplicationQuota,
+    follower_holds_back,
+    is_throttled,
+    leader_holds_back,
+)
 from storage.topic_config import TopicConfigError, validate_topic_configs
 
 
@@ -39,3 +47,24 @@ def test_the_rate_is_bytes_over_the_windows_kept():
     # Once the windows holding them pass, old bytes stop counting.
     assert quota.rate_bytes_per_s(WINDOW_MS * (WINDOWS + 3)) == 0.0
     assert not quota.exceeded(UNLIMITED_RATE, 10)
+
+
+def test_a_leader_holds_back_out_of_sync_followers_of_partitions_listed_for_itself():
+    # Kafka's reassignment tool lists the partition's current replicas (any may
+    # lead) in leader.replication.throttled.replicas: the entry names the leader.
+    assert leader_holds_back("0:1,0:2", 0, leader_id=1, follower_in_isr=False)
+    assert leader_holds_back("*", 0, leader_id=1, follower_in_isr=False)
+    # Not the fetching follower's entry: a leader not listed throttles nothing.
+    assert not leader_holds_back("0:3", 0, leader_id=1, follower_in_isr=False)
+    assert not leader_holds_back("1:1", 0, leader_id=1, follower_in_isr=False)
+    # In-sync followers are never held back (acks=all waits for them).
+    assert not leader_holds_back("0:1", 0, leader_id=1, follower_in_isr=True)
+    assert not leader_holds_back("*", 0, leader_id=1, follower_in_isr=True)
+
+
+def test_a_follower_holds_back_its_listed_partitions_until_caught_up():
+    assert follower_holds_back("0:4", 0, follower_id=4, caught_up=False)
+    assert follower_holds_back("*", 0, follower_id=4, caught_up=False)
+    assert not follower_holds_back("0:4", 0, follower_id=4, caught_up=True)
+    assert not follower_holds_back("0:1,0:2", 0, follower_id=4, caught_up=False)
+    assert not follower_holds_back("", 0, follower_id=4, caught_up=False)
