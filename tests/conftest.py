@@ -167,8 +167,8 @@ def shared_broker(tmp_path_factory):
 # against most of an hour), so the modules of BESIDE_CLUSTERS are left out of the
 # process group: each is a scope of its own, dealt after the two groups, one module
 # at a time, to whichever worker runs out of work first, in practice the in-process
-# one. They start one broker at most (never a cluster, so two clusters still never
-# run at once), and their waits are bounds that leave room for a CPU shared with a
+# one. They start one broker at most, or a tool (never a cluster, so two clusters
+# still never run at once), and their waits are bounds that leave room for a CPU shared with a
 # cluster, not timings. On the in-process worker they run at its lower priority (a
 # broker inherits its parent's niceness), so a cluster test on the other worker
 # keeps the CPU first.
@@ -205,15 +205,18 @@ BESIDE_CLUSTERS = {
     "interop/test_share_group_offsets_authorization.py", "interop/test_share_groups.py", "interop/test_smoke.py",
     "interop/test_startup_errors.py", "interop/test_tls.py", "interop/test_tls_reload.py",
     "interop/test_transactions.py", "interop/test_transactions_cli.py", "interop/test_transactions_v2_wire.py",
-    "interop/test_txn_coordinator_api.py", "interop/test_txn_offset_commit.py", "schemas/test_avro_format.py",
+    "interop/test_txn_coordinator_api.py", "interop/test_txn_offset_commit.py", "compat/test_librdkafka_harness.py",
+    "faults/test_checker.py", "links/test_describe_mirrors.py", "links/test_failback_rules.py",
+    "links/test_group_translation_rules.py", "links/test_mirror_core.py", "links/test_multi_master_rules.py",
+    "links/test_offset_sync_rules.py", "links/test_watch_rules.py", "schemas/test_avro_format.py",
     "schemas/test_formats.py", "schemas/test_json_format.py", "schemas/test_protobuf_format.py",
     "schemas/test_registry_api.py", "schemas/test_registry_console.py", "schemas/test_registry_contexts.py",
     "schemas/test_registry_openapi.py", "schemas/test_registry_state.py", "schemas/test_rest_schema_produce.py",
     "schemas/test_schemas_cli.py", "schemas/test_validation.py", "schemas/test_validation_check.py",
-    "schemas/test_validation_rules.py", "links/test_describe_mirrors.py", "links/test_failback_rules.py",
-    "links/test_group_translation_rules.py", "links/test_mirror_core.py", "links/test_multi_master_rules.py",
-    "links/test_offset_sync_rules.py", "links/test_watch_rules.py", "compat/test_librdkafka_harness.py",
-    "faults/test_checker.py",
+    "schemas/test_validation_rules.py", "unit/test_api_key_literals.py", "unit/test_cli.py", "unit/test_cli_edges.py",
+    "unit/test_compose_files.py", "unit/test_docs_site.py", "unit/test_dump_log.py", "unit/test_gitignore.py",
+    "unit/test_layering.py", "unit/test_leader_election_tool.py", "unit/test_segment_reader.py",
+    "unit/test_segment_reader_txn.py", "unit/test_tls.py",
 }  # fmt: skip
 IN_PROCESS_GROUP = "in-process"
 PROCESSES_GROUP = "processes"
