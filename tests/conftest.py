@@ -162,6 +162,16 @@ def shared_broker(tmp_path_factory):
 # tests (pure units, simulations, property tests) go to the other worker at a
 # lower CPU priority: they fill the CPU the process tests leave idle and yield it
 # whenever a process test wants it. ``-n 0`` runs everything serially.
+#
+# The in-process worker is done long before the process worker (about ten minutes
+# against most of an hour), so the modules of BESIDE_CLUSTERS are left out of the
+# process group: each is a scope of its own, dealt after the two groups, one module
+# at a time, to whichever worker runs out of work first, in practice the in-process
+# one. They start one broker at most, or a tool (never a cluster, so two clusters
+# still never run at once), and their waits are bounds that leave room for a CPU shared with a
+# cluster, not timings. On the in-process worker they run at its lower priority (a
+# broker inherits its parent's niceness), so a cluster test on the other worker
+# keeps the CPU first.
 IN_PROCESS_DIRS = {"unit", "sim", "property", "golden", "conformance"}
 # Modules in those directories that start processes (a broker, a tool, git, Spark, mkdocs).
 STARTS_PROCESSES = {
@@ -170,25 +180,75 @@ STARTS_PROCESSES = {
     "test_gitignore.py", "test_layering.py", "test_leader_election_tool.py", "test_many_partitions.py",
     "test_segment_reader.py", "test_segment_reader_txn.py", "test_tls.py",
 }  # fmt: skip
+# Paths under tests/; a module not named here stays in the process group. Left out on
+# purpose: the modules that start two brokers or more (docs pages run as printed among
+# them), or time a fetch wait, a quota, a session, idle or reauthentication timeout,
+# retention checks, an event loop's lag or a page load, or hold thousands of sockets.
+BESIDE_CLUSTERS = {
+    "interop/test_acls.py", "interop/test_admin_cluster.py", "interop/test_admin_topics.py",
+    "interop/test_authorization.py", "interop/test_authorization_apis.py", "interop/test_auto_create.py",
+    "interop/test_bad_input.py", "interop/test_cli_acls.py", "interop/test_cli_configs.py",
+    "interop/test_cli_console.py", "interop/test_cli_offsets.py", "interop/test_cli_parsing.py",
+    "interop/test_cli_rough_edges.py", "interop/test_cli_security.py", "interop/test_cli_topics.py",
+    "interop/test_compaction.py", "interop/test_configs.py", "interop/test_consumer_group_admin.py",
+    "interop/test_consumer_protocol.py", "interop/test_container_entrypoint.py", "interop/test_dir_lock.py",
+    "interop/test_dump_offsets_decoder.py", "interop/test_dynamic_broker_configs.py",
+    "interop/test_every_advertised_version.py", "interop/test_feature_flags.py", "interop/test_fetch_sessions.py",
+    "interop/test_first_start.py", "interop/test_group_admin.py", "interop/test_group_protocol.py",
+    "interop/test_groups_cli.py", "interop/test_groups_cli_kafka_flags.py", "interop/test_groups_display.py",
+    "interop/test_hosted_after_restart.py", "interop/test_idempotent_replay.py", "interop/test_idempotent_restart.py",
+    "interop/test_kcat.py", "interop/test_list_offsets.py", "interop/test_metadata_by_topic_id.py",
+    "interop/test_metrics.py", "interop/test_oauthbearer_jwks.py", "interop/test_produce_consume_matrix.py",
+    "interop/test_produce_record_errors.py", "interop/test_reassign_cli.py", "interop/test_rest_auth.py",
+    "interop/test_rest_consumers.py", "interop/test_rest_links.py", "interop/test_rest_openapi.py",
+    "interop/test_rest_proxy.py", "interop/test_rest_records_parser.py", "interop/test_share_group_offsets.py",
+    "interop/test_share_group_offsets_authorization.py", "interop/test_share_groups.py", "interop/test_smoke.py",
+    "interop/test_startup_errors.py", "interop/test_tls.py", "interop/test_tls_reload.py",
+    "interop/test_transactions.py", "interop/test_transactions_cli.py", "interop/test_transactions_v2_wire.py",
+    "interop/test_txn_coordinator_api.py", "interop/test_txn_offset_commit.py", "compat/test_librdkafka_harness.py",
+    "faults/test_checker.py", "links/test_describe_mirrors.py", "links/test_failback_rules.py",
+    "links/test_group_translation_rules.py", "links/test_mirror_core.py", "links/test_multi_master_rules.py",
+    "links/test_offset_sync_rules.py", "links/test_watch_rules.py", "schemas/test_avro_format.py",
+    "schemas/test_formats.py", "schemas/test_json_format.py", "schemas/test_protobuf_format.py",
+    "schemas/test_registry_api.py", "schemas/test_registry_console.py", "schemas/test_registry_contexts.py",
+    "schemas/test_registry_openapi.py", "schemas/test_registry_state.py", "schemas/test_rest_schema_produce.py",
+    "schemas/test_schemas_cli.py", "schemas/test_validation.py", "schemas/test_validation_check.py",
+    "schemas/test_validation_rules.py", "unit/test_api_key_literals.py", "unit/test_cli.py", "unit/test_cli_edges.py",
+    "unit/test_compose_files.py", "unit/test_docs_site.py", "unit/test_dump_log.py", "unit/test_gitignore.py",
+    "unit/test_layering.py", "unit/test_leader_election_tool.py", "unit/test_segment_reader.py",
+    "unit/test_segment_reader_txn.py", "unit/test_tls.py",
+}  # fmt: skip
 IN_PROCESS_GROUP = "in-process"
 PROCESSES_GROUP = "processes"
 IN_PROCESS_NICE = 10
 
 
 def xdist_group_of(path: Path) -> str:
-    relative = path.relative_to(PROJECT_ROOT / "tests").parts
-    if relative[0] in IN_PROCESS_DIRS and path.name not in STARTS_PROCESSES:
+    """The scope a test module is dealt in: one of the two groups, or the module itself."""
+    relative = path.relative_to(PROJECT_ROOT / "tests")
+    if relative.parts[0] in IN_PROCESS_DIRS and path.name not in STARTS_PROCESSES:
         return IN_PROCESS_GROUP
+    if relative.as_posix() in BESIDE_CLUSTERS:
+        return relative.as_posix()
     return PROCESSES_GROUP
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's scope scheduling with two scopes, the groups above: each goes whole to one worker."""
+    """xdist's scope scheduling over the scopes above: each goes whole to one worker."""
     from xdist.scheduler import LoadScopeScheduling
 
     class GroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_group_of(PROJECT_ROOT / nodeid.split("::", 1)[0])
+
+        def _assign_work_unit(self, node) -> None:
+            # xdist deals the biggest scopes first; the two groups go first whatever
+            # their sizes, so each worker starts with one of them and the modules
+            # wait for whichever runs out first.
+            for group in (PROCESSES_GROUP, IN_PROCESS_GROUP):
+                if group in self.workqueue:
+                    self.workqueue.move_to_end(group, last=False)
+            super()._assign_work_unit(node)
 
     return GroupScheduling(config, log)
 
