@@ -59,6 +59,7 @@ def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=(),
         schema_validator=SimpleNamespace(refused_records={}),
         is_broker=True,
         is_controller=True,
+        controller=SimpleNamespace(balancer_view=lambda: None),  # not the active controller: no balancer series
     )
 
 
