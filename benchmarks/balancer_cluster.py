@@ -296,10 +296,9 @@ def bench_fail(cluster: BalancerCluster, args) -> None:
 
     def holding():
         found = cluster.layout()
-        return found is not None and any(NEW_BROKER in members for _, members, _ in found[0].values())
+        return found is not None and sum(NEW_BROKER in members for _, members, _ in found[0].values())
 
-    wait(holding, "replicas on node 4", args.timeout_s)
-    held = sum(NEW_BROKER in members for _, members, _ in cluster.layout()[0].values())
+    held = wait(holding, "replicas on node 4", args.timeout_s)
     killed = time.monotonic()
     node4.stop(signal.SIGKILL)
     seen = {}
