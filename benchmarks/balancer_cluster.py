@@ -19,7 +19,8 @@ Three combined nodes (1-3) and a broker-only node 4, processes on 127.0.0.1,
   start to balanced, the data node 4 then holds, the replica and leader counts,
   and the produce latency (send to acknowledgement) of the records sent before
   node 4 started against those sent while the balancer moved partitions.
-* fail: ``balancer.broker.failure.threshold.ms`` is ``--threshold-s``; node 4
+* fail (after "add", which it needs: ``--only fail`` runs both):
+  ``balancer.broker.failure.threshold.ms`` is ``--threshold-s``; node 4
   (holding its share after "add") is SIGKILLed and left down. Prints the time
   from the kill until every partition again has three in-sync replicas, none on
   node 4, and from the threshold: the moment node 4 was first seen fenced (gone
