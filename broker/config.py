@@ -502,6 +502,9 @@ NOT_YET_SUPPORTED = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "compression.type",
+        # KIP-1066's log dir cordon: pybroker cordons whole brokers only
+        # (pybroker cluster cordon), not single log dirs.
+        "cordoned.log.dirs",
     }
 )
 

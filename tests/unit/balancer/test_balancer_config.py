@@ -34,3 +34,10 @@ def test_the_disk_threshold_reaches_the_driver_settings():
     assert load_config({"balancer.disk.threshold.percent": "65"})["balancer.disk.threshold.percent"] == 65
     with pytest.raises(ValueError):
         BalancerSettings(disk_threshold_percent=0)
+
+
+def test_a_log_dir_cordon_is_said_not_supported():
+    # KIP-1066's cordoned.log.dirs: pybroker cordons whole brokers only.
+    warnings = []
+    load_config({"cordoned.log.dirs": "/data/a"}, warn=warnings.append)
+    assert any("cordoned.log.dirs" in w and "not supported" in w for w in warnings), warnings
