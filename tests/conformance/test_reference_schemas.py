@@ -63,6 +63,10 @@ def reference_files() -> list[Path]:
     )
 
 
+# Tags from here up are pybroker's own (protocol/messages/broker_lifecycle.py BALANCER_LOAD_TAG).
+PRIVATE_TAG_FLOOR = 10000
+
+
 def parse_default(type_name: str, raw):
     if not isinstance(raw, str):  # a few files give numbers and booleans unquoted
         return raw
@@ -90,7 +94,9 @@ def type_matches(ref_type: str, ours, common: dict) -> str | None:
 
 
 def compare_fields(ref_fields: list[dict], struct: Struct, common: dict, path: str, problems: list[str]) -> None:
-    ours = {f.name: f for f in struct.fields}
+    # pybroker's own tagged fields (tags from PRIVATE_TAG_FLOOR up, e.g. the balancer's
+    # load report in BrokerHeartbeat) are not Kafka's: only pybroker nodes send them.
+    ours = {f.name: f for f in struct.fields if f.tag is None or f.tag < PRIVATE_TAG_FLOOR}
     ref_names = [snake_case(f["name"]) for f in ref_fields]
     extra = sorted(set(ours) - set(ref_names))
     if extra:
