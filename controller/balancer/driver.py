@@ -535,6 +535,8 @@ class BalancerDriver:
                 estimated_ms=self._plan_estimated_ms if known and moving else UNKNOWN,
                 **common,
             )
+        # No move of the balancer's runs: nothing to copy, and that is known.
+        common.update(bytes_to_move=0, estimated_ms=0)
         if self._stalled is not None:
             return BalancerStatus(BalancerState.STALLED, reason=self._stalled, **common)
         return BalancerStatus(BalancerState.READY, reason=self._waiting, **common)
