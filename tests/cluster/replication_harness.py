@@ -33,6 +33,12 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+# What a partition answers while its leadership changes (librdkafka does not flag
+# them all retriable in get_watermark_offsets' errors).
+LEADER_CHANGE_ERRORS = frozenset(
+    {KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+)
+
 from broker.net.node_client import KafkaClientConnection
 from tests.cluster.test_quorum_processes import MD, METADATA, describe_quorum, free_ports, start_together
 from tests.conftest import BrokerProcess
@@ -334,10 +340,22 @@ class ReplicatedCluster:
         return wait_until(ask, timeout_s)
 
     def watermarks(self, topic: str, partition: int = 0, timeout_s: float = 10.0) -> tuple[int, int]:
-        """(log start, high watermark) from the partition's leader (ListOffsets)."""
+        """(log start, high watermark) from the partition's leader (ListOffsets).
+        A retriable error (a new leader whose high watermark has not reached its
+        epoch's start yet answers OFFSET_NOT_AVAILABLE, KIP-207) is asked again,
+        as a client would, until ``timeout_s``."""
         consumer = Consumer({"bootstrap.servers": self.bootstrap(), "group.id": f"wm-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False})
+        deadline = time.monotonic() + timeout_s
         try:
-            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s, cached=False)
+            while True:
+                try:
+                    left_s = max(0.5, deadline - time.monotonic())
+                    return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=left_s, cached=False)
+                except KafkaException as exc:
+                    error = exc.args[0]
+                    if not (error.retriable() or error.code() in LEADER_CHANGE_ERRORS) or time.monotonic() >= deadline:
+                        raise
+                time.sleep(0.1)
         finally:
             consumer.close()
 
