@@ -168,10 +168,22 @@ def register(commands) -> None:
         command.set_defaults(func=cmd_cluster_placement, placement_state=state)
 
 
-def cmd_cluster_balance(args: argparse.Namespace) -> int:
+def _with_tool(args: argparse.Namespace, action) -> int:
+    """Run ``action(tool)`` against the cluster; a ToolError is printed with its exit code."""
     tool = None
     try:
         tool = BalancerTool(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
+        return action(tool)
+    except ToolError as exc:
+        print(f"pybroker cluster: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", 2)
+    finally:
+        if tool is not None:
+            tool.close()
+
+
+def cmd_cluster_balance(args: argparse.Namespace) -> int:
+    def describe(tool: BalancerTool) -> int:
         response = tool.describe(include_plan=args.dry_run)
         for line in status_lines(response, int(time.time() * 1000)):
             print(line)
@@ -183,12 +195,8 @@ def cmd_cluster_balance(args: argparse.Namespace) -> int:
             for line in plan_lines(response):
                 print(line)
         return 0
-    except ToolError as exc:
-        print(f"pybroker cluster: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_code", 2)
-    finally:
-        if tool is not None:
-            tool.close()
+
+    return _with_tool(args, describe)
 
 
 PLACEMENT_DONE = {
@@ -200,15 +208,9 @@ PLACEMENT_DONE = {
 
 
 def cmd_cluster_placement(args: argparse.Namespace) -> int:
-    tool = None
-    try:
-        tool = BalancerTool(args.bootstrap_server, timeout_s=args.timeout, settings=settings_of(args))
+    def alter(tool: BalancerTool) -> int:
         tool.alter_placement(args.id, args.placement_state)
         print(PLACEMENT_DONE[args.placement_state].format(id=args.id))
         return 0
-    except ToolError as exc:
-        print(f"pybroker cluster: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_code", 2)
-    finally:
-        if tool is not None:
-            tool.close()
+
+    return _with_tool(args, alter)
