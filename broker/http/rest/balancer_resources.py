@@ -39,12 +39,20 @@ TASK_TYPE = "remove-broker"
 _PLACEMENT = REQUESTS["AlterBrokerPlacements"]
 
 
-async def _describe(call: Call):
+async def _while_no_controller(send, error_of):
+    """``await send()`` again while ``error_of(response)`` is NOT_CONTROLLER (an
+    election under way), a bounded number of times; the last response."""
     for attempt in range(NOT_CONTROLLER_ATTEMPTS):
-        response = await call.kafka.call("DescribeBalancerStatus", include_plan=False)
-        if response.error_code != ErrorCode.NOT_CONTROLLER or attempt == NOT_CONTROLLER_ATTEMPTS - 1:
-            break
+        response = await send()
+        if error_of(response) != ErrorCode.NOT_CONTROLLER or attempt == NOT_CONTROLLER_ATTEMPTS - 1:
+            return response
         await asyncio.sleep(NOT_CONTROLLER_BACKOFF_S)
+
+
+async def _describe(call: Call):
+    response = await _while_no_controller(
+        lambda: call.kafka.call("DescribeBalancerStatus", include_plan=False), lambda r: r.error_code
+    )
     if response.error_code != ErrorCode.NONE:
         raise kafka_error(response.error_code, response.error_message)
     return response
@@ -135,16 +143,15 @@ async def remove_broker(call: Call) -> dict:
     if shutdown == "true":
         raise bad_request("pybroker does not stop a removed broker: stop it once its remove-broker task is SUCCESS "
                           "(ask again with should_shutdown=false).")
-    for attempt in range(NOT_CONTROLLER_ATTEMPTS):
+    async def drain():
         response = await call.kafka.call("AlterBrokerPlacements", brokers=[
             _PLACEMENT.BrokerPlacementChange(broker_id=broker_id, state="draining"),
         ])
         if response.error_code != ErrorCode.NONE:
             raise kafka_error(response.error_code, response.error_message)
-        result = response.results[0]
-        if result.error_code != ErrorCode.NOT_CONTROLLER or attempt == NOT_CONTROLLER_ATTEMPTS - 1:
-            break
-        await asyncio.sleep(NOT_CONTROLLER_BACKOFF_S)
+        return response.results[0]
+
+    result = await _while_no_controller(drain, lambda r: r.error_code)
     if result.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED:
         raise not_found(result.error_message or f"Broker {broker_id} cannot be found.")
     if result.error_code == ErrorCode.INVALID_REQUEST:
