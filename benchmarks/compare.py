@@ -30,9 +30,16 @@ when the two sides' [min-max] ranges do not overlap AND the ratio of the medians
 head/base is beyond ``--tolerance`` (default 5 %) in the bad (or good)
 direction; "noise" otherwise. Non-overlapping ranges say the difference is
 larger than the run-to-run spread measured here; the tolerance keeps a
-consistent but negligible difference from failing the guard. With ``--pairs 1``
-there is no spread, and only the tolerance decides: use 3 or more. Directions:
-CPU, RSS and latency are better lower; throughput is better higher.
+consistent but negligible difference from failing the guard. Directions: CPU,
+RSS and latency are better lower; throughput is better higher. How often noise
+alone passes the first test: if the build made no difference, any order of the
+m + n runs is as likely as any other, and all n head runs land above all m base
+runs in 1 of C(m + n, n) orders: 1 in 6 at 2+2, 1 in 20 at 3+3, 1 in 252 at
+5+5, per figure (the table shows each figure's runs; the summary line gives
+that chance for each "worse"). The tolerance removes such chance verdicts for
+figures whose runs vary less than it; for noisier ones (throughput bound by the
+client on a shared machine) more pairs are the remedy. With ``--pairs 1`` there
+is no spread, and only the tolerance decides.
 
 Exit status: 0 when no figure is worse, 1 when one is (they are listed), 2 when
 a build or a run failed.
@@ -120,7 +127,7 @@ def ratio(base_median: float, head_median: float) -> float:
 
 def verdict(base: tuple[float, float, float], head: tuple[float, float, float], higher_is_better: bool,
             tolerance: float) -> str:  # fmt: skip
-    """"better", "worse" or "noise" for one figure; base and head are (median, min, max),
+    """The verdict, "better", "worse" or "noise", on one figure; base and head are (median, min, max),
     tolerance a fraction (0.05 for 5 %)."""
     if base[1] <= head[2] and head[1] <= base[2]:
         return "noise"  # the ranges overlap: the difference is within the spread measured
@@ -130,21 +137,33 @@ def verdict(base: tuple[float, float, float], head: tuple[float, float, float], 
     return "better" if (head_over_base > 1) == higher_is_better else "worse"
 
 
+def chance_apart(base_runs: int, head_runs: int) -> float:
+    """The probability that, with no real difference (every run equally likely to be either
+    side's), all head runs land above all base runs: 1 / C(m + n, n). A "worse" verdict is a
+    false alarm at most this often, per figure."""
+    return 1 / math.comb(base_runs + head_runs, head_runs)
+
+
 def compare_rows(base_rows: list[dict], head_rows: list[dict], figures: dict[str, tuple[str, bool]],
                  tolerance: float) -> list[dict]:  # fmt: skip
     """One result per workload and figure present on both sides."""
     results = []
     workloads = list(dict.fromkeys(row["workload"] for row in base_rows + head_rows))
     for workload in workloads:
+        rows = [r for r in base_rows + head_rows if r["workload"] == workload]
         for key, (name, higher_is_better) in figures.items():
-            if key == "broker_cpu_seconds" and any(r.get("cpu_seconds_per_gb") is not None for r in base_rows + head_rows if r["workload"] == workload):  # fmt: skip
-                continue
-            base = summary([r.get(key) for r in base_rows if r["workload"] == workload])
-            head = summary([r.get(key) for r in head_rows if r["workload"] == workload])
+            if key == "broker_cpu_seconds" and any(r.get("cpu_seconds_per_gb") is not None for r in rows):
+                continue  # s/GB says it, per byte
+            if key == "mb_per_s" and any(r.get("rate_limited") for r in rows):
+                continue  # a fixed send rate: its throughput is the rate asked for
+            base_values = [r.get(key) for r in base_rows if r["workload"] == workload and r.get(key) is not None]
+            head_values = [r.get(key) for r in head_rows if r["workload"] == workload and r.get(key) is not None]
+            base, head = summary(base_values), summary(head_values)
             if base is None or head is None:
                 continue
             results.append({"workload": workload, "figure": name, "base": base, "head": head,
-                            "ratio": ratio(base[0], head[0]), "verdict": verdict(base, head, higher_is_better, tolerance)})  # fmt: skip
+                            "runs": (len(base_values), len(head_values)), "ratio": ratio(base[0], head[0]),
+                            "verdict": verdict(base, head, higher_is_better, tolerance)})  # fmt: skip
     return results
 
 
@@ -159,19 +178,26 @@ def format_value(value: float) -> str:
 
 
 def format_table(results: list[dict], base_label: str, head_label: str) -> str:
-    lines = [f"| workload | figure | {base_label} | {head_label} | head/base | verdict |",
-             "| --- | --- | ---: | ---: | ---: | --- |"]  # fmt: skip
+    lines = [f"| workload | figure | runs | {base_label} | {head_label} | head/base | verdict |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
     for r in results:
-        base, head = (f"{format_value(s[0])} [{format_value(s[1])}-{format_value(s[2])}]" for s in (r["base"], r["head"]))
-        lines.append(f"| {r['workload']} | {r['figure']} | {base} | {head} | {r['ratio']:.2f} | {r['verdict']} |")
+        base, head = (
+            f"{format_value(s[0])} [{format_value(s[1])}-{format_value(s[2])}]" for s in (r["base"], r["head"])
+        )
+        runs = "{}+{}".format(*r["runs"])
+        lines.append(
+            f"| {r['workload']} | {r['figure']} | {runs} | {base} | {head} | {r['ratio']:.2f} | {r['verdict']} |"
+        )
     return "\n".join(lines)
 
 
 def legend(pairs: int, tolerance: float) -> str:
-    return (f"median [min-max] of {pairs} run(s) a side, alternating base/head. verdict: 'worse' or 'better' when "
-            f"the two ranges do not overlap and the medians differ by more than {tolerance:.0%} "
-            f"(--tolerance); 'noise' otherwise. Lower is better for CPU, RSS and latency; higher for "
-            f"MB/s and msg/s.")  # fmt: skip
+    return (f"median [min-max] over the runs (base+head; {pairs} pair(s), alternating base/head; each of suite.py's "
+            f"consume reads is a run). verdict: 'worse' or 'better' when the two ranges do not overlap and the "
+            f"medians differ by more than {tolerance:.0%} (--tolerance); 'noise' otherwise. Lower is better for CPU, "
+            f"RSS and latency; higher for MB/s and msg/s. With no real difference, a figure's ranges still fall "
+            f"apart the bad way by chance 1 time in C(m+n, n) for m+n runs: 1 in {1 / chance_apart(pairs, pairs):.0f} "
+            f"at {pairs}+{pairs}; the tolerance removes those of figures that vary less than it does.")  # fmt: skip
 
 
 # ---------------------------------------------------------------- arguments
@@ -240,7 +266,7 @@ def stop_group(process: subprocess.Popen) -> None:
 
 
 def git(*args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(["git", *args], check=False, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise RunFailure(f"git {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout.strip()
@@ -278,9 +304,9 @@ def working_tree_side() -> Side:
 
 def remove_worktrees(worktrees: list[Path]) -> None:
     for tree in worktrees:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], check=False, cwd=ROOT, capture_output=True)
     if worktrees:
-        subprocess.run(["git", "worktree", "prune"], cwd=ROOT, capture_output=True)
+        subprocess.run(["git", "worktree", "prune"], check=False, cwd=ROOT, capture_output=True)
 
 
 # ---------------------------------------------------------------- workloads
@@ -380,7 +406,8 @@ def run_pairs(args: argparse.Namespace, base: Side, head: Side, scratch: Path,
     print(legend(args.pairs, tolerance))
     if args.pairs == 1:
         print("one run a side measures no spread: only the tolerance decides.")
-    worse = [f"{r['workload']}: {r['figure']} x{r['ratio']:.2f}" for r in results if r["verdict"] == "worse"]
+    worse = [f"{r['workload']}: {r['figure']} x{r['ratio']:.2f} (by chance alone: 1 in {1 / chance_apart(*r['runs']):.0f})"
+             for r in results if r["verdict"] == "worse"]  # fmt: skip
     status = exit_code(results, failed)
     if status == 2:
         print("run failure: exit 2")
@@ -403,8 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         base = build("base", args.base, work_dir, args.venv, worktrees)
         head = build("head", args.head, work_dir, None, worktrees) if args.head else working_tree_side()
-        print(f"{args.pairs} pair(s), workloads {','.join(args.selected)}; this machine's other load falls on both sides",  # fmt: skip
-              flush=True)
+        print(f"{args.pairs} pair(s) of runs, workloads {','.join(args.selected)}", flush=True)
         return run_pairs(args, base, head, work_dir)
     except RunFailure as exc:
         print(f"failed: {exc}", file=sys.stderr)

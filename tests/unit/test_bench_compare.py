@@ -15,6 +15,7 @@ from benchmarks.compare import (
     SUITE_FIGURES,
     RunFailure,
     Side,
+    chance_apart,
     compare_rows,
     exit_code,
     missing_reason,
@@ -87,6 +88,19 @@ def test_compare_rows_per_workload_and_figure():
     assert results[("produce 100B acks=1", "MB/s")]["verdict"] == "noise"
     assert results[("latency 5000/s acks=all", "p99 ms")]["verdict"] == "better"
     assert results[("latency 5000/s acks=all", "broker CPU s")]["verdict"] == "noise"
+    assert results[("produce 100B acks=1", "MB/s")]["runs"] == (3, 3)
+
+
+def test_a_fixed_rate_row_has_no_throughput_verdict():
+    base = suite_rows("latency 5000/s acks=all", mb_per_s=[0.5, 0.5], latency_p99_ms=[3.0, 3.0], rate_limited=[True, True])  # fmt: skip
+    head = suite_rows("latency 5000/s acks=all", mb_per_s=[0.4, 0.4], latency_p99_ms=[3.0, 3.0], rate_limited=[True, True])  # fmt: skip
+    assert [r["figure"] for r in compare_rows(base, head, SUITE_FIGURES, TOLERANCE)] == ["p99 ms"]
+
+
+def test_chance_of_ranges_apart_with_no_difference():
+    # all n head runs above all m base runs: 1 order out of C(m + n, n)
+    assert [round(1 / chance_apart(n, n)) for n in (1, 2, 3, 5)] == [2, 6, 20, 252]
+    assert round(1 / chance_apart(6, 6)) == 924  # suite.py's consume: 3 reads a run, 2 pairs
 
 
 def test_exit_code():
@@ -195,8 +209,8 @@ def test_runs_alternate_and_a_worse_figure_exits_1(tmp_path, capsys):
     assert calls == ["base", "head", "base", "head"]
     assert status == 1
     out = capsys.readouterr().out
-    assert "| produce 100B acks=1 | broker CPU s/GB | 1.05 [1-1.1] | 1.55 [1.5-1.6] | 1.48 | worse |" in out
-    assert "worse beyond the noise: produce 100B acks=1: broker CPU s/GB x1.48" in out
+    assert "| produce 100B acks=1 | broker CPU s/GB | 2+2 | 1.05 [1-1.1] | 1.55 [1.5-1.6] | 1.48 | worse |" in out
+    assert "worse beyond the noise: produce 100B acks=1: broker CPU s/GB x1.48 (by chance alone: 1 in 6)" in out
 
 
 def test_noise_exits_0(tmp_path):
@@ -234,7 +248,7 @@ def test_replication_figures_and_directions(tmp_path, capsys):
     status = run_pairs(run_args("replication"), *sides(tmp_path), tmp_path, run_replication=run_replication)
     out = capsys.readouterr().out
     assert status == 1
-    assert "| RF=3 msg/s | 30,000 [30,000-30,000] | 20,000 [20,000-20,000] | 0.67 | worse |" in out
-    assert "| follower CPU s/GB | 3 [3-3] | 2 [2-2] | 0.67 | better |" in out
-    assert "| leader CPU s/GB | 4 [4-4] | 4 [4-4] | 1.00 | noise |" in out
-    assert set(name for name, _ in REPLICATION_FIGURES.values()) == {"leader CPU s/GB", "follower CPU s/GB", "RF=3 msg/s", "RF=1 msg/s"}  # fmt: skip
+    assert "| RF=3 msg/s | 2+2 | 30,000 [30,000-30,000] | 20,000 [20,000-20,000] | 0.67 | worse |" in out
+    assert "| follower CPU s/GB | 2+2 | 3 [3-3] | 2 [2-2] | 0.67 | better |" in out
+    assert "| leader CPU s/GB | 2+2 | 4 [4-4] | 4 [4-4] | 1.00 | noise |" in out
+    assert {name for name, _ in REPLICATION_FIGURES.values()} == {"leader CPU s/GB", "follower CPU s/GB", "RF=3 msg/s", "RF=1 msg/s"}  # fmt: skip
