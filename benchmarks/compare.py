@@ -192,8 +192,8 @@ def format_table(results: list[dict], base_label: str, head_label: str) -> str:
 
 
 def legend(pairs: int, tolerance: float) -> str:
-    return (f"median [min-max] over the runs (base+head; {pairs} pair(s), alternating base/head; each of suite.py's "
-            f"consume reads is a run). verdict: 'worse' or 'better' when the two ranges do not overlap and the "
+    return (f"runs: base+head, {pairs} pair(s) alternating (each of suite.py's consume reads counts as a run); "
+            f"median [min-max] over them. verdict: 'worse' or 'better' when the two ranges do not overlap and the "
             f"medians differ by more than {tolerance:.0%} (--tolerance); 'noise' otherwise. Lower is better for CPU, "
             f"RSS and latency; higher for MB/s and msg/s. With no real difference, a figure's ranges still fall "
             f"apart the bad way by chance 1 time in C(m+n, n) for m+n runs: 1 in {1 / chance_apart(pairs, pairs):.0f} "
