@@ -227,6 +227,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"unknown workload: {', '.join(sorted(unknown))}" if unknown else "--only names no workload")
     if args.venv is not None and args.head is not None:
         parser.error("--venv keeps one built side's venv: use it without --head")
+    if args.venv is not None:
+        args.venv = args.venv.resolve()  # the commands using it run in the worktree
     return args
 
 

@@ -120,6 +120,7 @@ def test_defaults_and_workloads():
     assert args.selected == ["produce", "consume", "latency"]
     args = parse_args(["--base", "HEAD~1", "--head", "HEAD", "--only", "replication, produce,replication", "--tolerance", "10"])  # fmt: skip
     assert args.selected == ["replication", "produce"] and args.tolerance == 10.0
+    assert parse_args(["--base", "x", "--venv", "cache/venv"]).venv == Path.cwd() / "cache" / "venv"
 
 
 @pytest.mark.parametrize(
