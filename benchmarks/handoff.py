@@ -1,38 +1,32 @@
 """What it costs to hand a produce request's bytes to another process and get a small answer back.
 
-docs/SCALING.md weighs designs where the process that reads a request from the
-client is not the one that owns the partition (shards behind one listener,
-SO_REUSEPORT acceptors): every such request crosses from one process to another
-and its answer crosses back. This measures that crossing alone, with no broker:
+docs/SCALING.md weighs designs where the process that reads a request is not the
+one owning its partition: the request crosses to another process and its answer
+crosses back. This measures that crossing alone, with no broker:
 
-- ``unix``:    a Unix stream socket pair; the request is a 16-byte header and the
-               payload in one ``writev``, the answer 16 bytes.
-- ``pipe``:    two pipes (sized 1 MiB where the kernel allows), otherwise the same.
-- ``shm``:     a ring of slots in ``multiprocessing.shared_memory``: the sender copies
-               the payload into a slot and rings an eventfd doorbell; the receiver
-               reads the payload in place and writes its answer into the slot's
-               answer area, then rings the other eventfd. No futex, no spinning.
-- ``thread``:  for scale, the same hand-off inside one process: an asyncio loop
-               (uvloop when installed, as the broker) passes the payload by
-               reference to a second thread's loop with ``call_soon_threadsafe``
-               and the answer comes back the same way (the GIL is held by one
-               of them at a time).
-- ``memcpy``:  a reference, not a hand-off: copying the payload once in Python
-               (``bytearray`` slice assignment), what the ``shm`` sender pays per
-               request on top of its doorbell.
+- ``unix``:   a Unix stream socket pair; a 16-byte header and the payload in one
+              ``writev``, a 16-byte answer.
+- ``pipe``:   two pipes (sized 1 MiB where the kernel allows), otherwise the same.
+- ``shm``:    a ring of slots in ``multiprocessing.shared_memory``: the sender copies
+              the payload into a slot and rings an eventfd doorbell; the receiver
+              reads it in place, writes its answer beside the slots and rings the
+              other eventfd. No futex, no spinning.
+- ``thread``: for scale, inside one process: an asyncio loop (uvloop when installed,
+              as the broker) passes the payload by reference to a second thread's
+              loop with ``call_soon_threadsafe``; the answer comes back the same way.
+- ``memcpy``: a reference, not a hand-off: one copy of the payload in Python, what
+              the ``shm`` sender pays on top of its doorbell.
 
 Both sides use non-blocking descriptors and ``poll`` with a deadline when there
-is nothing to read, as an event loop would: a round trip at window 1 pays a
-wake-up on each side. ``--windows`` sets how many requests are in flight
-(window 8: pipelined, as a listener serving many connections would be). The
-receiver checks each request's sequence number, length, first and last byte
-and answers them; the sender checks the answer.
+is nothing to read, as an event loop would. ``--windows`` sets the requests in
+flight (1: a wake-up per round trip on each side; 8: pipelined, as a busy
+listener). The receiver answers each request's sequence number, length, first
+and last byte, and the sender checks every answer.
 
-For each cell (transport, size, window) the table prints round trips per second
-and the CPU each side spent (``getrusage(RUSAGE_THREAD)``: user + system of the
-thread doing the work), per hand-off (one request and its answer) and per GB of
-payload; each figure is the median of ``--rounds`` runs, [min-max] where it
-matters. Rounds alternate the transports (A, B, C, D, A, B, C, D ...).
+Per cell (transport, size, window): round trips per second and each side's CPU
+(``getrusage(RUSAGE_THREAD)``, user + system) per hand-off and per GB of payload,
+the median of ``--rounds`` runs ([min-max] where it matters); rounds alternate
+the transports (A, B, C, D, A, B, C, D ...).
 
     python benchmarks/handoff.py                       # 1 KiB, 16 KiB, 1 MiB; windows 1 and 8
     python benchmarks/handoff.py --quick               # a smoke run of a few seconds
@@ -43,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import json
 import multiprocessing
 import os
@@ -73,7 +68,6 @@ PIPE_BYTES = 1 << 20  # F_SETPIPE_SZ; the kernel's pipe-max-size is 1 MiB by def
 WARM_UP_ROUND_TRIPS = 16
 CELL_TIMEOUT_S = 60.0  # a cell that has not finished by then failed
 CHILD_JOIN_TIMEOUT_S = 10.0
-F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named only from Python 3.10 on some builds
 
 
 def thread_cpu_s() -> float:
@@ -336,9 +330,7 @@ def _stream_pair(kind: str) -> tuple[int, int, int, int]:
         fds = (request_write, request_read, answer_write, answer_read)
         for fd in (request_write, answer_write):
             try:
-                import fcntl
-
-                fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
             except OSError:
                 pass  # a lower pipe-max-size: keep the default 64 KiB
     for fd in fds:
