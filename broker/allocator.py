@@ -10,7 +10,7 @@ the hypervisor that first touch is several times dearer still. With blocks up
 to ``MMAP_THRESHOLD_BYTES`` taken from the heap and up to
 ``TRIM_THRESHOLD_BYTES`` of freed heap kept, the next request reuses the last
 one's pages: the broker spent about 40 % less CPU per 0.9 MB produce request
-(benchmarks/request_cost.py; docs/PERFORMANCE.md). The price is memory the
+(benchmarks/request_path.py; docs/PERFORMANCE.md). The price is memory the
 process keeps after a burst, at most the trim threshold above what it uses.
 
 Only glibc has ``mallopt``; elsewhere this does nothing.

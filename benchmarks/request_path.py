@@ -16,8 +16,8 @@ its socket; the broker's CPU seconds (user + system, all threads, read from
 Batch sizes pick what is measured: ``--records 8000`` (0.9 MB batches) is
 mostly per-byte work, ``--records 10`` mostly per-request work.
 
-    python benchmarks/request_cost.py
-    python benchmarks/request_cost.py --records 10 --requests 20000
+    python benchmarks/request_path.py
+    python benchmarks/request_path.py --records 10 --requests 20000
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ PRODUCE = APIS_BY_NAME["Produce"]
 FETCH = APIS_BY_NAME["Fetch"]
 METADATA = APIS_BY_NAME["Metadata"]
 CREATE_TOPICS = APIS_BY_NAME["CreateTopics"]
-TOPIC = "request-cost"
+TOPIC = "request-path"
 WAIT_S = 60.0
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -64,7 +64,7 @@ class Connection:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=WAIT_S)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.state = ClientConnectionState("request-cost")
+        self.state = ClientConnectionState("request-path")
         self._buffer = bytearray()
 
     def send(self, api, version: int, body) -> bytes:
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     batch = build_batch([(None, b"x" * args.size)] * args.records)
     rounds: dict[str, list[dict]] = {"produce": [], "fetch": []}
     for round_number in range(1, args.rounds + 1):
-        with tempfile.TemporaryDirectory(prefix="pybroker-request-cost-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="pybroker-request-path-") as tmp:
             with peers.run_pybroker(Path(tmp)) as broker:
                 pid = broker.process.pid
                 connection = Connection(broker.bootstrap)
