@@ -54,6 +54,7 @@ import asyncio
 import ctypes
 import logging
 import os
+import socket
 import time
 from collections import deque
 from typing import TYPE_CHECKING
@@ -229,6 +230,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_transport",
         "_worker",
         "_zero_copy",
+        "_socket_fd",
         "last_active_s",
         "limit_lease",
         "listener_name",
@@ -239,6 +241,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # Whether loop.sendfile worked so far; uvloop answers NotImplementedError.
     _zero_copy_supported = True
+    # Whether os.sendfile onto a client's socket worked so far (see _send_file_now).
+    _direct_sendfile_supported = True
 
     def __init__(
         self,
@@ -286,6 +290,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer_host = ""
         # sendfile would bypass the encryption: a TLS connection reads file slices.
         self._zero_copy = KafkaConnection._zero_copy_supported and tls is None
+        # The socket's descriptor where file slices may be sent straight onto it
+        # (no TLS); -1 where not.
+        self._socket_fd = -1
         # For connections.max.idle.ms: the last byte received or response
         # written, and whether a request is being answered (a long-polling
         # fetch is not idle however long it waits).
@@ -305,6 +312,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.peer_host = kafka_host_address(str(peer[0])) if peer else ""
         self._connections.add(self)
+        if self._tls is None and KafkaConnection._direct_sendfile_supported:
+            sock = transport.get_extra_info("socket")
+            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                self._socket_fd = sock.fileno()
         if self._tls is not None:
             # Made by the TLS layer after the handshake: who the peer is.
             try:
@@ -537,7 +548,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _write_with_externals(self, frame) -> None:
         """Write a frame whose record fields are file ranges: with sendfile where
-        the event loop can (the standard asyncio loop), else by reading them."""
+        the event loop can (the standard asyncio loop); else as much as the
+        socket takes now by sendfile straight onto it, and the rest read and
+        written through the transport."""
         try:
             loop = asyncio.get_running_loop()
             written = 0
@@ -554,11 +567,41 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         # uvloop and some transports cannot: copy from now on.
                         KafkaConnection._zero_copy_supported = False
                         self._zero_copy = False
-                self._transport.write(value.read_all())
+                sent = self._send_file_now(value) if self._socket_fd >= 0 else 0
+                if sent < len(value):
+                    self._transport.write(value.read_from(sent))
             if written < len(frame):
                 self._transport.write(memoryview(frame)[written:])
         finally:
             frame.close_externals()
+
+    def _send_file_now(self, value) -> int:
+        """How many bytes of ``value`` (a file slice) the socket took at once by
+        ``os.sendfile``, without waiting: the kernel hands the page cache's pages
+        to the socket, where reading them and writing them through the
+        transport would copy them twice. Only while the transport holds nothing
+        unsent (these bytes must follow what was written before them); a full
+        socket buffer ends it, and the caller writes the rest the usual way."""
+        transport = self._transport
+        if transport.is_closing() or transport.get_write_buffer_size():
+            return 0
+        sent = 0
+        length = len(value)
+        try:
+            while sent < length:
+                count = os.sendfile(self._socket_fd, value.fd, value.position + sent, length - sent)
+                if count == 0:
+                    break  # the file ends before the slice does: read_from reports it
+                sent += count
+        except BlockingIOError:
+            pass  # the socket's buffer is full
+        except (BrokenPipeError, ConnectionError):
+            pass  # the transport's own write finds the connection gone, as it would have
+        except OSError:
+            # This kernel or socket cannot (EINVAL, ENOSYS): read slices from now on.
+            KafkaConnection._direct_sendfile_supported = False
+            self._socket_fd = -1
+        return sent
 
     async def _answer(self, response, frame_bytes: int) -> None:
         if response is not None:
