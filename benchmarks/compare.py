@@ -42,7 +42,7 @@ client on a shared machine) more pairs are the remedy. With ``--pairs 1`` there
 is no spread, and only the tolerance decides.
 
 Exit status: 0 when no figure is worse, 1 when one is (they are listed), 2 when
-a build or a run failed.
+a build or a run failed, or when no workload could run on both sides.
 """
 
 from __future__ import annotations
@@ -382,6 +382,9 @@ def run_pairs(args: argparse.Namespace, base: Side, head: Side, scratch: Path,
             print(f"skipping {workload}: {'; '.join(reasons)}")
         else:
             selected.append(workload)
+    if not selected:
+        print("no workload both sides can run: nothing compared (exit 2)")
+        return 2  # a guard that ran nothing must not pass
     suite_workloads = [w for w in selected if w != REPLICATION]
     rows: dict[str, dict[str, list[dict]]] = {"suite": {"base": [], "head": []}, REPLICATION: {"base": [], "head": []}}  # fmt: skip
     results: list[dict] = []

@@ -253,3 +253,13 @@ def test_replication_figures_and_directions(tmp_path, capsys):
     assert "| follower CPU s/GB | 2+2 | 3 [3-3] | 2 [2-2] | 0.67 | better |" in out
     assert "| leader CPU s/GB | 2+2 | 4 [4-4] | 4 [4-4] | 1.00 | noise |" in out
     assert {name for name, _ in REPLICATION_FIGURES.values()} == {"leader CPU s/GB", "follower CPU s/GB", "RF=3 msg/s", "RF=1 msg/s"}  # fmt: skip
+
+
+def test_nothing_both_sides_can_run_exits_2(tmp_path, capsys):
+    def must_not_run(*_args):
+        raise AssertionError("a workload ran although the base cannot run it")
+
+    status = run_pairs(run_args("replication"), *sides(tmp_path, base_replication=None), tmp_path,
+                       run_suite=must_not_run, run_replication=must_not_run)  # fmt: skip
+    assert status == 2
+    assert "nothing compared" in capsys.readouterr().out
