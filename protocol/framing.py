@@ -144,6 +144,7 @@ class FrameReceiver:
         "_frame_chunks",
         "_frame_filled",
         "_head_admitted",
+        "_lead_bytes",
         "_scratch",
         "_start",
         "blocked",
@@ -159,6 +160,13 @@ class FrameReceiver:
     # behind it too; a larger one gets its own buffer, so its bytes are copied
     # once however many reads it takes.
     CARRY_BYTES_MAX = 16 * 1024
+    # After a large frame, the next read into the scratch is at most this much:
+    # a client sending large frames back to back (a producer of big batches)
+    # most likely sends another, whose bytes would otherwise land in the
+    # scratch and be copied into the frame's own buffer (up to the scratch's
+    # size, a quarter of a 1 MB request). The read after this one goes
+    # straight into the frame's buffer. Small frames end it.
+    LEAD_BYTES_AFTER_LARGE = 4 * 1024
 
     def __init__(
         self,
@@ -185,6 +193,7 @@ class FrameReceiver:
         self._chunk_view: memoryview | None = None
         self._chunk_filled = 0
         self._frame_filled = 0
+        self._lead_bytes = 0  # LEAD_BYTES_AFTER_LARGE after a large frame, else 0: no limit
 
     def get_buffer(self, max_bytes: int | None = None) -> memoryview:
         """Where the next received bytes go (never empty; at most ``max_bytes`` >= 1)."""
@@ -194,6 +203,8 @@ class FrameReceiver:
             if self._scratch.owner is not self:
                 self._take_scratch()
             view = self._scratch.view[self._end :]
+            if self._lead_bytes and (max_bytes is None or max_bytes > self._lead_bytes):
+                max_bytes = self._lead_bytes
         return view if max_bytes is None or max_bytes >= len(view) else view[:max_bytes]
 
     def buffer_updated(self, received_bytes: int) -> list:
@@ -236,6 +247,7 @@ class FrameReceiver:
         self._head_admitted = self.blocked = False
         self._frame_bytes, self._frame_chunks, self._chunk_view = 0, (), None
         self._chunk_filled = self._frame_filled = 0
+        self._lead_bytes = 0
 
     @property
     def admitted_bytes_due(self) -> int:
@@ -328,6 +340,7 @@ class FrameReceiver:
                 frames.append(view[body_start : body_start + size].tobytes())
                 start = body_start + size
                 admitted = False
+                self._lead_bytes = 0
                 continue
             if size > large_frame_bytes:
                 # Move what arrived of it into its own buffer; the socket fills the rest.
@@ -371,6 +384,7 @@ class FrameReceiver:
             chunks = self._frame_chunks
             self._chunk_view.release()
             self._frame_bytes, self._frame_chunks, self._chunk_view, self._frame_filled = 0, (), None, 0
+            self._lead_bytes = self.LEAD_BYTES_AFTER_LARGE
             return [chunks[0] if len(chunks) == 1 else b"".join(chunks)]
         if self._chunk_filled == len(self._chunk_view):
             self._chunk_view.release()

@@ -152,9 +152,33 @@ def test_an_idle_receiver_holds_no_buffer():
     partial.read(6)
     Reader(idle, [b"z"]).read(10)
     assert scratch.owner is None and busy.buffered_bytes == 6
-    assert len(busy.get_buffer()) == len(scratch.buffer) - 6 and scratch.owner is busy
+    # (The read after a large frame is kept short: LEAD_BYTES_AFTER_LARGE.)
+    assert len(busy.get_buffer()) == FrameReceiver.LEAD_BYTES_AFTER_LARGE and scratch.owner is busy
     assert partial.read(1000) == [small]
     assert partial.frames == [big, small] and busy.buffered_bytes == 0 and scratch.owner is None
+    # A small frame ends the short reads.
+    assert len(busy.get_buffer()) == len(scratch.buffer)
+
+
+def test_after_a_large_frame_the_next_one_is_read_mostly_into_its_own_buffer():
+    scratch = ReceiveScratch(64 * 1024)
+    receiver = FrameReceiver(1 << 20, scratch=scratch)
+    first, second = b"a" * 200_000, b"b" * 200_000
+    stream = b"".join(len(f).to_bytes(4, "big") + f for f in (first, second))
+    frames, position, reads_into_scratch = [], 0, []
+    while position < len(stream):
+        buffer = receiver.get_buffer()
+        into_scratch = buffer.obj is scratch.buffer
+        count = min(len(buffer), len(stream) - position)
+        buffer[:count] = stream[position : position + count]
+        position += count
+        if into_scratch:
+            reads_into_scratch.append(count)
+        frames += receiver.buffer_updated(count)
+    assert frames == [first, second]
+    # The first frame's start came through the whole scratch; the second's
+    # through a short read only, the rest straight into its own buffer.
+    assert reads_into_scratch == [len(scratch.buffer), FrameReceiver.LEAD_BYTES_AFTER_LARGE]
 
 
 def test_errors_are_raised_through_a_shared_scratch():
