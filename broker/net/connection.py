@@ -539,26 +539,46 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Write a frame whose record fields are file ranges: with sendfile where
         the event loop can (the standard asyncio loop), else by reading them."""
         try:
+            if not self._zero_copy:
+                self._write_externals_copied(frame)
+                return
             loop = asyncio.get_running_loop()
             written = 0
-            for position, value in frame.externals:
+            for index, (position, value) in enumerate(frame.externals):
                 if position > written:
                     self._transport.write(memoryview(frame)[written:position])
                 written = position
-                if self._zero_copy:
-                    try:
-                        with os.fdopen(os.dup(value.fd), "rb", closefd=True) as file:
-                            await loop.sendfile(self._transport, file, value.position, len(value), fallback=False)
-                        continue
-                    except (NotImplementedError, RuntimeError, asyncio.SendfileNotAvailableError):
-                        # uvloop and some transports cannot: copy from now on.
-                        KafkaConnection._zero_copy_supported = False
-                        self._zero_copy = False
-                self._transport.write(value.read_all())
+                try:
+                    with os.fdopen(os.dup(value.fd), "rb", closefd=True) as file:
+                        await loop.sendfile(self._transport, file, value.position, len(value), fallback=False)
+                except (NotImplementedError, RuntimeError, asyncio.SendfileNotAvailableError):
+                    # uvloop and some transports cannot: copy from now on.
+                    KafkaConnection._zero_copy_supported = False
+                    self._zero_copy = False
+                    self._write_externals_copied(frame, index, written)
+                    return
             if written < len(frame):
                 self._transport.write(memoryview(frame)[written:])
         finally:
             frame.close_externals()
+
+    def _write_externals_copied(self, frame, first: int = 0, written: int = 0) -> None:
+        """The rest of ``frame`` from its ``first`` external on (``written`` bytes of
+        the frame itself are sent), the externals read, in one ``writelines``:
+        uvloop sends each ``write`` at once, so a fetch answer (the frame's head,
+        the records, its tail) would cost three system calls; one writev sends
+        them together (a follower's fetch answer for a small acks=all batch is
+        mostly that per-call cost)."""
+        parts = []
+        view = memoryview(frame)
+        for position, value in frame.externals[first:]:
+            if position > written:
+                parts.append(view[written:position])
+            written = position
+            parts.append(value.read_all())
+        if written < len(frame):
+            parts.append(view[written:])
+        self._transport.writelines(parts)
 
     async def _answer(self, response, frame_bytes: int) -> None:
         if response is not None:
