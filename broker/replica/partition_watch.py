@@ -12,7 +12,9 @@ replica's fetch waits under keys of its own: it reads up to the log end, so
 only an append (or a change of leadership, a deletion) gives it anything new,
 and a high watermark move (:meth:`PartitionWatch.notify_high_watermark`, made
 by every acks=all follower round trip) wakes consumers only, as in Kafka,
-whose delayed follower fetches complete on bytes, not on the high watermark.
+whose delayed follower fetches complete on bytes, not on the high watermark;
+an append below an unmoved high watermark
+(:meth:`PartitionWatch.notify_log_end`) wakes followers only.
 """
 
 from __future__ import annotations
@@ -77,6 +79,12 @@ class PartitionWatch:
         """Only the high watermark of ``key`` moved: the consumers' fetches waiting
         on it read again (a follower's would find nothing new to send)."""
         self.purgatory.check((FETCH_WAIT, key))
+
+    def notify_log_end(self, key: Hashable) -> None:
+        """Only the log end of ``key`` moved (an append that left the high watermark
+        where it was): the followers' fetches read again (a consumer's would find
+        nothing new below the high watermark)."""
+        self.purgatory.check((FOLLOWER_FETCH_WAIT, key))
 
     def wake_all(self) -> None:
         """Every waiting fetch reads again now (the broker is stopping)."""

@@ -93,3 +93,20 @@ def test_a_high_watermark_move_wakes_consumers_but_not_followers():
         watch.close()
 
     asyncio.run(scenario())
+
+
+def test_an_append_below_an_unmoved_high_watermark_wakes_followers_only():
+    async def scenario():
+        watch = PartitionWatch()
+        consumer = asyncio.ensure_future(watch.wait_any([("t", 0)], 5))
+        follower = asyncio.ensure_future(watch.wait_any([("t", 0)], 5, follower=True))
+        await asyncio.sleep(0)
+        watch.notify_log_end(("t", 0))
+        assert await follower is True
+        await asyncio.sleep(0)
+        assert not consumer.done()
+        watch.notify_high_watermark(("t", 0))
+        assert await consumer is True
+        watch.close()
+
+    asyncio.run(scenario())
