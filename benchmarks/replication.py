@@ -130,10 +130,19 @@ def bench_throughput(cluster: Cluster, rounds: int, messages: int) -> None:
 
 def bench_latency(cluster: Cluster, seconds: float) -> None:
     cluster.create("latency", [1, 2, 3])
+    leader = cluster.partition("latency").leader
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    before = {n: cpu_seconds(cluster.nodes[n].process.pid) for n in (leader, follower)}
     result = end_to_end_latency(cluster.bootstrap, "latency", 5000, seconds, 100, 120)
+    after = {n: cpu_seconds(cluster.nodes[n].process.pid) for n in (leader, follower)}
     print(f"latency at 5,000 msg/s, RF=3 acks=all, {seconds:.0f} s: p50 {result['latency_p50_ms']:.2f} ms, "
           f"p99 {result['latency_p99_ms']:.2f} ms, p99.9 {result['latency_p999_ms']:.2f} ms, "
           f"max {result['latency_max_ms']:.2f} ms")  # fmt: skip
+    # At this rate the batches are small: what a broker spends per request, not per byte
+    # (warm-up and the consumer's idle polls included, the same for every build).
+    per_thousand = 1000 / (5000 * seconds)
+    print(f"broker CPU during the latency run, per 1,000 messages: leader {(after[leader] - before[leader]) * 1000 * per_thousand:.1f} ms, "
+          f"follower {(after[follower] - before[follower]) * 1000 * per_thousand:.1f} ms")  # fmt: skip
 
 
 def _failover_round(cluster: Cluster, topic: str, sig: int) -> float:
