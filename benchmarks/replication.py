@@ -4,6 +4,7 @@
     python benchmarks/replication.py --only throughput --rounds 3 --messages 1000000
     python benchmarks/replication.py --only failover --rounds 5
     python benchmarks/replication.py --only latency --set max.incremental.fetch.session.cache.slots=0
+    python benchmarks/replication.py --only throughput --rounds 1 --json figures.json
 
 Three combined nodes (real processes on 127.0.0.1, ``min.insync.replicas=2``),
 confluent-kafka clients, 100-byte records, one partition:
@@ -27,6 +28,7 @@ confluent-kafka clients, 100-byte records, one partition:
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import statistics
 import sys
@@ -105,12 +107,14 @@ class Cluster:
             node.stop()
 
 
-def bench_throughput(cluster: Cluster, rounds: int, messages: int) -> None:
+def bench_throughput(cluster: Cluster, rounds: int, messages: int) -> dict:
+    """Prints the figures; returns each round's, for --json."""
     leader, follower = 1, 2
     cluster.create("rf1", [leader])
     cluster.create("rf3", [leader, follower, 3])
     rates = {"rf1": [], "rf3": []}
     cpu = {"leader": [], "follower": []}
+    round_figures = []
     for round_no in range(rounds):
         for topic in ("rf1", "rf3"):
             before = {n: cpu_seconds(cluster.nodes[n].process.pid) for n in (leader, follower)}
@@ -123,11 +127,15 @@ def bench_throughput(cluster: Cluster, rounds: int, messages: int) -> None:
                 cpu["leader"].append((after[leader] - before[leader]) / gigabytes)
                 cpu["follower"].append((after[follower] - before[follower]) / gigabytes)
             print(f"  round {round_no + 1} {topic}: {rate / 1e3:.0f}k msg/s ({result['seconds']:.2f} s)")
+        round_figures.append({"rf1_msg_per_s": rates["rf1"][-1], "rf3_msg_per_s": rates["rf3"][-1],
+                              "leader_cpu_seconds_per_gb": cpu["leader"][-1],
+                              "follower_cpu_seconds_per_gb": cpu["follower"][-1]})  # fmt: skip
     rf1, rf3 = statistics.median(rates["rf1"]), statistics.median(rates["rf3"])
     print(f"throughput acks=all, 100 B, {messages} messages, median of {rounds}: RF=1 {rf1 / 1e3:.0f}k msg/s, "
           f"RF=3 {rf3 / 1e3:.0f}k msg/s, ratio {rf3 / rf1:.2f}")  # fmt: skip
     print(f"broker CPU during RF=3 produce (payload): leader {statistics.median(cpu['leader']):.2f} s/GB, "
           f"follower {statistics.median(cpu['follower']):.2f} s/GB")  # fmt: skip
+    return {"messages": messages, "payload_bytes": 100, "acks": "all", "rounds": round_figures}
 
 
 def bench_latency(cluster: Cluster, seconds: float) -> None:
@@ -250,7 +258,7 @@ def bench_catch_up(cluster: Cluster, megabytes: int) -> None:
     print(f"catch-up of {megabytes} MB of payload after a restart (start to ISR): {seconds:.1f} s, {megabytes / seconds:.1f} MB/s")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", default="throughput,latency,failover,catchup")
     parser.add_argument("--rounds", type=int, default=3)
@@ -260,16 +268,18 @@ def main() -> int:
     parser.add_argument("--catch-up-mb", type=int, default=100)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker setting for every node (repeatable), to compare settings side by side")
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, help="also write the throughput figures of every round to this file")
+    args = parser.parse_args(argv)
     for setting in args.set:
         key, _, value = setting.partition("=")
         CLUSTER_SETTINGS[key] = value
     only = set(args.only.split(","))
+    figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         cluster = Cluster(Path(tmp))
         try:
             if "throughput" in only:
-                bench_throughput(cluster, args.rounds, args.messages)
+                figures["throughput"] = bench_throughput(cluster, args.rounds, args.messages)
             if "latency" in only:
                 bench_latency(cluster, args.latency_seconds)
             if "failover" in only:
@@ -278,6 +288,8 @@ def main() -> int:
                 bench_catch_up(cluster, args.catch_up_mb)
         finally:
             cluster.stop()
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
     return 0
 
 

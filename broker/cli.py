@@ -136,6 +136,9 @@ def cmd_start(args) -> int:
         config = load_single_node_config(overrides, base_dir=Path.cwd())
     if not args.no_uvloop:
         _install_event_loop()
+    from broker.allocator import keep_request_buffers_in_heap
+
+    keep_request_buffers_in_heap()
     asyncio.run(_run(config, single_node_profile=not args.config))
     return 0
 

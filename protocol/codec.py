@@ -11,6 +11,7 @@ points for untrusted bytes; they turn every low-level failure into
 
 from __future__ import annotations
 
+import keyword
 import struct as _struct
 import uuid
 from typing import Any, Callable
@@ -134,7 +135,7 @@ def struct_reader(st: Struct, version: int, flexible: bool) -> Reader:
     if cached is not None:
         return cached
     cls = st.cls
-    plain: list[tuple[str, Reader]] = []
+    plain: list[tuple[str, Reader, Type]] = []
     tagged: dict[int, tuple[str, Reader]] = {}
     defaults: list[Field] = []
     for f in st.fields:
@@ -147,9 +148,8 @@ def struct_reader(st: Struct, version: int, flexible: bool) -> Reader:
             tagged[f.tag] = (f.name, reader)
             defaults.append(f)
         else:
-            plain.append((f.name, reader))
+            plain.append((f.name, reader, f.type))
     set_attr = object.__setattr__
-    new = object.__new__
     read_uvarint = p.read_uvarint
     # Immutable defaults are computed once; only lists and structs need a fresh
     # value per decoded struct. (Calling default_value per field per record was
@@ -163,35 +163,83 @@ def struct_reader(st: Struct, version: int, flexible: bool) -> Reader:
         else:
             fresh_defaults.append((f.name, f.default_value))
 
-    def read_struct(buf, pos):
-        obj = new(cls)
-        for name, value in constant_defaults:
-            set_attr(obj, name, value)
-        for name, make_default in fresh_defaults:
-            set_attr(obj, name, make_default())
-        for name, reader in plain:
-            value, pos = reader(buf, pos)
-            set_attr(obj, name, value)
-        if flexible:
-            count, pos = read_uvarint(buf, pos)
-            for _ in range(count):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                end = pos + size
-                if end > len(buf):
-                    raise ProtocolError(f"tagged field {tag} runs past the end")
-                entry = tagged.get(tag)
-                if entry is not None:
-                    value, got = entry[1](buf, pos)
-                    if got != end:
-                        raise ProtocolError(f"tagged field {tag} declared {size} bytes, used {got - pos}")
-                    set_attr(obj, entry[0], value)
-                # Unknown tags are skipped: that is what makes them forward compatible.
-                pos = end
-        return obj, pos
+    def read_tagged(buf, pos, obj):
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise ProtocolError(f"tagged field {tag} runs past the end")
+            entry = tagged.get(tag)
+            if entry is not None:
+                value, got = entry[1](buf, pos)
+                if got != end:
+                    raise ProtocolError(f"tagged field {tag} declared {size} bytes, used {got - pos}")
+                set_attr(obj, entry[0], value)
+            # Unknown tags are skipped: that is what makes them forward compatible.
+            pos = end
+        return pos
 
+    read_struct = _compiled_reader(st, cls, constant_defaults, fresh_defaults, plain, read_tagged if flexible else None)
     _reader_cache[key] = read_struct
     return read_struct
+
+
+# Fixed-size primitives by struct format code: a run of them in a struct is
+# read (and written) with one precompiled struct.Struct, not a call per field.
+_FIXED_CODES = {BOOL: "?", INT8: "b", INT16: "h", UINT16: "H", INT32: "i", INT64: "q", FLOAT64: "d"}
+
+
+def _fixed_runs(fields: list[tuple[str, Any]]) -> list[tuple[list[str], Any]]:
+    """``fields`` as (name, reader or writer) grouped: runs of fixed-size
+    primitives as ([names], format codes), anything else as ([name], its function)."""
+    runs: list[tuple[list[str], Any]] = []
+    for name, function, type_ in fields:
+        code = _FIXED_CODES.get(type_)
+        if code is not None and runs and isinstance(runs[-1][1], str):
+            runs[-1][0].append(name)
+            runs[-1] = (runs[-1][0], runs[-1][1] + code)
+        elif code is not None:
+            runs.append(([name], code))
+        else:
+            runs.append(([name], function))
+    return runs
+
+
+def _valid_names(names) -> bool:
+    return all(n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_") for n in names)
+
+
+def _compiled_reader(st: Struct, cls, constant_defaults, fresh_defaults, plain, read_tagged) -> Reader:
+    """A reader written out as straight-line code for one struct version: why
+    it exists is the same as for the value classes' ``__init__`` (requests are
+    decoded per request; the loops over field lists cost more than the reads)."""
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_read_tagged": read_tagged}
+    lines = ["def read_struct(buf, pos):", "    obj = _new(_cls)"]
+    if not _valid_names([n for n, _ in constant_defaults] + [n for n, _ in fresh_defaults] + [n for n, _, _ in plain]):
+        raise TypeError(f"{st.name}: field names that are not identifiers")
+    for i, (name, value) in enumerate(constant_defaults):
+        namespace[f"_c{i}"] = value
+        lines.append(f"    obj.{name} = _c{i}")
+    for i, (name, make_default) in enumerate(fresh_defaults):
+        namespace[f"_m{i}"] = make_default
+        lines.append(f"    obj.{name} = _m{i}()")
+    for i, (names, how) in enumerate(_fixed_runs(plain)):
+        if isinstance(how, str):
+            layout = _struct.Struct(">" + how)
+            namespace[f"_u{i}"] = layout.unpack_from
+            targets = ", ".join(f"obj.{n}" for n in names)
+            lines.append(f"    {targets}{',' if len(names) == 1 else ''} = _u{i}(buf, pos)")
+            lines.append(f"    pos += {layout.size}")
+        else:
+            namespace[f"_r{i}"] = how
+            lines.append(f"    obj.{names[0]}, pos = _r{i}(buf, pos)")
+    if read_tagged is not None:
+        lines.append("    pos = _read_tagged(buf, pos, obj)")
+    lines.append("    return obj, pos")
+    exec(compile("\n".join(lines), f"<reader {st.name}>", "exec"), namespace)  # noqa: S102 - our own field names
+    return namespace["read_struct"]
 
 
 # --------------------------------------------------------------------------- writers
@@ -296,44 +344,65 @@ def struct_writer(st: Struct, version: int, flexible: bool) -> Writer:
     cached = _writer_cache.get(key)
     if cached is not None:
         return cached
-    plain: list[tuple[str, Writer]] = []
-    tagged: list[tuple[int, str, Writer, Field]] = []
+    plain: list[tuple[str, Writer, Type]] = []
+    tagged: list[tuple[int, str, Writer, object]] = []
     for f in st.fields:
         if version not in f.versions:
             continue
         fflex = _field_flexible(f, version, flexible)
         writer = _type_writer(f.type, version, fflex, version in f.nullable, f"{st.name}.{f.name}")
         if flexible and version in f.tagged:
-            tagged.append((f.tag, f.name, writer, f))
+            # The default is made once: a nested struct's default is a new
+            # object per call, and it is only compared with, never handed out.
+            tagged.append((f.tag, f.name, writer, f.default_value()))
         else:
-            plain.append((f.name, writer))
+            plain.append((f.name, writer, f.type))
     tagged.sort(key=lambda entry: entry[0])
     write_uvarint = p.write_uvarint
 
-    def write_struct(out, obj):
-        for name, writer in plain:
-            writer(out, getattr(obj, name))
-        if flexible:
-            if not tagged:
-                out.append(0)
-                return
-            # A tagged field is written only when it differs from its default,
-            # as Kafka does; old clients (librdkafka 2.0) mis-skip the others.
-            present = []
-            for tag, name, writer, f in tagged:
-                value = getattr(obj, name)
-                if value != f.default_value():
-                    body = bytearray()
-                    writer(body, value)
-                    present.append((tag, body))
-            write_uvarint(out, len(present))
-            for tag, body in present:
-                write_uvarint(out, tag)
-                write_uvarint(out, len(body))
-                out += body
+    def write_tagged(out, obj):
+        if not tagged:
+            out.append(0)
+            return
+        # A tagged field is written only when it differs from its default,
+        # as Kafka does; old clients (librdkafka 2.0) mis-skip the others.
+        present = []
+        for tag, name, writer, default in tagged:
+            value = getattr(obj, name)
+            if value != default:
+                body = bytearray()
+                writer(body, value)
+                present.append((tag, body))
+        write_uvarint(out, len(present))
+        for tag, body in present:
+            write_uvarint(out, tag)
+            write_uvarint(out, len(body))
+            out += body
 
+    write_struct = _compiled_writer(st, plain, write_tagged if flexible else None)
     _writer_cache[key] = write_struct
     return write_struct
+
+
+def _compiled_writer(st: Struct, plain, write_tagged) -> Writer:
+    """A writer written out as straight-line code for one struct version (see _compiled_reader)."""
+    if not _valid_names([n for n, _, _ in plain]):
+        raise TypeError(f"{st.name}: field names that are not identifiers")
+    namespace: dict[str, Any] = {"_write_tagged": write_tagged}
+    lines = ["def write_struct(out, obj):"]
+    for i, (names, how) in enumerate(_fixed_runs(plain)):
+        if isinstance(how, str):
+            namespace[f"_p{i}"] = _struct.Struct(">" + how).pack
+            lines.append(f"    out += _p{i}({', '.join(f'obj.{n}' for n in names)})")
+        else:
+            namespace[f"_w{i}"] = how
+            lines.append(f"    _w{i}(out, obj.{names[0]})")
+    if write_tagged is not None:
+        lines.append("    _write_tagged(out, obj)")
+    if len(lines) == 1:
+        lines.append("    pass")
+    exec(compile("\n".join(lines), f"<writer {st.name}>", "exec"), namespace)  # noqa: S102 - our own field names
+    return namespace["write_struct"]
 
 
 # --------------------------------------------------------------------------- entry points

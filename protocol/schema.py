@@ -20,6 +20,7 @@ A declaration reads like this::
 from __future__ import annotations
 
 import uuid as _uuid
+import keyword
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -218,6 +219,40 @@ class Struct(Type):
         return f"Struct({self.name!r})"
 
 
+def _value_class_init(struct: Struct):
+    """The value class's ``__init__(self, *, field=default, ...)``, written out
+    for this struct's fields: the handlers build every response from these
+    classes, and a loop over the fields with a dict of keywords cost several
+    times more per object. Immutable defaults are constants; a list or a nested
+    struct is made fresh per object, as the fields' ``default_value`` does."""
+    names = [f.name for f in struct.fields]
+    if any(keyword.iskeyword(n) or not n.isidentifier() or n.startswith("_") for n in names):
+        return None
+    namespace: dict[str, Any] = {"_M": _MISSING, "_struct_name": struct.name}
+    parameters, lines = [], []
+    for i, f in enumerate(struct.fields):
+        parameters.append(f"{f.name}=_M")
+        if f.has_explicit_default or isinstance(f.type, Primitive):
+            namespace[f"_d{i}"] = f.default_value()
+            default = f"_d{i}"
+        elif isinstance(f.type, Array):
+            default = "[]"
+        else:
+            namespace[f"_t{i}"] = f.type
+            default = f"_t{i}.default_value()"
+        lines.append(f"    self.{f.name} = {default} if {f.name} is _M else {f.name}")
+    source = "\n".join(
+        [
+            f"def __init__(self, {'*, ' + ', '.join(parameters) + ', ' if parameters else ''}**unknown):",
+            "    if unknown:",
+            "        raise TypeError(f'{_struct_name}: unknown field(s) {sorted(unknown)}')",
+            *lines,
+        ]
+    )
+    exec(compile(source, f"<value class {struct.name}>", "exec"), namespace)  # noqa: S102 - our own field names
+    return namespace["__init__"]
+
+
 def _make_value_class(struct: Struct) -> type:
     names = tuple(f.name for f in struct.fields)
     defaults = tuple((f.name, f) for f in struct.fields)
@@ -230,6 +265,8 @@ def _make_value_class(struct: Struct) -> type:
                 object.__setattr__(self, name, field.default_value())
         if values:
             raise TypeError(f"{struct.name}: unknown field(s) {sorted(values)}")
+
+    __init__ = _value_class_init(struct) or __init__
 
     def __repr__(self):
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)

@@ -29,9 +29,14 @@ class FileSlice:
         return self.length
 
     def read_all(self) -> bytes:
-        data = os.pread(self.fd, self.length, self.position)
-        if len(data) != self.length:
-            raise OSError(f"segment shrank under a read: wanted {self.length} bytes, got {len(data)}")
+        return self.read_from(0)
+
+    def read_from(self, skip: int) -> bytes:
+        """The slice's bytes after its first ``skip`` (which went out another way)."""
+        wanted = self.length - skip
+        data = os.pread(self.fd, wanted, self.position + skip)
+        if len(data) != wanted:
+            raise OSError(f"segment shrank under a read: wanted {wanted} bytes, got {len(data)}")
         return data
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 OFFSET_ENTRY = struct.Struct(">ii")
@@ -199,6 +199,14 @@ class OffsetIndex(_SparseIndex):
         self._ensure_loaded()
         i = bisect_right(self._keys, offset - self.base_offset)
         return self._values[i - 1] if i else 0
+
+    def last_batch_start(self, position_max: int, offset_below: int) -> int:
+        """File position of the last indexed batch that starts at or before
+        ``position_max`` and ends below ``offset_below`` (0 if none): every batch
+        before it lies wholly before ``position_max`` and below ``offset_below``."""
+        self._ensure_loaded()
+        count = min(bisect_right(self._values, position_max), bisect_left(self._keys, offset_below - self.base_offset))
+        return self._values[count - 1] if count > 0 else 0
 
     def last_position(self) -> int:
         self._ensure_loaded()

@@ -672,12 +672,20 @@ class PartitionLog(LogRetention):
             found = segment.find_batch_position(offset)
             if found is not None:
                 start = found[0]
-                length = 0
+                # The batches up to the last indexed one that starts within
+                # max_bytes and ends below upper are all taken: no need to read
+                # their headers. The walk goes on from there.
+                walk_from = segment.index.last_batch_start(start + max_bytes, upper)
+                length = max(walk_from - start, 0)
                 next_offset = -1
-                for _, size, header in segment.headers_from(start):
+                for _, size, header in segment.headers_from(start + length):
                     if header.base_offset >= upper:
                         break
                     if length + size > max_bytes and (length or not oversized_first_batch):
+                        if length and next_offset < 0:
+                            # Stopped at the first batch walked: the slice ends where
+                            # it starts (Kafka's fetch upper bound is that batch's base offset too).
+                            next_offset = header.base_offset
                         break
                     length += size
                     next_offset = header.base_offset + header.last_offset_delta + 1

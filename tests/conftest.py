@@ -175,7 +175,8 @@ def shared_broker(tmp_path_factory):
 IN_PROCESS_DIRS = {"unit", "sim", "property", "golden", "conformance"}
 # Modules in those directories that start processes (a broker, a tool, git, Spark, mkdocs).
 STARTS_PROCESSES = {
-    "test_api_key_literals.py", "test_arrow_decoder.py", "test_bench_suite.py", "test_cli.py",
+    "test_api_key_literals.py", "test_arrow_decoder.py", "test_bench_handoff.py", "test_bench_request_cost.py",
+    "test_bench_request_path.py", "test_bench_suite.py", "test_cli.py",
     "test_cli_edges.py", "test_compose_files.py", "test_docs_site.py", "test_dump_log.py",
     "test_gitignore.py", "test_layering.py", "test_leader_election_tool.py", "test_many_partitions.py",
     "test_segment_reader.py", "test_segment_reader_txn.py", "test_tls.py",

@@ -24,7 +24,9 @@ from tests.interop._docs_blocks import PROJECT_ROOT, RUNNABLE_LANGUAGES, Block, 
 
 # Measurements and designs, not walkthroughs: their commands are benchmark and
 # fault runs of minutes to hours, each documented with its own figures.
-REPORT_PAGES = {"docs/COMPATIBILITY.md", "docs/PERFORMANCE.md", "docs/RELIABILITY.md", "docs/ARCHITECTURE.md"}
+REPORT_PAGES = {
+    "docs/COMPATIBILITY.md", "docs/PERFORMANCE.md", "docs/RELIABILITY.md", "docs/ARCHITECTURE.md", "docs/SCALING.md",
+}
 PAGES = ["README.md"] + sorted(
     str(path.relative_to(PROJECT_ROOT)) for path in (PROJECT_ROOT / "docs").glob("*.md")
     if str(path.relative_to(PROJECT_ROOT)) not in REPORT_PAGES

@@ -140,7 +140,7 @@ def test_coordinator_state_machines_do_no_io(relative):
 # schema registry's API reads and writes through its service (schemas).
 # The entry points and the wiring (app, cli, container, lifecycle) may import
 # anything.
-BASE_MODULES = {"config", "config_info", "single_node_profile", "loop_monitor", "load_report"}
+BASE_MODULES = {"config", "config_info", "single_node_profile", "loop_monitor", "load_report", "allocator"}
 TOP_MODULES = {"__main__", "app", "cli", "container", "lifecycle"}
 ROOMS_ALLOWED = {
     "security": set(),

@@ -230,13 +230,13 @@ def test_open_after_a_clean_shutdown_reads_no_batch_of_older_segments(log_dir, m
     plog.close()
     active_base = plog.segments[-1].base_offset
     headers_read = []
-    original = LogSegment._read_header
+    original = LogSegment._read_at
 
-    def counting(self, position):
+    def counting(self, position, length):
         headers_read.append((self.base_offset, position))
-        return original(self, position)
+        return original(self, position, length)
 
-    monkeypatch.setattr(LogSegment, "_read_header", counting)
+    monkeypatch.setattr(LogSegment, "_read_at", counting)
     replays = []
     monkeypatch.setattr(PartitionLog, "_replay_producers", lambda self, start, end: replays.append((start, end)))
     reopened = PartitionLog(log_dir, SMALL_SEGMENTS, recovery_point=plog.log_end_offset, clean_shutdown=True)
