@@ -13,7 +13,9 @@ confluent-kafka clients, 100-byte records, one partition:
   broker, alternating in rounds; prints each median and their ratio, and the
   CPU seconds per GB of the leader and of one follower during the RF=3 runs
   (from /proc, user + system);
-* latency: produce-to-consume latency at 5,000 msg/s, acks=all, RF=3;
+* latency: produce-to-consume latency at 5,000 msg/s, acks=all, RF=3, with the
+  leader's and a follower's CPU per 1,000 messages; then one acks=all produce
+  at a time: its round trip and the CPU each request costs them;
 * failover: a producer sends continuously (acks=all, idempotent) while the
   partition leader is killed with SIGKILL (and, separately, stopped with
   SIGTERM, which is a controlled shutdown): the time from the signal to the
@@ -138,10 +140,48 @@ def bench_throughput(cluster: Cluster, rounds: int, messages: int) -> dict:
 
 def bench_latency(cluster: Cluster, seconds: float) -> None:
     cluster.create("latency", [1, 2, 3])
+    leader = cluster.partition("latency").leader
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    before = {n: cpu_seconds(cluster.nodes[n].process.pid) for n in (leader, follower)}
     result = end_to_end_latency(cluster.bootstrap, "latency", 5000, seconds, 100, 120)
+    after = {n: cpu_seconds(cluster.nodes[n].process.pid) for n in (leader, follower)}
     print(f"latency at 5,000 msg/s, RF=3 acks=all, {seconds:.0f} s: p50 {result['latency_p50_ms']:.2f} ms, "
           f"p99 {result['latency_p99_ms']:.2f} ms, p99.9 {result['latency_p999_ms']:.2f} ms, "
           f"max {result['latency_max_ms']:.2f} ms")  # fmt: skip
+    # At this rate the batches are small: what a broker spends per request, not per byte
+    # (warm-up and the consumer's idle polls included, the same for every build).
+    per_thousand = 1000 / (5000 * seconds)
+    print(f"broker CPU during the latency run, per 1,000 messages: leader {(after[leader] - before[leader]) * 1000 * per_thousand:.1f} ms, "
+          f"follower {(after[follower] - before[follower]) * 1000 * per_thousand:.1f} ms")  # fmt: skip
+    serial_acks_all(cluster, "latency", leader, follower, SERIAL_PRODUCES)
+
+
+# One produce at a time: every request pays the whole RF=3 round trip, and the CPU
+# per request does not depend on how the client batched (at a fixed rate it does).
+SERIAL_PRODUCES = 2000
+
+
+def serial_acks_all(cluster: Cluster, topic: str, leader: int, follower: int, count: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    payload = b"x" * 100
+    for _ in range(100):  # connected, and the partition's leader known
+        producer.produce(topic, payload)
+        producer.flush(WAIT_S)
+    before = {n: cpu_seconds(cluster.nodes[n].process.pid) for n in (leader, follower)}
+    round_trips = []
+    for _ in range(count):
+        started = time.perf_counter()
+        producer.produce(topic, payload)
+        if producer.flush(WAIT_S):
+            raise TimeoutError("a produce was not acknowledged")
+        round_trips.append(time.perf_counter() - started)
+    after = {n: cpu_seconds(cluster.nodes[n].process.pid) for n in (leader, follower)}
+    round_trips.sort()
+    print(f"one acks=all produce at a time, RF=3, {count}: round trip p50 {round_trips[count // 2] * 1000:.2f} ms, "
+          f"p99 {round_trips[count * 99 // 100] * 1000:.2f} ms; broker CPU per request: "
+          f"leader {(after[leader] - before[leader]) / count * 1e6:.0f} us, follower {(after[follower] - before[follower]) / count * 1e6:.0f} us")  # fmt: skip
 
 
 def _failover_round(cluster: Cluster, topic: str, sig: int) -> float:

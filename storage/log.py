@@ -472,7 +472,9 @@ class PartitionLog(LogRetention):
         appends nothing when any batch is bad."""
         if not records:
             return 0
-        data = records if isinstance(records, (bytes, bytearray)) else bytes(records)
+        # A view is read and written as it is (a replica fetch's records are a
+        # view of the response frame they arrived in).
+        data = records if isinstance(records, (bytes, bytearray, memoryview)) else bytes(records)
         batches, consumed, next_offset = check_follower_batches(data, self.log_end_offset)
         if not batches:
             return 0

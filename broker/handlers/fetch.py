@@ -216,6 +216,12 @@ def register(dispatcher, broker) -> None:
                 response.throttle_time_ms = ctx.throttle_time_ms
         return response
 
+    def wait_for_news(request, api_version: int, keys, timeout_s: float):
+        """A follower replica's fetch is woken by appends only (see
+        broker.replica.partition_watch), a consumer's by high watermark moves too."""
+        follower = replica_id_of(request, api_version) >= 0
+        return broker.partition_watch.wait_any(keys, timeout_s, follower=follower)
+
     async def handle(ctx, request):
         version = ctx.api_version
         if replica_id_of(request, version) >= 0:
@@ -235,7 +241,7 @@ def register(dispatcher, broker) -> None:
                 return throttled(ctx, response, total_bytes)
             for file_slice in slices:  # not enough yet: this answer is dropped
                 file_slice.close()
-            if not await broker.partition_watch.wait_any(keys, remaining_s):
+            if not await wait_for_news(request, version, keys, remaining_s):
                 results, total_bytes, _, _, slices, leaders_named = build(request, version, context, ctx)
                 response = respond(request, version, context, results, slices, leaders_named, ctx.listener)
                 return throttled(ctx, response, total_bytes)

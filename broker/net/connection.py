@@ -82,6 +82,10 @@ PENDING_REQUESTS_MAX = 64
 # their answers (fsyncs, followers) at once; librdkafka and the Java client
 # send up to five at a time by default.
 PIPELINED_PRODUCES_MAX = 8
+# An answer whose file slices add up to less than this goes out in one writev,
+# read: per system call a small answer (a follower's fetch of one acks=all
+# batch) costs more than per byte, and head, sendfile and tail would be three.
+SMALL_EXTERNALS_BYTES = 64 << 10
 PRODUCE_API_KEY = APIS_BY_NAME["Produce"].key
 
 # Queued after the last request of a connection: end of stream, or shutdown.
@@ -558,6 +562,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         written through the transport."""
         self._flush_corked()  # what was answered before goes first (and sendfile needs it written)
         try:
+            if not self._zero_copy and sum(len(value) for _, value in frame.externals) < SMALL_EXTERNALS_BYTES:
+                self._write_small_externals(frame)
+                return
             loop = asyncio.get_running_loop()
             written = 0
             for position, value in frame.externals:
@@ -580,6 +587,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._transport.write(memoryview(frame)[written:])
         finally:
             frame.close_externals()
+
+    def _write_small_externals(self, frame) -> None:
+        """``frame`` with its file slices read, in one ``writelines``: uvloop sends
+        each ``write`` at once, so head, records and tail would be three system
+        calls where one writev does (2 KB answers over loopback: 2.3 s/GB of the
+        sender's CPU against 3.3 for three sends and 3.8 with sendfile between)."""
+        parts = []
+        view = memoryview(frame)
+        written = 0
+        for position, value in frame.externals:
+            if position > written:
+                parts.append(view[written:position])
+            written = position
+            parts.append(value.read_all())
+        if written < len(frame):
+            parts.append(view[written:])
+        self._transport.writelines(parts)
 
     def _send_file_now(self, value) -> int:
         """How many bytes of ``value`` (a file slice) the socket took at once by

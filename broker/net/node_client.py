@@ -318,30 +318,29 @@ class KafkaClientConnection:
         try:
             if state.buffered_bytes:
                 raise ProtocolError(f"{state.buffered_bytes} bytes arrived before any request was sent")
-            while True:
-                # Whole frames read here (one copy, by the stream) rather than fed to
-                # the state in chunks: replica fetches are most of these bytes.
-                try:
-                    prefix = await reader.readexactly(SIZE_PREFIX_BYTES)
-                except asyncio.IncompleteReadError:
-                    break  # the peer closed the connection
-                frame = await reader.readexactly(state.frame_size(prefix))
-                try:
-                    correlation_id, body = state.receive_frame(frame)
-                except UndecodableResponse as exc:
-                    future = pending.pop(exc.correlation_id, None)
-                    if future is not None and not future.done():
-                        future.set_exception(exc)
-                    raise
-                future = pending.pop(correlation_id, None)
-                if future is not None and not future.done():  # else its caller timed out and left
-                    future.set_result(body)
-        except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
+            # From here the transport hands what arrives to a _ResponseReader, which
+            # reads each large frame straight into a buffer of its own: the
+            # stream would copy it into its buffer, out again for readexactly, and
+            # the decoder a third time (replica fetches are most of these bytes).
+            # Bytes the stream holds already, if any, go to it first.
+            unread = bytes(reader._buffer)  # noqa: SLF001 - asyncio has no public way to take them over
+            reader._buffer.clear()  # noqa: SLF001
+            responses = _ResponseReader(state, pending, asyncio.get_running_loop().create_future())
+            writer.transport.set_protocol(responses)
+            if reader.exception() is not None or reader.at_eof() or writer.transport.is_closing():
+                # It ended while being set up: the stream heard of it, the reader never will.
+                responses.connection_lost(reader.exception())
+            elif unread:
+                responses.take(unread)
+            error = await responses.ended
+        except (OSError, ProtocolError) as exc:
             error = ConnectionFailed(f"connection to {self.host}:{self.port}: {exc}")
         finally:
             writer.close()
             if self._writer is writer:
                 self._writer = None
+            if not isinstance(error, ConnectionFailed):
+                error = ConnectionFailed(f"connection to {self.host}:{self.port}: {error}")
             for future in list(pending.values()):
                 if not future.done():
                     future.set_exception(error)
@@ -353,3 +352,121 @@ class KafkaClientConnection:
             self._writer.close()
         if self._reader_task is not None:
             self._reader_task.cancel()
+
+
+# Frames up to this size are cut out of the reader's scratch buffer (copied once,
+# small); larger ones get a buffer of their own that the socket reads into.
+SMALL_FRAME_BYTES = 64 << 10
+
+
+class _ResponseReader(asyncio.BufferedProtocol):
+    """The node client's response frames, read from the transport without copies
+    of the large ones (a replica fetch's records reach the log as a view of the
+    buffer the kernel wrote them to). Each frame is decoded as it completes and
+    resolves its request's future; ``ended`` gets the connection's end (a
+    ConnectionFailed) and nothing after it is read."""
+
+    def __init__(self, state: ClientConnectionState, pending: dict[int, asyncio.Future], ended: asyncio.Future):
+        self._state = state
+        self._pending = pending
+        self.ended = ended
+        self._scratch = bytearray(SMALL_FRAME_BYTES + SIZE_PREFIX_BYTES)
+        self._start = 0  # the scratch buffer's unread bytes are [_start, _end)
+        self._end = 0
+        self._frame: bytearray | None = None  # a large frame being read into
+        self._filled = 0
+
+    # ----------------------------------------------------------------- transport callbacks
+
+    def get_buffer(self, sizehint: int):
+        if self._frame is not None:
+            return memoryview(self._frame)[self._filled :]
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif len(self._scratch) - self._end < SIZE_PREFIX_BYTES:
+            self._compact()
+        return memoryview(self._scratch)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.ended.done():
+            return
+        try:
+            if self._frame is not None:
+                self._filled += nbytes
+                if self._filled == len(self._frame):
+                    frame, self._frame = self._frame, None
+                    self._deliver(frame)
+                return
+            self._end += nbytes
+            self._split()
+        except (ProtocolError, ConnectionFailed) as exc:
+            self._end_with(exc)
+
+    def take(self, data: bytes) -> None:
+        """Bytes that arrived before this reader took over, as if just received."""
+        view = memoryview(data)
+        while view and not self.ended.done():
+            buffer = self.get_buffer(len(view))
+            count = min(len(buffer), len(view))
+            buffer[:count] = view[:count]
+            buffer.release()
+            self.buffer_updated(count)
+            view = view[count:]
+
+    def eof_received(self):
+        self._end_with(ConnectionFailed("closed by the peer"))
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end_with(ConnectionFailed(str(exc) if exc is not None else "closed"))
+
+    # ----------------------------------------------------------------- frames
+
+    def _split(self) -> None:
+        """Decode the whole frames in the scratch buffer; a large one's start moves
+        to a buffer of its own, which the rest is read into."""
+        scratch = self._scratch
+        while self._end - self._start >= SIZE_PREFIX_BYTES and not self.ended.done():
+            size = self._state.frame_size(scratch[self._start : self._start + SIZE_PREFIX_BYTES])
+            body = self._start + SIZE_PREFIX_BYTES
+            have = self._end - body
+            if size > SMALL_FRAME_BYTES:
+                frame = bytearray(size)
+                part = min(have, size)
+                frame[:part] = scratch[body : body + part]
+                self._start = body + part
+                if part == size:
+                    self._deliver(frame)
+                    continue
+                self._frame, self._filled = frame, part
+                return
+            if have < size:
+                if len(scratch) - self._start < SIZE_PREFIX_BYTES + size:
+                    self._compact()
+                return
+            self._start = body + size
+            with memoryview(scratch) as view:
+                frame = view[body : body + size].tobytes()
+            self._deliver(frame)
+
+    def _compact(self) -> None:
+        unread = self._end - self._start
+        self._scratch[:unread] = self._scratch[self._start : self._end]
+        self._start, self._end = 0, unread
+
+    def _deliver(self, frame) -> None:
+        pending = self._pending
+        try:
+            correlation_id, body = self._state.receive_frame(frame)
+        except UndecodableResponse as exc:
+            future = pending.pop(exc.correlation_id, None)
+            if future is not None and not future.done():
+                future.set_exception(exc)
+            raise
+        future = pending.pop(correlation_id, None)
+        if future is not None and not future.done():  # else its caller timed out and left
+            future.set_result(body)
+
+    def _end_with(self, error: Exception) -> None:
+        if not self.ended.done():
+            self.ended.set_result(error)

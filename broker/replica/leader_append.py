@@ -16,6 +16,9 @@ and the transaction coordinator's to ``__transaction_state`` all append through
    broker (``Broker.log_dir_failed``) and would answer KAFKA_STORAGE_ERROR;
 5. the high watermark and the waiting fetches told (``leader_appended``, then
    ``partition_watch.notify``), unless a retried idempotent batch wrote nothing;
+   an append that leaves the high watermark where it was (a replicated
+   partition's, until its followers fetch it) wakes only the followers'
+   fetches: a consumer reads up to the high watermark and would find nothing;
 6. for acks=all with a timeout, the replication outcome now, or a future from
    the purgatory that resolves with it.
 
@@ -147,6 +150,7 @@ def append_as_leader(
             f"The size of the current ISR {list(leader.isr)} is insufficient to satisfy "
             f"the min.isr requirement of {leader.min_insync_replicas} for partition {key[0]}-{key[1]}",
         )
+    high_watermark = plog.high_watermark
     try:
         if marker is None:
             result = plog.append(
@@ -175,7 +179,10 @@ def append_as_leader(
     duplicate = result.duplicate
     if not duplicate:
         replicas.leader_appended(key, leader, plog)
-        broker.partition_watch.notify(key)
+        if plog.high_watermark != high_watermark:
+            broker.partition_watch.notify(key)
+        else:
+            broker.partition_watch.notify_log_end(key)
     acks_error = _NONE
     acks_future = None
     if acks == ACKS_ALL and timeout_ms is not None:

@@ -534,7 +534,11 @@ class ReplicaManager:
     ) -> None:
         fetched = on_follower_fetch(leader, plog.log_end_offset, replica_id, fetch_offset, _now_ms(), broker_epoch, log_start_offset)
         if fetched.high_watermark_moved:
-            self._high_watermark_moved(key, leader)
+            # Every acks=all round trip ends here: the produces waiting on the
+            # mark and the consumers' fetches go on; the followers' own
+            # fetches wait for the next append (they read to the log end).
+            self.purgatory.check(key)
+            self.broker.partition_watch.notify_high_watermark(key)
         elif fetched.log_start_moved:
             self.purgatory.check(key)  # a DeleteRecords may be waiting for this follower
         if fetched.expansion is not None:

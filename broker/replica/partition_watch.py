@@ -7,7 +7,14 @@ The replica manager's operations (replication/delayed.py) wait under their
 partition's key and are re-tested by :meth:`PartitionWatch.check` when its high
 watermark or a follower's log start moves. A long-polling fetch waits under its
 partitions' fetch keys, woken by :meth:`PartitionWatch.notify` when one of them
-gets an append or a new high watermark; woken, it reads again.
+gets an append or a new high watermark; woken, it reads again. A follower
+replica's fetch waits under keys of its own: it reads up to the log end, so
+only an append (or a change of leadership, a deletion) gives it anything new,
+and a high watermark move (:meth:`PartitionWatch.notify_high_watermark`, made
+by every acks=all follower round trip) wakes consumers only, as in Kafka,
+whose delayed follower fetches complete on bytes, not on the high watermark;
+an append below an unmoved high watermark
+(:meth:`PartitionWatch.notify_log_end`) wakes followers only.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from replication.purgatory import DelayedOperation, Purgatory
 # Fetches wait under (FETCH_WAIT, partition key), so a produce or a DeleteRecords
 # is re-tested only by what can complete it, and a fetch only by news.
 FETCH_WAIT = "fetch"
+# Follower replicas' fetches wait under (FOLLOWER_FETCH_WAIT, partition key).
+FOLLOWER_FETCH_WAIT = "follower fetch"
+_FETCH_WAITS = (FETCH_WAIT, FOLLOWER_FETCH_WAIT)
 
 
 def _now_ms() -> int:
@@ -59,19 +69,34 @@ class PartitionWatch:
     # ----------------------------------------------------------------- long-polling fetches
 
     def notify(self, key: Hashable) -> None:
-        """The partition ``key`` has news (an append, a high watermark move): the
-        fetches waiting on it read again."""
+        """The partition ``key`` has news (an append, a new leader epoch, its log
+        went away): the fetches waiting on it read again."""
+        check = self.purgatory.check
+        check((FETCH_WAIT, key))
+        check((FOLLOWER_FETCH_WAIT, key))
+
+    def notify_high_watermark(self, key: Hashable) -> None:
+        """Only the high watermark of ``key`` moved: the consumers' fetches waiting
+        on it read again (a follower's would find nothing new to send)."""
         self.purgatory.check((FETCH_WAIT, key))
+
+    def notify_log_end(self, key: Hashable) -> None:
+        """Only the log end of ``key`` moved (an append that left the high watermark
+        where it was): the followers' fetches read again (a consumer's would find
+        nothing new below the high watermark)."""
+        self.purgatory.check((FOLLOWER_FETCH_WAIT, key))
 
     def wake_all(self) -> None:
         """Every waiting fetch reads again now (the broker is stopping)."""
         for key in self.purgatory.watched_keys():
-            if isinstance(key, tuple) and key and key[0] == FETCH_WAIT:
+            if isinstance(key, tuple) and key and key[0] in _FETCH_WAITS:
                 self.purgatory.check(key)
 
-    async def wait_any(self, keys: Iterable[Hashable], timeout_s: float) -> bool:
+    async def wait_any(self, keys: Iterable[Hashable], timeout_s: float, *, follower: bool = False) -> bool:
         """Wait until one of ``keys`` is notified or ``timeout_s`` passes; True if
-        notified. A fetch the purgatory has no room for does not wait (False)."""
+        notified. ``follower``: a follower replica waits, which a high watermark
+        move does not wake. A fetch the purgatory has no room for does not wait
+        (False)."""
         if timeout_s <= 0:
             return False
         future = asyncio.get_running_loop().create_future()
@@ -81,7 +106,8 @@ class PartitionWatch:
                 future.set_result(woken)
 
         try:
-            self.add(DelayedFetch(resolve), [(FETCH_WAIT, key) for key in keys], math.ceil(timeout_s * 1000))
+            kind = FOLLOWER_FETCH_WAIT if follower else FETCH_WAIT
+            self.add(DelayedFetch(resolve), [(kind, key) for key in keys], math.ceil(timeout_s * 1000))
         except OverflowError:
             return False
         return await future

@@ -70,7 +70,8 @@ def make_broker(plog, partition_leader, image=None):
         image=image or MetadataImage(),
         replicas=Replicas(partition_leader),
         partition_log=lambda topic, partition: plog if (topic, partition) == KEY else None,
-        partition_watch=SimpleNamespace(notify=notified.append),
+        # Which fetches an append wakes is partition_watch's to decide (tested there).
+        partition_watch=SimpleNamespace(notify=notified.append, notify_log_end=notified.append),
         log_dir_failed=lambda plog, exc: None,
         flusher=SimpleNamespace(flush=lambda plog: None),
     )
