@@ -617,7 +617,7 @@ def read_partition(
     """Every (offset, value) of the partition below its high watermark, read
     with a fresh consumer (from the leader, or the rack's replica with
     ``client_rack``). ``served_by`` collects the ids of the brokers the client
-    fetched the partition from (from librdkafka's statistics). Raises
+    received the partition's messages from (from librdkafka's statistics). Raises
     AssertionError when it cannot read up to the high watermark in time."""
     config = {
         "bootstrap.servers": bootstrap,
@@ -629,11 +629,18 @@ def read_partition(
         config["client.rack"] = client_rack
     if served_by is not None:
 
+        received = [0]  # messages librdkafka had received at the last report
+
         def on_stats(text: str) -> None:
-            partitions = json.loads(text).get("topics", {}).get(topic, {}).get("partitions", {})
-            broker = partitions.get(str(partition), {}).get("broker", -1)
-            if broker >= 0:
+            # The partition's "broker" is the one it fetches from now: the leader
+            # until the leader's first answer names the rack's replica (KIP-392),
+            # an answer without records. Only a broker in place while messages
+            # arrived served them.
+            stats = json.loads(text).get("topics", {}).get(topic, {}).get("partitions", {}).get(str(partition), {})
+            broker, messages = stats.get("broker", -1), stats.get("rxmsgs", 0)
+            if broker >= 0 and messages > received[0]:
                 served_by.add(broker)
+            received[0] = max(received[0], messages)
 
         config.update({"statistics.interval.ms": 100, "stats_cb": on_stats})
     consumer = Consumer(config)
