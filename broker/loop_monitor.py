@@ -4,6 +4,10 @@ Everything a client waits for runs on the one event loop, so work that holds
 it (a big topic creation, fsyncs, a retention pass) delays every connection.
 A task asks to wake every ``interval_ms``; how much later than asked it wakes
 is the loop's lag, which is what any request arriving then also waited.
+
+The largest lag is published twice (broker/http/metrics.py): since the start,
+and over the last ``RECENT_WINDOW_S`` seconds, so that a scrape shows a stall
+that one bucket of the histogram would only count.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ log = logging.getLogger(__name__)
 # Upper bounds (ms) of the histogram's buckets; a last one holds the rest.
 LAG_BUCKET_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000)
 DEFAULT_INTERVAL_MS = 50
-# A lag this long is logged: a client may have timed out meanwhile.
-STALL_WARNING_MS = 1_000
+# A lag this long is logged: the broker's goal is no stall over 50 ms, so one
+# is worth a line (rate-limited below) even when no client timed out.
+STALL_WARNING_MS = 50
 # At most one stall warning per this many seconds (the first always goes).
 STALL_WARNING_EVERY_S = 10.0
+# The recent maximum covers this many seconds, in one-second slots: longer than
+# Prometheus' usual 15 s scrape interval, so no stall falls between two scrapes.
+RECENT_WINDOW_S = 60
 
 
 class LagHistogram:
@@ -65,11 +73,37 @@ class LagHistogram:
         )
 
 
+class RecentMax:
+    """The largest value observed over the last ``window_s`` seconds, kept as
+    one maximum per whole second (memory and cost bounded by the window)."""
+
+    def __init__(self, window_s: int = RECENT_WINDOW_S):
+        self.window_s = window_s
+        self._slots: dict[int, float] = {}
+
+    def observe(self, value: float, now_s: float) -> None:
+        second = int(now_s)
+        if value > self._slots.get(second, float("-inf")):
+            self._slots[second] = value
+        if len(self._slots) > self.window_s:
+            self._forget_before(second - self.window_s + 1)
+
+    def value(self, now_s: float) -> float:
+        """0 when nothing was observed in the window."""
+        self._forget_before(int(now_s) - self.window_s + 1)
+        return max(self._slots.values(), default=0.0)
+
+    def _forget_before(self, first_second: int) -> None:
+        for second in [s for s in self._slots if s < first_second]:
+            del self._slots[second]
+
+
 class LoopMonitor:
     def __init__(self, interval_ms: float = DEFAULT_INTERVAL_MS, stall_warning_ms: float = STALL_WARNING_MS):
         self.interval_ms = interval_ms
         self.stall_warning_ms = stall_warning_ms
         self.histogram = LagHistogram()
+        self.recent_max_ms = RecentMax()
         self._task: asyncio.Task | None = None
         self._last_warning_s = float("-inf")
         self._unreported_stalls = 0
@@ -81,8 +115,18 @@ class LoopMonitor:
         if self._task is not None:
             self._task.cancel()
 
+    @property
+    def max_lag_ms(self) -> float:
+        """The largest lag since the monitor started."""
+        return self.histogram.max_ms
+
+    def recent_max_lag_ms(self, now_s: float | None = None) -> float:
+        """The largest lag over the last ``RECENT_WINDOW_S`` seconds."""
+        return self.recent_max_ms.value(time.monotonic() if now_s is None else now_s)
+
     def record(self, lag_ms: float, now_s: float) -> None:
         self.histogram.observe(lag_ms)
+        self.recent_max_ms.observe(lag_ms, now_s)
         if lag_ms < self.stall_warning_ms:
             return
         if now_s - self._last_warning_s < STALL_WARNING_EVERY_S:
