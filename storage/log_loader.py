@@ -41,6 +41,7 @@ from storage.producer_snapshot import (
     snapshot_offset,
     write_snapshot,
 )
+from storage.index import OffsetIndex, TimeIndex
 from storage.producer_state import ProducerStateManager
 from storage.segment import LogSegment, segment_file_stem
 from storage.txn_index import TXN_INDEX_SUFFIX, CorruptTxnIndexError
@@ -57,6 +58,27 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
+
+
+def make_new_log_files(directory: Path, index_bytes: int) -> bool:
+    """Make the directory and files a new log's first open makes (an empty
+    ``.log`` at offset 0 and its two preallocated indexes), so that a worker
+    thread can take this file work, slow on a busy disk, off the log's owner;
+    the open then finds a new log (see ``_open_segments``) and only opens them.
+
+    Only where the directory did not exist (returns whether it made it): what
+    is there already belongs to a log opened meanwhile. Nothing is truncated or
+    written, so an owner opening the same new log at the same time makes the
+    same files with no harm."""
+    try:
+        directory.mkdir(parents=True)
+    except FileExistsError:
+        return False
+    stem = segment_file_stem(0)
+    os.close(os.open(directory / f"{stem}.log", os.O_WRONLY | os.O_CREAT, 0o644))
+    OffsetIndex(directory / f"{stem}.index", 0, index_bytes).preallocate()
+    TimeIndex(directory / f"{stem}.timeindex", 0, index_bytes).preallocate()
+    return True
 
 
 class LogLoader:
@@ -133,10 +155,11 @@ class LogLoader:
                     if offset is not None:
                         self._snapshots.append(offset)
         self._snapshots.sort()
-        if not sizes and not self._snapshots:
-            # A new log (or one whose every file is gone): nothing to recover or
-            # load, so none of the recovery's file rewrites, which would make
-            # opening a new partition several times as slow.
+        if not self._snapshots and not txn_indexes and (not sizes or sizes == {0: 0}):
+            # A new log (or one whose every file is gone, or one with only the
+            # empty first segment that make_new_log_files or an earlier open
+            # made): nothing to recover or load, so none of the recovery's file
+            # rewrites, which would make opening a new partition several times as slow.
             start = 0
             active = self._new_empty_segment(start)
             self.segments = [active]
