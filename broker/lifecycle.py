@@ -173,6 +173,10 @@ class BrokerLifecycleManager:
                         log.warning("lifecycle: registration refused: %s", ErrorCode(response.error_code).name)
                     await asyncio.sleep(retry_s)
                     continue
+                try:
+                    await self.load_reporter.prepare()
+                except Exception:  # as _balancer_load: the heartbeat goes regardless
+                    log.exception("lifecycle: measuring this broker's load failed")
                 sent_at_s = time.monotonic()
                 response = await self._call(HEARTBEAT, HEARTBEAT_VERSION, self._heartbeat(), broker_heartbeat_response)
                 if response is not None:

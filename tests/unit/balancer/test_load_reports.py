@@ -121,6 +121,41 @@ def test_the_broker_sends_sizes_every_interval_and_measures_closed_logs_once(tmp
     assert listed == [("t", 1)]  # the closed log was listed once
 
 
+def test_sizes_are_measured_before_the_heartbeat_in_slices_of_the_event_loop(tmp_path):
+    import asyncio
+
+    from broker.load_report import SIZES_PER_SLICE
+
+    count = SIZES_PER_SLICE * 3 + 5
+    keys = [("many", p) for p in range(count)]
+    logs = SimpleNamespace(log_dirs=[tmp_path], logs={key: SimpleNamespace(size_bytes=key[1]) for key in keys},
+                           partitions=lambda: keys, size_bytes=lambda topic, partition: 0)
+    clock = [100.0]
+    reporter = LoadReporter(SimpleNamespace(logs=logs, metrics=None), clock_s=lambda: clock[0], sizes_interval_ms=5000)
+
+    async def measure() -> int:
+        turns = [0]
+
+        async def other_task() -> None:  # counts the event loop's turns while the sizes are measured
+            while True:
+                turns[0] += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.get_running_loop().create_task(other_task())
+        await asyncio.sleep(0)
+        before = turns[0]
+        await reporter.prepare()
+        task.cancel()
+        return turns[0] - before
+
+    assert asyncio.run(measure()) >= 3  # the loop ran other work in between
+    logs.logs[("many", 0)].size_bytes = 999  # after the measure: the heartbeat carries what was measured
+    sent = reporter.report().partition_sizes
+    assert [(p.partition_index, p.size_bytes) for p in sent[0].partitions] == [(p, p) for p in range(count)]
+    clock[0] += 1
+    assert asyncio.run(measure()) <= 1 and reporter.report().partition_sizes is None  # not due: nothing measured
+
+
 def test_the_sizes_of_a_real_log_manager(tmp_path):
     logs = LogManager([tmp_path])
     try:
