@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 
 _HB = struct_classes(APIS_BY_NAME["BrokerHeartbeat"].request)
 UNKNOWN = -1
-# Partitions measured per slice of the event loop's time (a few milliseconds).
-SIZES_PER_SLICE = 1000
+# How long measuring the sizes may hold the event loop at a time: a log not
+# opened yet is measured by listing its directory, slow on a busy disk.
+SIZES_SLICE_S = 0.005
 
 
 def file_system_usage(paths) -> tuple[int, int]:
@@ -78,18 +79,22 @@ class LoadReporter:
 
     async def prepare(self) -> None:
         """Before a heartbeat that will carry the sizes: measure them, pausing
-        every ``SIZES_PER_SLICE`` partitions (100,000 of them held the event loop
-        for about a third of a second every five seconds)."""
+        every ``SIZES_SLICE_S`` (100,000 open logs held the event loop for about a
+        third of a second every five seconds, and after a clean start, listing
+        their 100,000 directories for far longer)."""
         if not self._sizes_due(self._clock_s()):
             return
         steps = self._size_steps()
+        slice_started = time.perf_counter()
         while True:
             try:
                 next(steps)
             except StopIteration as done:
                 self._prepared_sizes = done.value
                 return
-            await asyncio.sleep(0)
+            if time.perf_counter() - slice_started >= SIZES_SLICE_S:
+                await asyncio.sleep(0)
+                slice_started = time.perf_counter()
 
     def report(self):
         now_s = self._clock_s()
@@ -130,15 +135,14 @@ class LoadReporter:
                 return done.value
 
     def _size_steps(self):
-        """The sizes, as a generator that yields every ``SIZES_PER_SLICE`` partitions
-        and returns the list (a partition deleted meanwhile is left out or sent once more)."""
+        """The sizes, as a generator that yields after each partition and returns
+        the list (a partition deleted meanwhile is left out or sent once more)."""
         logs = self.broker.logs
         opened = logs.logs
         by_topic: dict[str, list] = {}
         keys = logs.partitions()
-        for count, key in enumerate(keys, 1):
-            if count % SIZES_PER_SLICE == 0:
-                yield
+        for key in keys:
+            yield
             plog = opened.get(key)
             try:
                 if plog is not None:

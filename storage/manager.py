@@ -104,6 +104,10 @@ class LogManager:
         self.file_deleter = DeferredFileDeleter()
         # Directories of deleted partitions, removed by delete_pending_dirs (a worker's job).
         self.dir_deleter = DeferredDirectoryDeleter()
+        # While True (a start-up registering the logs found on disk, see
+        # sync_recovered_logs), recovered logs are not fsynced one by one.
+        self.defer_recovery_syncs = False
+        self._recovered_unsynced: list[PartitionLog] = []
         # New partitions whose files are not made yet (see next_creations), in
         # order: registered, never opened.
         self._to_create: dict[TopicPartition, None] = {}
@@ -200,11 +204,43 @@ class LogManager:
             log_start_offset=self._log_start_offsets.get(key),
             clean_shutdown=registered.log_dir in self._clean_dirs,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
+            sync_after_recovery=not self.defer_recovery_syncs,
         )
+        if plog.recovered_unsynced:
+            self._recovered_unsynced.append(plog)
         self._to_create.pop(key, None)
         plog.file_deleter = self.file_deleter
         self.logs[key] = plog
         return plog
+
+    def begin_deferred_recovery_syncs(self) -> bool:
+        """From now on recovered logs are not fsynced one by one, where the
+        kernel can sync a whole file system and report a failed write-back
+        (Linux 5.8 or later); returns whether that is so. The owner calls
+        ``recovered_logs_sync`` (on a worker thread) and ``end_deferred_recovery_syncs``
+        after registering the logs found on disk, before serving them."""
+        self.defer_recovery_syncs = file_system_sync_available()
+        return self.defer_recovery_syncs
+
+    def recovered_logs_sync(self) -> Callable[[], None]:
+        """One syncfs per file system for the logs recovered since
+        ``begin_deferred_recovery_syncs``, as a function for a worker thread;
+        raises OSError on a failed write-back (nothing then counts as synced)."""
+        directories = list(self.log_dirs)
+        return lambda: sync_file_systems(directories) if self._recovered_unsynced else None
+
+    def end_deferred_recovery_syncs(self, synced: bool) -> int:
+        """After ``recovered_logs_sync`` ran (``synced``): the recovered logs' data
+        is durable, so their recovery points move to their ends, as a recovery's
+        own fsync would have moved them. Logs opened from now on fsync their own
+        recovery. Returns how many logs were recovered without their own fsync."""
+        self.defer_recovery_syncs = False
+        recovered, self._recovered_unsynced = self._recovered_unsynced, []
+        for plog in recovered:
+            plog.recovered_unsynced = False
+            if synced and not plog.closed:
+                plog.recovery_point = max(plog.recovery_point, plog.log_end_offset)
+        return len(recovered)
 
     @property
     def open_count(self) -> int:

@@ -123,3 +123,53 @@ def test_checkpoints_are_taken_now_written_later_and_never_overwritten_by_an_old
         assert stale_high_watermarks is None
     finally:
         manager.close()
+
+
+def test_a_start_after_a_crash_syncs_the_recovered_logs_once_then_moves_their_recovery_points(tmp_path):
+    from storage import deferred_io
+
+    manager = LogManager([tmp_path])
+    for partition in range(3):
+        manager.register("crash", partition, LogConfig())
+        for _ in range(partition + 1):
+            manager.get("crash", partition).append(build_batch([(None, b"v", [], BASE_MS)]))
+    for plog in manager.logs.values():  # a kill -9: nothing closed, no clean-shutdown marker
+        plog.flush(fsync=False)
+
+    restarted = LogManager([tmp_path])
+    try:
+        assert not restarted.all_dirs_clean
+        deferred = restarted.begin_deferred_recovery_syncs()
+        assert deferred == deferred_io.file_system_sync_available()
+        for key, path in restarted.existing_partitions().items():
+            restarted.register(*key, LogConfig(), path)  # recovered here
+        logs = [restarted.get("crash", p) for p in range(3)]
+        assert [plog.log_end_offset for plog in logs] == [1, 2, 3]
+        if deferred:
+            assert [plog.recovery_point for plog in logs] == [0, 0, 0]  # nothing synced yet
+        restarted.recovered_logs_sync()()
+        assert restarted.end_deferred_recovery_syncs(synced=True) == (3 if deferred else 0)
+        assert [plog.recovery_point for plog in logs] == [1, 2, 3]
+        # From now on a log opened after a crash syncs its own recovery.
+        assert not restarted.defer_recovery_syncs
+    finally:
+        restarted.close()
+
+
+def test_a_failed_sync_after_recovery_moves_no_recovery_point(tmp_path):
+    manager = LogManager([tmp_path])
+    manager.register("unsynced", 0, LogConfig())
+    manager.get("unsynced", 0).append(build_batch([(None, b"v", [], BASE_MS)]))
+    manager.get("unsynced", 0).flush(fsync=False)
+
+    restarted = LogManager([tmp_path])
+    try:
+        restarted.defer_recovery_syncs = True  # as begin_deferred_recovery_syncs where syncfs exists
+        for key, path in restarted.existing_partitions().items():
+            restarted.register(*key, LogConfig(), path)
+        plog = restarted.get("unsynced", 0)
+        assert plog.recovery_point == 0 and plog.log_end_offset == 1
+        assert restarted.end_deferred_recovery_syncs(synced=False) == 1
+        assert plog.recovery_point == 0
+    finally:
+        restarted.close()

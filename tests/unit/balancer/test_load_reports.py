@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from types import SimpleNamespace
 
 from broker.load_report import LoadReporter, file_system_usage
@@ -124,12 +125,15 @@ def test_the_broker_sends_sizes_every_interval_and_measures_closed_logs_once(tmp
 def test_sizes_are_measured_before_the_heartbeat_in_slices_of_the_event_loop(tmp_path):
     import asyncio
 
-    from broker.load_report import SIZES_PER_SLICE
-
-    count = SIZES_PER_SLICE * 3 + 5
+    count = 100
     keys = [("many", p) for p in range(count)]
-    logs = SimpleNamespace(log_dirs=[tmp_path], logs={key: SimpleNamespace(size_bytes=key[1]) for key in keys},
-                           partitions=lambda: keys, size_bytes=lambda topic, partition: 0)
+
+    def slow_size(topic, partition):  # a log not opened: its directory listed, slowly here
+        time.sleep(0.002)
+        return partition
+
+    logs = SimpleNamespace(log_dirs=[tmp_path], logs={key: SimpleNamespace(size_bytes=key[1]) for key in keys[:50]},
+                           partitions=lambda: keys, size_bytes=slow_size)
     clock = [100.0]
     reporter = LoadReporter(SimpleNamespace(logs=logs, metrics=None), clock_s=lambda: clock[0], sizes_interval_ms=5000)
 
@@ -148,7 +152,7 @@ def test_sizes_are_measured_before_the_heartbeat_in_slices_of_the_event_loop(tmp
         task.cancel()
         return turns[0] - before
 
-    assert asyncio.run(measure()) >= 3  # the loop ran other work in between
+    assert asyncio.run(measure()) >= 5  # the loop ran other work in between (50 x 2 ms listed)
     logs.logs[("many", 0)].size_bytes = 999  # after the measure: the heartbeat carries what was measured
     sent = reporter.report().partition_sizes
     assert [(p.partition_index, p.size_bytes) for p in sent[0].partitions] == [(p, p) for p in range(count)]
