@@ -71,30 +71,49 @@ class LoadReporter:
         self._last_counters: tuple[float, int, int] | None = None
         # Sizes of logs not opened: measured once (nothing writes to a closed log).
         self._closed_sizes: dict[tuple[str, int], int] = {}
-        # Measured ahead of a heartbeat by prepare(), in slices of the event loop's time.
+        # Measured by a task prepare() starts, in slices of the event loop's
+        # time; once prepare() is used, a heartbeat never waits for them.
         self._prepared_sizes: list | None = None
+        self._measuring: asyncio.Task | None = None
+        self._measured_in_background = False
 
     def _sizes_due(self, now_s: float) -> bool:
         return self._sizes_sent_s is None or now_s - self._sizes_sent_s >= self.sizes_interval_s
 
-    async def prepare(self) -> None:
-        """Before a heartbeat that will carry the sizes: measure them, pausing
-        every ``SIZES_SLICE_S`` (100,000 open logs held the event loop for about a
-        third of a second every five seconds, and after a clean start, listing
-        their 100,000 directories for far longer)."""
-        if not self._sizes_due(self._clock_s()):
+    def prepare(self) -> None:
+        """Called before each heartbeat (on the event loop): when the sizes are
+        due and not being measured, start measuring them in a task that pauses
+        every ``SIZES_SLICE_S``; a heartbeat carries them once they are ready,
+        and goes without them until then. 100,000 open logs held the event
+        loop for about a third of a second every five seconds; after a clean
+        start, listing their 100,000 directories took far longer, and the
+        heartbeats waiting for it left the broker fenced."""
+        self._measured_in_background = True
+        if self._measuring is not None or self._prepared_sizes is not None or not self._sizes_due(self._clock_s()):
             return
-        steps = self._size_steps()
-        slice_started = time.perf_counter()
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                self._prepared_sizes = done.value
-                return
-            if time.perf_counter() - slice_started >= SIZES_SLICE_S:
-                await asyncio.sleep(0)
-                slice_started = time.perf_counter()
+        self._measuring = asyncio.get_running_loop().create_task(self._measure(), name="replica sizes")
+
+    async def _measure(self) -> None:
+        try:
+            steps = self._size_steps()
+            slice_started = time.perf_counter()
+            while True:
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    self._prepared_sizes = done.value
+                    return
+                if time.perf_counter() - slice_started >= SIZES_SLICE_S:
+                    await asyncio.sleep(0)
+                    slice_started = time.perf_counter()
+        except Exception:  # the next heartbeat starts another
+            log.exception("measuring the replica sizes failed")
+        finally:
+            self._measuring = None
+
+    def stop(self) -> None:
+        if self._measuring is not None:
+            self._measuring.cancel()
 
     def report(self):
         now_s = self._clock_s()
@@ -102,10 +121,12 @@ class LoadReporter:
         capacity, used = file_system_usage(logs.log_dirs)
         rate_in, rate_out = self._rates(now_s)
         sizes = None
-        if self._sizes_due(now_s):
+        if self._measured_in_background:
             sizes, self._prepared_sizes = self._prepared_sizes, None
-            if sizes is None:
-                sizes = self._sizes()
+            if sizes is not None:
+                self._sizes_sent_s = now_s
+        elif self._sizes_due(now_s):
+            sizes = self._sizes()
             self._sizes_sent_s = now_s
         return _HB.BalancerLoad(
             disk_capacity_bytes=capacity,
