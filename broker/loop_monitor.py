@@ -5,6 +5,10 @@ it (a big topic creation, fsyncs, a retention pass) delays every connection.
 A task asks to wake every ``interval_ms``; how much later than asked it wakes
 is the loop's lag, which is what any request arriving then also waited.
 
+A stall that lasts ``STALL_STACK_MS`` is also caught while it lasts: a watcher
+thread logs where the loop's thread is (its Python stack), so that a stall seen
+in production names its cause (rate-limited as the warning).
+
 The largest lag is published twice (broker/http/metrics.py): since the start,
 and over the last ``RECENT_WINDOW_S`` seconds, so that a scrape shows a stall
 that one bucket of the histogram would only count.
@@ -15,7 +19,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import sys
+import threading
 import time
+import traceback
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +34,10 @@ DEFAULT_INTERVAL_MS = 50
 STALL_WARNING_MS = 50
 # At most one stall warning per this many seconds (the first always goes).
 STALL_WARNING_EVERY_S = 10.0
+# A stall still going on after this long gets the loop thread's stack logged.
+STALL_STACK_MS = 500
+# Innermost frames of a stalled stack that are logged.
+STACK_FRAMES = 12
 # The recent maximum covers this many seconds, in one-second slots: longer than
 # Prometheus' usual 15 s scrape interval, so no stall falls between two scrapes.
 RECENT_WINDOW_S = 60
@@ -107,13 +118,41 @@ class LoopMonitor:
         self._task: asyncio.Task | None = None
         self._last_warning_s = float("-inf")
         self._unreported_stalls = 0
+        # For the watcher thread: when the loop last woke the monitor, and whose thread it is.
+        self._last_wake_s = time.monotonic()
+        self._loop_thread_id: int | None = None
+        self._watcher_stop = threading.Event()
+        self._last_stack_s = float("-inf")
 
-    def start(self) -> None:
+    def start(self, *, watch_stacks: bool = True) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="event loop lag")
+        self._loop_thread_id = threading.get_ident()
+        self._last_wake_s = time.monotonic()
+        if watch_stacks:
+            threading.Thread(target=self._watch, name="event loop stall watcher", daemon=True).start()
 
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        self._watcher_stop.set()
+
+    def _watch(self) -> None:
+        """Log the loop thread's stack once per stall that lasts STALL_STACK_MS (at
+        most once per STALL_WARNING_EVERY_S): what holds the loop, found while it does."""
+        reported_wake_s = None
+        check_s = self.interval_ms / 1000
+        while not self._watcher_stop.wait(check_s):
+            woke_s = self._last_wake_s
+            now_s = time.monotonic()
+            blocked_ms = (now_s - woke_s) * 1000 - self.interval_ms
+            if blocked_ms < STALL_STACK_MS or woke_s == reported_wake_s or now_s - self._last_stack_s < STALL_WARNING_EVERY_S:
+                continue
+            frame = sys._current_frames().get(self._loop_thread_id)
+            if frame is None:
+                continue
+            reported_wake_s, self._last_stack_s = woke_s, now_s
+            stack = "".join(traceback.format_stack(frame)[-STACK_FRAMES:])
+            log.warning("the event loop has been blocked for %.0f ms so far, in:\n%s", blocked_ms, stack.rstrip())
 
     @property
     def max_lag_ms(self) -> float:
@@ -142,5 +181,5 @@ class LoopMonitor:
         while True:
             asked_s = time.monotonic()
             await asyncio.sleep(interval_s)
-            woke_s = time.monotonic()
+            woke_s = self._last_wake_s = time.monotonic()
             self.record(max(0.0, (woke_s - asked_s - interval_s) * 1000), woke_s)

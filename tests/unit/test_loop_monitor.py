@@ -74,3 +74,25 @@ def test_the_monitor_keeps_both_maxima():
     monitor.record(3.0, now_s=1_000.0 + RECENT_WINDOW_S + 5)
     assert monitor.max_lag_ms == 400.0
     assert monitor.recent_max_lag_ms(now_s=1_000.0 + RECENT_WINDOW_S + 5) == 3.0
+
+
+def test_a_long_stall_gets_the_loop_threads_stack_logged_while_it_lasts(caplog):
+    from broker.loop_monitor import STALL_STACK_MS
+
+    def hold_the_loop_in_a_named_function() -> None:
+        time.sleep(STALL_STACK_MS / 1000 + 0.4)
+
+    async def scenario() -> None:
+        monitor = LoopMonitor(interval_ms=10, stall_warning_ms=10_000)
+        monitor.start()
+        await asyncio.sleep(0.05)
+        hold_the_loop_in_a_named_function()
+        await asyncio.sleep(0.05)
+        monitor.stop()
+
+    with caplog.at_level(logging.WARNING, logger="broker.loop_monitor"):
+        asyncio.run(scenario())
+    stacks = [r.getMessage() for r in caplog.records if "so far" in r.getMessage()]
+    assert len(stacks) == 1  # one stall, one stack
+    assert "hold_the_loop_in_a_named_function" in stacks[0]
+
