@@ -159,6 +159,15 @@ class LoopLag:
         return f"broker loop monitor: {largest}, {over - over_before} samples over {STALL_MS} ms"
 
 
+def print_stall_stacks(broker) -> None:
+    """The stacks the broker's loop monitor logged for stalls of 500 ms or more
+    (from the tail of its output): where the loop was held."""
+    text = broker.output()
+    blocks = [block for block in text.split("WARNING ") if "so far, in:" in block]
+    for block in blocks[:3]:
+        print("  broker: " + block.strip().replace("\n", "\n  "), flush=True)
+
+
 def admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
 
@@ -452,6 +461,7 @@ def main() -> None:
                     phase_compaction(broker.bootstrap, args, Path(data_dir), LoopLag(broker))
                 else:
                     {"retention": phase_retention, "durable": phase_durable}[phase](broker.bootstrap, args, LoopLag(broker))
+                print_stall_stacks(broker)
 
 
 if __name__ == "__main__":
