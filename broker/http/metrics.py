@@ -687,6 +687,11 @@ class _BrokerCollector:
             family,
             _gauge("pybroker_event_loop_lag_max_seconds", "The event loop's largest lag since the broker started", monitor.max_lag_ms / 1000),
             _gauge(
+                "pybroker_event_loop_lag_cpu_max_seconds",
+                "The largest part of an event loop lag its thread spent on the CPU since the broker started (at least)",
+                monitor.max_cpu_lag_ms / 1000,
+            ),
+            _gauge(
                 "pybroker_event_loop_lag_recent_max_seconds",
                 f"The event loop's largest lag over the last {RECENT_WINDOW_S} s",
                 monitor.recent_max_lag_ms() / 1000,

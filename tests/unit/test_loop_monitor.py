@@ -47,6 +47,24 @@ def test_the_monitor_sees_a_blocked_loop():
 
     monitor = asyncio.run(scenario())
     assert monitor.histogram.max_ms >= 150
+    assert monitor.max_cpu_lag_ms < 100  # asleep, not computing: no CPU went to that lag
+
+
+def test_the_cpu_part_of_a_lag_is_measured():
+    async def scenario() -> LoopMonitor:
+        monitor = LoopMonitor(interval_ms=10, stall_warning_ms=10_000)
+        monitor.start(watch_stacks=False)
+        await asyncio.sleep(0.05)
+        started = time.thread_time()
+        while time.thread_time() - started < 0.2:  # holds the loop, computing
+            pass
+        await asyncio.sleep(0.05)
+        monitor.stop()
+        return monitor
+
+    monitor = asyncio.run(scenario())
+    assert monitor.max_cpu_lag_ms >= 150
+    assert monitor.histogram.max_ms >= monitor.max_cpu_lag_ms
 
 
 def test_the_warning_threshold_is_the_no_stall_goal():

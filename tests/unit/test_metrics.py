@@ -217,6 +217,7 @@ def test_state_families():
     assert got[("kafka_server_socket_server_metrics_connection_count", (("listener", "PLAINTEXT"),))] == 2
     assert got[("pybroker_event_loop_lag_seconds_count", ())] == 0
     assert got[("pybroker_event_loop_lag_max_seconds", ())] == 0
+    assert got[("pybroker_event_loop_lag_cpu_max_seconds", ())] == 0
     assert got[("pybroker_event_loop_lag_recent_max_seconds", ())] == 0
 
 
