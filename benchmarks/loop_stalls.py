@@ -19,7 +19,8 @@ its own connection and times each round trip, while the broker does one of:
               until it is cleaned, and ApiVersions meanwhile;
 - shutdown:   SIGTERM of a broker holding ``--shutdown-partitions`` partitions
               (with a record each): seconds from the signal to the exit, and from
-              a kill -9 restart to serving.
+              a kill -9 restart to serving (``--restarts`` times; with
+              ``--shutdown-dir`` the partitions are kept there and reused).
 
 Each phase prints the ApiVersions round trips (p50 / p99 / max, ms) while it ran,
 and the broker's own figure: the largest lag its loop monitor saw
@@ -397,47 +398,79 @@ def phase_durable(bootstrap: str, args, lag: LoopLag) -> None:
     )
 
 
-def phase_shutdown(args) -> None:
+def make_many_partitions(args, data_dir: Path) -> None:
+    """``--shutdown-partitions`` partitions (100 topics of 1000) with a record
+    each, then a clean stop, timed."""
     from confluent_kafka import Producer
 
-    # Recovering 100,000 logs after a kill takes longer than peers' usual start-up bound.
-    peers.STARTUP_TIMEOUT_S = WAIT_S
-
-    with tempfile.TemporaryDirectory(dir=args.dir) as data_dir:
-        broker_cm = peers.run_pybroker(Path(data_dir))
-        broker = broker_cm.__enter__()
-        try:
-            per_topic = 1000
-            for index in range(args.shutdown_partitions // per_topic):
-                create_topic(broker.bootstrap, f"many{index:03d}", per_topic)
-            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
-            for index in range(args.shutdown_partitions // per_topic):
-                for partition in range(per_topic):
-                    producer.produce(f"many{index:03d}", b"v", partition=partition)
-                    producer.poll(0)
-            assert producer.flush(WAIT_S) == 0
-            started = time.perf_counter()
-            broker.process.send_signal(signal.SIGTERM)
-            broker.process.wait(WAIT_S)
-            stop_s = time.perf_counter() - started
-            print(f"{args.shutdown_partitions} partitions: SIGTERM to exit {stop_s:.2f} s", flush=True)
-        finally:
-            broker_cm.__exit__(None, None, None)
-        with peers.run_pybroker(Path(data_dir)) as broker:
-            time.sleep(1)
-            broker.process.send_signal(signal.SIGKILL)
-            broker.process.wait(30)
+    broker_cm = peers.run_pybroker(data_dir)
+    broker = broker_cm.__enter__()
+    try:
+        per_topic = 1000
+        for index in range(args.shutdown_partitions // per_topic):
+            create_topic(broker.bootstrap, f"many{index:03d}", per_topic)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+        for index in range(args.shutdown_partitions // per_topic):
+            for partition in range(per_topic):
+                producer.produce(f"many{index:03d}", b"v", partition=partition)
+                producer.poll(0)
+        assert producer.flush(WAIT_S) == 0
         started = time.perf_counter()
-        with peers.run_pybroker(Path(data_dir), METRICS_OVERRIDES) as broker:
-            serving_s = time.perf_counter() - started
-            with Prober(broker.bootstrap, 50) as prober:
-                time.sleep(0.2)
-            start_lag = LoopLag(broker).since_start()
+        broker.process.send_signal(signal.SIGTERM)
+        broker.process.wait(WAIT_S)
+        stop_s = time.perf_counter() - started
+        print(f"{args.shutdown_partitions} partitions: SIGTERM to exit {stop_s:.2f} s", flush=True)
+    finally:
+        broker_cm.__exit__(None, None, None)
+
+
+def start_after_kill(data_dir: Path) -> None:
+    """A start, a kill -9 a second later, then the start measured: to listening
+    (every log recovered), the broker's CPU seconds until then (less sensitive
+    to a shared machine than the wall clock) and its loop monitor."""
+    with peers.run_pybroker(data_dir) as broker:
+        time.sleep(1)
+        broker.process.send_signal(signal.SIGKILL)
+        broker.process.wait(30)
+    started = time.perf_counter()
+    with peers.run_pybroker(data_dir, METRICS_OVERRIDES) as broker:
+        serving_s = time.perf_counter() - started
+        cpu_s = process_cpu_s(broker.process.pid)
+        with Prober(broker.bootstrap, 50) as prober:
+            time.sleep(0.2)
+        start_lag = LoopLag(broker).since_start()
+    partitions = sum(1 for path in data_dir.iterdir() if path.name.startswith("many"))
     print(
-        f"{args.shutdown_partitions} partitions: start after kill -9 to listening (every log recovered) {serving_s:.2f} s "
-        f"(first {prober.summary()}); {start_lag}",
+        f"{partitions} partitions: start after kill -9 to listening (every log recovered) {serving_s:.2f} s, "
+        f"broker CPU {cpu_s:.1f} s (first {prober.summary()}); {start_lag}",
         flush=True,
     )
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def phase_shutdown(args) -> None:
+    # Recovering 100,000 logs after a kill takes longer than peers' usual start-up bound.
+    peers.STARTUP_TIMEOUT_S = WAIT_S
+    if args.shutdown_dir is not None:
+        # Kept between runs: made once (minutes), then only the starts are measured.
+        data_dir = Path(args.shutdown_dir)
+        if not (data_dir / "many000-0").exists():
+            data_dir.mkdir(parents=True, exist_ok=True)
+            make_many_partitions(args, data_dir)
+        for _ in range(args.restarts):
+            start_after_kill(data_dir)
+        return
+    with tempfile.TemporaryDirectory(dir=args.dir) as data_dir:
+        make_many_partitions(args, Path(data_dir))
+        for _ in range(args.restarts):
+            start_after_kill(Path(data_dir))
 
 
 def main() -> None:
@@ -450,6 +483,11 @@ def main() -> None:
     parser.add_argument("--durable-messages", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shutdown-partitions", type=int, default=100_000)
+    parser.add_argument("--restarts", type=int, default=1, help="shutdown: starts after kill -9 measured")
+    parser.add_argument(
+        "--shutdown-dir", default=None,
+        help="shutdown: keep the partitions here (made on the first run, reused by later ones) instead of a temp dir",
+    )
     parser.add_argument("--compaction-mb", type=int, default=128)
     parser.add_argument("--probe-interval-ms", type=float, default=5.0)
     parser.add_argument("--dir", default=None, help="where the brokers' data goes (default: the system's temp dir)")
