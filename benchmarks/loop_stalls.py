@@ -3,7 +3,10 @@
 A prober thread sends one ApiVersions request every ``--probe-interval-ms`` on
 its own connection and times each round trip, while the broker does one of:
 
-- create:     CreateTopics of one topic with ``--partitions`` partitions (20,000);
+- create:     CreateTopics of one topic with ``--partitions`` partitions (20,000),
+              probed until every partition's directory exists;
+- delete:     DeleteTopics of such a topic (made first, not measured), probed
+              until every partition's directory is gone;
 - retention:  retention deletes ``--segments`` segments (1,000) of one topic at once,
               while a producer sends at ``--rate`` msg/s (5,000) acks=all and its
               p99.9 produce latency is measured too;
@@ -16,9 +19,16 @@ its own connection and times each round trip, while the broker does one of:
               until it is cleaned, and ApiVersions meanwhile;
 - shutdown:   SIGTERM of a broker holding ``--shutdown-partitions`` partitions
               (with a record each): seconds from the signal to the exit, and from
-              a kill -9 restart to serving.
+              a kill -9 restart to serving (``--restarts`` times; with
+              ``--shutdown-dir`` the partitions are kept there and reused).
 
-Each phase prints the ApiVersions round trips (p50 / p99 / max, ms) while it ran.
+Each phase prints the ApiVersions round trips (p50 / p99 / max, ms) while it ran,
+and the broker's own figure: the largest lag its loop monitor saw
+(``pybroker_event_loop_lag_max_seconds`` from its metrics endpoint, read before
+and after the phase), the largest part of a lag its thread spent on the CPU
+(``pybroker_event_loop_lag_cpu_max_seconds``: on a shared machine a lag also
+holds time the broker was not scheduled or waited for the disk) and how many
+of its samples were over 50 ms meanwhile.
 
     python benchmarks/loop_stalls.py                     # every phase
     python benchmarks/loop_stalls.py --only create --partitions 20000
@@ -27,6 +37,7 @@ Each phase prints the ApiVersions round trips (p50 / p99 / max, ms) while it ran
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import socket
 import statistics
@@ -34,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,13 +53,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import peers
+from metrics_overhead import _metrics_port
 
 from protocol.client import ClientConnectionState
 from protocol.framing import SIZE_PREFIX_BYTES
 from protocol.registry import APIS_BY_NAME
 
 API_VERSIONS = APIS_BY_NAME["ApiVersions"]
-PHASES = ("create", "retention", "durable", "compaction", "shutdown")
+PHASES = ("create", "delete", "retention", "durable", "compaction", "shutdown")
+METRICS_OVERRIDES = {"metrics.listener": "http://127.0.0.1:0"}
+STALL_MS = 50
 WAIT_S = 600.0
 
 
@@ -113,6 +128,59 @@ class Prober:
         )
 
 
+class LoopLag:
+    """The broker's loop monitor, read from its metrics endpoint: the largest lag
+    since the start and the count of samples over ``STALL_MS``."""
+
+    def __init__(self, broker):
+        self._url = f"http://127.0.0.1:{_metrics_port(broker.process.pid, int(broker.bootstrap.rsplit(':', 1)[1]))}/metrics"
+        self._before = self._read()
+
+    def _read(self) -> tuple[float, int]:
+        with urllib.request.urlopen(self._url, timeout=60) as response:
+            text = response.read().decode()
+        self.cpu_max_ms = 1000 * float(re.search(r"^pybroker_event_loop_lag_cpu_max_seconds (\S+)$", text, re.M).group(1))
+        max_s = float(re.search(r"^pybroker_event_loop_lag_max_seconds (\S+)$", text, re.M).group(1))
+        bound = repr(STALL_MS / 1000)
+        under = float(re.search(rf'^pybroker_event_loop_lag_seconds_bucket{{le="{re.escape(bound)}"}} (\S+)$', text, re.M).group(1))
+        total = float(re.search(r"^pybroker_event_loop_lag_seconds_count (\S+)$", text, re.M).group(1))
+        return max_s * 1000, int(total - under)
+
+    def mark(self) -> None:
+        """The phase starts now: what came before (start-up, set-up) is set apart."""
+        self._before = self._read()
+
+    def since_start(self) -> str:
+        max_ms, over = self._read()
+        return (
+            f"broker loop monitor since its start: max {max_ms:.0f} ms (of which on its CPU at least {self.cpu_max_ms:.0f} ms), "
+            f"{over} samples over {STALL_MS} ms"
+        )
+
+    def summary(self) -> str:
+        max_before_ms, over_before = self._before
+        cpu_before_ms = self.cpu_max_ms
+        max_ms, over = self._read()
+        if max_ms > max_before_ms:
+            largest = f"max {max_ms:.0f} ms"
+        else:  # the phase's own largest is hidden behind an earlier one
+            largest = f"max <= {max_before_ms:.0f} ms (the largest before the phase)"
+        if self.cpu_max_ms > cpu_before_ms:
+            cpu = f"largest part on its CPU {self.cpu_max_ms:.0f} ms"
+        else:
+            cpu = f"largest part on its CPU <= {cpu_before_ms:.0f} ms (before the phase)"
+        return f"broker loop monitor: {largest}, {cpu}, {over - over_before} samples over {STALL_MS} ms"
+
+
+def print_stall_stacks(broker) -> None:
+    """The stacks the broker's loop monitor logged for stalls of 500 ms or more
+    (from the tail of its output): where the loop was held."""
+    text = broker.output()
+    blocks = [block for block in text.split("WARNING ") if "so far, in:" in block]
+    for block in blocks[:3]:
+        print("  broker: " + block.strip().replace("\n", "\n  "), flush=True)
+
+
 def admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
 
@@ -131,19 +199,55 @@ def create_topic(bootstrap: str, name: str, partitions: int, configs: dict | Non
     return time.perf_counter() - started
 
 
-def phase_create(bootstrap: str, args, data_dir: Path) -> None:
+def partition_dirs(data_dir: Path, topic: str) -> int:
+    return sum(1 for path in data_dir.iterdir() if re.fullmatch(rf"{topic}-\d+", path.name))
+
+
+def phase_create(broker, args, data_dir: Path) -> None:
+    bootstrap = broker.bootstrap
+    lag = LoopLag(broker)
     with Prober(bootstrap, args.probe_interval_ms) as prober:
         time.sleep(0.5)
+        lag.mark()
         started = time.perf_counter()
         elapsed_s = create_topic(bootstrap, "big", args.partitions)
         # The partitions' directories are made in the background: probe until they all exist.
         deadline = time.monotonic() + WAIT_S
-        while len(list(data_dir.glob("big-*"))) < args.partitions and time.monotonic() < deadline:
+        while partition_dirs(data_dir, "big") < args.partitions and time.monotonic() < deadline:
             time.sleep(0.1)
         directories_s = time.perf_counter() - started
         time.sleep(0.5)
     print(
-        f"create {args.partitions} partitions: {elapsed_s:.2f} s, their directories {directories_s:.1f} s; {prober.summary()}",
+        f"create {args.partitions} partitions: {elapsed_s:.2f} s, their directories {directories_s:.1f} s; {prober.summary()}; "
+        f"{lag.summary()}",
+        flush=True,
+    )
+
+
+def phase_delete(broker, args, data_dir: Path) -> None:
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "big", args.partitions)
+    deadline = time.monotonic() + WAIT_S
+    while partition_dirs(data_dir, "big") < args.partitions and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+    lag = LoopLag(broker)
+    with Prober(bootstrap, args.probe_interval_ms) as prober:
+        time.sleep(0.5)
+        lag.mark()
+        started = time.perf_counter()
+        client = admin(bootstrap)  # kept referenced: the future fails when it is destroyed
+        client.delete_topics(["big"], operation_timeout=WAIT_S, request_timeout=WAIT_S)["big"].result(WAIT_S)
+        answered_s = time.perf_counter() - started
+        # Probe until every directory is gone (however the broker removes them).
+        deadline = time.monotonic() + WAIT_S
+        while any(path.name.startswith("big-") for path in data_dir.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        gone_s = time.perf_counter() - started
+        time.sleep(0.5)
+    print(
+        f"delete {args.partitions} partitions: {answered_s:.2f} s, their directories gone {gone_s:.1f} s; {prober.summary()}; "
+        f"{lag.summary()}",
         flush=True,
     )
 
@@ -176,7 +280,7 @@ def produce_at_rate(bootstrap: str, topic: str, rate_per_s: int, seconds: float,
     return latencies_ms
 
 
-def phase_retention(bootstrap: str, args) -> None:
+def phase_retention(bootstrap: str, args, lag: LoopLag) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import ConfigResource
 
@@ -192,6 +296,7 @@ def phase_retention(bootstrap: str, args) -> None:
     baseline = produce_at_rate(bootstrap, "live", args.rate, 3.0, 100)
     resource = ConfigResource("topic", "aging", set_config={"retention.ms": "1"})
     with Prober(bootstrap, args.probe_interval_ms) as prober:
+        lag.mark()
         result: dict = {}
         worker = threading.Thread(target=lambda: result.update(latencies=produce_at_rate(bootstrap, "live", args.rate, 8.0, 100)))
         worker.start()
@@ -202,12 +307,12 @@ def phase_retention(bootstrap: str, args) -> None:
     latencies = result.get("latencies", [])
     print(
         f"retention of ~{args.segments} segments: produce at {args.rate} msg/s p99 {percentile(latencies, 0.99):.2f} ms, "
-        f"p99.9 {percentile(latencies, 0.999):.2f} ms (before: p99.9 {percentile(baseline, 0.999):.2f} ms); {prober.summary()}",
+        f"p99.9 {percentile(latencies, 0.999):.2f} ms (before: p99.9 {percentile(baseline, 0.999):.2f} ms); {prober.summary()}; {lag.summary()}",
         flush=True,
     )
 
 
-def phase_compaction(bootstrap: str, args, data_dir: Path) -> None:
+def phase_compaction(bootstrap: str, args, data_dir: Path, lag: LoopLag) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import ConfigResource
 
@@ -240,6 +345,7 @@ def phase_compaction(bootstrap: str, args, data_dir: Path) -> None:
         "cleanup.policy": "compact", "segment.bytes": str(8 << 20), "min.compaction.lag.ms": "0",
     })
     with Prober(bootstrap, args.probe_interval_ms) as prober:
+        lag.mark()
         started = time.perf_counter()
         client = admin(bootstrap)  # kept referenced: the future fails when it is destroyed
         client.alter_configs([resource])[resource].result(30)
@@ -248,7 +354,7 @@ def phase_compaction(bootstrap: str, args, data_dir: Path) -> None:
         cleaned_s = time.perf_counter() - started
     print(
         f"compaction of {before / 1e6:.0f} MB ({records:,} records, 1,000 keys) to {log_bytes() / 1e6:.1f} MB: "
-        f"{cleaned_s:.1f} s after the config change; {prober.summary()}",
+        f"{cleaned_s:.1f} s after the config change; {prober.summary()}; {lag.summary()}",
         flush=True,
     )
 
@@ -274,62 +380,97 @@ def produce_spread(bootstrap: str, topic: str, partitions: int, messages: int) -
     return messages / (time.perf_counter() - started)
 
 
-def phase_durable(bootstrap: str, args) -> None:
+def phase_durable(bootstrap: str, args, lag: LoopLag) -> None:
     partitions = args.durable_partitions
     create_topic(bootstrap, "durable", partitions, {"flush.messages": "1"})
     create_topic(bootstrap, "cached", partitions)
     rates: dict[str, list[float]] = {"durable": [], "cached": []}
     with Prober(bootstrap, args.probe_interval_ms) as prober:
+        lag.mark()
         for _ in range(args.rounds):
             for topic in ("durable", "cached"):
                 rates[topic].append(produce_spread(bootstrap, topic, partitions, args.durable_messages))
     durable, cached = statistics.median(rates["durable"]), statistics.median(rates["cached"])
     print(
         f"acks=all to {partitions} partitions: flush.messages=1 {durable:,.0f} msg/s, page cache {cached:,.0f} msg/s, "
-        f"ratio {durable / cached:.2f} (medians of {args.rounds}); {prober.summary()}",
+        f"ratio {durable / cached:.2f} (medians of {args.rounds}); {prober.summary()}; {lag.summary()}",
         flush=True,
     )
+
+
+def make_many_partitions(args, data_dir: Path) -> None:
+    """``--shutdown-partitions`` partitions (100 topics of 1000) with a record
+    each, then a clean stop, timed."""
+    from confluent_kafka import Producer
+
+    broker_cm = peers.run_pybroker(data_dir)
+    broker = broker_cm.__enter__()
+    try:
+        per_topic = 1000
+        for index in range(args.shutdown_partitions // per_topic):
+            create_topic(broker.bootstrap, f"many{index:03d}", per_topic)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+        for index in range(args.shutdown_partitions // per_topic):
+            for partition in range(per_topic):
+                producer.produce(f"many{index:03d}", b"v", partition=partition)
+                producer.poll(0)
+        assert producer.flush(WAIT_S) == 0
+        started = time.perf_counter()
+        broker.process.send_signal(signal.SIGTERM)
+        broker.process.wait(WAIT_S)
+        stop_s = time.perf_counter() - started
+        print(f"{args.shutdown_partitions} partitions: SIGTERM to exit {stop_s:.2f} s", flush=True)
+    finally:
+        broker_cm.__exit__(None, None, None)
+
+
+def start_after_kill(data_dir: Path) -> None:
+    """A start, a kill -9 a second later, then the start measured: to listening
+    (every log recovered), the broker's CPU seconds until then (less sensitive
+    to a shared machine than the wall clock) and its loop monitor."""
+    with peers.run_pybroker(data_dir) as broker:
+        time.sleep(1)
+        broker.process.send_signal(signal.SIGKILL)
+        broker.process.wait(30)
+    started = time.perf_counter()
+    with peers.run_pybroker(data_dir, METRICS_OVERRIDES) as broker:
+        serving_s = time.perf_counter() - started
+        cpu_s = process_cpu_s(broker.process.pid)
+        with Prober(broker.bootstrap, 50) as prober:
+            time.sleep(0.2)
+        start_lag = LoopLag(broker).since_start()
+    partitions = sum(1 for path in data_dir.iterdir() if path.name.startswith("many"))
+    print(
+        f"{partitions} partitions: start after kill -9 to listening (every log recovered) {serving_s:.2f} s, "
+        f"broker CPU {cpu_s:.1f} s (first {prober.summary()}); {start_lag}",
+        flush=True,
+    )
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def phase_shutdown(args) -> None:
-    from confluent_kafka import Producer
-
     # Recovering 100,000 logs after a kill takes longer than peers' usual start-up bound.
     peers.STARTUP_TIMEOUT_S = WAIT_S
-
+    if args.shutdown_dir is not None:
+        # Kept between runs: made once (minutes), then only the starts are measured.
+        data_dir = Path(args.shutdown_dir)
+        if not (data_dir / "many000-0").exists():
+            data_dir.mkdir(parents=True, exist_ok=True)
+            make_many_partitions(args, data_dir)
+        for _ in range(args.restarts):
+            start_after_kill(data_dir)
+        return
     with tempfile.TemporaryDirectory(dir=args.dir) as data_dir:
-        broker_cm = peers.run_pybroker(Path(data_dir))
-        broker = broker_cm.__enter__()
-        try:
-            per_topic = 1000
-            for index in range(args.shutdown_partitions // per_topic):
-                create_topic(broker.bootstrap, f"many{index:03d}", per_topic)
-            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
-            for index in range(args.shutdown_partitions // per_topic):
-                for partition in range(per_topic):
-                    producer.produce(f"many{index:03d}", b"v", partition=partition)
-                    producer.poll(0)
-            assert producer.flush(WAIT_S) == 0
-            started = time.perf_counter()
-            broker.process.send_signal(signal.SIGTERM)
-            broker.process.wait(WAIT_S)
-            stop_s = time.perf_counter() - started
-            print(f"{args.shutdown_partitions} partitions: SIGTERM to exit {stop_s:.2f} s", flush=True)
-        finally:
-            broker_cm.__exit__(None, None, None)
-        with peers.run_pybroker(Path(data_dir)) as broker:
-            time.sleep(1)
-            broker.process.send_signal(signal.SIGKILL)
-            broker.process.wait(30)
-        started = time.perf_counter()
-        with peers.run_pybroker(Path(data_dir)) as broker:
-            serving_s = time.perf_counter() - started
-            with Prober(broker.bootstrap, 50) as prober:
-                time.sleep(0.2)
-    print(
-        f"{args.shutdown_partitions} partitions: start after kill -9 to listening {serving_s:.2f} s (first {prober.summary()})",
-        flush=True,
-    )
+        make_many_partitions(args, Path(data_dir))
+        for _ in range(args.restarts):
+            start_after_kill(Path(data_dir))
 
 
 def main() -> None:
@@ -342,6 +483,11 @@ def main() -> None:
     parser.add_argument("--durable-messages", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shutdown-partitions", type=int, default=100_000)
+    parser.add_argument("--restarts", type=int, default=1, help="shutdown: starts after kill -9 measured")
+    parser.add_argument(
+        "--shutdown-dir", default=None,
+        help="shutdown: keep the partitions here (made on the first run, reused by later ones) instead of a temp dir",
+    )
     parser.add_argument("--compaction-mb", type=int, default=128)
     parser.add_argument("--probe-interval-ms", type=float, default=5.0)
     parser.add_argument("--dir", default=None, help="where the brokers' data goes (default: the system's temp dir)")
@@ -355,14 +501,17 @@ def main() -> None:
             phase_shutdown(args)
             continue
         with tempfile.TemporaryDirectory(dir=args.dir) as data_dir:
-            overrides = {"log.retention.check.interval.ms": "500", "log.cleaner.backoff.ms": "500"}
+            overrides = {"log.retention.check.interval.ms": "500", "log.cleaner.backoff.ms": "500", **METRICS_OVERRIDES}
             with peers.run_pybroker(Path(data_dir), overrides) as broker:
                 if phase == "create":
-                    phase_create(broker.bootstrap, args, Path(data_dir))
+                    phase_create(broker, args, Path(data_dir))
+                elif phase == "delete":
+                    phase_delete(broker, args, Path(data_dir))
                 elif phase == "compaction":
-                    phase_compaction(broker.bootstrap, args, Path(data_dir))
+                    phase_compaction(broker.bootstrap, args, Path(data_dir), LoopLag(broker))
                 else:
-                    {"retention": phase_retention, "durable": phase_durable}[phase](broker.bootstrap, args)
+                    {"retention": phase_retention, "durable": phase_durable}[phase](broker.bootstrap, args, LoopLag(broker))
+                print_stall_stacks(broker)
 
 
 if __name__ == "__main__":

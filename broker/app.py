@@ -72,6 +72,8 @@ METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
 
 # How long a sliced job (see run_in_slices) may hold the event loop at a time.
 SLICE_BUDGET_S = 0.005
+# New partitions whose files a worker thread makes at a time (_create_new_logs).
+NEW_LOGS_PER_CHUNK = 64
 
 
 async def run_in_slices(steps, budget_s: float = SLICE_BUDGET_S) -> int:
@@ -226,6 +228,7 @@ class Broker:
         self.stopping = False
         self._tasks: list[asyncio.Task] = []
         self._new_logs_registered = asyncio.Event()
+        self._logs_deleted = asyncio.Event()
         self.topic_defaults = self._topic_defaults()
         self.groups = GroupService(self)
         self.transactions = TransactionService(self)
@@ -333,6 +336,7 @@ class Broker:
         self.shares.follow_leadership()
         self.schemas.follow_leadership()
         self._tasks.append(asyncio.get_running_loop().create_task(self._create_new_logs(), name="new partition logs"))
+        self._tasks.append(asyncio.get_running_loop().create_task(self._remove_deleted_logs(), name="deleted partition logs"))
 
     def _topic_defaults(self, image: MetadataImage | None = None) -> dict[str, str]:
         """Topic config defaults from broker keys: per key this broker's dynamic
@@ -381,11 +385,23 @@ class Broker:
                     yield 1
 
         registered: set[tuple[str, int]] = set()
+        # After a crash: one syncfs per file system after every log is
+        # recovered instead of an fsync per log (most of a start with 100,000).
+        deferred = not self.logs.all_dirs_clean and self.logs.begin_deferred_recovery_syncs()
         await run_in_slices(register_all(self.image))
         # The image may have moved on meanwhile: partitions it added are
         # registered now (at once: they are new, or few), ...
         for _ in register_all(self.image):
             pass
+        if deferred:
+            synced = False
+            try:
+                await asyncio.to_thread(self.logs.recovered_logs_sync())
+                synced = True
+            finally:
+                # Not synced (the sync raised, and so does the start): no
+                # recovery point moves, and the next start recovers them again.
+                self.logs.end_deferred_recovery_syncs(synced)
         progress.done()
         # ... and those it no longer gives this broker are removed below.
         for key in registered - self._replica_keys(self.image):
@@ -397,19 +413,41 @@ class Broker:
             self.logs.delete(topic, partition, path)
 
     async def _create_new_logs(self) -> None:
-        """Make the directories and files of new partitions in slices of the event
-        loop's time (a topic of 20,000 partitions takes seconds of file work);
-        a partition used before its turn gets them at its first use."""
+        """Make the directories and files of new partitions on a worker thread, a
+        chunk at a time (a topic of 20,000 partitions takes seconds to minutes
+        of file work, and one mkdir may wait long on a busy disk), then open
+        those logs in slices of the event loop's time; a partition used before
+        its turn gets its files at its first use, on the loop."""
         while True:
-            if self.logs.creations_pending:
-                try:
-                    await run_in_slices(self.logs.create_pending_steps())
-                except OSError as exc:
-                    log.error("cannot create partition logs (will retry): %s", exc)
-                    await asyncio.sleep(1)
-                    continue
             self._new_logs_registered.clear()
-            await self._new_logs_registered.wait()
+            if not self.logs.creations_pending:
+                await self._new_logs_registered.wait()
+                continue
+            batch = self.logs.next_creations(NEW_LOGS_PER_CHUNK)
+            try:
+                await asyncio.to_thread(self.logs.make_log_files, batch)
+                await run_in_slices(self.logs.open_created_steps(batch))
+            except OSError as exc:
+                log.error("cannot create partition logs (will retry): %s", exc)
+                await asyncio.sleep(1)
+            if self.logs.dir_deleter.waiting:
+                self._logs_deleted.set()
+
+    async def _remove_deleted_logs(self) -> None:
+        """Remove the directories of deleted partitions on a worker thread (a
+        topic of 20,000 partitions is seconds of file work); their logs are gone
+        from memory already, and a partition made again under the same name
+        moves its old directory out of the way first (storage/deferred_io.py)."""
+        while True:
+            self._logs_deleted.clear()
+            if self.logs.dir_deleter.waiting:
+                try:
+                    await asyncio.to_thread(self.logs.delete_pending_dirs)
+                except OSError as exc:
+                    log.error("cannot remove the directories of deleted partitions (will retry): %s", exc)
+                    await asyncio.sleep(1)
+                continue
+            await self._logs_deleted.wait()
 
     def _replica_keys(self, image: MetadataImage) -> set[tuple[str, int]]:
         return {
@@ -482,6 +520,8 @@ class Broker:
             log.info("deleting the log of %s-%d: this broker is no longer one of its replicas", name, partition_id)
             self.logs.delete(name, partition_id)
             self.partition_watch.notify((name, partition_id))
+        if self.logs.dir_deleter.waiting:
+            self._logs_deleted.set()
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
@@ -518,7 +558,7 @@ class Broker:
         """Kafka's log manager schedule: flush by time, checkpoints, retention."""
         jobs = [
             ("log flusher", self.config["log.flush.scheduler.interval.ms"], self._flush_by_time),
-            ("checkpoint writer", self.config["log.flush.offset.checkpoint.interval.ms"], self.logs.checkpoint),
+            ("checkpoint writer", self.config["log.flush.offset.checkpoint.interval.ms"], self._write_checkpoints),
             # The high watermarks, which a restarted replica starts from, more often,
             # written on a worker thread so that their fsyncs never stall requests.
             ("high watermark checkpoint", self.config["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint_high_watermarks),
@@ -581,6 +621,12 @@ class Broker:
         if self.logs.file_deleter.waiting:
             await asyncio.to_thread(self.logs.delete_pending_files)
         return deleted
+
+    async def _write_checkpoints(self) -> None:
+        """The offset checkpoints: the offsets taken in slices of the loop's time,
+        the files written on a worker thread."""
+        await run_in_slices(self.logs.take_checkpoint_steps())
+        await asyncio.to_thread(self.logs.checkpoint_writer())
 
     async def _checkpoint_high_watermarks(self) -> None:
         write = self.logs.high_watermark_checkpoint()

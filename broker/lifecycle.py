@@ -173,6 +173,7 @@ class BrokerLifecycleManager:
                         log.warning("lifecycle: registration refused: %s", ErrorCode(response.error_code).name)
                     await asyncio.sleep(retry_s)
                     continue
+                self.load_reporter.prepare()  # the sizes, measured meanwhile for a later heartbeat
                 sent_at_s = time.monotonic()
                 response = await self._call(HEARTBEAT, HEARTBEAT_VERSION, self._heartbeat(), broker_heartbeat_response)
                 if response is not None:
@@ -214,6 +215,7 @@ class BrokerLifecycleManager:
         self._stopping = True
         if self._task is not None:
             self._task.cancel()
+        self.load_reporter.stop()
         if self.broker_epoch < 0:
             return True
         # Heartbeats may have been failing for a while: ask at once, not after their backoff.
@@ -254,3 +256,4 @@ class BrokerLifecycleManager:
         self._stopping = True
         if self._task is not None:
             self._task.cancel()
+        self.load_reporter.stop()

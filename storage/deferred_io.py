@@ -1,18 +1,24 @@
-"""File work a log's owner runs later or on another thread: deferred unlinks and
-the fsyncs of a flush.
+"""File work a log's owner runs later or on another thread: deferred unlinks,
+the removal of deleted partitions' directories and the fsyncs of a flush.
 
-Both exist so that the event loop does not wait for the file system: unlinking
+They exist so that the event loop does not wait for the file system: unlinking
 costs tens of microseconds a file (a retention pass may delete thousands of
-segments) and an fsync milliseconds.
+segments, a topic deletion thousands of directories) and an fsync milliseconds.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import logging
 import os
+import re
+import shutil
 import threading
+import uuid
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 class PendingFlush:
@@ -154,3 +160,99 @@ class DeferredFileDeleter:
                 name = names.pop()
                 (directory / name).unlink(missing_ok=True)
                 done += 1
+
+
+# A deleted partition's directory is renamed to ``<name>.<32 hex digits>-delete``
+# (Kafka's suffix) before it is removed; no partition directory ends so (theirs
+# end in ``-<partition>``), so a start-up never takes one for a log.
+DELETED_DIR_SUFFIX = "-delete"
+_DELETED_DIR = re.compile(r"^.+\.[0-9a-f]{32}" + re.escape(DELETED_DIR_SUFFIX) + "$")
+
+
+def is_deleted_dir_name(name: str) -> bool:
+    return _DELETED_DIR.match(name) is not None
+
+
+class DeferredDirectoryDeleter:
+    """Removes the directories of deleted partitions later, on a worker thread:
+    removing one costs a few syscalls a file (a partition holds at least four
+    files), and deleting a topic of 20,000 partitions did it 20,000 times on the
+    event loop (12 s on this project's test machine).
+
+    The worker first renames a directory to a ``-delete`` name, then removes
+    that. A partition of the same name may come back before the worker got to
+    it (the topic is created again): ``reclaim`` renames the old directory out of
+    the way at once, and the worker renames only what is still waiting, under
+    one lock, so it never touches a directory made after the deletion. A crash
+    leaves either the old name (the image no longer has the partition: start-up
+    deletes it again) or a ``-delete`` name (start-up hands it back here)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._waiting: dict[Path, None] = {}  # directories still under their partition's name, in order
+        self._renamed: list[Path] = []  # renamed, to be removed
+        self._stopped = False
+
+    def defer(self, directory: Path) -> None:
+        with self._lock:
+            self._waiting[directory] = None
+
+    def defer_renamed(self, directory: Path) -> None:
+        """A ``-delete`` directory left by an earlier run."""
+        with self._lock:
+            self._renamed.append(directory)
+
+    def reclaim(self, directory: Path) -> None:
+        """``directory`` is about to be made again: if its old self is still waiting,
+        rename that out of the way now (one rename, on the caller's thread)."""
+        if directory not in self._waiting:  # a dict lookup: the common case costs nothing more
+            return
+        with self._lock:
+            if self._waiting.pop(directory, 0) is None:
+                self._rename(directory)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting) + len(self._renamed)
+
+    @property
+    def has_waiting(self) -> bool:
+        """Some directory still waits under its partition's name (one test, for hot callers)."""
+        return bool(self._waiting)
+
+    def stop(self) -> None:
+        """A running ``run`` returns after its current directory: a shutdown does
+        not wait for them all (what is left is found again at the next start)."""
+        self._stopped = True
+
+    def _rename(self, directory: Path) -> None:
+        # Under the lock. A directory that is gone (never made: a partition
+        # deleted before its files were) needs nothing.
+        target = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}")
+        try:
+            os.rename(directory, target)
+        except FileNotFoundError:
+            return
+        self._renamed.append(target)
+
+    def run(self) -> int:
+        """Remove every waiting directory (call from a worker thread); returns how many.
+        One rename per lock hold: ``reclaim`` on the event loop waits for one at most."""
+        done = 0
+        while True:
+            with self._lock:
+                if self._stopped:
+                    return done
+                if self._waiting:
+                    directory = next(iter(self._waiting))
+                    del self._waiting[directory]
+                    self._rename(directory)
+                    continue
+                if not self._renamed:
+                    return done
+                target = self._renamed.pop()
+            try:
+                shutil.rmtree(target)
+            except OSError as exc:  # left for the next start-up, which hands it back here
+                log.warning("cannot remove the directory of a deleted partition: %s", exc)
+            done += 1

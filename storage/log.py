@@ -184,6 +184,7 @@ class PartitionLog(LogRetention):
         log_start_offset: int | None = None,
         clean_shutdown: bool = False,
         producer_id_expiration_ms: int | None = None,
+        sync_after_recovery: bool = True,
     ):
         self.directory = Path(directory)
         self.config = config
@@ -209,6 +210,11 @@ class PartitionLog(LogRetention):
         # log was truncated, closed or deleted while that work paused.
         self.truncations = 0
         self.closed = False
+        # False: a recovery leaves its fsync (and the recovery point at the
+        # start) to an owner that syncs whole file systems after recovering
+        # many logs (LogManager.sync_recovered_logs).
+        self.sync_after_recovery = sync_after_recovery
+        self.recovered_unsynced = False
         self._open_segments(recovery_point, clean_shutdown)
         self._remove_stray_snapshots()
         first_base = self.segments[0].base_offset

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,9 +34,16 @@ from storage.checkpoint import (
     write_offsets,
 )
 from storage.cleaner import CleanerError, clean_log_steps, run_steps
-from storage.deferred_io import DeferredFileDeleter, file_system_sync_available, sync_file_systems
+from storage.deferred_io import (
+    DeferredDirectoryDeleter,
+    DeferredFileDeleter,
+    file_system_sync_available,
+    is_deleted_dir_name,
+    sync_file_systems,
+)
 from storage.handle_pool import DEFAULT_MAX_OPEN_FILES, FileHandlePool
 from storage.log import LogConfig, PartitionLog, partition_dir_name
+from storage.log_loader import make_new_log_files
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +95,20 @@ class LogManager:
         # Checkpoint files may be written from a worker thread (see
         # high_watermark_checkpoint) while the owner writes the others.
         self._checkpoint_lock = threading.Lock()
+        # Writers run on worker threads and may finish out of order: each takes a
+        # number, and one never overwrites what a later-taken one wrote.
+        self._checkpoints_taken = 0
+        self._offsets_written = 0  # by checkpoint_writer (all four files)
+        self._high_watermarks_written = 0  # replication-offset-checkpoint, by either writer
         # Files of deleted segments, unlinked by delete_pending_files (a worker's job).
         self.file_deleter = DeferredFileDeleter()
-        # New partitions whose files are not made yet (see create_pending_steps), in
+        # Directories of deleted partitions, removed by delete_pending_dirs (a worker's job).
+        self.dir_deleter = DeferredDirectoryDeleter()
+        # While True (a start-up registering the logs found on disk, see
+        # sync_recovered_logs), recovered logs are not fsynced one by one.
+        self.defer_recovery_syncs = False
+        self._recovered_unsynced: list[PartitionLog] = []
+        # New partitions whose files are not made yet (see next_creations), in
         # order: registered, never opened.
         self._to_create: dict[TopicPartition, None] = {}
         for directory in self.log_dirs:
@@ -120,13 +137,17 @@ class LogManager:
     # ----------------------------------------------------------------- registry
 
     def existing_partitions(self) -> dict[TopicPartition, Path]:
-        """Partition directories found on disk (topic, partition) -> path."""
+        """Partition directories found on disk (topic, partition) -> path. The
+        directories of partitions deleted before a crash, still on disk under a
+        ``-delete`` name, go to the directory deleter."""
         found = {}
         for directory in self.log_dirs:
             for child in directory.iterdir():
                 match = _PARTITION_DIR.match(child.name)
                 if match and child.is_dir():
                     found[(match.group(1), int(match.group(2)))] = child
+                elif is_deleted_dir_name(child.name) and child.is_dir():
+                    self.dir_deleter.defer_renamed(child)
         return found
 
     def _choose_dir(self) -> Path:
@@ -146,8 +167,11 @@ class LogManager:
             # (opened), not here: a topic of many partitions is registered in one
             # metadata change, and creating their files there would hold the
             # caller (the event loop) for a long time.
-            log_dir = self._choose_dir()
-            self._registered[key] = _Registered(log_dir, partition_dir_name(topic, partition), config)
+            log_dir = self.log_dirs[0] if len(self.log_dirs) == 1 else self._choose_dir()
+            registered = self._registered[key] = _Registered(log_dir, partition_dir_name(topic, partition), config)
+            # A deleted partition of the same name whose directory is not removed yet: out of the way first.
+            if self.dir_deleter.has_waiting:
+                self.dir_deleter.reclaim(registered.path)
             self._count(log_dir, +1)
             self._to_create[key] = None
         else:
@@ -180,11 +204,43 @@ class LogManager:
             log_start_offset=self._log_start_offsets.get(key),
             clean_shutdown=registered.log_dir in self._clean_dirs,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
+            sync_after_recovery=not self.defer_recovery_syncs,
         )
+        if plog.recovered_unsynced:
+            self._recovered_unsynced.append(plog)
         self._to_create.pop(key, None)
         plog.file_deleter = self.file_deleter
         self.logs[key] = plog
         return plog
+
+    def begin_deferred_recovery_syncs(self) -> bool:
+        """From now on recovered logs are not fsynced one by one, where the
+        kernel can sync a whole file system and report a failed write-back
+        (Linux 5.8 or later); returns whether that is so. The owner calls
+        ``recovered_logs_sync`` (on a worker thread) and ``end_deferred_recovery_syncs``
+        after registering the logs found on disk, before serving them."""
+        self.defer_recovery_syncs = file_system_sync_available()
+        return self.defer_recovery_syncs
+
+    def recovered_logs_sync(self) -> Callable[[], None]:
+        """One syncfs per file system for the logs recovered since
+        ``begin_deferred_recovery_syncs``, as a function for a worker thread;
+        raises OSError on a failed write-back (nothing then counts as synced)."""
+        directories = list(self.log_dirs)
+        return lambda: sync_file_systems(directories) if self._recovered_unsynced else None
+
+    def end_deferred_recovery_syncs(self, synced: bool) -> int:
+        """After ``recovered_logs_sync`` ran (``synced``): the recovered logs' data
+        is durable, so their recovery points move to their ends, as a recovery's
+        own fsync would have moved them. Logs opened from now on fsync their own
+        recovery. Returns how many logs were recovered without their own fsync."""
+        self.defer_recovery_syncs = False
+        recovered, self._recovered_unsynced = self._recovered_unsynced, []
+        for plog in recovered:
+            plog.recovered_unsynced = False
+            if synced and not plog.closed:
+                plog.recovery_point = max(plog.recovery_point, plog.log_end_offset)
+        return len(recovered)
 
     @property
     def open_count(self) -> int:
@@ -205,6 +261,39 @@ class LogManager:
             self.get(*key)  # opening a new log makes its directory and files
             self._to_create.pop(key, None)
             yield 1
+
+    def next_creations(self, limit: int) -> list[tuple[TopicPartition, Path, int]]:
+        """Up to ``limit`` new partitions whose files are not made yet, as
+        (key, directory, index bytes) for ``make_log_files`` on a worker thread."""
+        batch = []
+        for key in self._to_create:
+            registered = self._registered[key]
+            batch.append((key, registered.path, registered.config.segment_index_bytes))
+            if len(batch) >= limit:
+                break
+        return batch
+
+    @staticmethod
+    def make_log_files(batch: list[tuple[TopicPartition, Path, int]]) -> None:
+        """The file work of opening new logs (see ``make_new_log_files``), from a
+        worker thread: only files, no state of this manager."""
+        for _, directory, index_bytes in batch:
+            make_new_log_files(directory, index_bytes)
+
+    def open_created_steps(self, batch: list[tuple[TopicPartition, Path, int]]) -> Iterator[int]:
+        """After ``make_log_files``, open those logs, one a step (opening finds
+        their files made). A partition deleted while its files were made may
+        have got a directory again after the directory deleter took the old
+        one: it goes to the deleter once more."""
+        for key, directory, _ in batch:
+            registered = self._registered.get(key)
+            if registered is None or registered.path != directory:
+                self.dir_deleter.defer(directory)
+                continue
+            if key in self._to_create:
+                self.get(*key)
+                self._to_create.pop(key, None)
+                yield 1
 
     def checkpointed_high_watermark(self, topic: str, partition: int) -> int | None:
         """The high watermark ``replication-offset-checkpoint`` holds for a partition
@@ -280,9 +369,10 @@ class LogManager:
             self._count(registered.log_dir, -1)
         for table in (self._recovery_points, self._log_start_offsets, self._high_watermarks, self._cleaner_offsets):
             table.pop(key, None)
-        if path is not None and path.exists():
-            shutil.rmtree(path)
         if path is not None:
+            # Removed by a worker (delete_pending_dirs): a topic of 20,000
+            # partitions held the event loop for seconds when this was done here.
+            self.dir_deleter.defer(path)
             self.file_deleter.forget(path)
 
     # ----------------------------------------------------------------- periodic work
@@ -307,6 +397,11 @@ class LogManager:
         segments' files are left to delete_pending_files."""
         for _, plog in self.all_logs():
             yield plog.apply_retention(now_ms)
+
+    def delete_pending_dirs(self) -> int:
+        """Remove the directories of deleted partitions (from a worker thread);
+        returns how many."""
+        return self.dir_deleter.run()
 
     def delete_pending_files(self) -> int:
         """Unlink the files of segments deleted so far (from a worker thread:
@@ -356,20 +451,53 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the offset checkpoints of every log directory."""
-        for key, plog in self.opened_logs():
+        for _ in self.take_checkpoint_steps():
+            pass
+        self.checkpoint_writer()()
+
+    def take_checkpoint_steps(self) -> Iterator[int]:
+        """Take the open logs' offsets into the checkpoint tables, a thousand
+        logs a step, so that a caller can pause between steps (100,000 logs
+        take some 100 ms). Each log's offsets are taken together; a log's may
+        be a little older than another's, as they would be at any moment."""
+        for count, (key, plog) in enumerate(self.opened_logs(), 1):
             self._recovery_points[key] = plog.recovery_point
             self._log_start_offsets[key] = plog.log_start_offset
             self._high_watermarks[key] = plog.high_watermark
-        with self._checkpoint_lock:
-            for directory in self.log_dirs:
-                keys = [k for k, r in self._registered.items() if r.log_dir == directory]
-                for name, table in (
-                    (RECOVERY_POINT_CHECKPOINT, self._recovery_points),
-                    (LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets),
-                    (REPLICATION_OFFSET_CHECKPOINT, self._high_watermarks),
-                    (CLEANER_OFFSET_CHECKPOINT, self._cleaner_offsets),
-                ):
-                    write_offsets(directory / name, {k: table[k] for k in keys if k in table})
+            if count % 1000 == 0:
+                yield 1000
+
+    def checkpoint_writer(self) -> Callable[[], None]:
+        """The writing of every log directory's offset checkpoints from the
+        tables as they are now, as a function that may run on another thread:
+        sorting, formatting and syncing 100,000 lines a file held the event
+        loop for about a second. Only copies are taken here (C-level, quick);
+        a partition deleted meanwhile may still be written once, which its
+        next start ignores (no directory) as it ignores any stale line."""
+        registered = dict(self._registered)
+        tables = (
+            (RECOVERY_POINT_CHECKPOINT, dict(self._recovery_points)),
+            (LOG_START_OFFSET_CHECKPOINT, dict(self._log_start_offsets)),
+            (REPLICATION_OFFSET_CHECKPOINT, dict(self._high_watermarks)),
+            (CLEANER_OFFSET_CHECKPOINT, dict(self._cleaner_offsets)),
+        )
+
+        self._checkpoints_taken += 1
+        taken = self._checkpoints_taken
+
+        def write() -> None:
+            with self._checkpoint_lock:
+                if self._offsets_written > taken:
+                    return
+                for directory in self.log_dirs:
+                    keys = [k for k, r in registered.items() if r.log_dir == directory]
+                    for name, table in tables:
+                        if name != REPLICATION_OFFSET_CHECKPOINT or self._high_watermarks_written < taken:
+                            write_offsets(directory / name, {k: table[k] for k in keys if k in table})
+                self._offsets_written = taken
+                self._high_watermarks_written = max(self._high_watermarks_written, taken)
+
+        return write
 
     def high_watermark_checkpoint(self) -> Callable[[], None] | None:
         """Take the high watermarks of the open logs now; return the writing of
@@ -384,15 +512,21 @@ class LogManager:
                 changed = True
         if not changed:
             return None
-        writes = []
-        for directory in self.log_dirs:
-            keys = [k for k, r in self._registered.items() if r.log_dir == directory]
-            writes.append((directory / REPLICATION_OFFSET_CHECKPOINT, {k: table[k] for k in keys if k in table}))
+        # Copies (C-level, quick); which key goes to which directory is worked out on the worker.
+        registered = dict(self._registered)
+        table = dict(table)
+
+        self._checkpoints_taken += 1
+        taken = self._checkpoints_taken
 
         def write() -> None:
             with self._checkpoint_lock:
-                for path, offsets in writes:
-                    write_offsets(path, offsets)
+                if self._high_watermarks_written > taken:
+                    return
+                for directory in self.log_dirs:
+                    keys = [k for k, r in registered.items() if r.log_dir == directory]
+                    write_offsets(directory / REPLICATION_OFFSET_CHECKPOINT, {k: table[k] for k in keys if k in table})
+                self._high_watermarks_written = taken
 
         return write
 
@@ -407,6 +541,7 @@ class LogManager:
         only write and one syncfs per file system replaces the fsyncs. A failed
         sync raises before any directory is marked clean: the next start then
         recovers the logs."""
+        self.dir_deleter.stop()
         self.file_deleter.run()
         opened = [plog for _, plog in self.opened_logs()]
         # Where the kernel can sync a whole file system and report a failed

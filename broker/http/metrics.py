@@ -50,7 +50,7 @@ from broker.config import MetricsListener
 from broker.http.balancer_metrics import balancer_families
 from broker.http.cluster_reader import ClusterReader, HighWatermarkCache
 from broker.http.server import MAX_HTTP_CONNECTIONS, HttpServer, application  # noqa: F401 (re-exported: this endpoint's limit)
-from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS
+from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS, RECENT_WINDOW_S
 from broker.net.dispatch import AnswerLater
 from controller.metadata.records import MIRROR_STATE_NAMES
 from protocol.records import RECORDS_COUNT_OFFSET, RECORDS_OFFSET
@@ -369,7 +369,7 @@ class _BrokerCollector:
         yield from lag
         yield from self._group_counts()
         yield from self._connections()
-        yield self._loop_lag()
+        yield from self._loop_lag()
         if metrics.schema_registry is not None:
             yield from metrics.schema_registry.families()
         dropped = GaugeMetricFamily(
@@ -674,14 +674,29 @@ class _BrokerCollector:
         yield family
 
     def _loop_lag(self):
-        histogram = self.metrics.broker.loop_monitor.histogram
+        monitor = self.metrics.broker.loop_monitor
+        histogram = monitor.histogram
         family = HistogramMetricFamily(
             "pybroker_event_loop_lag_seconds",
             "How much later than asked the event loop ran a timer: what every request waited on top of its own work",
         )
         bounds_s = tuple(bound / 1000 for bound in LAG_BUCKET_BOUNDS_MS)
         family.add_metric([], _cumulative(bounds_s, histogram.counts), histogram.sum_ms / 1000)
-        return family
+        # The maxima, which the buckets only bound: the figure the no-stall-over-50-ms goal is about.
+        return [
+            family,
+            _gauge("pybroker_event_loop_lag_max_seconds", "The event loop's largest lag since the broker started", monitor.max_lag_ms / 1000),
+            _gauge(
+                "pybroker_event_loop_lag_cpu_max_seconds",
+                "The largest part of an event loop lag its thread spent on the CPU since the broker started (at least)",
+                monitor.max_cpu_lag_ms / 1000,
+            ),
+            _gauge(
+                "pybroker_event_loop_lag_recent_max_seconds",
+                f"The event loop's largest lag over the last {RECENT_WINDOW_S} s",
+                monitor.recent_max_lag_ms() / 1000,
+            ),
+        ]
 
 
 def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, int]]:

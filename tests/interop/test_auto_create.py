@@ -74,7 +74,7 @@ def test_producer_auto_creates_with_num_partitions(auto_on, client):
     offsets = produce(client, auto_on.bootstrap, topic, [Msg(b"k", b"v")], partition=2)
     assert offsets == [0]
     assert partitions_of(auto_on.bootstrap, topic) == [0, 1, 2]
-    assert len(topic_partition_dirs(auto_on.data_dir / "logs", topic)) == 3
+    assert wait_until(lambda: len(topic_partition_dirs(auto_on.data_dir / "logs", topic)) == 3, 10)
     got = consume(client, auto_on.bootstrap, topic, 1, partitions=(0, 1, 2))
     assert [(g.partition, g.offset, g.value) for g in got] == [(2, 0, b"v")]
 

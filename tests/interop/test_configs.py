@@ -17,7 +17,7 @@ from protocol.records import build_batch
 from protocol.registry import APIS_BY_NAME
 from protocol.schema import struct_classes
 from storage.topic_config import TOPIC_CONFIG_KEYS
-from tests.conftest import BrokerProcess
+from tests.conftest import BrokerProcess, wait_until
 from tests.interop._support import RawConnection, create_topic, produce_raw, topic_partition_dirs, unique_topic
 
 NONE = 0
@@ -532,7 +532,8 @@ def test_max_message_bytes_change_takes_effect_at_once(cfg_broker, cadmin):
 def test_segment_bytes_change_rolls_segments(cfg_broker, cadmin):
     topic = unique_topic("cfg-live-roll")
     create_topic(cfg_broker.bootstrap, topic)
-    [partition_dir] = topic_partition_dirs(cfg_broker.data_dir / "logs", topic)
+    # Made soon after the creation, by a worker thread.
+    [partition_dir] = wait_until(lambda: topic_partition_dirs(cfg_broker.data_dir / "logs", topic), 10)
 
     def segments() -> int:
         return len(list(partition_dir.glob("*.log")))

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from protocol.records import build_batch
+from tests.conftest import wait_until
 from tests.interop._support import (
     API_VERSIONS,
     PRODUCE,
@@ -185,3 +186,52 @@ def test_stopping_and_recovering_5000_partitions(broker_factory, tmp_path):
         assert [p.base_offset for p in response.responses[0].partition_responses] == [1, 1]
     print(f"\n{partitions} partitions: SIGTERM to exit {stop_s:.1f} s, start after kill -9 {restart_s:.1f} s")
     assert stop_s < 20
+
+
+def test_deleting_a_topic_and_making_it_again_at_once(broker_factory, tmp_path):
+    """The directories of a deleted topic's partitions go on a worker thread;
+    the same topic made again at once starts empty, keeps what is written to
+    it across a restart, and no directory of the deleted one is left."""
+    from confluent_kafka.admin import AdminClient
+
+    data_dir = tmp_path / "again"
+    broker = broker_factory(data_dir=data_dir)
+    log_dir = data_dir / "logs"
+    topic = unique_topic("again")
+    partitions = 2_000
+
+    def produce_to_all(value: bytes) -> list[int]:
+        offsets = []
+        with RawConnection(broker.bootstrap, timeout_s=120) as conn:
+            for first in range(0, partitions, 1_000):
+                now_ms = int(time.time() * 1000)
+                batches = {p: build_batch([(None, value, [], now_ms)]) for p in range(first, first + 1_000)}
+                response = conn.request(PRODUCE, 9, produce_request(topic, batches, acks=1))
+                assert all(p.error_code == 0 for p in response.responses[0].partition_responses)
+                offsets += [p.base_offset for p in response.responses[0].partition_responses]
+        return offsets
+
+    create_topic(broker.bootstrap, topic, partitions=partitions)
+    assert produce_to_all(b"old") == [0] * partitions
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with Prober(broker.bootstrap) as prober:
+        admin.delete_topics([topic], operation_timeout=60)[topic].result(60)
+        # Made again before the old directories are all gone (a worker removes them).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                create_topic(broker.bootstrap, topic, partitions=partitions)
+                break
+            except Exception:  # the deletion not applied everywhere yet: the name is still taken
+                time.sleep(0.1)
+    # (Produced outside the probe: a partition's first append fsyncs its
+    # leader-epoch checkpoint on the loop, 1,000 of them per request here.)
+    assert produce_to_all(b"new") == [0] * partitions  # empty: nothing of the deleted topic
+    del admin  # its background thread would keep calling the stopped broker
+    assert broker.stop(signal.SIGTERM) == 0
+    broker = broker_factory(data_dir=data_dir)
+    assert produce_to_all(b"newer") == [1] * partitions  # the new topic's records survived the restart
+    assert wait_until(lambda: not [p for p in log_dir.iterdir() if p.name.endswith("-delete")], 30), "deleted directories left"
+    assert len(list(log_dir.glob(f"{topic}-*"))) == partitions
+    print(f"\ndelete and make again {partitions} partitions: longest ApiVersions round trip {prober.longest_s * 1000:.0f} ms")
+    assert prober.longest_s < 2.5

@@ -126,9 +126,120 @@ def test_the_manager_deletes_pending_files_at_close_and_forgets_deleted_logs(tmp
         manager.set_config(topic, 0, LogConfig(segment_bytes=4096, retention_ms=1))
     assert manager.apply_retention(BASE_MS + 10_000_000) > 0
     assert manager.file_deleter.waiting > 0
-    manager.delete("u", 0)  # its directory went with its files
+    manager.delete("u", 0)  # its directory goes with its files, by the directory deleter
+    assert manager.delete_pending_dirs() == 1
     assert not (tmp_path / "u-0").exists()
     manager.close()
     assert manager.file_deleter.waiting == 0
     logs = [p for p in (tmp_path / "t-0").iterdir() if p.suffix == ".log"]
     assert len(logs) == 1
+
+
+def partition_names(directory) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.is_dir())
+
+
+def test_a_deleted_partition_directory_is_removed_by_the_worker_not_at_the_delete(tmp_path):
+    manager = LogManager([tmp_path])
+    try:
+        for partition in range(3):
+            manager.register("gone", partition, LogConfig())
+            fill(manager.get("gone", partition), 3)
+        manager.register("never-made", 0, LogConfig())  # deleted before its files were made
+        for partition in range(3):
+            manager.delete("gone", partition)
+        manager.delete("never-made", 0)
+        assert manager.partitions() == [] and manager.get("gone", 0) is None
+        assert partition_names(tmp_path) == ["gone-0", "gone-1", "gone-2"]  # still there: nothing removed yet
+        assert manager.dir_deleter.waiting == 4
+        assert manager.delete_pending_dirs() == 3
+        assert partition_names(tmp_path) == [] and manager.dir_deleter.waiting == 0
+    finally:
+        manager.close()
+
+
+def test_a_partition_made_again_before_the_worker_ran_starts_empty_and_keeps_its_directory(tmp_path):
+    manager = LogManager([tmp_path])
+    try:
+        manager.register("again", 0, LogConfig())
+        fill(manager.get("again", 0), 5)
+        manager.delete("again", 0)
+        manager.register("again", 0, LogConfig())  # the topic is created again
+        renamed = [name for name in partition_names(tmp_path) if name != "again-0"]
+        assert len(renamed) == 1 and renamed[0].startswith("again-0.") and renamed[0].endswith("-delete")
+        new = manager.get("again", 0)
+        assert new.log_end_offset == 0  # nothing of the deleted partition
+        new.append(build_batch([(None, b"new", [], BASE_MS)]))
+        assert manager.delete_pending_dirs() == 1  # the renamed old one only
+        assert partition_names(tmp_path) == ["again-0"]
+        assert manager.get("again", 0).log_end_offset == 1
+    finally:
+        manager.close()
+    reopened = LogManager([tmp_path])
+    try:
+        found = reopened.existing_partitions()
+        assert list(found) == [("again", 0)]
+        reopened.register("again", 0, LogConfig(), found[("again", 0)])
+        assert reopened.get("again", 0).log_end_offset == 1
+    finally:
+        reopened.close()
+
+
+def test_directories_left_renamed_by_a_crash_are_removed_after_the_next_start(tmp_path):
+    manager = LogManager([tmp_path])
+    manager.register("crashed", 0, LogConfig())
+    fill(manager.get("crashed", 0), 3)
+    manager.register("crashed", 1, LogConfig())
+    fill(manager.get("crashed", 1), 3)
+    manager.delete("crashed", 0)
+    manager.delete("crashed", 1)
+    # The worker renamed one directory, then the process died (no close).
+    manager.dir_deleter.reclaim(tmp_path / "crashed-0")
+    for plog in manager.logs.values():
+        plog.close()
+    names = partition_names(tmp_path)
+    assert "crashed-1" in names and any(name.endswith("-delete") for name in names)
+
+    restarted = LogManager([tmp_path])
+    try:
+        # The renamed one is no partition; the other is still under its name,
+        # and a start-up deletes it as a partition the metadata no longer has.
+        found = restarted.existing_partitions()
+        assert list(found) == [("crashed", 1)]
+        restarted.delete("crashed", 1, found[("crashed", 1)])
+        assert restarted.delete_pending_dirs() == 2
+        assert partition_names(tmp_path) == []
+    finally:
+        restarted.close()
+
+
+def test_the_worker_and_a_reclaim_never_remove_a_directory_made_after_the_deletion(tmp_path):
+    manager = LogManager([tmp_path])
+    stop = threading.Event()
+    removed = [0]
+
+    def worker() -> None:
+        while not stop.is_set():
+            removed[0] += manager.delete_pending_dirs()
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        for round_index in range(200):
+            manager.register("race", 0, LogConfig())
+            plog = manager.get("race", 0)
+            plog.append(build_batch([(None, b"r%d" % round_index, [], BASE_MS)]))
+            assert plog.directory.is_dir()
+            manager.delete("race", 0)
+        manager.register("race", 0, LogConfig())
+        kept = manager.get("race", 0)
+        kept.append(build_batch([(None, b"kept", [], BASE_MS)]))
+    finally:
+        stop.set()
+        thread.join(60)
+    removed[0] += manager.delete_pending_dirs()
+    assert removed[0] == 200
+    assert partition_names(tmp_path) == ["race-0"]
+    assert kept.log_end_offset == 1 and kept.read(0, 1 << 20)
+    manager.close()

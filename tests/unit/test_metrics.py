@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.config import ConfigError, MetricsListener, load_config, parse_metrics_listener
 from broker.http.metrics import LATENCY_BUCKETS_S, BrokerMetrics, _cumulative
-from broker.loop_monitor import LagHistogram
+from broker.loop_monitor import LoopMonitor
 from broker.replica.manager import HostedPartitions
 from protocol.consumer_offsets import OffsetAndMetadata
 from protocol.records import RECORDS_COUNT_OFFSET
@@ -52,7 +52,7 @@ def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=(),
                                consumer_groups=SimpleNamespace(groups=consumer_groups or {})),
         config=SimpleNamespace(listeners=[SimpleNamespace(name="PLAINTEXT")]),
         _connections=[SimpleNamespace(listener_name="PLAINTEXT"), SimpleNamespace(listener_name="PLAINTEXT")],
-        loop_monitor=SimpleNamespace(histogram=LagHistogram()),
+        loop_monitor=LoopMonitor(),
         mirrors=SimpleNamespace(partition_rows=lambda: iter(mirror_rows)),
         multi_master=SimpleNamespace(partitions={}),
         offset_sync=SimpleNamespace(translator=SimpleNamespace(results=dict)),
@@ -216,6 +216,22 @@ def test_state_families():
     assert got[("kafka_server_broker_metadata_metrics_last_applied_record_offset", ())] == 41
     assert got[("kafka_server_socket_server_metrics_connection_count", (("listener", "PLAINTEXT"),))] == 2
     assert got[("pybroker_event_loop_lag_seconds_count", ())] == 0
+    assert got[("pybroker_event_loop_lag_max_seconds", ())] == 0
+    assert got[("pybroker_event_loop_lag_cpu_max_seconds", ())] == 0
+    assert got[("pybroker_event_loop_lag_recent_max_seconds", ())] == 0
+
+
+def test_the_loop_lag_maxima_are_published():
+    import time
+
+    broker = fake_broker()
+    now_s = time.monotonic()
+    broker.loop_monitor.record(80.0, now_s - 1_000)  # long before the recent window
+    broker.loop_monitor.record(30.0, now_s)
+    got = samples(metrics_of(broker))
+    assert got[("pybroker_event_loop_lag_seconds_count", ())] == 2
+    assert got[("pybroker_event_loop_lag_max_seconds", ())] == 0.08
+    assert got[("pybroker_event_loop_lag_recent_max_seconds", ())] == 0.03
 
 
 def test_schema_registry_families_only_where_the_registry_is_served():

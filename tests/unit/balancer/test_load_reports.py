@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from types import SimpleNamespace
 
 from broker.load_report import LoadReporter, file_system_usage
@@ -119,6 +120,58 @@ def test_the_broker_sends_sizes_every_interval_and_measures_closed_logs_once(tmp
     again = reporter.report().partition_sizes
     assert [(p.partition_index, p.size_bytes) for p in again[0].partitions] == [(0, 50), (1, 77)]
     assert listed == [("t", 1)]  # the closed log was listed once
+
+
+def test_sizes_are_measured_in_slices_of_the_event_loop_and_no_heartbeat_waits_for_them(tmp_path):
+    import asyncio
+
+    count = 100
+    keys = [("many", p) for p in range(count)]
+
+    def slow_size(topic, partition):  # a log not opened: its directory listed, slowly here
+        time.sleep(0.002)
+        return partition
+
+    logs = SimpleNamespace(log_dirs=[tmp_path], logs={key: SimpleNamespace(size_bytes=key[1]) for key in keys[:50]},
+                           partitions=lambda: keys, size_bytes=slow_size)
+    clock = [100.0]
+    reporter = LoadReporter(SimpleNamespace(logs=logs, metrics=None), clock_s=lambda: clock[0], sizes_interval_ms=5000)
+
+    async def heartbeats():
+        turns = [0]
+
+        async def other_task() -> None:  # counts the event loop's turns while the sizes are measured
+            while True:
+                turns[0] += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.get_running_loop().create_task(other_task())
+        reporter.prepare()
+        first = reporter.report()  # at once, without the sizes (they are being measured)
+        for _ in range(1000):
+            if reporter._measuring is None:
+                break
+            await asyncio.sleep(0.01)
+        reporter.prepare()  # measured already: nothing started
+        assert reporter._measuring is None
+        logs.logs[("many", 0)].size_bytes = 999  # after the measure: the heartbeat carries what was measured
+        second = reporter.report()
+        third = reporter.report()  # sent: not again within the interval
+        task.cancel()
+        return first, second, third, turns[0]
+
+    first, second, third, turns = asyncio.run(heartbeats())
+    assert first.partition_sizes is None and first.disk_capacity_bytes > 0
+    assert [(p.partition_index, p.size_bytes) for p in second.partition_sizes[0].partitions] == [(p, p) for p in range(count)]
+    assert third.partition_sizes is None
+    assert turns >= 5  # the loop ran other work meanwhile (50 x 2 ms listed)
+
+    async def within_the_interval():
+        clock[0] += 1
+        reporter.prepare()
+        return reporter._measuring
+
+    assert asyncio.run(within_the_interval()) is None  # not due: nothing measured
 
 
 def test_the_sizes_of_a_real_log_manager(tmp_path):
