@@ -28,6 +28,11 @@ pass before anything is written are the pure functions of
 storage.append_checks. AppendError and AppendResult are re-exported here, as
 most callers of the log use them with it.
 
+Past 700 lines: what is left here (appends, reads, the high watermark, the
+transactions' state and truncation) works on one segment list and its
+offsets under one set of invariants; opening, retention and the batch checks
+have already moved out as above.
+
 This file is still longer than most: the leader's, the coordinator's and the
 follower's appends, rolling, reads, flushes, truncation and closing all move
 the segment list, the log end, the recovery point and the leader epochs in
