@@ -489,8 +489,13 @@ class LogManager:
             with self._checkpoint_lock:
                 if self._offsets_written > taken:
                     return
+                # A partition deleted since the take (and maybe made again under
+                # its name) is left out: its next start must not find the old
+                # log's offsets, a recovery point above the new log's end above all.
+                # (One dict lookup at a time: safe beside the owner's changes.)
+                current = self._registered
                 for directory in self.log_dirs:
-                    keys = [k for k, r in registered.items() if r.log_dir == directory]
+                    keys = [k for k, r in registered.items() if r.log_dir == directory and current.get(k) is r]
                     for name, table in tables:
                         if name != REPLICATION_OFFSET_CHECKPOINT or self._high_watermarks_written < taken:
                             write_offsets(directory / name, {k: table[k] for k in keys if k in table})

@@ -125,6 +125,28 @@ def test_checkpoints_are_taken_now_written_later_and_never_overwritten_by_an_old
         manager.close()
 
 
+def test_a_partition_deleted_between_a_take_and_its_write_is_not_written(tmp_path):
+    # Made again under its name meanwhile, it must not find the old log's
+    # offsets at its next start (a recovery point above its end above all).
+    manager = LogManager([tmp_path])
+    try:
+        manager.register("gone", 0, LogConfig())
+        manager.register("kept", 0, LogConfig())
+        for key in (("gone", 0), ("kept", 0)):
+            plog = manager.get(*key)
+            plog.append(build_batch([(None, b"a", [], BASE_MS)] * 5))
+            plog.flush()
+        for _ in manager.take_checkpoint_steps():
+            pass
+        write = manager.checkpoint_writer()
+        manager.delete("gone", 0)
+        manager.register("gone", 0, LogConfig())
+        write()
+        assert read_offsets(tmp_path / RECOVERY_POINT_CHECKPOINT) == {("kept", 0): 5}
+    finally:
+        manager.close()
+
+
 def test_a_start_after_a_crash_syncs_the_recovered_logs_once_then_moves_their_recovery_points(tmp_path):
     from storage import deferred_io
 
