@@ -19,7 +19,6 @@ Only glibc has ``mallopt``; elsewhere this does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 
 log = logging.getLogger(__name__)
@@ -35,11 +34,9 @@ TRIM_THRESHOLD_BYTES = 64 << 20
 
 def keep_request_buffers_in_heap() -> bool:
     """Set the thresholds; True when the allocator took them."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        # The process's own symbols, as the connection layer's malloc_trim finds them.
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False  # not glibc (musl, macOS): nothing to tune
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
