@@ -107,6 +107,13 @@ class FollowerProgress:
     # It moves only when the follower applies the leader's (fetch responses carry
     # it), so the leader learns here when a DeleteRecords reached every replica.
     log_start_offset: int = UNKNOWN_OFFSET
+    # The high watermark the follower was last sent (-1: none in this leadership).
+    # A follower's high watermark is what a consumer reading from it (KIP-392) and
+    # the partition's next leader start from, so a move the follower has not heard
+    # of answers its waiting fetch at once, records or not (Kafka's
+    # lastSentHighWatermark): else it would hear of it only at its next append or
+    # at the end of its replica.fetch.wait.max.ms.
+    last_sent_high_watermark: int = UNKNOWN_OFFSET
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, lag_max_ms: int) -> bool:
         return self.log_end_offset == leader_end_offset or now_ms - self.last_caught_up_ms <= lag_max_ms
@@ -234,6 +241,16 @@ class LeaderPartition:
         progress.last_fetch_ms = now_ms
         progress.log_end_offset = min(fetch_offset, self.log_end_offset)
         return self.maybe_advance_high_watermark(now_ms)
+
+    def send_high_watermark(self, replica_id: int) -> bool:
+        """Follower ``replica_id``'s fetch answer carries the high watermark now;
+        True when the follower had not been sent it yet (its fetch must then be
+        answered at once, see FollowerProgress.last_sent_high_watermark)."""
+        progress = self.followers[replica_id]
+        high_watermark = self._owner.high_watermark
+        behind = progress.last_sent_high_watermark < high_watermark
+        progress.last_sent_high_watermark = high_watermark
+        return behind
 
     def maybe_advance_high_watermark(self, now_ms: int) -> bool:
         new_hw = self.log_end_offset
@@ -393,6 +410,7 @@ class LeaderPartition:
             progress.log_end_offset = before.log_end_offset
             progress.log_start_offset = before.log_start_offset
             progress.broker_epoch = before.broker_epoch
+            progress.last_sent_high_watermark = before.last_sent_high_watermark
             progress.last_fetch_leader_end_offset = self.leader_epoch_start_offset
             progress.last_fetch_ms = now_ms if replica in self.isr else 0
         return self.maybe_advance_high_watermark(now_ms)

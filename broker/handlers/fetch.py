@@ -217,8 +217,9 @@ def register(dispatcher, broker) -> None:
         return response
 
     def wait_for_news(request, api_version: int, keys, timeout_s: float):
-        """A follower replica's fetch is woken by appends only (see
-        broker.replica.partition_watch), a consumer's by high watermark moves too."""
+        """A follower replica's fetch is woken by appends and high watermark
+        moves, a consumer's by what moves its high watermark (see
+        broker.replica.partition_watch)."""
         follower = replica_id_of(request, api_version) >= 0
         return broker.partition_watch.wait_any(keys, timeout_s, follower=follower)
 

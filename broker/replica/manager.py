@@ -535,10 +535,9 @@ class ReplicaManager:
         fetched = on_follower_fetch(leader, plog.log_end_offset, replica_id, fetch_offset, _now_ms(), broker_epoch, log_start_offset)
         if fetched.high_watermark_moved:
             # Every acks=all round trip ends here: the produces waiting on the
-            # mark and the consumers' fetches go on; the followers' own
-            # fetches wait for the next append (they read to the log end).
-            self.purgatory.check(key)
-            self.broker.partition_watch.notify_high_watermark(key)
+            # mark go on, consumers' fetches read again, and the followers'
+            # fetches answer with the new mark (FollowerProgress.last_sent_high_watermark).
+            self._high_watermark_moved(key, leader)
         elif fetched.log_start_moved:
             self.purgatory.check(key)  # a DeleteRecords may be waiting for this follower
         if fetched.expansion is not None:

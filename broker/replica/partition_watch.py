@@ -8,13 +8,10 @@ partition's key and are re-tested by :meth:`PartitionWatch.check` when its high
 watermark or a follower's log start moves. A long-polling fetch waits under its
 partitions' fetch keys, woken by :meth:`PartitionWatch.notify` when one of them
 gets an append or a new high watermark; woken, it reads again. A follower
-replica's fetch waits under keys of its own: it reads up to the log end, so
-only an append (or a change of leadership, a deletion) gives it anything new,
-and a high watermark move (:meth:`PartitionWatch.notify_high_watermark`, made
-by every acks=all follower round trip) wakes consumers only, as in Kafka,
-whose delayed follower fetches complete on bytes, not on the high watermark;
-an append below an unmoved high watermark
-(:meth:`PartitionWatch.notify_log_end`) wakes followers only.
+replica's fetch waits under keys of its own: it reads up to the log end, so an
+append below an unmoved high watermark (:meth:`PartitionWatch.notify_log_end`)
+wakes followers only; a high watermark move wakes both, as the followers must
+hear of it (see replication.partition.FollowerProgress.last_sent_high_watermark).
 """
 
 from __future__ import annotations
@@ -75,11 +72,6 @@ class PartitionWatch:
         check((FETCH_WAIT, key))
         check((FOLLOWER_FETCH_WAIT, key))
 
-    def notify_high_watermark(self, key: Hashable) -> None:
-        """Only the high watermark of ``key`` moved: the consumers' fetches waiting
-        on it read again (a follower's would find nothing new to send)."""
-        self.purgatory.check((FETCH_WAIT, key))
-
     def notify_log_end(self, key: Hashable) -> None:
         """Only the log end of ``key`` moved (an append that left the high watermark
         where it was): the followers' fetches read again (a consumer's would find
@@ -94,8 +86,8 @@ class PartitionWatch:
 
     async def wait_any(self, keys: Iterable[Hashable], timeout_s: float, *, follower: bool = False) -> bool:
         """Wait until one of ``keys`` is notified or ``timeout_s`` passes; True if
-        notified. ``follower``: a follower replica waits, which a high watermark
-        move does not wake. A fetch the purgatory has no room for does not wait
+        notified. ``follower``: a follower replica waits, which an append
+        that leaves the high watermark where it was wakes alone. A fetch the purgatory has no room for does not wait
         (False)."""
         if timeout_s <= 0:
             return False

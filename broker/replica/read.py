@@ -67,7 +67,8 @@ class PartitionRead:
     otherwise only ``error`` (and, for errors that send the reader to the
     leader, ``current_leader`` as (leader id, leader epoch)) is meant.
     ``answer_now``: the fetch must be answered without waiting for more data
-    (an error, a divergence, a preferred read replica). ``records`` is a file
+    (an error, a divergence, a preferred read replica, a follower's news of
+    the high watermark). ``records`` is a file
     slice the caller sends and then closes."""
 
     error: ErrorCode = ErrorCode.NONE
@@ -147,6 +148,8 @@ class ReplicaReader:
             replicas.follower_fetched(
                 key, leader, plog, reader.replica_id, offset, reader.replica_epoch, fetch_partition.log_start_offset
             )
+            # A high watermark this follower has not heard of is news enough to answer.
+            read.answer_now = leader.send_high_watermark(reader.replica_id)
             # The topic lists this leader's own replica: what it sends counts
             # against the leader rate, and a follower out of the ISR waits
             # while the rate is exceeded.

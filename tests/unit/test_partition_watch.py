@@ -71,30 +71,6 @@ def test_fetches_and_produces_share_one_limit_and_wake_separately():
     asyncio.run(scenario())
 
 
-def test_a_high_watermark_move_wakes_consumers_but_not_followers():
-    async def scenario():
-        watch = PartitionWatch()
-        consumer = asyncio.ensure_future(watch.wait_any([("t", 0)], 5))
-        follower = asyncio.ensure_future(watch.wait_any([("t", 0)], 5, follower=True))
-        await asyncio.sleep(0)
-        assert len(watch) == 2
-        # An acks=all round trip moved the mark: a follower has nothing new to read.
-        watch.notify_high_watermark(("t", 0))
-        assert await consumer is True
-        await asyncio.sleep(0)
-        assert not follower.done()
-        watch.notify(("t", 0))  # an append
-        assert await follower is True
-        assert len(watch) == 0
-        stopping = asyncio.ensure_future(watch.wait_any([("t", 0)], 30, follower=True))
-        await asyncio.sleep(0)
-        watch.wake_all()
-        assert await stopping is True
-        watch.close()
-
-    asyncio.run(scenario())
-
-
 def test_an_append_below_an_unmoved_high_watermark_wakes_followers_only():
     async def scenario():
         watch = PartitionWatch()
@@ -105,7 +81,7 @@ def test_an_append_below_an_unmoved_high_watermark_wakes_followers_only():
         assert await follower is True
         await asyncio.sleep(0)
         assert not consumer.done()
-        watch.notify_high_watermark(("t", 0))
+        watch.notify(("t", 0))  # the high watermark moved: both kinds read again
         assert await consumer is True
         watch.close()
 

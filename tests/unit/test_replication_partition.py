@@ -45,6 +45,27 @@ def test_high_watermark_waits_for_every_isr_member_after_election():
     assert p.high_watermark == 15
 
 
+def test_a_follower_is_sent_each_high_watermark_once():
+    """A follower's fetch answers at once while the leader's mark is past the one
+    it was last sent (Kafka's lastSentHighWatermark): else the follower, and a
+    consumer reading from it, or the partition's next leader, would lag behind."""
+    p = leader(leo=10, hw=4)
+    assert p.send_high_watermark(2) is True  # nothing sent in this leadership yet
+    assert p.send_high_watermark(2) is False  # it has 4: nothing new to tell
+    p.follower_fetched(2, 10, now_ms=1)
+    assert p.follower_fetched(3, 10, now_ms=1) is True
+    assert p.high_watermark == 10
+    assert p.send_high_watermark(2) is True  # 10 is news to it
+    assert p.send_high_watermark(2) is False
+    assert p.send_high_watermark(3) is True  # each follower for itself
+    # The same leader in a new epoch keeps what it sent each follower.
+    successor = leader(leo=10, hw=10)
+    successor.carry_over(p, now_ms=2)
+    assert successor.send_high_watermark(2) is False
+    fresh = leader(leo=10, hw=10)  # a new leader: no follower was sent anything
+    assert fresh.send_high_watermark(2) is True
+
+
 def test_high_watermark_never_moves_back():
     p = leader(leo=10, hw=10)
     p.follower_fetched(2, 3, now_ms=1)
