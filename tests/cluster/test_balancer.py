@@ -14,6 +14,22 @@ with ``balancer.mode=node_add``:
 * ``pybroker cluster cordon`` keeps a new topic off a broker; ``remove-broker``
   drains node 4 under a producer, with nothing lost, until it may be stopped.
 
+Why the producer's partition (0) is one the balancer moves, in the first test:
+each source broker gives node 4 its partitions smallest first (the planner's
+replica_count pass, controller/balancer/planner.py), ties broken by id, with
+the sizes the brokers report every ``SIZES_INTERVAL_MS``
+(controller/balancer/load_reports.py). Streamed to alone, partition 0 would be
+the largest once a report counted its bytes, so whether it moved depended on
+when the first plan was made. So the other 35 partitions are pre-filled first
+(``PREFILL_RECORDS`` x ``PREFILL_VALUE_BYTES`` each, acknowledged by every
+replica) and only then is partition 0 streamed to: any report that counts
+partition 0's bytes was measured after the pre-fill and counts it too, and one
+made before counts 0 for partition 0, so in the first plan partition 0 is the
+smallest partition of broker 1 (the first source: all three hold 36 replicas,
+ties by id), or tied at 0 and first by id, as long as it is still smaller than
+the pre-fill; the test checks that bound (partition 0's bytes when node 4 is
+first seen in a replica set) before it asserts partition 0 moved.
+
 Partitions are few and small so a run takes well under a minute (each test
 25-35 s on a busy 2-core machine): 300 partitions take about a minute to balance
 with almost no data, so the issue's size (300 partitions RF=3, a gigabyte, the
@@ -32,6 +48,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
+from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic  # noqa: E402
 
 from tests.cluster.replication_harness import (  # noqa: E402
@@ -56,6 +73,13 @@ PRODUCE_RATE = 300  # records/s: load without starving four processes on a small
 # 1 s metadata refresh), not a produce request's timeout (StreamProducer's 5 s).
 # Measured here, on a busy 2-core machine: 0.5-1.3 s (0.1-0.5 s before the moves).
 PRODUCE_P99_WHILE_MOVING_BOUND_S = 5.0
+# The pre-fill of partitions 1-35 (see the module doc): 512 KiB each, over eight times
+# what partition 0 held when node 4 was first seen in a replica set in runs here
+# (30-61 KB: its stream writes about 15 KB/s and node 4 starts a second or so after
+# it), and little to copy: node 4's 27 replicas are some 13 MiB, under 3 s at the
+# 5 MB/s throttle.
+PREFILL_VALUE_BYTES = 64 * 1024
+PREFILL_RECORDS = 8
 BALANCER = {
     "balancer.mode": "node_add",
     "balancer.throttle.bytes.per.second": "5000000",
@@ -121,6 +145,39 @@ def produce_latency_s(history, start: float, end: float, fraction: float) -> flo
     return window[min(len(window) - 1, int(fraction * len(window)))] if window else None
 
 
+def prefill(bootstrap: str, topic: str, partitions, records: int, value_bytes: int) -> None:
+    """``records`` values of ``value_bytes`` to each of ``partitions``, acks=all
+    (so on every in-sync replica), every one acknowledged."""
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+        "linger.ms": 20, "compression.type": "none", "message.timeout.ms": 30000,
+    })
+    value = bytes(value_bytes)
+    failed = []
+
+    def delivered(error, _message):
+        if error is not None:
+            failed.append(error)
+
+    for partition in partitions:
+        for _ in range(records):
+            producer.produce(topic, value=value, partition=partition, on_delivery=delivered)
+            producer.poll(0)
+    left = producer.flush(60)
+    assert left == 0 and not failed, (left, failed[:3])
+
+
+def replica_bytes(cluster: ReplicatedCluster, node: int, topic: str, partition: int) -> int:
+    """The bytes of a node's replica's segment files: what it reports to the balancer as its size."""
+    total = 0
+    for path in cluster.partition_dir(node, topic, partition).glob("*.log"):
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:
+            continue
+    return total
+
+
 def balancer_cli(bootstrap: str, *args) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "broker", "cluster", "balance", "--bootstrap-server", bootstrap, *args],
@@ -145,6 +202,12 @@ def test_a_broker_that_joins_empty_gets_its_share_under_load(tmp_path):
         dry = balancer_cli(cluster.bootstrap(), "--dry-run")
         assert dry.returncode == 0 and "Plan: 0 move(s), 0 copying data" in dry.stdout.splitlines(), dry.stdout + dry.stderr
 
+        # Partition 0 is streamed to only once every other partition holds more (module doc).
+        prefill(cluster.bootstrap(), topic, range(1, PARTITIONS), PREFILL_RECORDS, PREFILL_VALUE_BYTES)
+        assert wait_until(lambda: (s := layout(cluster)) and all(len(isr) == 3 for _, _, isr in s.values()), SETTLE_BOUND_S)
+        prefilled_bytes = min(replica_bytes(cluster, n, topic, p) for n in NODE_IDS for p in range(1, PARTITIONS))
+        assert prefilled_bytes >= PREFILL_RECORDS * PREFILL_VALUE_BYTES, prefilled_bytes
+
         stream = StreamProducer(cluster.bootstrap(), topic, rate=PRODUCE_RATE).start()
         assert wait_until(lambda: len(stream.history.acked) >= 300, SETTLE_BOUND_S), stream.history.summary()
         started = time.monotonic()
@@ -152,11 +215,17 @@ def test_a_broker_that_joins_empty_gets_its_share_under_load(tmp_path):
         everyone = [*NODE_IDS, NEW_BROKER]
 
         moved_partition_0 = []
+        # When node 4 is first seen in a replica set: the partitions seen moving to it,
+        # and partition 0's bytes then (at least what it held when the first plan was made).
+        first_seen = {}
 
         def balanced():
             state = layout(cluster)
             if state is None:
                 return None
+            if not first_seen and any(NEW_BROKER in replicas for _, replicas, _ in state.values()):
+                first_seen["partition_0_bytes"] = max(replica_bytes(cluster, n, topic, 0) for n in NODE_IDS)
+                first_seen["moving"] = sorted(p for (t, p), (_, r, _) in state.items() if t == topic and NEW_BROKER in r)
             if NEW_BROKER in state[(topic, 0)][1]:
                 moved_partition_0.append(True)
             counts = replica_counts(state, everyone)
@@ -196,12 +265,18 @@ def test_a_broker_that_joins_empty_gets_its_share_under_load(tmp_path):
         before_p99_s = produce_latency_s(history, 0.0, started, 0.99)
         moving_p99_s = produce_latency_s(history, started, balanced_t, 0.99)
         assert moving_p99_s is not None and moving_p99_s <= PRODUCE_P99_WHILE_MOVING_BOUND_S, (moving_p99_s, before_p99_s)
-        # The checked partition is one the balancer moved (placement is seeded by the
-        # topic's name, and the planner is deterministic): else the check proves little.
-        assert moved_partition_0, state[(topic, 0)]
+        # The checked partition is one the balancer moved, else the check proves little.
+        # It is smaller than every other partition when the first plan is made (the
+        # pre-fill, module doc), so the planner, which gives a source's smallest
+        # partitions first, moves it off broker 1 in that plan.
+        assert first_seen and first_seen["partition_0_bytes"] < prefilled_bytes, (
+            f"partition 0 outgrew the pre-fill before the first plan: {first_seen} vs {prefilled_bytes} B"
+        )
+        assert moved_partition_0, (state[(topic, 0)], first_seen, prefilled_bytes)
         print(f"balanced in {took_s:.1f} s: replicas {dict(counts)}, leaders {dict(leaders)}; "
-              f"partition 0 moved to node 4: {bool(moved_partition_0)}; produce p99 before {before_p99_s:.3f} s, "
-              f"while moving {moving_p99_s:.3f} s")
+              f"partition 0 moved to node 4: {bool(moved_partition_0)} (first seen moving: {first_seen['moving']}, "
+              f"partition 0 then {first_seen['partition_0_bytes']} B, the others >= {prefilled_bytes} B); "
+              f"produce p99 before {before_p99_s:.3f} s, while moving {moving_p99_s:.3f} s")
     finally:
         if stream is not None:
             stream.stop(drain_s=5)
