@@ -86,7 +86,11 @@ def _drain_problem(image: MetadataImage, placement: dict[int, int], broker_id: i
         b for b, r in image.brokers.items()
         if b != broker_id and not r.fenced and not r.in_controlled_shutdown and b not in placement
     )
-    widest = max((len(p.replicas) for t in image.topics.values() for p in t.partitions.values()), default=0)
+    # A partition being reassigned lists its old and new replicas together; its
+    # replication factor is what it keeps, as Kafka counts it: replicas less removing.
+    widest = max(
+        (len(p.replicas) - len(p.removing_replicas) for t in image.topics.values() for p in t.partitions.values()), default=0
+    )
     if widest > len(takers):
         return (
             f"Removing broker {broker_id} would leave {len(takers)} broker(s) taking replicas {takers}, "

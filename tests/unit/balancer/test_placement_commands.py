@@ -7,7 +7,7 @@ import uuid
 
 from controller.balancer.driver import BalancerDriver, BalancerSettings, BalancerState, placement_summary
 from controller.balancer.placement_commands import plan_alter_broker_placements
-from controller.metadata.records import BROKER_PLACEMENT_RECORD, PLACEMENT_CORDONED, PLACEMENT_DRAINING
+from controller.metadata.records import BROKER_PLACEMENT_RECORD, PARTITION_CHANGE_RECORD, PLACEMENT_CORDONED, PLACEMENT_DRAINING
 from controller.topic_commands import ClusterDefaults, CreateTopicSpec, plan_create_topic
 from protocol.errors import ErrorCode
 from tests.unit.balancer.test_driver import MAX_TICKS, cluster, no_throttles_left, replica_counts, run, settled
@@ -50,6 +50,28 @@ def test_what_is_refused():
     # A cordoned broker counts as taking nothing: draining another then leaves too few.
     results, _ = placed(image, [(3, "cordoned"), (4, "draining")])
     assert [r[1] for r in results] == [ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
+
+
+def test_a_partition_being_moved_counts_with_its_replication_factor_not_its_replica_list():
+    """A reassignment in flight lists old and new replicas together (RF 3 moving
+    from 3 to 4 lists four): removing a broker must not be refused as if RF were 4."""
+    image = cluster([1, 2, 3, 4], partitions=1, topics=("a",))
+    partition = image.topics["a"].partitions[0]
+    moving_from = next(b for b in partition.replicas if b != 4)
+    target = [b for b in partition.replicas if b != moving_from] + [b for b in (1, 2, 3, 4) if b not in partition.replicas]
+    image = apply(image, [PARTITION_CHANGE_RECORD(
+        partition_id=0, topic_id=image.topics["a"].topic_id,
+        replicas=[*partition.replicas, *[b for b in target if b not in partition.replicas]],
+        removing_replicas=[moving_from], adding_replicas=[b for b in target if b not in partition.replicas],
+    )])
+    moved = image.topics["a"].partitions[0]
+    assert len(moved.replicas) == 4 and moved.removing_replicas == (moving_from,)
+    results, records = placed(image, [(4, "draining")])
+    assert results == [(4, ErrorCode.NONE, None)] and records
+    # With RF 4 (nothing removing) the same drain is refused.
+    image = cluster([1, 2, 3, 4], partitions=1, rf=4, topics=("a",))
+    results, _ = placed(image, [(4, "draining")])
+    assert results[0][1] == ErrorCode.INVALID_REQUEST and "replication factor of 4" in results[0][2]
 
 
 def test_new_topics_go_around_cordoned_and_draining_brokers_and_say_so_when_they_cannot():
