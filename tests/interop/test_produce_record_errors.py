@@ -33,6 +33,10 @@ def produce_every_tenth_without_a_key(bootstrap: str, topic: str, extra: dict) -
         reports[number] = None if err is None else err.code()
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0, **extra})
+    # The topic's metadata and a connection first: messages made before the client
+    # knows the partition's leader wait apart and may go out in more than one batch
+    # (a CI run once saw 0, then 1-2, then 3-99 sent separately).
+    producer.list_topics(topic, timeout=10)
     for i in range(MESSAGE_COUNT):
         value = f"test_message_single_partition_record_fail #{i}".encode()
         key = None if i in KEYLESS_INDEXES else value
@@ -47,8 +51,9 @@ def test_keyless_records_fail_and_the_rest_of_their_batch_fails_with_them(shared
     bootstrap = shared_broker.bootstrap
     topic = unique_topic("record-errors-one-batch")
     create_topic(bootstrap, topic, configs={"cleanup.policy": "compact"})
-    # The lingering keeps the 100 messages in one batch (one partition, small messages).
-    reports = produce_every_tenth_without_a_key(bootstrap, topic, {"linger.ms": 1000, "batch.num.messages": 10_000})
+    # The lingering keeps the 100 messages in one batch (one partition, small messages):
+    # far longer than making them takes on a loaded machine; the flush sends them.
+    reports = produce_every_tenth_without_a_key(bootstrap, topic, {"linger.ms": 10_000, "batch.num.messages": 10_000})
     invalid = [i for i, code in reports if code == KafkaError.INVALID_RECORD]
     collateral = [i for i, code in reports if code == KafkaError._INVALID_DIFFERENT_RECORD]
     assert invalid == KEYLESS_INDEXES
