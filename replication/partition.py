@@ -247,7 +247,7 @@ class LeaderPartition:
         True when the follower had not been sent it yet (its fetch must then be
         answered at once, see FollowerProgress.last_sent_high_watermark)."""
         progress = self.followers[replica_id]
-        high_watermark = self._owner.high_watermark
+        high_watermark = self.high_watermark
         behind = progress.last_sent_high_watermark < high_watermark
         progress.last_sent_high_watermark = high_watermark
         return behind

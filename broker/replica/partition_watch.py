@@ -87,8 +87,8 @@ class PartitionWatch:
     async def wait_any(self, keys: Iterable[Hashable], timeout_s: float, *, follower: bool = False) -> bool:
         """Wait until one of ``keys`` is notified or ``timeout_s`` passes; True if
         notified. ``follower``: a follower replica waits, which an append
-        that leaves the high watermark where it was wakes alone. A fetch the purgatory has no room for does not wait
-        (False)."""
+        that leaves the high watermark where it was wakes alone. A fetch the
+        purgatory has no room for does not wait (False)."""
         if timeout_s <= 0:
             return False
         future = asyncio.get_running_loop().create_future()

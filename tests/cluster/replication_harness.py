@@ -251,18 +251,22 @@ class ReplicatedCluster:
 
     # ------------------------------------------------------------------ metadata
 
-    def _metadata(self, node: int, timeout_ms: int = 3000):
+    def request(self, node: int, api, version: int, body, timeout_ms: int = 3000, client_id: str = "replication-test"):
+        """One request to ``node``'s client listener on a connection of its own; the response body."""
         process = self.nodes[node]
 
         async def ask():
-            connection = KafkaClientConnection(process.host, process.port, "replication-test", connect_timeout_ms=timeout_ms)
+            connection = KafkaClientConnection(process.host, process.port, client_id, connect_timeout_ms=timeout_ms)
             try:
-                body = MD.MetadataRequest(topics=None, allow_auto_topic_creation=False)
-                return await connection.request(METADATA, 12, body, timeout_ms=timeout_ms)
+                return await connection.request(api, version, body, timeout_ms=timeout_ms)
             finally:
                 connection.close()
 
         return asyncio.run(ask())
+
+    def _metadata(self, node: int, timeout_ms: int = 3000):
+        body = MD.MetadataRequest(topics=None, allow_auto_topic_creation=False)
+        return self.request(node, METADATA, 12, body, timeout_ms)
 
     def brokers(self, node: int) -> list[int] | None:
         """Unfenced brokers as ``node`` lists them, or None if it does not answer."""

@@ -13,14 +13,12 @@ up to its own high watermark.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from broker.net.node_client import KafkaClientConnection  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402
 from protocol.registry import APIS_BY_NAME  # noqa: E402
 from protocol.schema import struct_classes  # noqa: E402
@@ -43,16 +41,7 @@ def high_watermark_at(cluster: ReplicatedCluster, node: int, topic: str) -> int:
         )])],
         forgotten_topics_data=[], rack_id="",
     )
-    process = cluster.nodes[node]
-
-    async def ask():
-        connection = KafkaClientConnection(process.host, process.port, "follower-high-watermark")
-        try:
-            return await connection.request(FETCH, 12, body, timeout_ms=10000)
-        finally:
-            connection.close()
-
-    answer = asyncio.run(ask()).responses[0].partitions[0]
+    answer = cluster.request(node, FETCH, 12, body, 10000, "follower-high-watermark").responses[0].partitions[0]
     assert answer.error_code == ErrorCode.NONE, ErrorCode(answer.error_code).name
     return answer.high_watermark
 

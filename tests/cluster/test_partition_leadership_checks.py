@@ -25,7 +25,6 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from broker.net.node_client import KafkaClientConnection  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402
 from protocol.records import build_batch  # noqa: E402
 from protocol.registry import APIS_BY_NAME  # noqa: E402
@@ -49,16 +48,7 @@ def request(cluster: ReplicatedCluster, node: int, api_name: str, version: int, 
     api = APIS_BY_NAME[api_name]
     Q = struct_classes(api.request)
     body = getattr(Q, f"{api.name}Request")(**fields)
-    process = cluster.nodes[node]
-
-    async def ask():
-        connection = KafkaClientConnection(process.host, process.port, "leadership-checks")
-        try:
-            return await connection.request(api, version, body, timeout_ms=30000)
-        finally:
-            connection.close()
-
-    return asyncio.run(ask())
+    return cluster.request(node, api, version, body, 30000, "leadership-checks")
 
 
 def _q(api_name: str):
