@@ -172,12 +172,17 @@ class LoopLag:
         return f"broker loop monitor: {largest}, {cpu}, {over - over_before} samples over {STALL_MS} ms"
 
 
-def print_stall_stacks(broker) -> None:
+def print_stall_stacks(broker, blocks_max: int = 3, frames_max: int | None = None) -> None:
     """The stacks the broker's loop monitor logged for stalls of 500 ms or more
-    (from the tail of its output): where the loop was held."""
+    (from the tail of its output): where the loop was held. With ``frames_max``
+    only each stack's innermost frames (one line each)."""
     text = broker.output()
     blocks = [block for block in text.split("WARNING ") if "so far, in:" in block]
-    for block in blocks[:3]:
+    for block in blocks[:blocks_max]:
+        if frames_max is not None:
+            head, _, stack = block.partition("so far, in:")
+            frames = [line.strip() for line in stack.splitlines() if line.strip().startswith("File ")]
+            block = head + "so far, in: ... " + " <- ".join(reversed(frames[-frames_max:]))
         print("  broker: " + block.strip().replace("\n", "\n  "), flush=True)
 
 
@@ -426,8 +431,10 @@ def make_many_partitions(args, data_dir: Path) -> None:
 
 def start_after_kill(data_dir: Path) -> None:
     """A start, a kill -9 a second later, then the start measured: to listening
-    (every log recovered), the broker's CPU seconds until then (less sensitive
-    to a shared machine than the wall clock) and its loop monitor."""
+    (every log recovered), to serving every partition (each has a leader in
+    the metadata: the broker's unfence and the elections it brings are done),
+    the broker's CPU seconds until each (less sensitive to a shared machine
+    than the wall clock) and its loop monitor over the whole start."""
     with peers.run_pybroker(data_dir) as broker:
         time.sleep(1)
         broker.process.send_signal(signal.SIGKILL)
@@ -437,14 +444,55 @@ def start_after_kill(data_dir: Path) -> None:
         serving_s = time.perf_counter() - started
         cpu_s = process_cpu_s(broker.process.pid)
         with Prober(broker.bootstrap, 50) as prober:
-            time.sleep(0.2)
+            leaderless = wait_all_led(broker.bootstrap, "many", WAIT_S)
+            led_s = time.perf_counter() - started
+            led_cpu_s = process_cpu_s(broker.process.pid)
         start_lag = LoopLag(broker).since_start()
+        print_stall_stacks(broker, blocks_max=12, frames_max=4)
     partitions = sum(1 for path in data_dir.iterdir() if path.name.startswith("many"))
     print(
         f"{partitions} partitions: start after kill -9 to listening (every log recovered) {serving_s:.2f} s, "
-        f"broker CPU {cpu_s:.1f} s (first {prober.summary()}); {start_lag}",
+        f"broker CPU {cpu_s:.1f} s; to every partition led {led_s:.2f} s"
+        f"{f' ({leaderless} still without a leader)' if leaderless else ''}, broker CPU {led_cpu_s:.1f} s "
+        f"(ApiVersions meanwhile {prober.summary()}); {start_lag}",
         flush=True,
     )
+
+
+def wait_all_led(bootstrap: str, prefix: str, bound_s: float) -> int:
+    """Wait (bounded by ``bound_s``) until every partition of the topics named
+    ``prefix...`` has a leader; the count still without one. The last topic by
+    name is polled alone (cheap) and the whole set is checked only once it is
+    all led: a Metadata answer of 100,000 partitions costs the broker more than
+    a second, and polling it would be the benchmark's own stall."""
+    client = admin(bootstrap)
+    deadline = time.monotonic() + bound_s
+    leaderless = -1
+
+    def count(topic=None):
+        topics = client.list_topics(topic=topic, timeout=60).topics
+        named = {name: t for name, t in topics.items() if name.startswith(prefix)}
+        return sum(1 for t in named.values() for p in t.partitions.values() if p.leader < 0) if named else -1, named
+
+    try:
+        _, named = count()
+    except Exception:  # the broker still starting: the polls below retry
+        named = {}
+    last = max(named) if named else None
+    while time.monotonic() < deadline:
+        try:
+            if last is not None and count(last)[0] != 0:
+                time.sleep(0.2)
+                continue
+            leaderless, named = count()
+            last = last or (max(named) if named else None)
+        except Exception:
+            time.sleep(0.5)
+            continue
+        if leaderless == 0:
+            return 0
+        time.sleep(2)
+    return leaderless
 
 
 def process_cpu_s(pid: int) -> float:

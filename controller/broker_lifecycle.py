@@ -55,6 +55,12 @@ from protocol.errors import ErrorCode
 # election: the new leader must recover its log before it takes an ISR again.
 LEADER_RECOVERY_STATE_RECOVERING = 1
 UNCLEAN_LEADER_ELECTION_CONFIG = "unclean.leader.election.enable"
+# At most this many partition changes in one proposal when a broker is fenced,
+# registers again after a crash or comes back: a broker of 100,000 partitions
+# would otherwise have them all changed in one batch, planned, encoded,
+# committed and applied in one piece on the event loop (seconds). The rest
+# follow in proposals of the same size, back to back (plan_partition_fixes).
+ELECTIONS_PER_PROPOSAL_MAX = 1000
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,9 @@ class HeartbeatResult:
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+    # The broker was unfenced and more partitions wait for it than one proposal
+    # elects: the active controller elects the rest (plan_partition_fixes).
+    elections_left: bool = False
 
 
 class BrokerHeartbeatTracker:
@@ -161,13 +170,23 @@ class BrokerHeartbeatTracker:
 
 
 def plan_register_broker(
-    image: MetadataImage, request, *, cluster_id: str, broker_epoch: int, session_alive: bool
+    image: MetadataImage,
+    request,
+    *,
+    cluster_id: str,
+    broker_epoch: int,
+    session_alive: bool,
+    changes_max: int | None = None,
 ) -> tuple[RegistrationResult, list]:
     """BrokerRegistration: a RegisterBrokerRecord (fenced), or Kafka's error.
 
     ``broker_epoch`` is the offset the record will be written at (Kafka numbers
     broker epochs so); ``session_alive`` says whether the registered
-    incarnation of this broker id still heartbeats to this controller.
+    incarnation of this broker id still heartbeats to this controller. A new
+    incarnation of a broker that was not fenced leaves its partitions in the
+    same proposal, at most ``changes_max`` of them (None: all); the rest are
+    :func:`plan_partition_fixes`', and the broker is not unfenced before
+    they are done (see :func:`plan_broker_heartbeat`).
     """
     if request.cluster_id != cluster_id:
         return RegistrationResult(
@@ -214,7 +233,7 @@ def plan_register_broker(
         # leaves every ISR and leadership now, in the same commit as its
         # registration, as when fenced (Kafka's unclean-shutdown handling).
         gone = {request.broker_id}
-        records += _leave_partitions(image, gone, _usable_after(image, gone))
+        records += _leave_partitions(image, gone, _usable_after(image, gone), limit=changes_max)
     return RegistrationResult(ErrorCode.NONE, broker_epoch), records
 
 
@@ -225,6 +244,8 @@ def plan_broker_heartbeat(
     *,
     tracker: BrokerHeartbeatTracker | None = None,
     registration_offset: int | None = None,
+    elections_max: int | None = None,
+    leave_pending: bool = False,
 ) -> tuple[HeartbeatResult, list]:
     """BrokerHeartbeat: unfence a caught-up broker, fence one that asks, or move
     leadership away from one that wants to shut down.
@@ -244,6 +265,13 @@ def plan_broker_heartbeat(
     only after its leaderships have moved. Where Kafka would leave a partition
     without a leader (its only in-sync replica is leaving), the leaving broker
     stays its leader until it is fenced, as the session expiry will do.
+
+    An unfence elects at most ``elections_max`` leaders (all with None); the
+    result's ``elections_left`` says whether some were left for
+    :func:`plan_partition_fixes`. With ``leave_pending`` (the caller's word
+    that a bounded fencing or re-registration of this broker may have left
+    partitions naming it) the broker is not unfenced yet: it must never lead
+    at an epoch it held before it was fenced.
     """
     broker = image.brokers.get(request.broker_id)
     if broker is None:
@@ -258,29 +286,35 @@ def plan_broker_heartbeat(
     caught_up = request.current_metadata_offset >= registration_offset
     records: list = []
     fenced = broker.fenced
+    elections_left = False
     if request.want_shut_down:
         if not fenced:
             # A fenced broker leads nothing and is in no ISR that could move: it may just stop.
             records += _controlled_shutdown_records(image, broker.broker_id, broker.epoch, broker.in_controlled_shutdown)
         return HeartbeatResult(ErrorCode.NONE, caught_up, fenced, should_shut_down=True), records
     if fenced and not request.want_fence and caught_up:
+        if leave_pending:
+            return HeartbeatResult(ErrorCode.NONE, caught_up, True), []
         records.append(UNFENCE_BROKER_RECORD(id=broker.broker_id, epoch=broker.epoch))
-        records += _elect_on_unfence(image, broker.broker_id)
+        elections, elections_left = _elect_on_unfence(image, broker.broker_id, elections_max)
+        records += elections
         fenced = False
     elif not fenced and request.want_fence:
         records += plan_fence_brokers(image, [broker.broker_id])
         fenced = True
-    return HeartbeatResult(ErrorCode.NONE, caught_up, fenced, False), records
+    return HeartbeatResult(ErrorCode.NONE, caught_up, fenced, False, elections_left), records
 
 
-def plan_fence_brokers(image: MetadataImage, broker_ids: Iterable[int]) -> list:
+def plan_fence_brokers(image: MetadataImage, broker_ids: Iterable[int], *, changes_max: int | None = None) -> list:
     """Fence brokers (a session ran out, or they asked): FenceBrokerRecords, then
-    every partition they led or followed in sync loses them. Unregistered brokers
-    are skipped; an already fenced one gets no second FenceBrokerRecord, but any
-    partition still naming it is fixed all the same."""
+    every partition they led or followed in sync loses them, at most
+    ``changes_max`` of those in this proposal (None: all; the rest are
+    :func:`plan_partition_fixes`'). Unregistered brokers are skipped; an
+    already fenced one gets no second FenceBrokerRecord, but any partition
+    still naming it is fixed all the same."""
     gone = {b for b in broker_ids if b in image.brokers}
     records: list = [FENCE_BROKER_RECORD(id=b, epoch=image.brokers[b].epoch) for b in sorted(gone) if not image.brokers[b].fenced]
-    records += _leave_partitions(image, gone, _usable_after(image, gone))
+    records += _leave_partitions(image, gone, _usable_after(image, gone), limit=changes_max)
     return records
 
 
@@ -351,7 +385,14 @@ def _change(topic_id: uuid.UUID, partition: PartitionImage, *, isr=None, leader=
     return PARTITION_CHANGE_RECORD(partition_id=partition.partition_id, topic_id=topic_id, **fields)
 
 
-def _leave_partitions(image: MetadataImage, leaving: set[int], usable: set[int], *, keep_sole_leader: bool = False) -> list:
+def _leave_partitions(
+    image: MetadataImage,
+    leaving: set[int],
+    usable: set[int],
+    *,
+    keep_sole_leader: bool = False,
+    limit: int | None = None,
+) -> list:
     """The partition changes for ``leaving`` brokers going out of every ISR and leadership.
 
     The ISR never empties: its last member stays, so that the partition can wait
@@ -359,37 +400,47 @@ def _leave_partitions(image: MetadataImage, leaving: set[int], usable: set[int],
     by the first usable member of the remaining ISR; with none, by the first
     usable replica when the topic allows unclean election (the ISR then restarts
     from it, recovering), else by nobody (-1). With ``keep_sole_leader`` a
-    leader nobody in sync can replace keeps its leadership and its ISR.
+    leader nobody in sync can replace keeps its leadership and its ISR. At most
+    ``limit`` changes (None: all): the rest are :func:`plan_partition_fixes`'.
     """
     records = []
     for topic in image.topics.values():
-        unclean = None
+        unclean: list = []
         for partition in topic.partitions.values():
-            if not leaving.intersection(partition.isr) and partition.leader not in leaving:
+            if partition.leader not in leaving and not leaving.intersection(partition.isr):
                 continue
-            isr = [b for b in partition.isr if b not in leaving] or list(partition.isr[-1:])
-            leader = partition.leader
-            recovery = None
-            if leader in leaving or leader == NO_LEADER:
-                leader = next((b for b in isr if b in usable), NO_LEADER)
-                if leader == NO_LEADER and keep_sole_leader and partition.leader in leaving:
-                    continue
-                if leader == NO_LEADER:
-                    if unclean is None:
-                        unclean = unclean_election_enabled(image, topic)
-                    if unclean:
-                        leader = next((b for b in partition.replicas if b in usable), NO_LEADER)
-                        if leader != NO_LEADER:
-                            isr, recovery = [leader], LEADER_RECOVERY_STATE_RECOVERING
-            change = _change(topic.topic_id, partition, isr=isr, leader=leader, leader_recovery_state=recovery)
+            if limit is not None and len(records) >= limit:
+                return records
+            change = _leave_change(image, topic, partition, leaving, usable, unclean, keep_sole_leader)
             if change is not None:
                 records.append(change)
     return records
 
 
-def _elect_on_unfence(image: MetadataImage, broker_id: int) -> list:
+def _leave_change(image, topic, partition, leaving, usable, unclean: list, keep_sole_leader: bool = False):
+    """One partition's change for ``leaving`` brokers (see :func:`_leave_partitions`),
+    or None. ``unclean`` caches the topic's unclean election setting (empty: not read yet)."""
+    isr = [b for b in partition.isr if b not in leaving] or list(partition.isr[-1:])
+    leader = partition.leader
+    recovery = None
+    if leader in leaving or leader == NO_LEADER:
+        leader = next((b for b in isr if b in usable), NO_LEADER)
+        if leader == NO_LEADER and keep_sole_leader and partition.leader in leaving:
+            return None
+        if leader == NO_LEADER:
+            if not unclean:
+                unclean.append(unclean_election_enabled(image, topic))
+            if unclean[0]:
+                leader = next((b for b in partition.replicas if b in usable), NO_LEADER)
+                if leader != NO_LEADER:
+                    isr, recovery = [leader], LEADER_RECOVERY_STATE_RECOVERING
+    return _change(topic.topic_id, partition, isr=isr, leader=leader, leader_recovery_state=recovery)
+
+
+def _elect_on_unfence(image: MetadataImage, broker_id: int, limit: int | None) -> tuple[list, bool]:
     """Partitions without a leader whose ISR holds the returning broker get it back as
-    leader; with unclean election allowed, so do those where it is only a replica."""
+    leader; with unclean election allowed, so do those where it is only a replica.
+    At most ``limit`` of them (None: all); also whether any were left."""
     records = []
     usable = set(usable_broker_ids(image))
     for topic in image.topics.values():
@@ -397,6 +448,8 @@ def _elect_on_unfence(image: MetadataImage, broker_id: int) -> list:
         for partition in topic.partitions.values():
             if partition.leader != NO_LEADER or broker_id not in partition.replicas:
                 continue
+            if limit is not None and len(records) >= limit:
+                return records, True
             if broker_id in partition.isr:
                 records.append(_change(topic.topic_id, partition, leader=broker_id))
                 continue
@@ -412,7 +465,86 @@ def _elect_on_unfence(image: MetadataImage, broker_id: int) -> list:
                         leader_recovery_state=LEADER_RECOVERY_STATE_RECOVERING,
                     )
                 )
-    return records
+    return records, False
+
+
+def _still_named(partition: PartitionImage, fenced: set[int]) -> bool:
+    """Whether a fenced broker still leads ``partition`` or shares its ISR with
+    another broker: what a bounded fencing or re-registration has left to do."""
+    if partition.leader in fenced:
+        return True
+    return bool(fenced.intersection(partition.isr)) and not fenced.issuperset(partition.isr)
+
+
+def iter_unfinished_partitions(image: MetadataImage):
+    """Per topic, ``(partitions visited, keys)``: the ``(topic name, partition id)``
+    of partitions that a fenced broker still leads or shares an ISR in, and of
+    those without a leader. A generator, so that the caller can look at a big
+    image a few topics at a time; :func:`plan_partition_fixes` decides what,
+    if anything, each one needs."""
+    fenced = {b for b, broker in image.brokers.items() if broker.fenced}
+    for name, topic in image.topics.items():
+        keys = [
+            (name, partition.partition_id)
+            for partition in topic.partitions.values()
+            if partition.leader == NO_LEADER or (fenced and _still_named(partition, fenced))
+        ]
+        yield len(topic.partitions), keys
+
+
+def plan_partition_fixes(image: MetadataImage, keys: list, start: int, limit: int) -> tuple[list, int]:
+    """The changes that bounded fencings, re-registrations and unfences left, for
+    ``keys[start:]`` as ``image`` has them now, until ``limit`` changes are
+    planned: a fenced broker still leading, or in an ISR beside others, leaves
+    (as :func:`plan_fence_brokers` would have done); a partition without a leader
+    gets the first usable ISR member in replica order (Kafka's clean election),
+    else, the topic allowing unclean election, the first usable replica, whose
+    ISR then restarts from it, recovering. Returns ``(records, next start)``.
+
+    Safe at any time: a partition has no leader only while no usable broker
+    could take it cleanly (fencing and controlled shutdown elect one whenever
+    they can), so whatever this finds became electable when a broker came back.
+    """
+    fenced = {b for b, broker in image.brokers.items() if broker.fenced}
+    usable = set(usable_broker_ids(image))
+    records: list = []
+    index = start
+    unclean_by_topic: dict[str, list] = {}
+    while index < len(keys) and len(records) < limit:
+        name, partition_id = keys[index]
+        index += 1
+        topic = image.topics.get(name)
+        partition = topic.partitions.get(partition_id) if topic is not None else None
+        if partition is None:
+            continue
+        unclean = unclean_by_topic.setdefault(name, [])
+        change = None
+        if fenced and _still_named(partition, fenced):
+            change = _leave_change(image, topic, partition, fenced, usable, unclean)
+        elif partition.leader == NO_LEADER and usable:
+            leader = next((b for b in partition.replicas if b in usable and b in partition.isr), NO_LEADER)
+            if leader != NO_LEADER:
+                change = _change(topic.topic_id, partition, leader=leader)
+            else:
+                if not unclean:
+                    unclean.append(unclean_election_enabled(image, topic))
+                leader = next((b for b in partition.replicas if b in usable), NO_LEADER) if unclean[0] else NO_LEADER
+                if leader != NO_LEADER:
+                    change = _change(
+                        topic.topic_id, partition, isr=[leader], leader=leader, leader_recovery_state=LEADER_RECOVERY_STATE_RECOVERING
+                    )
+        if change is not None:
+            records.append(change)
+    return records, index
+
+
+def plan_unfinished_leadership(image: MetadataImage, limit: int) -> tuple[bool, list]:
+    """What :func:`plan_partition_fixes` makes of the whole image in one piece, at
+    most ``limit`` changes: ``(more left, records)``. For tests and small
+    images; the active controller walks a big one a few topics at a time."""
+    keys = [key for _, topic_keys in iter_unfinished_partitions(image) for key in topic_keys]
+    records, end = plan_partition_fixes(image, keys, 0, limit)
+    return end < len(keys), records
 
 
 def _controlled_shutdown_records(image: MetadataImage, broker_id: int, broker_epoch: int, already: bool) -> list:

@@ -36,12 +36,15 @@ from controller.balancer.driver import BalancerDriver, BalancerSettings, distrib
 from controller.balancer.load_reports import BrokerLoadReport, LoadReports
 from controller.balancer.placement_commands import PlacementResult, plan_alter_broker_placements
 from controller.broker_lifecycle import (
+    ELECTIONS_PER_PROPOSAL_MAX,
     UNCLEAN_LEADER_ELECTION_CONFIG,
     BrokerHeartbeatTracker,
     HeartbeatResult,
     RegistrationResult,
     plan_broker_heartbeat,
     plan_fence_brokers,
+    iter_unfinished_partitions,
+    plan_partition_fixes,
     plan_register_broker,
     rack_alternating_order,
     usable_broker_ids,
@@ -101,6 +104,11 @@ PREFERRED_RETURN_BATCH = 1000
 # often enough that a plan's next step follows its last move's completion
 # within a second, cheap because a tick that finds nothing new plans nothing.
 BALANCER_TICK_MS = 1000
+# Looking for partitions that fencings and unfences left (see
+# _finish_partition_changes), the loop serves others after this many
+# partitions; and a burst of fencings is followed at most this many times.
+PARTITION_SCAN_SLICE = 10_000
+PARTITION_FIX_PASSES_MAX = 100
 
 
 class QuorumController:
@@ -176,6 +184,19 @@ class QuorumController:
         # (see _watch_preferred_returns), and the task electing them.
         self._preferred_due: set[tuple[str, int]] = set()
         self._preferred_task: asyncio.Task | None = None
+        # Finishing the partition changes that fencings, re-registrations and
+        # unfences left beyond one proposal's worth (plan_partition_fixes), one
+        # proposal at a time: the task, whether it must look again once done,
+        # and the brokers that may still be named by partitions they left, each
+        # with the generation of its marking. Those are not unfenced until a
+        # pass that started after their marking has ended; a newly active
+        # controller does not know what its predecessor left, so it unfences
+        # nobody until its first pass has ended.
+        self._leaderless_task: asyncio.Task | None = None
+        self._leaderless_again = False
+        self._leave_pending: dict[int, int] = {}
+        self._leave_generation = 0
+        self._leave_pending_all = False
         # The balancer's settings (balancer.*; None: off), and while this node is
         # active its driver and the task ticking it. A new driver per activation:
         # which running moves the previous one started is not in the log (the
@@ -287,6 +308,10 @@ class QuorumController:
             self._sessions.activate(self._planned or self.image, self._clock_ms())
             self._load_reports.clear()  # a predecessor's are not ours to trust: fresh ones come in seconds
             self._session_task = asyncio.get_running_loop().create_task(self._expire_sessions(), name="broker sessions")
+            # A predecessor may have stopped between the proposals of a bounded
+            # fencing or unfence: nobody is unfenced before the first pass ends.
+            self._leave_pending_all = True
+            self._start_leaderless_elections()
             if self.leader_rebalance_interval_ms is not None:
                 self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_leaders(), name="leader rebalance")
             if self.balancer_settings is not None and self.balancer_settings.mode != "off":
@@ -304,6 +329,9 @@ class QuorumController:
                 self._rebalance_task = None
             self._stop_balancer()
             self._stop_preferred_returns()
+            if self._leaderless_task is not None:
+                self._leaderless_task.cancel()
+                self._leaderless_task = None
             self._fail_in_flight()
 
     def _maybe_write_bootstrap(self) -> None:
@@ -635,13 +663,17 @@ class QuorumController:
         def plan(image):
             # The record is the first of the batch proposed right after this
             # plan, so the log end is its offset: Kafka's broker epoch.
-            return plan_register_broker(
+            result, records = plan_register_broker(
                 self._election_view(image),
                 request,
                 cluster_id=self.cluster_id,
                 broker_epoch=self.log.end_offset,
                 session_alive=self._sessions.heard_alive(request.broker_id, now_ms),
+                changes_max=ELECTIONS_PER_PROPOSAL_MAX,
             )
+            if len(records) > ELECTIONS_PER_PROPOSAL_MAX:  # the registration and a bounded leave
+                self._mark_leave_pending([request.broker_id])
+            return result, records
 
         try:
             result = await self._submit(plan)
@@ -662,9 +694,91 @@ class QuorumController:
                 self._heartbeat_seen.set()
                 self._load_reports.received(request.broker_id, getattr(request, "balancer_load", None), self._clock_ms())
         try:
-            return await self._submit(lambda image: plan_broker_heartbeat(self._election_view(image), request))
+            result = await self._submit(
+                lambda image: plan_broker_heartbeat(
+                    self._election_view(image),
+                    request,
+                    elections_max=ELECTIONS_PER_PROPOSAL_MAX,
+                    leave_pending=self._leave_pending_all or request.broker_id in self._leave_pending,
+                )
+            )
         except NotControllerError:
             return HeartbeatResult(ErrorCode.NOT_CONTROLLER)
+        if result.elections_left:
+            self._start_leaderless_elections()
+        return result
+
+    def _mark_leave_pending(self, broker_ids) -> None:
+        """A bounded fencing or re-registration of ``broker_ids`` was planned:
+        they stay fenced until a pass that starts after now has ended."""
+        self._leave_generation += 1
+        for broker_id in broker_ids:
+            self._leave_pending[broker_id] = self._leave_generation
+        self._start_leaderless_elections()
+
+    def _start_leaderless_elections(self) -> None:
+        if self._leaderless_task is None or self._leaderless_task.done():
+            self._leaderless_task = asyncio.get_running_loop().create_task(
+                self._finish_partition_changes(), name="unfinished partition changes"
+            )
+        else:
+            self._leaderless_again = True
+
+    async def _finish_partition_changes(self) -> None:
+        """Passes over the image until one ends with nothing new asked of it: each
+        looks at the image a few topics at a time for partitions a fenced broker
+        still leads or shares an ISR in, and partitions without a leader
+        (iter_unfinished_partitions), then proposes their changes
+        ELECTIONS_PER_PROPOSAL_MAX at a time, each committed before the next is
+        planned (plan_partition_fixes): the loop serves in between, and the
+        brokers apply the changes in the same slices."""
+        await self._write_ready.wait()
+        changed = 0
+        for _ in range(PARTITION_FIX_PASSES_MAX):
+            self._leaderless_again = False
+            generations = dict(self._leave_pending)
+            pending_all = self._leave_pending_all
+            keys: list = []
+            visited = 0
+            for topic_visited, topic_keys in iter_unfinished_partitions(self._election_view(self._planned or self.image)):
+                keys += topic_keys
+                visited += topic_visited
+                if visited >= PARTITION_SCAN_SLICE:
+                    visited = 0
+                    await asyncio.sleep(0)
+                    if not self._is_leader:
+                        return
+            start = 0
+            # Bounded: every proposal but the last makes ELECTIONS_PER_PROPOSAL_MAX changes.
+            for _ in range(len(keys) // max(ELECTIONS_PER_PROPOSAL_MAX, 1) + 2):
+                if start >= len(keys):
+                    break
+                made: list = []
+
+                def plan(image, start=start):
+                    records, end = plan_partition_fixes(self._election_view(image), keys, start, ELECTIONS_PER_PROPOSAL_MAX)
+                    made.append((len(records), end))
+                    return None, records
+
+                try:
+                    await self._submit(plan)
+                except NotControllerError:
+                    return
+                except Exception:  # a bug of ours: log it; the next fencing, unfence or activation tries again
+                    log.exception("metadata: finishing partition leaves and elections failed")
+                    return
+                changed += made[-1][0]
+                start = made[-1][1]
+            for broker_id, generation in generations.items():
+                if self._leave_pending.get(broker_id) == generation:
+                    del self._leave_pending[broker_id]
+            if pending_all:
+                self._leave_pending_all = False
+            if not self._leaderless_again:
+                break
+        if changed:
+            log.info("metadata: %d partition changes that fencings or unfences left were made", changed)
+
 
     async def alter_partition(self, request, api_version: int):
         """AlterPartition from a partition leader: the AlterPartitionResponse, once
@@ -716,9 +830,15 @@ class QuorumController:
                 continue
             log.info("metadata: fencing broker(s) %s: no heartbeat for %d ms", expired, timeout_ms)
             try:
-                await self._submit(lambda image: (None, plan_fence_brokers(self._election_view(image), expired)))
+                await self._submit(lambda image: (None, self._plan_fence(image, expired)))
             except NotControllerError:
                 return
+
+    def _plan_fence(self, image: MetadataImage, broker_ids: list[int]) -> list:
+        records = plan_fence_brokers(self._election_view(image), broker_ids, changes_max=ELECTIONS_PER_PROPOSAL_MAX)
+        if len(records) >= ELECTIONS_PER_PROPOSAL_MAX:  # possibly bounded: the rest must follow first
+            self._mark_leave_pending(broker_ids)
+        return records
 
     async def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds,
