@@ -347,15 +347,19 @@ REBALANCE_AFTER_HEAL_S = 10.0
 
 def _rebalances_by_kind(assigns: list[dict], nemeses: list[dict]) -> dict[str, int]:
     """Per fault kind, the consumers' revocations (an assign op with no
-    partitions) within its windows or REBALANCE_AFTER_HEAL_S after them: the
-    group rebalances each kind caused. A clock jump should cause none, since
-    sessions are timed on the monotonic clock."""
-    counts: dict[str, int] = {}
-    revocations = sorted(op["start_s"] for op in assigns if op["type"] == "ok" and not op.get("partitions"))
-    for window in nemeses:
-        low = bisect.bisect_left(revocations, window["start_s"])
-        high = bisect.bisect_right(revocations, window["end_s"] + REBALANCE_AFTER_HEAL_S)
-        counts[window["kind"]] = counts.get(window["kind"], 0) + high - low
+    partitions) within its windows or REBALANCE_AFTER_HEAL_S after them, each
+    counted for the latest window started before it: the group rebalances each
+    kind caused. A clock jump should cause none, since sessions are timed on
+    the monotonic clock."""
+    counts: dict[str, int] = {window["kind"]: 0 for window in nemeses}
+    windows = sorted(nemeses, key=lambda window: window["start_s"])
+    starts = [window["start_s"] for window in windows]
+    for op in assigns:
+        if op["type"] != "ok" or op.get("partitions"):
+            continue
+        index = bisect.bisect_right(starts, op["start_s"]) - 1
+        if index >= 0 and op["start_s"] <= windows[index]["end_s"] + REBALANCE_AFTER_HEAL_S:
+            counts[windows[index]["kind"]] += 1
     return counts
 
 
