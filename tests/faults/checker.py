@@ -347,7 +347,7 @@ REBALANCE_AFTER_HEAL_S = 10.0
 
 def _rebalances_by_kind(assigns: list[dict], nemeses: list[dict]) -> dict[str, int]:
     """Per fault kind, the consumers' revocations (an assign op with no
-    partitions) within its windows or REBALANCE_AFTER_HEAL_S after them, each
+    partitions, not the one of closing at the end) within its windows or REBALANCE_AFTER_HEAL_S after them, each
     counted for the latest window started before it: the group rebalances each
     kind caused. A clock jump should cause none, since sessions are timed on
     the monotonic clock."""
@@ -355,7 +355,7 @@ def _rebalances_by_kind(assigns: list[dict], nemeses: list[dict]) -> dict[str, i
     windows = sorted(nemeses, key=lambda window: window["start_s"])
     starts = [window["start_s"] for window in windows]
     for op in assigns:
-        if op["type"] != "ok" or op.get("partitions"):
+        if op["type"] != "ok" or op.get("partitions") or op.get("closing"):
             continue
         index = bisect.bisect_right(starts, op["start_s"]) - 1
         if index >= 0 and op["start_s"] <= windows[index]["end_s"] + REBALANCE_AFTER_HEAL_S:

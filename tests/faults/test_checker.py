@@ -394,5 +394,5 @@ def test_rebalances_count_once_for_the_latest_window():
                 "partitions": list(partitions)}
 
     windows = [{"kind": "clock-jump", "start_s": 10, "end_s": 15}, {"kind": "kill", "start_s": 18, "end_s": 22}]
-    history = [revoke(12), revoke(19), revoke(20, [["t", 0]]), revoke(40), revoke(5)]
+    history = [revoke(12), revoke(19), revoke(20, [["t", 0]]), revoke(40), revoke(5), revoke(21) | {"closing": True}]
     assert check(history, windows, 60)["rebalances_by_kind"] == {"clock-jump": 1, "kill": 1}

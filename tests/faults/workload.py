@@ -184,7 +184,9 @@ class ConsumerClient(Client):
         self.record("assign", "ok", self.history.now(), partitions=[[p.topic, p.partition] for p in partitions])
 
     def _revoked(self, consumer, partitions) -> None:
-        self.record("assign", "ok", self.history.now(), partitions=[])
+        # The last revocation comes from consumer.close() at the end, not from a rebalance.
+        closing = {"closing": True} if self.stop.is_set() else {}
+        self.record("assign", "ok", self.history.now(), partitions=[], **closing)
 
     def run(self) -> None:
         consumer = Consumer(
