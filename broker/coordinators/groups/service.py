@@ -189,8 +189,7 @@ class GroupService:
     def now_ms() -> int:
         """The coordinators' clock: sessions, rebalance and join timeouts, timers.
         Monotonic, so a wall clock stepped by minutes neither expires every
-        member at once nor keeps a dead one (Kafka times them with its timer,
-        which is monotonic too)."""
+        member at once nor keeps a dead one."""
         return monotonic_ms()
 
     @staticmethod
