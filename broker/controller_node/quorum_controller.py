@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from broker.clock import monotonic_ms
 from controller import metadata_commands as commands
 from controller.acl_commands import plan_create_acls, plan_delete_acls
 from controller.alter_partition import alter_partition_error, plan_alter_partition
@@ -121,6 +122,7 @@ class QuorumController:
         snapshot_interval_ms: int = 3_600_000,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
         clock_ms: Callable[[], int] | None = None,
+        monotonic_clock_ms: Callable[[], int] = monotonic_ms,
         cluster_id: str = "",
         broker_session_timeout_ms: int = 9000,
         leader_rebalance_interval_ms: int | None = None,
@@ -146,14 +148,19 @@ class QuorumController:
         # metadata.log.max.snapshot.interval.ms: also snapshot this long after the last one (0: never by time).
         self.snapshot_interval_ms = snapshot_interval_ms
         self._new_uuid = new_uuid
+        # The wall clock: the balancer's times, which it reports as instants.
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        # Broker sessions and the snapshot interval are durations: a stepped wall
+        # clock must neither fence every broker at once nor keep a silent one
+        # unfenced for as long as the clock went back.
+        self._monotonic_ms = monotonic_clock_ms
         self.driver = None  # set by attach(); the driver proposes and reports back
         # Set on brokers: how a node that is not the leader reaches the active controller.
         self.channel = None
         self.image = MetadataImage()
         self.applied_end_offset = 0
         self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = self._clock_ms()
+        self._last_snapshot_ms = self._monotonic_ms()
         self._listeners: list[ImageListener] = []
         self._caught_up = asyncio.Event()
         # Leader state.
@@ -305,7 +312,7 @@ class QuorumController:
             self._write_from_offset = self.log.end_offset
             self._write_ready.clear()
             log.info("metadata: this node is the active controller (epoch %d)", epoch)
-            self._sessions.activate(self._planned or self.image, self._clock_ms())
+            self._sessions.activate(self._planned or self.image, self._monotonic_ms())
             self._load_reports.clear()  # a predecessor's are not ours to trust: fresh ones come in seconds
             self._session_task = asyncio.get_running_loop().create_task(self._expire_sessions(), name="broker sessions")
             # A predecessor may have stopped between the proposals of a bounded
@@ -376,7 +383,7 @@ class QuorumController:
     def _maybe_snapshot(self) -> None:
         if self.driver is None or self._bytes_since_snapshot == 0:
             return
-        now_ms = self._clock_ms()
+        now_ms = self._monotonic_ms()
         by_time = self.snapshot_interval_ms > 0 and now_ms - self._last_snapshot_ms >= self.snapshot_interval_ms
         if self._bytes_since_snapshot < self.snapshot_bytes_between and not by_time:
             return
@@ -609,7 +616,7 @@ class QuorumController:
         usable = usable_broker_ids(image)
         if not usable:
             return self.defaults
-        live = self._sessions.live_brokers(image, self._clock_ms()) | also_live if self._is_leader else None
+        live = self._sessions.live_brokers(image, self._monotonic_ms()) | also_live if self._is_leader else None
         return dataclasses.replace(
             self.defaults, broker_ids=usable, placement_order=rack_alternating_order(image, usable), live_broker_ids=live
         )
@@ -626,7 +633,7 @@ class QuorumController:
         give_up = loop.time() + PLACEMENT_HEARTBEAT_WAIT_MS / 1000
         while True:
             image = self._planned or self.image
-            now_ms = self._clock_ms()
+            now_ms = self._monotonic_ms()
             awaited = self._sessions.awaited_brokers(image, now_ms)
             if not awaited:
                 return
@@ -658,7 +665,7 @@ class QuorumController:
         return dataclasses.replace(image, resource_configs=configs)
 
     async def register_broker(self, request) -> RegistrationResult:
-        now_ms = self._clock_ms()
+        now_ms = self._monotonic_ms()
 
         def plan(image):
             # The record is the first of the batch proposed right after this
@@ -680,7 +687,7 @@ class QuorumController:
         except NotControllerError:
             return RegistrationResult(ErrorCode.NOT_CONTROLLER)
         if result.error == ErrorCode.NONE:
-            self._sessions.touch(request.broker_id, self._clock_ms())
+            self._sessions.touch(request.broker_id, self._monotonic_ms())
             self._heartbeat_seen.set()
         return result
 
@@ -690,7 +697,7 @@ class QuorumController:
             # even when the answer has to wait for a commit.
             broker = (self._planned or self.image).brokers.get(request.broker_id)
             if broker is not None and broker.epoch == request.broker_epoch:
-                self._sessions.touch(request.broker_id, self._clock_ms())
+                self._sessions.touch(request.broker_id, self._monotonic_ms())
                 self._heartbeat_seen.set()
                 self._load_reports.received(request.broker_id, getattr(request, "balancer_load", None), self._clock_ms())
         try:
@@ -808,8 +815,8 @@ class QuorumController:
         interval_s = max(min(timeout_ms / 4, 1000), 10) / 1000
         await self._write_ready.wait()
         # Brokers registered by the predecessor's last records, applied since activation.
-        self._sessions.grant_missing(self.image, self._clock_ms())
-        last_ms = self._clock_ms()
+        self._sessions.grant_missing(self.image, self._monotonic_ms())
+        last_ms = self._monotonic_ms()
         while self._is_leader:
             # Wake when the first session runs out (not up to a whole interval
             # later: that delay is part of every failover), checking at least
@@ -817,9 +824,9 @@ class QuorumController:
             due_ms = self._sessions.next_expiry_ms(self._planned or self.image)
             sleep_s = interval_s
             if due_ms is not None:
-                sleep_s = min(interval_s, max(due_ms - self._clock_ms() + 1, 10) / 1000)
+                sleep_s = min(interval_s, max(due_ms - self._monotonic_ms() + 1, 10) / 1000)
             await asyncio.sleep(sleep_s)
-            now_ms = self._clock_ms()
+            now_ms = self._monotonic_ms()
             if now_ms - last_ms > timeout_ms // 2:
                 # This loop itself was stalled: it cannot tell a silent broker
                 # from heartbeats it did not get to see, so nobody is fenced for it.
@@ -940,7 +947,7 @@ class QuorumController:
 
             def plan(image):
                 now_ms = self._clock_ms()
-                live = self._sessions.live_brokers(image, now_ms)
+                live = self._sessions.live_brokers(image, self._monotonic_ms())
                 loads = {b: r for b, r in self._load_reports.snapshot().items() if b in image.brokers}
                 return None, driver.tick(self._election_view(image), now_ms, live, loads)
 

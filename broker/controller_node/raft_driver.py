@@ -34,6 +34,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Protocol
 
+from broker.clock import monotonic_ms
 from broker.net.node_client import ClientSecurity, KafkaClientConnection
 from controller.raft import wire
 from controller.raft.log import RaftLog, SnapshotId
@@ -87,9 +88,6 @@ class RaftStateMachine(Protocol):
     def raft_leadership(self, is_leader: bool, epoch: int, leader_id: int | None) -> None:
         """The node became or stopped being the leader, or learned of a new leader."""
 
-
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class RaftDriver:

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import time
 
+from broker.clock import monotonic_ms
 from broker.replica.read import FetchReader, ReplicaReader
 from broker.security.authorization import TOPIC, allowed, cluster_allowed
 from controller.authorizer import AclOperation
@@ -100,7 +101,7 @@ def register(dispatcher, broker) -> None:
             requested,
             forgotten,
             privileged=replica_id_of(request, api_version) >= 0,
-            now_ms=int(time.time() * 1000),
+            now_ms=monotonic_ms(),  # fetch session eviction: a duration
             uses_topic_ids=by_id,
         )
 
@@ -125,7 +126,7 @@ def register(dispatcher, broker) -> None:
         keys = []
         results = []
         slices = []
-        now_ms = int(time.time() * 1000)
+        now_ms = monotonic_ms()  # the leader quota's windows: a duration
         # Topic name -> may read, asked once per build (None: no authorizer, all allowed).
         readable: dict[str, bool] | None = None
         if broker.authorizer is not None:
@@ -181,7 +182,7 @@ def register(dispatcher, broker) -> None:
         return results, total_bytes, has_error, keys, slices, leaders_named
 
     def respond(request, api_version, context: FetchContext, results, slices, leaders_named, listener=None):
-        reply = context.respond(results, now_ms=int(time.time() * 1000))
+        reply = context.respond(results, now_ms=monotonic_ms())
         if reply.error != ErrorCode.NONE:
             for file_slice in slices:
                 file_slice.close()

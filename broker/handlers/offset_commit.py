@@ -47,10 +47,11 @@ def register(dispatcher, broker) -> None:
         # The commit is stored in __consumer_offsets: make sure it exists (a
         # client that skipped FindCoordinator would otherwise find it missing).
         await groups.ensure_offsets_topic()
-        now_ms = groups.now_ms()
+        now_ms = groups.now_ms()  # a commit renews the member's session: monotonic
+        wall_ms = groups.wall_ms()  # commit and expiry timestamps: wall-clock, as Kafka's
         expire_ms = -1
         if 2 <= version <= 4 and request.retention_time_ms >= 0:
-            expire_ms = now_ms + request.retention_time_ms
+            expire_ms = wall_ms + request.retention_time_ms
         errors: dict[tuple[str, int], ErrorCode] = {}
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         group_refused = not allowed(broker, ctx, AclOperation.READ, GROUP, request.group_id)
@@ -68,7 +69,7 @@ def register(dispatcher, broker) -> None:
                 if image is None or p.partition_index not in image.partitions:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                commit_ms = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now_ms
+                commit_ms = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else wall_ms
                 offsets[tp] = OffsetAndMetadata(
                     offset=p.committed_offset,
                     leader_epoch=p.committed_leader_epoch if version >= 6 else -1,

@@ -106,7 +106,8 @@ def register(dispatcher, broker) -> None:
         unauthorized = denied(broker, ctx, AclOperation.READ, TOPIC, (topic.name for topic in request.topics))
         # The offsets go to __consumer_offsets: make sure it exists.
         await groups.ensure_offsets_topic()
-        now_ms = groups.now_ms()
+        now_ms = groups.now_ms()  # the coordinator's sessions: monotonic
+        wall_ms = groups.wall_ms()  # the commit timestamp: wall-clock, as Kafka's
         errors: dict[tuple[str, int], ErrorCode] = {}
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         for topic in request.topics:
@@ -123,7 +124,7 @@ def register(dispatcher, broker) -> None:
                     offset=p.committed_offset,
                     leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
                     metadata=p.committed_metadata or "",
-                    commit_timestamp_ms=now_ms,
+                    commit_timestamp_ms=wall_ms,
                 )
         if offsets:
             wrong = groups.not_writable(request.group_id) if request.group_id else None

@@ -40,6 +40,7 @@ import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from broker.clock import monotonic_ms
 from broker.links.source import (
     NoCommonVersion,
     SourceCluster,
@@ -491,7 +492,7 @@ class LinkMirrorFetcher:
             topic = image.topics.get(entry.key[0])
             if topic is not None and manager.throttled(topic, FOLLOWER_THROTTLED_REPLICAS, entry.key[1], self.broker.node_id):
                 if over_quota is None:
-                    over_quota = manager.follower_quota.exceeded(manager.throttle_rate(FOLLOWER_THROTTLED_RATE), now_ms)
+                    over_quota = manager.follower_quota.exceeded(manager.throttle_rate(FOLLOWER_THROTTLED_RATE), monotonic_ms())
                 if over_quota:
                     continue
                 throttled.add(entry.key)
@@ -548,7 +549,7 @@ class LinkMirrorFetcher:
             if plog.log_end_offset != fetch_offset or self.entries.get(entry.key) is not entry:
                 continue  # the log or the leadership changed while the fetch was out
             if entry.key in throttled and data.records:
-                manager.follower_quota.record(len(data.records), now_ms)
+                manager.follower_quota.record(len(data.records), monotonic_ms())
             diverging = None
             if version >= 12 and data.diverging_epoch is not None and data.diverging_epoch.end_offset >= 0:
                 diverging = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset)

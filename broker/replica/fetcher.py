@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
+from broker.clock import monotonic_ms
 from broker.net.node_client import KafkaClientConnection
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -182,7 +182,7 @@ class ReplicaFetcher:
             return None if response.error_code in _SESSION_ERRORS else False
         names = self.manager.broker.image.topic_names_by_id
         backoff_at = loop.time() + self.backoff_ms / 1000
-        now_ms = int(time.time() * 1000)
+        now_ms = monotonic_ms()  # quota windows: a duration
         for topic_response in response.responses:
             name = names.get(topic_response.topic_id)
             for partition_data in topic_response.partitions:
@@ -205,7 +205,7 @@ class ReplicaFetcher:
         wanted: dict = {}
         sent = {}
         throttled = set()
-        now_ms = int(time.time() * 1000)
+        now_ms = monotonic_ms()  # quota windows: a duration
         over_quota = None
         for key in keys:
             found = manager.fetch_state(key)

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from broker.clock import monotonic_ms
 from broker.replica.fetcher import ReplicaFetcher
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from controller.metadata.records import RESOURCE_BROKER
@@ -75,7 +75,9 @@ Key = tuple[str, int]
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    # Replica lag and ISR changes are durations: the monotonic clock, so a
+    # stepped wall clock neither shrinks the ISR nor keeps a dead follower in it.
+    return monotonic_ms()
 
 
 def _resolver(future: asyncio.Future):

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Hashable, Iterable
 
+from broker.clock import monotonic_ms
 from replication.delayed import DelayedFetch
 from replication.purgatory import DelayedOperation, Purgatory
 
@@ -33,7 +33,9 @@ _FETCH_WAITS = (FETCH_WAIT, FOLLOWER_FETCH_WAIT)
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    # Deadlines of waiting fetches and produces: on the wall clock, a step back
+    # of minutes held a fetch's max wait that long.
+    return monotonic_ms()
 
 
 class PartitionWatch:

@@ -43,6 +43,8 @@ def check(history: list[dict], nemeses: list[dict], run_seconds: float) -> dict:
     summary.update(_poll_order(by_f.get("poll", []) + by_f.get("assign", [])))
     summary.update(_commits(by_f.get("commit", []), by_f.get("committed", []), by_f.get("assign", [])))
     summary.update(_topics(by_f.get("create_topic", []), final_reads))
+    summary.update(_log_starts(final_reads))
+    summary["rebalances_by_kind"] = _rebalances_by_kind(by_f.get("assign", []), nemeses)
     summary["availability"] = _availability(sends, nemeses, run_seconds)
     summary.update(_recovery(sends, nemeses))
     summary["valid"] = all(
@@ -55,6 +57,7 @@ def check(history: list[dict], nemeses: list[dict], run_seconds: float) -> dict:
             "commits_backwards",
             "phantom_reads",
             "topics_lost",
+            "log_starts_moved",
         )
     )
     summary["counts"] = {f: dict(per_type) for f, per_type in sorted(counts.items())}
@@ -326,6 +329,38 @@ def _topics(creates: list[dict], final_reads: list[dict]) -> dict:
     created = {op["topic"] for op in creates if op["type"] == "ok"}
     missing = sorted(created - listed)
     return {"topics_lost": len(missing), "topics_lost_names": missing}
+
+
+def _log_starts(final_reads: list[dict]) -> dict:
+    """Partitions whose log no longer starts at 0: records deleted. Nothing in
+    a run deletes (no DeleteRecords, an hour's retention), so a broker that
+    deleted by a jumped wall clock shows here, even before a record is missed."""
+    starts: dict[str, int] = {}
+    for op in final_reads:
+        starts.update(op.get("log_start_offsets") or {})
+    moved = {partition: start for partition, start in sorted(starts.items()) if start > 0}
+    return {"log_starts_moved": len(moved), "log_starts_moved_partitions": moved}
+
+
+REBALANCE_AFTER_HEAL_S = 10.0
+
+
+def _rebalances_by_kind(assigns: list[dict], nemeses: list[dict]) -> dict[str, int]:
+    """Per fault kind, the consumers' revocations (an assign op with no
+    partitions, not the one of closing at the end) within its windows or REBALANCE_AFTER_HEAL_S after them, each
+    counted for the latest window started before it: the group rebalances each
+    kind caused. A clock jump should cause none, since sessions are timed on
+    the monotonic clock."""
+    counts: dict[str, int] = {window["kind"]: 0 for window in nemeses}
+    windows = sorted(nemeses, key=lambda window: window["start_s"])
+    starts = [window["start_s"] for window in windows]
+    for op in assigns:
+        if op["type"] != "ok" or op.get("partitions") or op.get("closing"):
+            continue
+        index = bisect.bisect_right(starts, op["start_s"]) - 1
+        if index >= 0 and op["start_s"] <= windows[index]["end_s"] + REBALANCE_AFTER_HEAL_S:
+            counts[windows[index]["kind"]] += 1
+    return counts
 
 
 def _share(ok: int, total: int) -> float | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from broker.tools.groups import KafkaConnection, ToolError
 from broker.tools.metadata_quorum import describe_quorum
+from tests.faults.clock import preload_env, set_offset
 from tests.netns import VirtualNetwork
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,10 @@ FAULT_TIMINGS = {
     # 50 partitions x 3 replicas of __consumer_offsets on 2 cores only slow
     # every fault's recovery; five show the same coordinator moves.
     "KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "5",
+    # Retention is checked every few seconds (Kafka: 5 minutes, longer than a
+    # quick run), so a clock jump that made a broker delete by time would do it
+    # within the run; the run's topic keeps an hour (workload.create_topic).
+    "KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS": "5000",
 }
 
 
@@ -77,6 +82,7 @@ class Node:
     mounted: bool = False
     filler: Path | None = None
     log_paths: list[Path] = field(default_factory=list)
+    clock_offset_s: float = 0.0  # how far its wall clock is off the true time (the clock shim)
 
     @property
     def is_broker(self) -> bool:
@@ -98,8 +104,12 @@ class FaultCluster:
         extra_env: dict[str, str] | None = None,
         compose_file: Path = COMPOSE_FILE,
         subnet: int | None = None,
+        clock_shim: Path | None = None,
     ):
+        """``clock_shim``: the built tests/faults/clock_shim.c, preloaded into
+        every broker so that ``jump_clock`` can move its wall clock."""
         self.root = Path(root)
+        self.clock_shim = clock_shim
         self.root.mkdir(parents=True, exist_ok=True)
         services = load_services(compose_file)
         self.nodes: dict[str, Node] = {}
@@ -165,6 +175,10 @@ class FaultCluster:
         env["KAFKA_LOG_DIRS"] = str(node.data_dir / "logs")  # the named volume
         env["PYBROKER_CONFIG_FILE"] = str(node.data_dir / "server.properties")
         env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        if self.clock_shim is not None and node.is_broker:
+            # Outside the tmpfs: a full disk (disk-full) must not stop a jump or its heal.
+            set_offset(self._clock_file(node), node.clock_offset_s)
+            env.update(preload_env(self.clock_shim, self._clock_file(node)))
         node.runs += 1
         log_path = self.root / f"{node.hostname}.run{node.runs}.log"
         node.log_paths.append(log_path)
@@ -315,6 +329,20 @@ class FaultCluster:
     def netem(self, hostname: str, *args: str) -> None:
         self.net.netem(hostname, *args)
         self.slowed.add(hostname)
+
+    # ------------------------------------------------------------------ clock
+
+    def _clock_file(self, node: Node) -> Path:
+        return self.root / f"{node.hostname}.clock-offset"
+
+    def jump_clock(self, node: Node, offset_s: float) -> None:
+        """From now on (within the shim's reload time) the broker's wall clock
+        reads the true time plus ``offset_s``; its monotonic clock is untouched.
+        A restart keeps the offset: it is the host's clock, not the process's."""
+        if self.clock_shim is None or not node.is_broker:
+            raise RuntimeError(f"{node.hostname} does not run under the clock shim")
+        node.clock_offset_s = offset_s
+        set_offset(self._clock_file(node), offset_s)
 
     # ------------------------------------------------------------------- disk
 

@@ -13,6 +13,8 @@ Kinds:
   flaky-link              a broker's link drops everything in random bursts (50-400 ms out of
                           every 0.3-1.3 s): packet loss and retransmission delays without netem
   latency-loss            tc netem delay and loss on a broker's link, where the kernel has sch_netem
+  clock-jump              a broker's wall clock (often a leader's) jumps 2-15 minutes forward or back;
+                          heal: back to the true time, itself a jump (tests/faults/clock.py)
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ KINDS = (
     "slow-link",
     "flaky-link",
     "latency-loss",
+    "clock-jump",
 )
 FLAKY_DOWN_S = (0.05, 0.4)
 FLAKY_UP_S = (0.25, 0.9)
 SLOW_LINK_RATE = "1mbit"
 NETEM_ARGS = ("delay", "50ms", "20ms", "loss", "5%")
+CLOCK_JUMP_S = (120.0, 900.0)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class Nemesis:
         self.rng = random.Random(seed ^ 0x5EED)
         self.active: tuple[str, list] | None = None  # (kind, nodes hurt)
         self._flapping: tuple[threading.Thread, threading.Event] | None = None
+        self.detail: str | None = None  # what the last start did beyond its targets (a clock jump's size)
 
     def _leader(self):
         """The leader of a random partition of the topic, else a random broker."""
@@ -110,6 +115,7 @@ class Nemesis:
     def start(self, kind: str) -> list[str]:
         """Apply ``kind``; the hostnames it targets."""
         cluster = self.cluster
+        self.detail = None
         if kind == "kill":
             node = self._leader() if self.rng.random() < 0.6 else self._broker()
             cluster.kill(node)
@@ -153,6 +159,12 @@ class Nemesis:
             node = self._leader()
             cluster.netem(node.hostname, *NETEM_ARGS)
             hurt = [node]
+        elif kind == "clock-jump":
+            node = self._leader() if self.rng.random() < 0.6 else self._broker()
+            jump_s = round(self.rng.uniform(*CLOCK_JUMP_S) * self.rng.choice((1, -1)), 3)
+            cluster.jump_clock(node, jump_s)
+            self.detail = f"wall clock {jump_s:+.0f} s"
+            hurt = [node]
         else:
             raise ValueError(f"unknown nemesis kind {kind!r}")
         self.active = (kind, hurt)
@@ -190,6 +202,8 @@ class Nemesis:
         for node in hurt:
             if kind == "disk-full":
                 self.cluster.free_disk(node)
+            if kind == "clock-jump":
+                self.cluster.jump_clock(node, 0.0)
             if self.cluster.restart_if_down(node):
                 restarted.append(node.hostname)
         return restarted
@@ -201,6 +215,8 @@ class Nemesis:
         for node in self.cluster.nodes.values():
             if node.filler is not None:
                 self.cluster.free_disk(node)
+            if node.clock_offset_s:
+                self.cluster.jump_clock(node, 0.0)
             if self.cluster.restart_if_down(node):
                 restarted.append(node.hostname)
         return restarted

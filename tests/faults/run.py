@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from tests.faults import checker
+from tests.faults.clock import ClockShimUnavailable, build_shim
 from tests.faults.cluster import FaultCluster, wait_until
 from tests.faults.nemesis import KINDS, Nemesis, netem_available, schedule
 from tests.netns import check_available
@@ -82,7 +83,14 @@ def run_faults(
     unavailable: dict[str, str] = {}
     final_state = "not reached"
     healed_s = None
-    cluster = FaultCluster(out / "cluster", extra_env=UNSAFE_ENV if unsafe else None)
+    clock_shim = None
+    if "clock-jump" in kinds:
+        try:
+            clock_shim = build_shim(out / "clock-shim")
+        except ClockShimUnavailable as exc:
+            unavailable["clock-jump"] = str(exc)
+            kinds = tuple(k for k in kinds if k != "clock-jump")
+    cluster = FaultCluster(out / "cluster", extra_env=UNSAFE_ENV if unsafe else None, clock_shim=clock_shim)
     workload = None
     try:
         if "latency-loss" in kinds and (why := netem_available(cluster)):
@@ -134,11 +142,13 @@ def run_faults(
                 )
                 nemesis.active = None
                 continue
-            log(f"{started:7.1f} s  {window.kind} {' '.join(targets)}")
+            detail = nemesis.detail
+            log(f"{started:7.1f} s  {window.kind} {' '.join(targets)}{f' ({detail})' if detail else ''}")
             time.sleep(max(0.0, run_start + window.end_s - time.monotonic()))
             restarted = nemesis.heal()
             windows.append(
                 {"kind": window.kind, "targets": targets, "start_s": started, "end_s": now(), "restarted": restarted}
+                | ({"detail": detail} if detail else {})
             )
             _note_exits(cluster, unexpected_exits, now())
         time.sleep(max(0.0, run_start + seconds - time.monotonic()))
@@ -224,10 +234,21 @@ def table(summary: dict) -> str:
         ("committed offsets backwards", summary.get("commits_backwards")),
         ("reads never written", summary.get("phantom_reads")),
         ("created topics lost", summary.get("topics_lost")),
+        ("log starts moved (records deleted)", summary.get("log_starts_moved")),
+        (
+            "rebalances by fault kind",
+            ", ".join(f"{kind} {count}" for kind, count in sorted(summary.get("rebalances_by_kind", {}).items())),
+        ),
         ("availability overall", availability.get("overall")),
         ("availability during faults", availability.get("during_faults")),
         ("availability outside faults", availability.get("outside_faults")),
-        ("faults", ", ".join(f"{w['kind']}@{w['start_s']:.0f}s" for w in summary.get("nemeses", []))),
+        (
+            "faults",
+            ", ".join(
+                f"{w['kind']}@{w['start_s']:.0f}s" + (f" ({w['detail']})" if w.get("detail") else "")
+                for w in summary.get("nemeses", [])
+            ),
+        ),
         (
             "unavailable nemeses",
             "; ".join(f"{k}: {v}" for k, v in summary.get("nemeses_unavailable", {}).items()) or "none",

@@ -376,3 +376,23 @@ def test_timeline_writes_a_png(tmp_path):
     empty = tmp_path / "empty.png"
     draw([], nemeses, check([], nemeses, 0.0), empty, "empty run")
     assert empty.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_log_starts_moved_fails_the_run():
+    final = {"f": "final_read", "type": "ok", "process": "final", "start_s": 1, "end_s": 2, "records": [],
+             "log_start_offsets": {"0": 0, "1": 17}}
+    summary = check([final], [], 10)
+    assert summary["log_starts_moved"] == 1 and summary["log_starts_moved_partitions"] == {"1": 17}
+    assert not summary["valid"]
+    final["log_start_offsets"] = {"0": 0, "1": 0}
+    assert check([final], [], 10)["valid"]
+
+
+def test_rebalances_count_once_for_the_latest_window():
+    def revoke(at_s, partitions=()):
+        return {"f": "assign", "type": "ok", "process": "consumer-0", "start_s": at_s, "end_s": at_s,
+                "partitions": list(partitions)}
+
+    windows = [{"kind": "clock-jump", "start_s": 10, "end_s": 15}, {"kind": "kill", "start_s": 18, "end_s": 22}]
+    history = [revoke(12), revoke(19), revoke(20, [["t", 0]]), revoke(40), revoke(5), revoke(21) | {"closing": True}]
+    assert check(history, windows, 60)["rebalances_by_kind"] == {"clock-jump": 1, "kill": 1}

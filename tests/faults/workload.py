@@ -31,6 +31,8 @@ CREATE_TOPIC_INTERVAL_S = 8.0
 FLUSH_BOUND_S = 30.0
 FINAL_READ_BOUND_S = 120.0
 FINAL_CHUNK_RECORDS = 5000
+RETENTION_MS = 3_600_000
+SEGMENT_BYTES = 256 * 1024
 # Errors after which the operation surely did not happen; anything else
 # (timeouts, lost connections) may have taken effect: "info", as Jepsen says.
 DEFINITE_COMMIT_ERRORS = {
@@ -182,7 +184,9 @@ class ConsumerClient(Client):
         self.record("assign", "ok", self.history.now(), partitions=[[p.topic, p.partition] for p in partitions])
 
     def _revoked(self, consumer, partitions) -> None:
-        self.record("assign", "ok", self.history.now(), partitions=[])
+        # The last revocation comes from consumer.close() at the end, not from a rebalance.
+        closing = {"closing": True} if self.stop.is_set() else {}
+        self.record("assign", "ok", self.history.now(), partitions=[], **closing)
 
     def run(self) -> None:
         consumer = Consumer(
@@ -362,12 +366,13 @@ def final_read(history: History, args) -> bool:
         }
     )
     highs: dict[int, int] = {}
+    lows: dict[int, int] = {}  # log start offsets: anything above 0 was deleted
     for partition in range(args.partitions):
         for _ in range(30):
             try:
-                highs[partition] = consumer.get_watermark_offsets(
+                lows[partition], highs[partition] = consumer.get_watermark_offsets(
                     TopicPartition(args.topic, partition), timeout=5, cached=False
-                )[1]
+                )
                 break
             except KafkaException:
                 time.sleep(1)
@@ -395,6 +400,7 @@ def final_read(history: History, args) -> bool:
         records=chunk,
         topics=topics,
         high_watermarks={str(p): h for p, h in highs.items()},
+        log_start_offsets={str(p): low for p, low in lows.items()},
         complete=complete,
     )
     return complete
@@ -406,7 +412,12 @@ def create_topic(args) -> None:
     deadline = time.monotonic() + 60
     while True:
         topic = NewTopic(
-            args.topic, num_partitions=args.partitions, replication_factor=3, config={"min.insync.replicas": "2"}
+            args.topic,
+            num_partitions=args.partitions,
+            replication_factor=3,
+            # An hour of retention in small segments: a broker whose wall clock
+            # jumps by minutes (clock-jump) must not delete any of them.
+            config={"min.insync.replicas": "2", "retention.ms": str(RETENTION_MS), "segment.bytes": str(SEGMENT_BYTES)},
         )
         try:
             admin.create_topics([topic], request_timeout=10)[args.topic].result(timeout=20)

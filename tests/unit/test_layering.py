@@ -126,7 +126,7 @@ def test_coordinator_state_machines_do_no_io(relative):
 
 # broker/'s sub-packages, each allowed to import only the rooms named here (and
 # itself). The order reads bottom-up: security (sans-IO SASL), the node's base
-# modules (configuration, the load report of heartbeats), net (connections, TLS, SASL listeners, dispatch,
+# modules (configuration, the load report of heartbeats, the two clocks), net (connections, TLS, SASL listeners, dispatch,
 # quotas, the node-to-node client), replica (replica manager shell, fetcher,
 # the leader's write), coordinators (groups, transactions, their shell),
 # schemas (the schema registry: its pure state (formats and codec are in
@@ -140,7 +140,7 @@ def test_coordinator_state_machines_do_no_io(relative):
 # schema registry's API reads and writes through its service (schemas).
 # The entry points and the wiring (app, cli, container, lifecycle) may import
 # anything.
-BASE_MODULES = {"config", "config_info", "single_node_profile", "loop_monitor", "load_report", "allocator"}
+BASE_MODULES = {"config", "config_info", "single_node_profile", "loop_monitor", "load_report", "allocator", "clock"}
 TOP_MODULES = {"__main__", "app", "cli", "container", "lifecycle"}
 ROOMS_ALLOWED = {
     "security": set(),

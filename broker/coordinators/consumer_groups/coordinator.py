@@ -166,8 +166,16 @@ class _Refused(Exception):
 
 
 class ConsumerGroupCoordinator(ClassicMembers):
-    def __init__(self, config: ConsumerGroupConfig, new_member_id: Callable[[], str] | None = None):
+    def __init__(
+        self,
+        config: ConsumerGroupConfig,
+        new_member_id: Callable[[], str] | None = None,
+        wall_clock_ms: Callable[[], int] | None = None,
+    ):
         self.config = config
+        # ``now_ms`` times sessions and rebalances; a resolved expression's
+        # stored timestamp is wall-clock time, as in Kafka (``now_ms`` without one).
+        self._wall_clock_ms = wall_clock_ms
         self.groups: dict[str, ConsumerGroup] = {}
         # The topics of the metadata image, by name (set_topics).
         self.topics: dict[str, TopicInfo] = {}
@@ -581,7 +589,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
                 topics = frozenset()  # a stored expression Python's re does not read matches nothing
             known = group.resolved_regexes.get(regex)
             if known is None or known.topics != topics:
-                self._apply(records, regex_record(group_id, regex, ResolvedRegex(topics, self.topics_image_offset, now_ms)))
+                self._apply(records, regex_record(group_id, regex, ResolvedRegex(topics, self.topics_image_offset, now_ms if self._wall_clock_ms is None else self._wall_clock_ms())))
         if not records:
             return []
         self._refresh_group_epoch(group, records, bump=True)

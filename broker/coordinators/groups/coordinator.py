@@ -208,8 +208,14 @@ def _take_join_fields(member: Member, request: JoinRequest) -> None:
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, new_member_id: Callable[[str], str],
-                 is_consumer_group: Callable[[str], bool] = lambda group_id: False):
+                 is_consumer_group: Callable[[str], bool] = lambda group_id: False,
+                 wall_clock_ms: Callable[[], int] | None = None):
         self.config = config
+        # ``now_ms`` times sessions and rebalances; a group's state timestamp is
+        # written to its record and compared with offset commit timestamps
+        # (offsets.retention), so it is wall-clock time, as in Kafka. Without a
+        # wall clock (tests) it is ``now_ms`` too.
+        self._wall_clock_ms = wall_clock_ms
         self._new_member_id = new_member_id
         # A KIP-848 consumer group has this id (its own coordinator has it): its
         # offsets are kept here, but no classic group is made of them.
@@ -229,6 +235,10 @@ class GroupCoordinator:
 
     # ----------------------------------------------------------------- persistence
 
+
+    def _stamp(self, now_ms: int) -> int:
+        """A group state timestamp: wall-clock time (see __init__)."""
+        return now_ms if self._wall_clock_ms is None else self._wall_clock_ms()
     def partition_for(self, group_id: str) -> int:
         return partition_for_group(group_id, self.config.offsets_partitions)
 
@@ -319,7 +329,7 @@ class GroupCoordinator:
                 group.add(member)
             group.leader_id = value.leader if value.leader in group.members else group.leader_id
             state = GroupState.STABLE if group.members else GroupState.EMPTY
-            group.transition(state, value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms)
+            group.transition(state, value.current_state_timestamp if value.current_state_timestamp >= 0 else self._stamp(now_ms))
             self.groups[group_id] = group
         self._loaded_group_values.clear()
         for group_id in [g for g, offsets in self.offsets.items() if not offsets]:
@@ -330,7 +340,7 @@ class GroupCoordinator:
         for group_id in [*self.offsets, *self.pending.group_ids()]:
             if group_id not in self.groups and not self._is_consumer_group(group_id):
                 group = ClassicGroup(group_id)
-                group.transition(GroupState.EMPTY, now_ms)
+                group.transition(GroupState.EMPTY, self._stamp(now_ms))
                 self.groups[group_id] = group
 
     # ----------------------------------------------------------------- JoinGroup
@@ -341,7 +351,7 @@ class GroupCoordinator:
         error = self._validate_join(request, group)
         if error is None and group is None:
             group = ClassicGroup(request.group_id)
-            group.transition(GroupState.EMPTY, now_ms)
+            group.transition(GroupState.EMPTY, self._stamp(now_ms))
             self.groups[request.group_id] = group
             created = True
         if error is not None:
@@ -555,7 +565,7 @@ class GroupCoordinator:
         else:
             group.in_initial_delay = False
             group.join_deadline_ms = now_ms + rebalance_timeout_ms
-        group.transition(GroupState.PREPARING_REBALANCE, now_ms)
+        group.transition(GroupState.PREPARING_REBALANCE, self._stamp(now_ms))
         self._maybe_complete_join(group, now_ms)
 
     def _maybe_complete_join(self, group: ClassicGroup, now_ms: int) -> None:
@@ -576,7 +586,7 @@ class GroupCoordinator:
         group.generation_id += 1
         if group.is_empty:
             group.protocol_name = None
-            group.transition(GroupState.EMPTY, now_ms)
+            group.transition(GroupState.EMPTY, self._stamp(now_ms))
             # No one waits for this outcome: if the store fails, the previous
             # generation's record stands; it is rewritten at the next change.
             self._store_group(group)
@@ -585,7 +595,7 @@ class GroupCoordinator:
         if group.leader_id not in group.members or group.members[group.leader_id].join_reply is None:
             rejoined = [m.member_id for m in group.members.values() if m.join_reply is not None]
             group.leader_id = (rejoined or list(group.members))[0]
-        group.transition(GroupState.COMPLETING_REBALANCE, now_ms)
+        group.transition(GroupState.COMPLETING_REBALANCE, self._stamp(now_ms))
         group.pending_sync = set(group.members)
         group.sync_deadline_ms = now_ms + max(m.rebalance_timeout_ms for m in group.members.values())
         for member in group.members.values():
@@ -662,7 +672,7 @@ class GroupCoordinator:
             m.assignment = assignments.get(m.member_id, b"")
         # Stored as Stable; the group goes back to where it was if that fails.
         previous = (group.state, group.state_timestamp_ms)
-        group.transition(GroupState.STABLE, now_ms)
+        group.transition(GroupState.STABLE, self._stamp(now_ms))
 
         def stored(error: ErrorCode) -> None:
             if error != ErrorCode.NONE:
@@ -953,7 +963,7 @@ class GroupCoordinator:
 
     def _new_simple_group(self, group_id: str, now_ms: int) -> None:
         group = ClassicGroup(group_id)
-        group.transition(GroupState.EMPTY, now_ms)
+        group.transition(GroupState.EMPTY, self._stamp(now_ms))
         self.groups[group_id] = group
 
     def commit_transactional_offsets(
@@ -1171,7 +1181,7 @@ class GroupCoordinator:
             for tp in gone:
                 self._forget_offset(group_id, tp)
             if remove_group:
-                group.transition(GroupState.DEAD, now_ms)
+                group.transition(GroupState.DEAD, self._stamp(now_ms))
                 del self.groups[group_id]
                 self.offsets.pop(group_id, None)
                 self._committed_positions.pop(group_id, None)
@@ -1259,7 +1269,7 @@ class GroupCoordinator:
 
                 def stored(error: ErrorCode, group_id: str = group_id, group: ClassicGroup = group) -> None:
                     if error == ErrorCode.NONE:
-                        group.transition(GroupState.DEAD, now_ms)
+                        group.transition(GroupState.DEAD, self._stamp(now_ms))
                         del self.groups[group_id]
                         self.offsets.pop(group_id, None)
                         self._committed_positions.pop(group_id, None)

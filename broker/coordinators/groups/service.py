@@ -63,9 +63,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 
+from broker.clock import monotonic_ms, wall_ms
 from broker.coordinators.consumer_groups.classic_members import (
     ClassicGroupView,
     ClassicJoin,
@@ -149,7 +149,7 @@ class GroupService:
             assignors=tuple(config["group.consumer.assignors"]),
             offsets_partitions=self.config.offsets_partitions,
         )
-        self.consumer_groups = ConsumerGroupCoordinator(self.consumer_config)
+        self.consumer_groups = ConsumerGroupCoordinator(self.consumer_config, wall_clock_ms=wall_ms)
         self.share_config = ShareGroupConfig(
             session_timeout_ms=config["group.share.session.timeout.ms"],
             heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
@@ -158,7 +158,9 @@ class GroupService:
         )
         self.share_groups = ShareGroupCoordinator(self.share_config)
         self.migration_policy = config["group.consumer.migration.policy"]
-        self.coordinator = GroupCoordinator(self.config, self._new_member_id, is_consumer_group=self.is_consumer_group)
+        self.coordinator = GroupCoordinator(
+            self.config, self._new_member_id, is_consumer_group=self.is_consumer_group, wall_clock_ms=wall_ms
+        )
         # The image's topics and brokers the consumer groups' topics were last taken from.
         self._topics_from: tuple[object, object] | None = None
         # Per topic, the TopicImage its TopicInfo was made from, and the racks then.
@@ -188,7 +190,15 @@ class GroupService:
 
     @staticmethod
     def now_ms() -> int:
-        return int(time.time() * 1000)
+        """The coordinators' clock: sessions, rebalance and join timeouts, timers.
+        Monotonic, so a wall clock stepped by minutes neither expires every
+        member at once nor keeps a dead one."""
+        return monotonic_ms()
+
+    @staticmethod
+    def wall_ms() -> int:
+        """Record timestamps, offset commit and expiry timestamps, offsets.retention."""
+        return wall_ms()
 
     @staticmethod
     def _new_member_id(prefix: str) -> str:
@@ -254,7 +264,7 @@ class GroupService:
     def _write(self, store: Store) -> ErrorCode:
         """Append one store's records; the error the client is told if that fails."""
         partition = store.partition
-        written = self.shell.write_store(store, self.now_ms())
+        written = self.shell.write_store(store, self.wall_ms())
         error = written.error
         if error == ErrorCode.NONE:
             self._written_offsets[partition] = written.last_offset + 1
@@ -439,8 +449,9 @@ class GroupService:
         consumer group left with no offsets is deleted."""
         self._refresh_topics()
         topics = {group_id: self.consumer_group_topics(group_id) for group_id in self.consumer_groups.groups}
-        expired = self.run(self.coordinator.expire_offsets, self.now_ms())
-        expired += self.run(self.coordinator.expire_consumer_group_offsets, self.now_ms(), topics)
+        # Commit timestamps against the wall clock, as Kafka's offsets.retention.
+        expired = self.run(self.coordinator.expire_offsets, self.wall_ms())
+        expired += self.run(self.coordinator.expire_consumer_group_offsets, self.wall_ms(), topics)
         if expired:
             log.info("expired %d committed offsets", expired)
         for group_id in self.consumer_groups.empty_group_ids():

@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 
+from broker.clock import monotonic_ms, wall_ms
 from broker.coordinators.effects import Store
 from broker.coordinators.shell import CoordinatorShell, InternalTopic
 from broker.coordinators.transactions.peers import REQUEST_TIMEOUT_MS, Peers
@@ -150,7 +150,9 @@ class SharePartitionService:
 
     @staticmethod
     def now_ms() -> int:
-        return int(time.time() * 1000)
+        # Record locks and the timer are durations: monotonic. The state
+        # records' write timestamps are wall-clock (wall_ms).
+        return monotonic_ms()
 
     def state_partition_for(self, key: Key) -> int:
         group_id, topic_id, partition = key
@@ -307,7 +309,7 @@ class SharePartitionService:
         if self._stale_state_epoch(key, live.state_epoch):
             self._drop(key, live)
             return _coordinator_error(ErrorCode.FENCED_STATE_EPOCH)
-        now_ms = self.now_ms()
+        now_ms = wall_ms()
         group_id, topic_id, partition = key
         record = ShareStateRecord(
             ShareRecordKind.SNAPSHOT if persist.snapshot else ShareRecordKind.UPDATE,
@@ -439,7 +441,7 @@ class SharePartitionService:
     async def _store_state(self, key: Key, state: DurableShareState | None, leader_epoch: int) -> ErrorCode:
         """Store ``state`` as the key's ShareSnapshot (None: tombstones of its
         snapshot and update), hold it, and wait for the in-sync replicas."""
-        now_ms = self.now_ms()
+        now_ms = wall_ms()
         group_id, topic_id, partition = key
         state_partition = self.state_partition_for(key)
         if state is None:
