@@ -134,11 +134,13 @@ def run_faults(
                 )
                 nemesis.active = None
                 continue
-            log(f"{started:7.1f} s  {window.kind} {' '.join(targets)}")
+            log(f"{started:7.1f} s  {window.kind} {' '.join(targets)}" + (f"  {nemesis.detail}" if nemesis.detail else ""))
             time.sleep(max(0.0, run_start + window.end_s - time.monotonic()))
+            detail = nemesis.detail
             restarted = nemesis.heal()
             windows.append(
                 {"kind": window.kind, "targets": targets, "start_s": started, "end_s": now(), "restarted": restarted}
+                | ({"detail": detail} if detail else {})
             )
             _note_exits(cluster, unexpected_exits, now())
         time.sleep(max(0.0, run_start + seconds - time.monotonic()))
@@ -156,6 +158,7 @@ def run_faults(
             workload.kill()
             workload.wait(10)
         cluster.close()
+    replicas = compare_replicas(cluster, TOPIC, PARTITIONS)
     history = read_history(history_path)
     nemesis_windows = [w for w in windows if "error" not in w]
     summary = checker.check(history, nemesis_windows, seconds)
@@ -171,6 +174,7 @@ def run_faults(
             "unexpected_exits": unexpected_exits,
             "healed_at_s": healed_s,
             "final_read": final_state,
+            "replicas": replicas,
         }
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -189,6 +193,22 @@ def run_faults(
     return summary
 
 
+def compare_replicas(cluster, topic: str, partitions: int) -> dict:
+    """The three brokers' logs of each partition after the stop, batch bytes end
+    to end: ``diverged`` lists partitions where one replica's bytes are not a
+    prefix of another's (two different records at one offset, or a corrupt byte
+    kept); ``ends_differ`` those where all agree but some replica holds less."""
+    diverged, ends_differ = [], []
+    for partition in range(partitions):
+        logs = sorted(cluster.replica_logs(topic, partition).items(), key=lambda item: len(item[1]))
+        shortest, longest = logs[0][1], logs[-1][1]
+        if any(not longest.startswith(data) for _, data in logs):
+            diverged.append(partition)
+        elif len(shortest) != len(longest):
+            ends_differ.append({"partition": partition, "bytes": {host: len(data) for host, data in logs}})
+    return {"diverged": diverged, "ends_differ": ends_differ}
+
+
 def _note_exits(cluster, exits: list[dict], at_s: float) -> None:
     """Processes that died without being killed: note them, start them again."""
     for node in cluster.nodes.values():
@@ -205,8 +225,13 @@ def _note_exits(cluster, exits: list[dict], at_s: float) -> None:
 
 
 def passed(summary: dict) -> bool:
-    """Nothing lost, duplicated or inconsistent, and the final read saw all of it."""
-    return bool(summary.get("valid")) and summary.get("final_read") == "final-done"
+    """Nothing lost, duplicated or inconsistent, the final read saw all of it,
+    and no two replicas hold different bytes."""
+    return (
+        bool(summary.get("valid"))
+        and summary.get("final_read") == "final-done"
+        and not summary.get("replicas", {}).get("diverged")
+    )
 
 
 def table(summary: dict) -> str:
@@ -233,6 +258,8 @@ def table(summary: dict) -> str:
             "; ".join(f"{k}: {v}" for k, v in summary.get("nemeses_unavailable", {}).items()) or "none",
         ),
         ("unexpected exits", len(summary.get("unexpected_exits", []))),
+        ("replicas diverged (partitions)", summary.get("replicas", {}).get("diverged")),
+        ("replicas ending short (partitions)", [e["partition"] for e in summary.get("replicas", {}).get("ends_differ", [])]),
         ("final read", summary.get("final_read")),
         ("verdict", "PASS" if passed(summary) else "FAIL"),
     ]

@@ -190,6 +190,9 @@ class ConsumerClient(Client):
                 "bootstrap.servers": self.args.bootstrap,
                 "group.id": GROUP,
                 "enable.auto.commit": False,
+                # As a careful user reads: a batch gone bad on a broker's disk
+                # is an error here, not a record (librdkafka's default is off).
+                "check.crcs": True,
                 "auto.offset.reset": "earliest",
                 "session.timeout.ms": 6000,
                 "heartbeat.interval.ms": 1000,
@@ -358,6 +361,7 @@ def final_read(history: History, args) -> bool:
             "bootstrap.servers": args.bootstrap,
             "group.id": f"final-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
+            "check.crcs": True,
             "enable.partition.eof": True,
         }
     )
@@ -381,6 +385,8 @@ def final_read(history: History, args) -> bool:
             if message.error() is None:
                 chunk.append([message.topic(), message.partition(), message.offset(), message.value().decode()])
                 positions[message.partition()] = message.offset() + 1
+            elif message.error().code() != KafkaError._PARTITION_EOF:
+                print(f"final read: {message.error()}", file=sys.stderr, flush=True)  # e.g. a CRC error
         if len(chunk) >= FINAL_CHUNK_RECORDS:
             history.add(f="final_read", type="ok", process="final", start_s=start_s, end_s=history.now(), records=chunk)
             chunk = []
@@ -406,7 +412,12 @@ def create_topic(args) -> None:
     deadline = time.monotonic() + 60
     while True:
         topic = NewTopic(
-            args.topic, num_partitions=args.partitions, replication_factor=3, config={"min.insync.replicas": "2"}
+            args.topic,
+            num_partitions=args.partitions,
+            replication_factor=3,
+            # Segments of 100 kB roll every 15-20 s at the workload's rate, so
+            # the log has closed segments for the corrupt nemesis to hit.
+            config={"min.insync.replicas": "2", "segment.bytes": "100000"},
         )
         try:
             admin.create_topics([topic], request_timeout=10)[args.topic].result(timeout=20)
