@@ -11,7 +11,8 @@ writing throughout (broker/replica/corruption.py has the design):
   follower catches up from the new leader.
 
 Either way every acknowledged record is read back once, at its offset, and the
-three replicas end with byte-identical batches.
+three replicas end with byte-identical batches. A consumer reading a corrupt
+batch gets librdkafka's CRC error (check.crcs) and the broker serves on.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import time
 import pytest
 
 pytest.importorskip("confluent_kafka")
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from protocol.records import BATCH_HEADER_BYTES, iter_batches
 from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster, StreamProducer, check_history, read_partition, wait_until
@@ -51,8 +54,9 @@ def start_cluster(root, scrub: bool) -> ReplicatedCluster:
 
 
 def corrupt_closed_segment(cluster: ReplicatedCluster, node: int, topic: str, at_or_after: int, seed: int) -> int:
-    """Flip two bytes inside the records of a batch of one of ``node``'s closed
-    segments whose base offset is at least ``at_or_after``; that base offset."""
+    """Flip a byte of the last record's value in a batch (seeded) of one of
+    ``node``'s closed segments whose base offset is at least ``at_or_after``
+    (its records still parse: only the CRC tells); that base offset."""
     rng = random.Random(seed)
     segments = sorted(cluster.partition_dir(node, topic, 0).glob("*.log"))[:-1]
     candidates = []
@@ -63,12 +67,12 @@ def corrupt_closed_segment(cluster: ReplicatedCluster, node: int, topic: str, at
                 candidates.append((path, position, size, header.base_offset))
     assert candidates, f"node {node} has no closed segment batch at or after {at_or_after}: {segments}"
     path, position, size, base_offset = rng.choice(candidates[: max(1, len(candidates) // 2)])
-    at = rng.randrange(position + BATCH_HEADER_BYTES, position + size - 2)
+    at = position + size - 2  # the batch ends with the last value's byte, then its header count (0)
     with open(path, "r+b") as f:
         f.seek(at)
-        original = f.read(2)
+        original = f.read(1)
         f.seek(at)
-        f.write(bytes(b ^ 0xA5 for b in original))
+        f.write(bytes([original[0] ^ 0x01]))  # another digit: a value that was never sent
     return base_offset
 
 
@@ -139,3 +143,62 @@ def test_a_follower_is_never_sent_the_leaders_corrupt_batch_and_the_data_recover
     finally:
         cluster.save_output()
         cluster.stop()
+
+
+def test_a_consumer_reading_a_corrupt_batch_gets_librdkafkas_crc_error_and_the_broker_serves_on(tmp_path):
+    """Consumer fetches are file slices sent unchecked, as in Kafka: the client
+    checks the CRC (librdkafka's check.crcs) and reports the batch; the broker
+    neither crashes nor acts (the scrubber is off here, and no follower reads
+    the range again)."""
+    cluster = start_cluster(tmp_path, scrub=False)
+    topic = "corrupt-consumed"
+    try:
+        cluster.create_topic(topic, config={"segment.bytes": str(SEGMENT_BYTES)})
+        stream = StreamProducer(cluster.bootstrap(), topic, rate=STREAM_RATE).start()
+        leader = cluster.leader_of(topic)
+        wait_for_rolls(cluster, leader, topic, 3)
+        history = stream.stop()
+        offset = corrupt_closed_segment(cluster, leader, topic, 0, seed=5)
+        errors, values = consume_all(cluster, topic, check_crcs=True)
+        assert any(code == KafkaError._BAD_MSG for code, _ in errors), errors
+        assert all(at != offset for at, _ in values)  # the corrupt batch's records are not delivered
+        assert cluster.running(leader) and cluster.leader_of(topic) == leader
+        # Without check.crcs librdkafka hands the damaged record over as it is.
+        errors, values = consume_all(cluster, topic, check_crcs=False)
+        acked = {op.offset: op.value for op in history.acked}
+        assert any(acked.get(at) != value for at, value in values), "no damaged record was delivered"
+        assert cluster.running(leader)
+    finally:
+        cluster.save_output()
+        cluster.stop()
+
+
+def consume_all(cluster: ReplicatedCluster, topic: str, *, check_crcs: bool, bound_s: float = 20.0):
+    """(errors as (code, text), records as (offset, value)) of a read of the
+    whole partition from the leader, until its end or ``bound_s``."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap(),
+            "group.id": f"crc-{check_crcs}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "check.crcs": check_crcs,
+        }
+    )
+    errors, values = [], []
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + bound_s
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is None:
+                values.append((message.offset(), message.value().decode(errors="replace")))
+            elif message.error().code() == KafkaError._PARTITION_EOF:
+                break
+            else:
+                errors.append((message.error().code(), str(message.error())))
+    finally:
+        consumer.close()
+    return errors, values
