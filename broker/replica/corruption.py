@@ -53,26 +53,29 @@ class CorruptionHandler:
     def __init__(self, broker, halt=_halt):
         self.broker = broker
         self.halt = halt  # as Broker.log_dir_failed: at once, no clean-shutdown marker
-        # key -> offset from which this leader sends followers nothing (its only
-        # in-sync copy is corrupt there).
-        self.refused_from: dict[Key, int] = {}
+        # key -> (leader epoch, offset from which this leader sends followers
+        # nothing): its only in-sync copy is corrupt there. For that epoch only:
+        # under a later one the log may have been cut and fetched whole again,
+        # and if not, the next read for a follower finds the batch again.
+        self.refused_from: dict[Key, tuple[int, int]] = {}
         self.found = 0  # corrupt batches found, for the log and the tests
 
-    def refuses(self, key: Key, offset: int) -> bool:
+    def refuses(self, key: Key, offset: int, leader_epoch: int) -> bool:
         refused = self.refused_from.get(key)
-        return refused is not None and offset >= refused
+        return refused is not None and refused[0] == leader_epoch and offset >= refused[1]
 
     def batch_found(self, key: Key, plog, corrupt: CorruptBatch, where: str) -> None:
         """``corrupt`` was found in ``key``'s log (``where``: the read, or which
         segment file): act as the module says."""
-        if self.refuses(key, corrupt.offset):
-            return
-        self.found += 1
         broker = self.broker
-        replicas = broker.replicas
-        node_id = broker.node_id
         topic = broker.image.topics.get(key[0])
         partition = topic.partitions.get(key[1]) if topic is not None else None
+        leader_epoch = partition.leader_epoch if partition is not None else -1
+        if self.refuses(key, corrupt.offset, leader_epoch):
+            return
+        self.found += 1
+        replicas = broker.replicas
+        node_id = broker.node_id
         leader = replicas.leaders.get(key)
         isr = tuple(leader.isr) if leader is not None else (tuple(partition.isr) if partition is not None else ())
         usable = {b for b, r in broker.image.brokers.items() if not r.fenced}
@@ -95,7 +98,7 @@ class CorruptionHandler:
             )
             self.halt()
             return
-        self.refused_from[key] = corrupt.offset
+        self.refused_from[key] = (leader_epoch, corrupt.offset)
         log.critical(
             "%s-%d: the only in-sync replica's batch at offset %d is corrupt: followers are sent nothing from there; "
             "an unclean election or DeleteRecords past it is an operator's decision",

@@ -180,7 +180,7 @@ class ReplicaReader:
             high_watermark=read.high_watermark,
             last_stable_offset=read.last_stable_offset,
         )
-        if from_follower and broker.corruption.refuses(key, offset):
+        if from_follower and broker.corruption.refuses(key, offset, partition.leader_epoch):
             read.error, read.answer_now = ErrorCode.KAFKA_STORAGE_ERROR, True
             return read
         file_slice = plog.read_slice(offset, max(max_bytes, 0), upper_offset=upper, oversized_first_batch=first)

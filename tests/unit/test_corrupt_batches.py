@@ -166,3 +166,15 @@ def test_the_scrubber_halts_an_in_sync_follower_after_cutting_its_log(tmp_path):
     asyncio.run(broker.corruption.scrub_pass(bytes_per_s=0))
     assert len(broker.halts) == 1 and plog.log_end_offset == 2 * RECORDS_PER_BATCH
     plog.close()
+
+
+def test_a_refusal_holds_for_its_leader_epoch_only(tmp_path):
+    broker, plog = replica_over(tmp_path, (1, 2, 3), (1,))
+    flip_in_records(plog.segments[-1].log_path, 1)
+    fetch(broker, 0, replica_id=2)
+    assert broker.corruption.refuses(KEY, RECORDS_PER_BATCH, LEADER_EPOCH)
+    assert not broker.corruption.refuses(KEY, RECORDS_PER_BATCH - 1, LEADER_EPOCH)
+    # Under a later epoch the log may have been fetched whole again: the next
+    # read for a follower looks afresh.
+    assert not broker.corruption.refuses(KEY, RECORDS_PER_BATCH, LEADER_EPOCH + 1)
+    plog.close()
