@@ -20,7 +20,10 @@ everything that depends on replication state, in Kafka's order:
    without records);
 4. the read itself, up to the bound the reader may see
    (``replication.fetch_read.read_upper_offset``), with the aborted
-   transactions a read_committed consumer needs.
+   transactions a read_committed consumer needs; what a follower replica is
+   sent is CRC-checked first, so that a batch gone bad on this disk never
+   reaches another replica (broker/replica/corruption.py); a consumer's read
+   is sent unchecked, as Kafka sends it, and its client checks the CRCs.
 
 The answer is a :class:`PartitionRead`. A long-polling fetch calls this again
 for each re-read: the decisions are made afresh each time.
