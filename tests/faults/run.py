@@ -28,6 +28,8 @@ FINAL_BOUND_S = 240
 # What Kafka documents as able to lose acknowledged writes: a leader elected
 # from outside the ISR, and producers not waiting for the ISR.
 UNSAFE_ENV = {"KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE": "true"}
+# What a broker logs when it halts on a corrupt batch (broker/replica/corruption.py).
+CORRUPT_HALT_LINE = "before the corrupt batch; halting"
 
 
 class _Lines(threading.Thread):
@@ -147,7 +149,9 @@ def run_faults(
         nemesis.heal_everything()
         _note_exits(cluster, unexpected_exits, now())
         log(f"{now():7.1f} s  healed; waiting for every partition to be fully replicated")
-        if wait_until(lambda: cluster.fully_replicated([TOPIC]), HEAL_BOUND_S):
+        # A broker may still halt now, on a corrupt batch of the last window
+        # found after it: it is started again, as after any exit.
+        if wait_until(lambda: _note_exits(cluster, unexpected_exits, now()) or cluster.fully_replicated([TOPIC]), HEAL_BOUND_S):
             healed_s = now()
         workload.stdin.write("final\n")
         workload.stdin.flush()
@@ -210,15 +214,19 @@ def compare_replicas(cluster, topic: str, partitions: int) -> dict:
 
 
 def _note_exits(cluster, exits: list[dict], at_s: float) -> None:
-    """Processes that died without being killed: note them, start them again."""
+    """Processes that died without being killed: note them (``corrupt_halt``:
+    the broker halted on a corrupt batch of its own log, as it is meant to),
+    start them again."""
     for node in cluster.nodes.values():
         if node.process is not None and node.process.poll() is not None:
+            tail = cluster.tail(node, 600)
             exits.append(
                 {
                     "node": node.hostname,
                     "at_s": at_s,
                     "returncode": node.process.returncode,
-                    "log_tail": cluster.tail(node, 600),
+                    "corrupt_halt": CORRUPT_HALT_LINE in tail,
+                    "log_tail": tail,
                 }
             )
             cluster.start(node)
@@ -257,7 +265,8 @@ def table(summary: dict) -> str:
             "unavailable nemeses",
             "; ".join(f"{k}: {v}" for k, v in summary.get("nemeses_unavailable", {}).items()) or "none",
         ),
-        ("unexpected exits", len(summary.get("unexpected_exits", []))),
+        ("unexpected exits", sum(not e.get("corrupt_halt") for e in summary.get("unexpected_exits", []))),
+        ("halts on a corrupt batch after its window", sum(bool(e.get("corrupt_halt")) for e in summary.get("unexpected_exits", []))),
         ("replicas diverged (partitions)", summary.get("replicas", {}).get("diverged")),
         ("replicas ending short (partitions)", [e["partition"] for e in summary.get("replicas", {}).get("ends_differ", [])]),
         ("final read", summary.get("final_read")),
