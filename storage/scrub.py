@@ -105,12 +105,18 @@ def _explain_corrupt_batch(data, first_offset: int) -> CorruptBatch | None:
                 validate_batch(data, position, size)
             except ProtocolError as exc:
                 offset = header.base_offset if header.base_offset >= next_offset else next_offset
-                return CorruptBatch(position, offset, str(exc))
+                return CorruptBatch(position, offset, _reason(exc, position))
             next_offset = header.base_offset + header.last_offset_delta + 1
             position += size
     except ProtocolError as exc:  # the framing itself (length, magic)
-        return CorruptBatch(position, next_offset, str(exc))
+        return CorruptBatch(position, next_offset, _reason(exc, position))
     return None
+
+
+def _reason(exc: ProtocolError, position: int) -> str:
+    """The check's message without its position in the bytes read, which the
+    caller states in its own terms (a file position, an offset)."""
+    return str(exc).replace(f" at position {position}", "")
 
 
 @dataclass

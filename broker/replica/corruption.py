@@ -70,21 +70,24 @@ class CorruptionHandler:
         broker = self.broker
         topic = broker.image.topics.get(key[0])
         partition = topic.partitions.get(key[1]) if topic is not None else None
-        leader_epoch = partition.leader_epoch if partition is not None else -1
+        if partition is None:
+            log.error("%s-%d: corrupt batch at offset %d (%s) of a partition being deleted", key[0], key[1], corrupt.offset, where)
+            return
+        leader_epoch = partition.leader_epoch
         if self.refuses(key, corrupt.offset, leader_epoch):
             return
         self.found += 1
         replicas = broker.replicas
         node_id = broker.node_id
         leader = replicas.leaders.get(key)
-        isr = tuple(leader.isr) if leader is not None else (tuple(partition.isr) if partition is not None else ())
+        isr = tuple(leader.isr if leader is not None else partition.isr)
         usable = {b for b, r in broker.image.brokers.items() if not r.fenced}
         others = [b for b in isr if b != node_id and b in usable]
         log.error(
             "%s-%d: corrupt batch at offset %d (%s, %s); leader: %s, isr %s",
             key[0], key[1], corrupt.offset, where, corrupt.reason, leader is not None, list(isr),
         )
-        if leader is None and node_id not in isr and partition is not None and partition.leader != node_id:
+        if leader is None and node_id not in isr and partition.leader != node_id:
             end = plog.truncate_to(corrupt.offset)
             log.warning("%s-%d: out of the isr: log cut to %d, fetching the rest from the leader again", key[0], key[1], end)
             replicas.restart_following(key)
