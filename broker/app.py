@@ -49,6 +49,7 @@ from broker.net.node_client import KafkaClientConnection
 from broker.net.sasl_listener import sasl_listeners
 from broker.net.security_setup import ListenerTls, node_security_of
 from broker.net.tls import TLSAcceptor
+from broker.replica.corruption import CorruptionHandler
 from broker.replica.flusher import GroupFlusher
 from broker.replica.manager import ReplicaManager
 from broker.replica.partition_watch import PartitionWatch
@@ -238,6 +239,8 @@ class Broker:
         self.schemas = SchemaRegistryService(self)
         self.schema_validator = SchemaValidator(self.schemas)
         self.replicas = ReplicaManager(self)
+        # Batches gone bad on this broker's disk: found by the follower read path and the scrubber.
+        self.corruption = CorruptionHandler(self)
         # Cluster links: the mirror partitions led here copy from their link's source.
         self.mirrors = MirrorManager(self)
         # The fsyncs produce requests wait for (flush.messages), off the event loop.
@@ -588,6 +591,10 @@ class Broker:
         for name, interval_ms, job in jobs:
             if 0 < interval_ms < 2**62:
                 self._tasks.append(asyncio.get_running_loop().create_task(self._every(interval_ms, job, name), name=name))
+        scrub_rate = self.config["log.scrub.bytes.per.second"]
+        if scrub_rate > 0:
+            scrubbing = self.corruption.scrub_forever(scrub_rate, self.config["log.scrub.interval.ms"])
+            self._tasks.append(asyncio.get_running_loop().create_task(scrubbing, name="log scrubber"))
 
     def _close_idle_connections(self, idle_ms: int) -> None:
         """connections.max.idle.ms: close connections idle that long."""

@@ -328,6 +328,12 @@ _KEYS = [
     # pybroker's own: how many segment files may be open at once (see storage.handle_pool);
     # unless set, also capped at half of the process's open-file limit.
     ConfigKey("log.open.files.max", _int_parser(16, INT32_MAX), 1024),
+    # pybroker's own: the background scrubber that re-reads every segment and
+    # checks its batches' CRCs (broker/replica/corruption.py): how many bytes
+    # a second it reads at most (0: no scrubber), and how long a pass waits
+    # after the one before started.
+    ConfigKey("log.scrub.bytes.per.second", _int_parser(0), 4 * 1024 * 1024),
+    ConfigKey("log.scrub.interval.ms", _int_parser(1), 60_000),
     ConfigKey("offsets.topic.num.partitions", _int_parser(1, INT32_MAX), 50),
     ConfigKey("offsets.topic.segment.bytes", _int_parser(1, INT32_MAX), 104857600),
     ConfigKey("offsets.topic.replication.factor", _int_parser(1, 32767), 3),

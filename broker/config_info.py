@@ -93,6 +93,8 @@ BROKER_CONFIG_INFO: dict[str, tuple[str, str]] = {
     "producer.id.expiration.ms": ("INT", "How long a partition keeps an idle producer id's state (measured from the max timestamp of its last batch); a producer whose state expired may continue at any sequence."),
     "producer.id.expiration.check.interval.ms": ("INT", "How often expired producer ids are removed."),
     "log.open.files.max": ("INT", "pybroker's own: how many segment files may be open at once."),
+    "log.scrub.bytes.per.second": ("LONG", "pybroker's own: how fast the background scrubber re-reads segments to check their CRCs (0: off)."),
+    "log.scrub.interval.ms": ("LONG", "pybroker's own: the least time from one scrubber pass over every segment to the next."),
     "offsets.topic.num.partitions": ("INT", "Partitions of __consumer_offsets, fixed when it is created; a group's partition is chosen by a hash of its id."),
     "offsets.topic.replication.factor": ("SHORT", "Replicas of __consumer_offsets; it is not created (groups wait) until this many brokers are registered."),
     "offsets.commit.timeout.ms": ("INT", "How long an offset commit or group write waits for every in-sync replica of its __consumer_offsets partition."),

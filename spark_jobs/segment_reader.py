@@ -26,7 +26,9 @@ What is read, and how:
 * The broker may be appending while we read: an incomplete batch at the end
   of a file is simply not read (``iter_batches(..., allow_truncated_tail=True)``),
   so a reader sees a prefix of the log made of whole batches. A complete batch
-  that fails its CRC is corruption and raises :class:`ProtocolError`.
+  that fails its CRC is corruption and raises :class:`CorruptBatchError` (a
+  ProtocolError) naming the file and the batch's position in it; there is no
+  option to skip it (``failOnDataLoss`` is about offsets retention removed).
 * Files are read with ``pread``-style reads, never mmapped: a segment the
   broker truncates or deletes meanwhile must not crash the reader (SIGBUS).
 """
@@ -48,6 +50,7 @@ from protocol.records import (
     decode_batch_records,
     iter_batches,
     parse_batch_header,
+    validate_batch,
 )
 from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, CheckpointError, read_offsets
 from storage.index import TIME_ENTRY, OffsetIndex, TimeIndex
@@ -177,11 +180,18 @@ def list_segments(partition_dir: Path) -> list[tuple[int, Path]]:
 # --------------------------------------------------------------------------- raw batch walking
 
 
-def _iter_file_batches(path: Path, position: int = 0, chunk_bytes: int | None = None):
+class CorruptBatchError(ProtocolError):
+    """A complete batch of a segment file fails its checks (CRC32C, framing):
+    the file and the batch's position in it are in the message. Never
+    skipped: a job that read on would silently miss the batch's records."""
+
+
+def _iter_file_batches(path: Path, position: int = 0, chunk_bytes: int | None = None, *, check_crc: bool = False):
     """Yield ``(buffer, pos, size, header)`` for each complete batch from ``position`` on.
 
     Stops quietly at an incomplete batch at the end of the file (a write in
-    progress, or a file that vanished: retention deleted it).
+    progress, or a file that vanished: retention deleted it). With
+    ``check_crc`` each batch is checked first (:class:`CorruptBatchError`).
     """
     if chunk_bytes is None:
         chunk_bytes = READ_CHUNK_BYTES
@@ -199,10 +209,18 @@ def _iter_file_batches(path: Path, position: int = 0, chunk_bytes: int | None = 
                 return  # EOF: whatever is pending is a torn tail
             offset_in_file += len(data)
             buf = pending + data if pending else data
+            buf_at = offset_in_file - len(buf)  # the file position of buf[0]
             consumed = 0
-            for pos, size, header in iter_batches(buf, allow_truncated_tail=True):
-                yield buf, pos, size, header
-                consumed = pos + size
+            try:
+                for pos, size, header in iter_batches(buf, allow_truncated_tail=True):
+                    if check_crc:
+                        validate_batch(buf, pos, size)
+                    yield buf, pos, size, header
+                    consumed = pos + size
+            except CorruptBatchError:
+                raise
+            except ProtocolError as exc:
+                raise CorruptBatchError(f"{path}: corrupt batch at file position {buf_at + consumed}: {exc}") from None
             pending = buf[consumed:]
             # A batch larger than the chunk: read at least the whole of it next time.
             want = chunk_bytes
@@ -634,7 +652,8 @@ def iter_piece_batches(piece: SegmentPiece, group_records: int = 65536, *, missi
     aborted = aborted_by_producer(piece.aborted)
     group = []
     records_in_group = 0
-    for buf, pos, _size, header in _iter_file_batches(path, _start_position(path, piece.segment_base_offset, start)):
+    batches = _iter_file_batches(path, _start_position(path, piece.segment_base_offset, start), check_crc=True)
+    for buf, pos, _size, header in batches:
         if header.next_offset <= start:
             continue
         if header.base_offset >= end:
@@ -697,6 +716,7 @@ def read_range(pdir: PartitionDir, start: int, end: int) -> RecordColumns:
 
 __all__ = [
     "AbortedRange",
+    "CorruptBatchError",
     "LogEnd",
     "PartitionDir",
     "ProtocolError",

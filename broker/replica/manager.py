@@ -391,6 +391,17 @@ class ReplicaManager:
         )
         self._fetcher_for(partition.leader, key).add(key)
 
+    def restart_following(self, key: Key) -> None:
+        """Fetch ``key`` again from its log end (which was just cut) under a new
+        follower state: the answer to a fetch already out was asked for the log
+        as it was, and is dropped (``follower_response`` checks the state)."""
+        if key not in self.followers:
+            return
+        topic = self.broker.image.topics.get(key[0])
+        partition = topic.partitions.get(key[1]) if topic is not None else None
+        if partition is not None:
+            self._become_follower(topic, partition)
+
     def _fetcher_for(self, leader_id: int, key: Key) -> ReplicaFetcher:
         index = hash(key) % self.fetcher_count
         fetcher = self.fetchers.get((leader_id, index))

@@ -20,7 +20,10 @@ everything that depends on replication state, in Kafka's order:
    without records);
 4. the read itself, up to the bound the reader may see
    (``replication.fetch_read.read_upper_offset``), with the aborted
-   transactions a read_committed consumer needs.
+   transactions a read_committed consumer needs; what a follower replica is
+   sent is CRC-checked first, so that a batch gone bad on this disk never
+   reaches another replica (broker/replica/corruption.py); a consumer's read
+   is sent unchecked, as Kafka sends it, and its client checks the CRCs.
 
 The answer is a :class:`PartitionRead`. A long-polling fetch calls this again
 for each re-read: the decisions are made afresh each time.
@@ -41,6 +44,7 @@ from replication.fetch_read import (
 )
 from replication.throttle import LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS, is_throttled, leader_holds_back
 from storage.file_slice import FileSlice
+from storage.scrub import first_corrupt_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +183,12 @@ class ReplicaReader:
             high_watermark=read.high_watermark,
             last_stable_offset=read.last_stable_offset,
         )
+        if from_follower and broker.corruption.refuses(key, offset, partition.leader_epoch):
+            read.error, read.answer_now = ErrorCode.KAFKA_STORAGE_ERROR, True
+            return read
         file_slice = plog.read_slice(offset, max(max_bytes, 0), upper_offset=upper, oversized_first_batch=first)
+        if file_slice is not None and from_follower:
+            file_slice = self._checked_for_follower(key, plog, offset, file_slice, read)
         if file_slice is not None:
             if reader.read_committed and not from_follower:
                 read.aborted_transactions = plog.aborted_transactions(offset, file_slice.next_offset)
@@ -187,3 +196,22 @@ class ReplicaReader:
             if throttled:
                 replicas.leader_quota.record(len(file_slice), now_ms)
         return read
+
+    def _checked_for_follower(self, key, plog, offset: int, file_slice: FileSlice, read: PartitionRead) -> FileSlice | None:
+        """``file_slice`` with its batches CRC-checked before a follower replica
+        gets them: a corrupt batch must not spread to another replica. The
+        batches before a corrupt one are still sent; from it on, nothing (the
+        follower is answered KAFKA_STORAGE_ERROR when it is the first), and
+        broker/replica/corruption.py decides what this replica does about it.
+        Consumers' reads are not checked here, as in Kafka: clients check CRCs."""
+        corrupt = first_corrupt_batch(file_slice.read_all(), offset)
+        if corrupt is None:
+            return file_slice
+        self.broker.corruption.batch_found(key, plog, corrupt, f"a read for a follower at offset {offset}")
+        if corrupt.position > 0:
+            file_slice.length = corrupt.position
+            file_slice.next_offset = corrupt.offset
+            return file_slice
+        file_slice.close()
+        read.error, read.answer_now = ErrorCode.KAFKA_STORAGE_ERROR, True
+        return None

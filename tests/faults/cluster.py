@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.tools.groups import KafkaConnection, ToolError
+from protocol.records import BATCH_HEADER_BYTES, iter_batches
 from broker.tools.metadata_quorum import describe_quorum
 from tests.faults.clock import preload_env, set_offset
 from tests.netns import VirtualNetwork
@@ -49,6 +50,9 @@ FAULT_TIMINGS = {
     # quick run), so a clock jump that made a broker delete by time would do it
     # within the run; the run's topic keeps an hour (workload.create_topic).
     "KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS": "5000",
+    # The scrubber's pass every 2 s instead of every minute, so that a corrupt
+    # byte nobody reads is found within a fault window.
+    "KAFKA_LOG_SCRUB_INTERVAL_MS": "2000",
 }
 
 
@@ -370,6 +374,58 @@ class FaultCluster:
         for name in ("filler", "filler-tail"):
             (node.data_dir / name).unlink(missing_ok=True)
         node.filler = None
+
+    def partition_dir(self, node: Node, topic: str, partition: int) -> Path:
+        return node.data_dir / "logs" / f"{topic}-{partition}"
+
+    def corrupt_segment(self, node: Node, topic: str, partition: int, rng, *, closed: bool) -> dict:
+        """Flip 1-4 bytes, chosen by ``rng``, inside the records of one batch of
+        the partition's segment on the broker's disk: a closed segment (the
+        newest but one, if the log has rolled; else the active one) or the
+        active one (the newest). Only the records area (after the 61-byte batch
+        header) is touched, so the framing still parses and the batch's CRC is
+        what must catch it. What was done, for the results."""
+        segments = sorted(self.partition_dir(node, topic, partition).glob("*.log"))
+        if not segments:
+            raise RuntimeError(f"{node.hostname} holds no segment of {topic}-{partition}")
+        which = "closed" if closed and len(segments) > 1 else "active"
+        path = rng.choice(segments[:-1]) if which == "closed" else segments[-1]
+        with open(path, "r+b") as f:
+            data = f.read()
+            batches = [(p, size, h) for p, size, h in iter_batches(data, allow_truncated_tail=True) if size > BATCH_HEADER_BYTES]
+            if not batches:
+                raise RuntimeError(f"{path.name} of {node.hostname} holds no batch with records")
+            position, size, header = rng.choice(batches)
+            length = rng.randint(1, min(4, size - BATCH_HEADER_BYTES))
+            at = rng.randrange(position + BATCH_HEADER_BYTES, position + size - length + 1)
+            flipped = bytes(b ^ rng.randint(1, 255) for b in data[at : at + length])
+            f.seek(at)
+            f.write(flipped)
+        return {
+            "node": node.hostname,
+            "partition": partition,
+            "segment": which,
+            "file": path.name,
+            "batch_offset": header.base_offset,
+            "position": at,
+            "bytes": length,
+        }
+
+    def replica_logs(self, topic: str, partition: int) -> dict[str, bytes]:
+        """Each broker's log of the partition as its batches' bytes end to end
+        (segment boundaries aside), from the copies kept after ``close``."""
+        logs = {}
+        for node in self.brokers:
+            kept = self.root / f"{node.hostname}.data" / "logs" / f"{topic}-{partition}"
+            chunks = []
+            for path in sorted(kept.glob("*.log")):
+                data = path.read_bytes()
+                end = 0
+                for position, size, _ in iter_batches(data, allow_truncated_tail=True):
+                    end = position + size
+                chunks.append(data[:end])
+            logs[node.hostname] = b"".join(chunks)
+        return logs
 
     # --------------------------------------------------------------- teardown
 

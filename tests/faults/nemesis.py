@@ -15,6 +15,10 @@ Kinds:
   latency-loss            tc netem delay and loss on a broker's link, where the kernel has sch_netem
   clock-jump              a broker's wall clock (often a leader's) jumps 2-15 minutes forward or back;
                           heal: back to the true time, itself a jump (tests/faults/clock.py)
+  corrupt                 flip a few bytes inside a record batch of a partition's closed or active
+                          segment on its leader's or a follower's disk; the broker finds it (its
+                          follower reads and scrubber check CRCs), cuts its log and, if it halted,
+                          is restarted at the heal and fetches the rest back
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ KINDS = (
     "flaky-link",
     "latency-loss",
     "clock-jump",
+    "corrupt",
 )
 FLAKY_DOWN_S = (0.05, 0.4)
 FLAKY_UP_S = (0.25, 0.9)
@@ -93,7 +98,7 @@ class Nemesis:
         self.rng = random.Random(seed ^ 0x5EED)
         self.active: tuple[str, list] | None = None  # (kind, nodes hurt)
         self._flapping: tuple[threading.Thread, threading.Event] | None = None
-        self.detail: str | None = None  # what the last start did beyond its targets (a clock jump's size)
+        self.detail: str | dict | None = None  # what the last window did beyond its targets (a clock jump's size, the bytes flipped)
 
     def _leader(self):
         """The leader of a random partition of the topic, else a random broker."""
@@ -155,6 +160,9 @@ class Nemesis:
             node = self._leader()
             self._flap(node.hostname, self._others(node))
             hurt = [node]
+        elif kind == "corrupt":
+            node = self._corrupt()
+            hurt = [node]
         elif kind == "latency-loss":
             node = self._leader()
             cluster.netem(node.hostname, *NETEM_ARGS)
@@ -169,6 +177,23 @@ class Nemesis:
             raise ValueError(f"unknown nemesis kind {kind!r}")
         self.active = (kind, hurt)
         return [n.hostname for n in hurt]
+
+    def _corrupt(self):
+        """A seeded partition, its leader or a follower, a closed or the active
+        segment: a few bytes flipped inside one batch's records."""
+        states = self.cluster.partitions(self.topic) or {}
+        partition = self.rng.randrange(self.partitions)
+        leader_id, replicas, _ = states.get(partition, (-1, (), ()))
+        on_leader = self.rng.random() < 0.5
+        closed = self.rng.random() < 0.5
+        followers = [r for r in replicas if r != leader_id]
+        node_id = leader_id if on_leader or not followers else self.rng.choice(followers)
+        node = self.cluster.by_id(node_id) or self._broker()
+        self.detail = {
+            "role": "leader" if node.node_id == leader_id else "follower",
+            **self.cluster.corrupt_segment(node, self.topic, partition, self.rng, closed=closed),
+        }
+        return node
 
     def _flap(self, hostname: str, others: list[str]) -> None:
         """Cut ``hostname`` off both ways in random bursts until healed."""

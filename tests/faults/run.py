@@ -29,6 +29,8 @@ FINAL_BOUND_S = 240
 # What Kafka documents as able to lose acknowledged writes: a leader elected
 # from outside the ISR, and producers not waiting for the ISR.
 UNSAFE_ENV = {"KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE": "true"}
+# What a broker logs when it halts on a corrupt batch (broker/replica/corruption.py).
+CORRUPT_HALT_LINE = "before the corrupt batch; halting"
 
 
 class _Lines(threading.Thread):
@@ -145,6 +147,7 @@ def run_faults(
             detail = nemesis.detail
             log(f"{started:7.1f} s  {window.kind} {' '.join(targets)}{f' ({detail})' if detail else ''}")
             time.sleep(max(0.0, run_start + window.end_s - time.monotonic()))
+            detail = nemesis.detail
             restarted = nemesis.heal()
             windows.append(
                 {"kind": window.kind, "targets": targets, "start_s": started, "end_s": now(), "restarted": restarted}
@@ -155,7 +158,9 @@ def run_faults(
         nemesis.heal_everything()
         _note_exits(cluster, unexpected_exits, now())
         log(f"{now():7.1f} s  healed; waiting for every partition to be fully replicated")
-        if wait_until(lambda: cluster.fully_replicated([TOPIC]), HEAL_BOUND_S):
+        # A broker may still halt now, on a corrupt batch of the last window
+        # found after it: it is started again, as after any exit.
+        if wait_until(lambda: _note_exits(cluster, unexpected_exits, now()) or cluster.fully_replicated([TOPIC]), HEAL_BOUND_S):
             healed_s = now()
         workload.stdin.write("final\n")
         workload.stdin.flush()
@@ -166,6 +171,7 @@ def run_faults(
             workload.kill()
             workload.wait(10)
         cluster.close()
+    replicas = compare_replicas(cluster, TOPIC, PARTITIONS)
     history = read_history(history_path)
     nemesis_windows = [w for w in windows if "error" not in w]
     summary = checker.check(history, nemesis_windows, seconds)
@@ -181,6 +187,7 @@ def run_faults(
             "unexpected_exits": unexpected_exits,
             "healed_at_s": healed_s,
             "final_read": final_state,
+            "replicas": replicas,
         }
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -199,24 +206,49 @@ def run_faults(
     return summary
 
 
+def compare_replicas(cluster, topic: str, partitions: int) -> dict:
+    """The three brokers' logs of each partition after the stop, batch bytes end
+    to end: ``diverged`` lists partitions where one replica's bytes are not a
+    prefix of another's (two different records at one offset, or a corrupt byte
+    kept); ``ends_differ`` those where all agree but some replica holds less."""
+    diverged, ends_differ = [], []
+    for partition in range(partitions):
+        logs = sorted(cluster.replica_logs(topic, partition).items(), key=lambda item: len(item[1]))
+        shortest, longest = logs[0][1], logs[-1][1]
+        if any(not longest.startswith(data) for _, data in logs):
+            diverged.append(partition)
+        elif len(shortest) != len(longest):
+            ends_differ.append({"partition": partition, "bytes": {host: len(data) for host, data in logs}})
+    return {"diverged": diverged, "ends_differ": ends_differ}
+
+
 def _note_exits(cluster, exits: list[dict], at_s: float) -> None:
-    """Processes that died without being killed: note them, start them again."""
+    """Processes that died without being killed: note them (``corrupt_halt``:
+    the broker halted on a corrupt batch of its own log, as it is meant to),
+    start them again."""
     for node in cluster.nodes.values():
         if node.process is not None and node.process.poll() is not None:
+            tail = cluster.tail(node, 600)
             exits.append(
                 {
                     "node": node.hostname,
                     "at_s": at_s,
                     "returncode": node.process.returncode,
-                    "log_tail": cluster.tail(node, 600),
+                    "corrupt_halt": CORRUPT_HALT_LINE in tail,
+                    "log_tail": tail,
                 }
             )
             cluster.start(node)
 
 
 def passed(summary: dict) -> bool:
-    """Nothing lost, duplicated or inconsistent, and the final read saw all of it."""
-    return bool(summary.get("valid")) and summary.get("final_read") == "final-done"
+    """Nothing lost, duplicated or inconsistent, the final read saw all of it,
+    and no two replicas hold different bytes."""
+    return (
+        bool(summary.get("valid"))
+        and summary.get("final_read") == "final-done"
+        and not summary.get("replicas", {}).get("diverged")
+    )
 
 
 def table(summary: dict) -> str:
@@ -253,7 +285,10 @@ def table(summary: dict) -> str:
             "unavailable nemeses",
             "; ".join(f"{k}: {v}" for k, v in summary.get("nemeses_unavailable", {}).items()) or "none",
         ),
-        ("unexpected exits", len(summary.get("unexpected_exits", []))),
+        ("unexpected exits", sum(not e.get("corrupt_halt") for e in summary.get("unexpected_exits", []))),
+        ("halts on a corrupt batch after its window", sum(bool(e.get("corrupt_halt")) for e in summary.get("unexpected_exits", []))),
+        ("replicas diverged (partitions)", summary.get("replicas", {}).get("diverged")),
+        ("replicas ending short (partitions)", [e["partition"] for e in summary.get("replicas", {}).get("ends_differ", [])]),
         ("final read", summary.get("final_read")),
         ("verdict", "PASS" if passed(summary) else "FAIL"),
     ]

@@ -32,7 +32,7 @@ FLUSH_BOUND_S = 30.0
 FINAL_READ_BOUND_S = 120.0
 FINAL_CHUNK_RECORDS = 5000
 RETENTION_MS = 3_600_000
-SEGMENT_BYTES = 256 * 1024
+SEGMENT_BYTES = 100_000
 # Errors after which the operation surely did not happen; anything else
 # (timeouts, lost connections) may have taken effect: "info", as Jepsen says.
 DEFINITE_COMMIT_ERRORS = {
@@ -194,6 +194,9 @@ class ConsumerClient(Client):
                 "bootstrap.servers": self.args.bootstrap,
                 "group.id": GROUP,
                 "enable.auto.commit": False,
+                # As a careful user reads: a batch gone bad on a broker's disk
+                # is an error here, not a record (librdkafka's default is off).
+                "check.crcs": True,
                 "auto.offset.reset": "earliest",
                 "session.timeout.ms": 6000,
                 "heartbeat.interval.ms": 1000,
@@ -362,6 +365,7 @@ def final_read(history: History, args) -> bool:
             "bootstrap.servers": args.bootstrap,
             "group.id": f"final-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
+            "check.crcs": True,
             "enable.partition.eof": True,
         }
     )
@@ -386,6 +390,8 @@ def final_read(history: History, args) -> bool:
             if message.error() is None:
                 chunk.append([message.topic(), message.partition(), message.offset(), message.value().decode()])
                 positions[message.partition()] = message.offset() + 1
+            elif message.error().code() != KafkaError._PARTITION_EOF:
+                print(f"final read: {message.error()}", file=sys.stderr, flush=True)  # e.g. a CRC error
         if len(chunk) >= FINAL_CHUNK_RECORDS:
             history.add(f="final_read", type="ok", process="final", start_s=start_s, end_s=history.now(), records=chunk)
             chunk = []
@@ -415,8 +421,10 @@ def create_topic(args) -> None:
             args.topic,
             num_partitions=args.partitions,
             replication_factor=3,
-            # An hour of retention in small segments: a broker whose wall clock
-            # jumps by minutes (clock-jump) must not delete any of them.
+            # An hour of retention (a broker whose wall clock jumps by minutes,
+            # clock-jump, must not delete any of it) in segments of 100 kB, which
+            # roll every 15-20 s at the workload's rate, so that the log has
+            # closed segments for the corrupt nemesis to hit.
             config={"min.insync.replicas": "2", "retention.ms": str(RETENTION_MS), "segment.bytes": str(SEGMENT_BYTES)},
         )
         try:

@@ -3,9 +3,11 @@ caught up with its own registration (it unfences it then)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from types import SimpleNamespace
 
+from broker.replica.corruption import CorruptionHandler
 from broker.replica.manager import HostedPartitions, ReplicaManager
 from broker.replica.partition_watch import PartitionWatch
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
@@ -14,7 +16,7 @@ from storage.log import LogConfig, PartitionLog
 
 def fake_broker(tmp_path, image):
     plog = PartitionLog(tmp_path / "t-0", LogConfig())
-    return SimpleNamespace(
+    broker = SimpleNamespace(
         config={
             "replica.lag.time.max.ms": 30_000,
             "num.replica.fetchers": 1,
@@ -32,7 +34,10 @@ def fake_broker(tmp_path, image):
         logs=SimpleNamespace(logs={("t", 0): plog}, checkpointed_high_watermark=lambda topic, partition: None),
         topic_config=lambda topic: {},
         partition_watch=PartitionWatch(),
-    ), plog
+    )
+    broker.corruption = CorruptionHandler(broker, halt=lambda: broker.halts.append(time.monotonic()))
+    broker.halts = []
+    return broker, plog
 
 
 def image_led_by(node_id: int) -> MetadataImage:

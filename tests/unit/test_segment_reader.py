@@ -540,3 +540,20 @@ def test_pack_pieces_groups_consecutive_pieces_of_one_partition():
     # Every piece lands in exactly one split, in order.
     assert [p for g in groups for p in g] == pieces
     assert pack_pieces([], [], 30, 5) == []
+
+
+def test_a_corrupt_batch_is_refused_naming_its_file_and_position(tmp_path):
+    from spark_jobs.segment_reader import CorruptBatchError, iter_piece_batches
+
+    pdir = tmp_path / "t-0"
+    write_segment(pdir, 0, [(0, 3, 0), (3, 3, 0), (6, 3, 0)])
+    path = pdir / f"{0:020d}.log"
+    data = bytearray(path.read_bytes())
+    second = [p for p, _, _ in iter_batches(data)][1]
+    data[second + 70] ^= 0x10  # inside the second batch's records: only its CRC can tell
+    path.write_bytes(bytes(data))
+    piece = split_by_segment(find_partitions([tmp_path])[("t", 0)], 0, 9)[0]
+    with pytest.raises(CorruptBatchError, match=rf"{path.name}: corrupt batch at file position {second}: .*CRC"):
+        list(iter_piece_batches(piece))
+    with pytest.raises(CorruptBatchError, match=f"file position {second}"):
+        read_piece(piece)
