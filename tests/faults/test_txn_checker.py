@@ -202,3 +202,15 @@ def test_no_committed_offsets_is_not_valid():
 def test_skipped_read():
     # reader-0 read partition 0 at offset 4 without ever getting p0:0's value at offset 0.
     assert kinds(legal(polls=[poll([(IN, 0, 4, "p0:2:0")], 5.0)])) == {"skipped-read": 1}
+
+
+def test_a_transaction_whose_end_was_never_recorded_is_indeterminate():
+    begun = {"f": "txn_begin", "type": "info", "process": "p1", "start_s": 7.0, "end_s": 7.01, "txn": "p1:0",
+             "intended": "commit", "writes": [[IN, 0, None, "p1:0:0"], [IN, 1, None, "p1:0:1"]]}
+    records = FINAL_RECORDS + [(IN, 0, 6, "p1:0:0"), (IN, 1, 6, "p1:0:1")]
+    summary = check(legal(txns=[T1, T2, T3, PROCESS, begun], final=final(records, COMMITTED)), [], 100)
+    assert summary["txn_anomalies"] == 0, summary["anomalies"]  # its values were written by someone known
+    assert (summary["txn_indeterminate"], summary["txn_indeterminate_resolved_committed"]) == (1, 1)
+    # Half of it in the final read is still a partial transaction.
+    summary = check(legal(txns=[T1, T2, T3, PROCESS, begun], final=final(FINAL_RECORDS + [(IN, 0, 6, "p1:0:0")], COMMITTED)), [], 100)
+    assert summary["txn_anomalies_by_kind"] == {"partial-read": 1}

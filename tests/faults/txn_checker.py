@@ -81,7 +81,7 @@ class _Anomalies:
 
 def check(history: list[dict], nemeses: list[dict], run_seconds: float) -> dict:
     """The summary of one transactional run (see the module doc)."""
-    txns = [op for op in history if op["f"] == "txn"]
+    txns = _transactions(history)
     polls = [op for op in history if op["f"] == "poll" and op["type"] == "ok"]
     final_reads = [op for op in history if op["f"] == "final_read"]
     final_records = [record for op in final_reads for record in op.get("records") or ()]
@@ -129,6 +129,28 @@ def check(history: list[dict], nemeses: list[dict], run_seconds: float) -> dict:
     }
     summary["valid"] = summary["txn_anomalies"] == 0 and committed_offsets is not None
     return summary
+
+
+def _transactions(history: list[dict]) -> list[dict]:
+    """The recorded transactions, and as indeterminate those that began (a
+    "txn_begin") but whose end was never recorded (a client stopped or
+    fenced in the middle)."""
+    txns = [op for op in history if op["f"] == "txn"]
+    ended = {op["txn"] for op in txns}
+    for op in history:
+        if op["f"] == "txn_begin" and op["txn"] not in ended:
+            txns.append(
+                {
+                    **op,
+                    "f": "txn",
+                    "type": "info",
+                    "outcome": "indeterminate",
+                    "commit_requested": op["intended"] == "commit",
+                    "end_s": None,
+                    "unfinished": True,
+                }
+            )
+    return txns
 
 
 def _resolve(op: dict, final_position: dict, final_complete: bool) -> str:

@@ -52,10 +52,10 @@ READERS = 2
 ABORT_SHARE = 0.2  # transactions aborted on purpose: 1 in 5
 TRANSACTION_TIMEOUT_MS = 20_000  # a transaction left open by a fault holds back read_committed readers this long at most
 END_TIMEOUT_S = 10.0  # one commit_transaction / abort_transaction / init_transactions call
-END_ATTEMPTS = 6  # retriable errors of one of those calls, before the producer is replaced
+END_ATTEMPTS = 3  # calls ending in a retriable error, before the producer is replaced
 INIT_BOUND_S = 90.0
 BATCH_RECORDS = 50
-STOP_BOUND_S = 90.0
+STOP_BOUND_S = 45.0  # a client still busy then is fenced before the final read
 FINAL_READ_BOUND_S = 120.0
 FINAL_CHUNK_RECORDS = 5000
 OUTPUT_SEPARATOR = "|"
@@ -148,13 +148,25 @@ class TransactionalClient(Client):
         except BufferError:  # the local queue is full: this transaction is given up
             errors.append("BufferError")
             to_abort = True
+        # The transaction's values on record before it can commit: if this
+        # client never gets to record its end (stuck, fenced at the stop), the
+        # checker still knows who wrote them.
+        self.record(
+            "txn_begin",
+            "info",
+            start_s,
+            txn=f"{self.name}:{txn_seq}",
+            intended="commit" if commit else "abort",
+            writes=[[topic, partition, None, value] for topic, partition, value in writes],
+            **fields,
+        )
         outcome, commit_requested = None, False
         if usable and not to_abort:
             commit_requested = True
-            outcome = self._end(producer.commit_transaction, "committed", errors)
+            outcome = self._end(producer.commit_transaction, "committed", errors, txn_seq)
             to_abort = outcome == "abort"
         if usable and to_abort:
-            outcome = self._end(producer.abort_transaction, "aborted", errors)
+            outcome = self._end(producer.abort_transaction, "aborted", errors, txn_seq)
         if outcome not in ("committed", "aborted"):
             outcome = "indeterminate"
         try:
@@ -190,17 +202,32 @@ class TransactionalClient(Client):
             producer = self.new_producer()
         return outcome, producer
 
-    def _end(self, call, outcome: str, errors: list[str]) -> str | None:
+    def _end(self, call, outcome: str, errors: list[str], txn_seq: int) -> str | None:
         """commit_transaction or abort_transaction, retried while the error is
         retriable. Returns ``outcome`` once the call returned, "abort" when the
         error requires an abort, None when the producer must be replaced."""
         for _attempt in range(END_ATTEMPTS):
+            start_s = self.history.now()
             try:
                 call(END_TIMEOUT_S)
                 return outcome
             except KafkaException as exc:
                 error = exc.args[0]
                 errors.append(error.name())
+                # Each failed call on record as it happens: a client stuck in
+                # retries shows where, even if its transaction never ends.
+                self.record(
+                    "end",
+                    "fail",
+                    start_s,
+                    txn=f"{self.name}:{txn_seq}",
+                    call="commit" if outcome == "committed" else "abort",
+                    error=error.name(),
+                    retriable=error.retriable(),
+                    fatal=error.fatal(),
+                    txn_requires_abort=error.txn_requires_abort(),
+                    reason=error.str(),
+                )
                 if error.fatal():
                     return None
                 if error.txn_requires_abort():
@@ -339,6 +366,21 @@ class ReaderClient(Client):
             consumer.close()
 
 
+def fence(history: History, args, transactional_id: str) -> None:
+    """InitProducerId for a client that did not stop in time: its producer is
+    fenced and its open transaction finished, so nothing of it commits after
+    the final read (which would look like an anomaly of the broker)."""
+    producer = Producer({"bootstrap.servers": args.bootstrap, "transactional.id": transactional_id})
+    start_s = history.now()
+    try:
+        producer.init_transactions(60)
+        history.add(f="fence", type="ok", process="final", start_s=start_s, end_s=history.now(),
+                    transactional_id=transactional_id)
+    except KafkaException as exc:
+        history.add(f="fence", type="fail", process="final", start_s=start_s, end_s=history.now(),
+                    transactional_id=transactional_id, error=exc.args[0].name())
+
+
 def final_read(history: History, args) -> bool:
     """Every partition of both topics, read_committed, to its end (the last
     stable offset, where the consumer reports the partition's end), then the
@@ -473,9 +515,12 @@ def main(argv=None) -> int:
     stop.set()
     for client in clients:
         client.join(STOP_BOUND_S)
-    stuck = [client.name for client in clients if client.is_alive()]
+    stuck = [client for client in clients if client.is_alive()]
     if stuck:
-        print(f"clients still running after {STOP_BOUND_S:.0f} s: {', '.join(stuck)}", file=sys.stderr)
+        print(f"clients still running after {STOP_BOUND_S:.0f} s: {', '.join(c.name for c in stuck)}", file=sys.stderr)
+    for client in stuck:
+        if isinstance(client, TransactionalClient):
+            fence(history, args, client.transactional_id)
     complete = final_read(history, args)
     history.close()
     print("final-done" if complete else "final-incomplete", flush=True)
