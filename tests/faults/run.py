@@ -322,6 +322,7 @@ def _txn_table(summary: dict) -> str:
         ("seed / seconds", f"{summary['seed']} / {summary['seconds']:.0f}"),
         ("txn committed", summary.get("txn_committed")),
         ("txn aborted (on purpose)", f"{summary.get('txn_aborted')} ({summary.get('txn_aborted_on_purpose')})"),
+        ("aborted with data in the log", summary.get("txn_aborted_in_log")),
         (
             "txn indeterminate (resolved committed)",
             f"{summary.get('txn_indeterminate')} ({summary.get('txn_indeterminate_resolved_committed')})",

@@ -83,6 +83,7 @@ def test_legal_history_has_no_anomaly():
     assert summary["txn_anomalies"] == 0, summary["anomalies"]
     assert summary["valid"]
     assert (summary["txn_committed"], summary["txn_aborted"], summary["txn_indeterminate"]) == (3, 1, 0)
+    assert summary["txn_aborted_in_log"] == 1
     assert summary["inputs_with_output"] == 2
     assert summary["availability"]["during_faults"] == 1.0
 

@@ -70,9 +70,11 @@ class _Anomalies:
         self.by_kind: dict[str, int] = defaultdict(int)
         self.examples: list[dict] = []
         self.examples_by_kind: dict[str, int] = defaultdict(int)
+        self.by_reader: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
 
     def add(self, kind: str, **evidence) -> None:
         self.by_kind[kind] += 1
+        self.by_reader[kind][evidence.get("reader") or "final state"] += 1
         # Every kind gets a share of the examples, so a flood of one hides no other.
         if self.examples_by_kind[kind] < ANOMALIES_MAX // 5 or len(self.examples) < ANOMALIES_MAX:
             self.examples_by_kind[kind] += 1
@@ -113,6 +115,10 @@ def check(history: list[dict], nemeses: list[dict], run_seconds: float) -> dict:
         "txn_committed": sum(op["outcome"] == "committed" for op in txns),
         "txn_aborted": sum(op["outcome"] == "aborted" for op in txns),
         "txn_aborted_on_purpose": sum(op["intended"] == "abort" and op["outcome"] == "aborted" for op in txns),
+        # Aborted transactions with a write acknowledged, so in the log for readers to skip.
+        "txn_aborted_in_log": sum(
+            op["outcome"] == "aborted" and any(offset is not None for _t, _p, offset, _v in op["writes"]) for op in txns
+        ),
         "txn_indeterminate": sum(op["outcome"] == "indeterminate" for op in txns),
         "txn_indeterminate_resolved_committed": sum(
             op["outcome"] == "indeterminate" and status[op["txn"]] == "committed" for op in txns
@@ -122,6 +128,7 @@ def check(history: list[dict], nemeses: list[dict], run_seconds: float) -> dict:
         "committed_offsets": committed_offsets,
         "txn_anomalies": sum(anomalies.by_kind.values()),
         "txn_anomalies_by_kind": dict(anomalies.by_kind),
+        "txn_anomalies_by_reader": {kind: dict(readers) for kind, readers in anomalies.by_reader.items()},
         "anomalies": anomalies.examples,
         "final_records": len(final_records),
         "availability": _availability(intended, nemeses),

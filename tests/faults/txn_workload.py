@@ -134,23 +134,9 @@ class TransactionalClient(Client):
             else:
                 delivered[value] = {"error": error.name()}
 
-        usable = True  # False after a fatal error: no abort possible, only a new producer
-        to_abort = not commit
-        try:
-            producer.begin_transaction()
-            for topic, partition, value in writes:
-                producer.produce(topic, value=value.encode(), partition=partition, on_delivery=on_delivery)
-            if offsets:
-                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), END_TIMEOUT_S)
-        except KafkaException as exc:
-            errors.append(exc.args[0].name())
-            usable, to_abort = not exc.args[0].fatal(), True
-        except BufferError:  # the local queue is full: this transaction is given up
-            errors.append("BufferError")
-            to_abort = True
-        # The transaction's values on record before it can commit: if this
-        # client never gets to record its end (stuck, fenced at the stop), the
-        # checker still knows who wrote them.
+        # The transaction's values on record before any is sent: if this client
+        # never gets to record its end (stuck, fenced at the stop), the checker
+        # still knows who wrote them (a read_uncommitted reader sees them at once).
         self.record(
             "txn_begin",
             "info",
@@ -160,6 +146,24 @@ class TransactionalClient(Client):
             writes=[[topic, partition, None, value] for topic, partition, value in writes],
             **fields,
         )
+        usable = True  # False after a fatal error: no abort possible, only a new producer
+        to_abort = not commit
+        try:
+            producer.begin_transaction()
+            for topic, partition, value in writes:
+                producer.produce(topic, value=value.encode(), partition=partition, on_delivery=on_delivery)
+            if offsets:
+                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), END_TIMEOUT_S)
+            if not commit:
+                # Written before the abort, so the log holds aborted data for
+                # the readers to skip (an abort purges what is still queued).
+                producer.flush(END_TIMEOUT_S)
+        except KafkaException as exc:
+            errors.append(exc.args[0].name())
+            usable, to_abort = not exc.args[0].fatal(), True
+        except BufferError:  # the local queue is full: this transaction is given up
+            errors.append("BufferError")
+            to_abort = True
         outcome, commit_requested = None, False
         if usable and not to_abort:
             commit_requested = True
