@@ -43,6 +43,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.faults.txn_checker import OUTPUT_SEPARATOR
 from tests.faults.workload import Client, History
 
 GROUP = "faults-txn-processors"
@@ -58,7 +59,6 @@ BATCH_RECORDS = 50
 STOP_BOUND_S = 45.0  # a client still busy then is fenced before the final read
 FINAL_READ_BOUND_S = 120.0
 FINAL_CHUNK_RECORDS = 5000
-OUTPUT_SEPARATOR = "|"
 
 
 def output_value(processor: str, txn_seq: int, topic: str, partition: int, offset: int, value: str) -> str:
