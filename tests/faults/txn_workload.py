@@ -69,6 +69,9 @@ def output_value(processor: str, txn_seq: int, topic: str, partition: int, offse
 class TransactionalClient(Client):
     """A client that owns one transactional producer (replaced when fatal)."""
 
+    # librdkafka debug contexts of the producer, logged to the workload's stderr.
+    producer_debug = ""
+
     def __init__(self, name, history, stop, args):
         super().__init__(name, history, stop, args)
         self.transactional_id = f"faults-{name}"
@@ -99,6 +102,7 @@ class TransactionalClient(Client):
                     # Without it a fatal error is raised from whichever call
                     # serves callbacks next, the abort's poll included.
                     "error_cb": self._on_error,
+                    **({"debug": self.producer_debug} if self.producer_debug else {}),
                 }
             )
             for _attempt in range(END_ATTEMPTS):
@@ -264,6 +268,11 @@ class TxnProducerClient(TransactionalClient):
 
 class ProcessorClient(TransactionalClient):
     """Consume-transform-produce: each input's output and the consumed offsets in one transaction."""
+
+    # A processor once stayed inside send_offsets_to_transaction(10 s) for
+    # minutes (docs/RELIABILITY.md); its transaction steps (a few hundred
+    # transactions a run) show where the next one waits.
+    producer_debug = "eos"
 
     def _consumer(self) -> Consumer:
         consumer = Consumer(
