@@ -1,5 +1,5 @@
-"""``python -m tests.faults --seconds S --seed N --out DIR [--unsafe] [--workload txn]``:
-one fault run; prints the results table, writes DIR/summary.json and
+"""``python -m tests.faults --seconds S --seed N --out DIR [--unsafe] [--workload txn]``: one
+fault run; prints the results table, writes DIR/summary.json and
 DIR/timeline.png, and exits 1 when anything acknowledged was lost, duplicated
 or read inconsistently, or a transaction anomaly was found (2 when the run
 itself could not be made)."""
