@@ -1,7 +1,8 @@
-"""``python -m tests.faults --seconds S --seed N --out DIR [--unsafe]``: one
+"""``python -m tests.faults --seconds S --seed N --out DIR [--unsafe] [--workload txn]``: one
 fault run; prints the results table, writes DIR/summary.json and
 DIR/timeline.png, and exits 1 when anything acknowledged was lost, duplicated
-or read inconsistently (2 when the run itself could not be made)."""
+or read inconsistently, or a transaction anomaly was found (2 when the run
+itself could not be made)."""
 
 import argparse
 import signal
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.faults.nemesis import KINDS
-from tests.faults.run import passed, run_faults, table
+from tests.faults.run import WORKLOADS, passed, run_faults, table
 from tests.netns import NamespaceUnavailable
 
 
@@ -19,10 +20,19 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the schedule and of the nemesis' choices")
     parser.add_argument("--out", type=Path, required=True, help="results folder")
     parser.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="records",
+        help="records: plain and idempotent producers, consumers in a group (default); txn: transactional "
+        "producers, consume-transform-produce with send_offsets_to_transaction, read_committed readers",
+    )
+    parser.add_argument(
         "--unsafe",
         action="store_true",
-        help="unclean.leader.election.enable=true and acks=1 producers: settings Kafka documents as lossy",
+        help="records: unclean.leader.election.enable=true and acks=1 producers, settings Kafka documents as "
+        "lossy; txn: read_uncommitted readers and processors (the cluster stays safe)",
     )
+    parser.add_argument("--txn-rate", type=float, default=10.0, help="txn: transactions per second per producer (2)")
     parser.add_argument(
         "--nemeses", default=",".join(KINDS), help=f"comma-separated kinds (default all: {','.join(KINDS)})"
     )
@@ -50,6 +60,8 @@ def main(argv=None) -> int:
             kinds=kinds,
             rate_per_producer=args.rate,
             idempotent_message_timeout_ms=args.idempotent_message_timeout_ms,
+            workload_name=args.workload,
+            txn_rate_per_producer=args.txn_rate,
         )
     except NamespaceUnavailable as exc:
         print(f"cannot run: {exc}", file=sys.stderr)

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.faults import checker
+from tests.faults import checker, txn_checker
 from tests.faults.clock import ClockShimUnavailable, build_shim
 from tests.faults.cluster import FaultCluster, wait_until
 from tests.faults.nemesis import KINDS, Nemesis, netem_available, schedule
@@ -23,6 +23,11 @@ from tests.netns import check_available
 
 TOPIC = "faults"
 PARTITIONS = 4
+# The transactional workload's topics: producers write the input, processors
+# turn it into the output (tests/faults/txn_workload.py).
+TXN_INPUT_TOPIC = "faults-txn-in"
+TXN_OUTPUT_TOPIC = "faults-txn-out"
+WORKLOADS = ("records", "txn")
 CLIENT_START_BOUND_S = 90
 HEAL_BOUND_S = 120
 FINAL_BOUND_S = 240
@@ -66,10 +71,19 @@ def run_faults(
     kinds=KINDS,
     rate_per_producer: float = 100.0,
     idempotent_message_timeout_ms: int | None = None,
+    workload_name: str = "records",
+    txn_rate_per_producer: float = 10.0,
     log=print,
 ) -> dict:
     """Run one schedule of ``seconds`` (after a 5 s warm-up inside it) and
-    return the summary written to ``out/summary.json``."""
+    return the summary written to ``out/summary.json``.
+
+    ``workload_name`` "records" is the plain and idempotent producers of
+    workload.py; "txn" the transactions of txn_workload.py, where ``unsafe``
+    means read_uncommitted readers on the same safe cluster (so what the
+    checker finds comes from the isolation level alone)."""
+    transactional = workload_name == "txn"
+    topics = [TXN_INPUT_TOPIC, TXN_OUTPUT_TOPIC] if transactional else [TOPIC]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     check_available()
@@ -92,7 +106,9 @@ def run_faults(
         except ClockShimUnavailable as exc:
             unavailable["clock-jump"] = str(exc)
             kinds = tuple(k for k in kinds if k != "clock-jump")
-    cluster = FaultCluster(out / "cluster", extra_env=UNSAFE_ENV if unsafe else None, clock_shim=clock_shim)
+    cluster = FaultCluster(
+        out / "cluster", extra_env=UNSAFE_ENV if unsafe and not transactional else None, clock_shim=clock_shim
+    )
     workload = None
     try:
         if "latency-loss" in kinds and (why := netem_available(cluster)):
@@ -101,23 +117,16 @@ def run_faults(
         plan = schedule(seed, seconds, kinds)
         log(f"starting the cluster ({len(cluster.nodes)} nodes) in network namespaces")
         cluster.start_all()
-        command = cluster.client_command(
-            "-m",
-            "tests.faults.workload",
-            "--bootstrap",
-            cluster.bootstrap(),
-            "--topic",
-            TOPIC,
-            "--partitions",
-            str(PARTITIONS),
-            "--history",
-            str(history_path),
-            "--t0",
-            repr(t0),
-            "--rate",
-            str(rate_per_producer),
-            *(["--unsafe"] if unsafe else []),
-            *(["--idempotent-message-timeout-ms", str(idempotent_message_timeout_ms)] if idempotent_message_timeout_ms else []),
+        command = _workload_command(
+            cluster,
+            workload_name,
+            history_path,
+            t0,
+            seed,
+            unsafe=unsafe,
+            rate_per_producer=rate_per_producer,
+            idempotent_message_timeout_ms=idempotent_message_timeout_ms,
+            txn_rate_per_producer=txn_rate_per_producer,
         )
         with open(out / "workload.stderr", "w") as stderr:  # the child keeps its own copy
             workload = subprocess.Popen(
@@ -132,7 +141,7 @@ def run_faults(
         if lines.wait_for(("clients-started",), CLIENT_START_BOUND_S) is None:
             raise RuntimeError("the workload did not start: " + (out / "workload.stderr").read_text()[-2000:])
         run_start = time.monotonic()
-        nemesis = Nemesis(cluster, TOPIC, PARTITIONS, seed)
+        nemesis = Nemesis(cluster, topics[0], PARTITIONS, seed)
         for window in plan:
             time.sleep(max(0.0, run_start + window.start_s - time.monotonic()))
             started = now()
@@ -160,7 +169,7 @@ def run_faults(
         log(f"{now():7.1f} s  healed; waiting for every partition to be fully replicated")
         # A broker may still halt now, on a corrupt batch of the last window
         # found after it: it is started again, as after any exit.
-        if wait_until(lambda: _note_exits(cluster, unexpected_exits, now()) or cluster.fully_replicated([TOPIC]), HEAL_BOUND_S):
+        if wait_until(lambda: _note_exits(cluster, unexpected_exits, now()) or cluster.fully_replicated(topics), HEAL_BOUND_S):
             healed_s = now()
         workload.stdin.write("final\n")
         workload.stdin.flush()
@@ -171,17 +180,29 @@ def run_faults(
             workload.kill()
             workload.wait(10)
         cluster.close()
-    replicas = compare_replicas(cluster, TOPIC, PARTITIONS)
+    replicas = compare_replicas(cluster, topics, PARTITIONS)
     history = read_history(history_path)
     nemesis_windows = [w for w in windows if "error" not in w]
-    summary = checker.check(history, nemesis_windows, seconds)
+    if transactional:
+        summary = txn_checker.check(history, nemesis_windows, seconds)
+        settings = (
+            "unsafe: read_uncommitted readers and processors; transactional producers, RF=3, min.insync.replicas=2"
+            if unsafe
+            else "safe: read_committed readers and processors; transactional producers, RF=3, min.insync.replicas=2"
+        )
+    else:
+        summary = checker.check(history, nemesis_windows, seconds)
+        settings = (
+            "unsafe: unclean.leader.election.enable=true, acks=1"
+            if unsafe
+            else "safe: acks=all (idempotent and plain), min.insync.replicas=2, RF=3"
+        )
     summary.update(
         {
+            "workload": workload_name,
             "seed": seed,
             "seconds": seconds,
-            "settings": "unsafe: unclean.leader.election.enable=true, acks=1"
-            if unsafe
-            else "safe: acks=all (idempotent and plain), min.insync.replicas=2, RF=3",
+            "settings": settings,
             "nemeses": windows,
             "nemeses_unavailable": unavailable,
             "unexpected_exits": unexpected_exits,
@@ -206,20 +227,69 @@ def run_faults(
     return summary
 
 
-def compare_replicas(cluster, topic: str, partitions: int) -> dict:
+def compare_replicas(cluster, topics: list[str], partitions: int) -> dict:
     """The three brokers' logs of each partition after the stop, batch bytes end
-    to end: ``diverged`` lists partitions where one replica's bytes are not a
-    prefix of another's (two different records at one offset, or a corrupt byte
-    kept); ``ends_differ`` those where all agree but some replica holds less."""
+    to end: ``diverged`` lists partitions (``topic-partition``) where one
+    replica's bytes are not a prefix of another's (two different records at one
+    offset, or a corrupt byte kept); ``ends_differ`` those where all agree but
+    some replica holds less."""
     diverged, ends_differ = [], []
-    for partition in range(partitions):
-        logs = sorted(cluster.replica_logs(topic, partition).items(), key=lambda item: len(item[1]))
-        shortest, longest = logs[0][1], logs[-1][1]
-        if any(not longest.startswith(data) for _, data in logs):
-            diverged.append(partition)
-        elif len(shortest) != len(longest):
-            ends_differ.append({"partition": partition, "bytes": {host: len(data) for host, data in logs}})
+    for topic in topics:
+        for partition in range(partitions):
+            logs = sorted(cluster.replica_logs(topic, partition).items(), key=lambda item: len(item[1]))
+            shortest, longest = logs[0][1], logs[-1][1]
+            name = f"{topic}-{partition}"
+            if any(not longest.startswith(data) for _, data in logs):
+                diverged.append(name)
+            elif len(shortest) != len(longest):
+                ends_differ.append({"partition": name, "bytes": {host: len(data) for host, data in logs}})
     return {"diverged": diverged, "ends_differ": ends_differ}
+
+
+def _workload_command(
+    cluster,
+    workload_name: str,
+    history_path: Path,
+    t0: float,
+    seed: int,
+    *,
+    unsafe: bool,
+    rate_per_producer: float,
+    idempotent_message_timeout_ms: int | None,
+    txn_rate_per_producer: float,
+) -> list[str]:
+    """The client program of the workload, on the client host."""
+    common = ["--partitions", str(PARTITIONS), "--history", str(history_path), "--t0", repr(t0)]
+    if workload_name == "txn":
+        return cluster.client_command(
+            "-m",
+            "tests.faults.txn_workload",
+            "--bootstrap",
+            cluster.bootstrap(),
+            "--input-topic",
+            TXN_INPUT_TOPIC,
+            "--output-topic",
+            TXN_OUTPUT_TOPIC,
+            *common,
+            "--seed",
+            str(seed),
+            "--txn-rate",
+            str(txn_rate_per_producer),
+            *(["--unsafe"] if unsafe else []),
+        )
+    return cluster.client_command(
+        "-m",
+        "tests.faults.workload",
+        "--bootstrap",
+        cluster.bootstrap(),
+        "--topic",
+        TOPIC,
+        *common,
+        "--rate",
+        str(rate_per_producer),
+        *(["--unsafe"] if unsafe else []),
+        *(["--idempotent-message-timeout-ms", str(idempotent_message_timeout_ms)] if idempotent_message_timeout_ms else []),
+    )
 
 
 def _note_exits(cluster, exits: list[dict], at_s: float) -> None:
@@ -252,6 +322,8 @@ def passed(summary: dict) -> bool:
 
 
 def table(summary: dict) -> str:
+    if summary.get("workload") == "txn":
+        return _txn_table(summary)
     availability = summary.get("availability", {})
     rows = [
         ("settings", summary["settings"]),
@@ -274,6 +346,14 @@ def table(summary: dict) -> str:
         ("availability overall", availability.get("overall")),
         ("availability during faults", availability.get("during_faults")),
         ("availability outside faults", availability.get("outside_faults")),
+        *_common_rows(summary),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def _common_rows(summary: dict) -> list[tuple]:
+    return [
         (
             "faults",
             ", ".join(
@@ -292,5 +372,32 @@ def table(summary: dict) -> str:
         ("final read", summary.get("final_read")),
         ("verdict", "PASS" if passed(summary) else "FAIL"),
     ]
+
+
+def _txn_table(summary: dict) -> str:
+    availability = summary.get("availability", {})
+    by_kind = summary.get("txn_anomalies_by_kind", {})
+    rows = [
+        ("workload", "txn"),
+        ("settings", summary["settings"]),
+        ("seed / seconds", f"{summary['seed']} / {summary['seconds']:.0f}"),
+        ("txn committed", summary.get("txn_committed")),
+        ("txn aborted (on purpose)", f"{summary.get('txn_aborted')} ({summary.get('txn_aborted_on_purpose')})"),
+        ("aborted with data in the log", summary.get("txn_aborted_in_log")),
+        (
+            "txn indeterminate (resolved committed)",
+            f"{summary.get('txn_indeterminate')} ({summary.get('txn_indeterminate_resolved_committed')})",
+        ),
+        ("inputs with an output", summary.get("inputs_with_output")),
+        ("records in the final read", summary.get("final_records")),
+        ("txn anomalies", summary.get("txn_anomalies")),
+        *((f"  {kind}", by_kind.get(kind, 0)) for kind in txn_checker.KINDS),
+        ("committed share, overall", availability.get("overall")),
+        ("during faults / outside", f"{availability.get('during_faults')} / {availability.get('outside_faults')}"),
+        *_common_rows(summary),
+    ]
     width = max(len(name) for name, _ in rows)
-    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    for anomaly in summary.get("anomalies", [])[:10]:
+        lines.append("  " + ", ".join(f"{k}={v}" for k, v in anomaly.items()))
+    return "\n".join(lines)

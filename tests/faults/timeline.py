@@ -16,9 +16,9 @@ SEND_POINTS_MAX = 200_000
 LATENCY_FLOOR_MS = 0.01
 
 OUTCOME_COLORS = {"ok": "#1f78b4", "info": "#ff7f00", "fail": "#e31a1c"}
-MARKERS = {"send": "o", "commit": "s", "committed": "D", "create_topic": "^", "poll": "."}
+MARKERS = {"send": "o", "txn": "o", "commit": "s", "committed": "D", "create_topic": "^", "poll": "."}
 # Drawn bottom to top: the rare, interesting ops last so sends do not hide them.
-DRAW_ORDER = ("poll", "send", "commit", "committed", "create_topic")
+DRAW_ORDER = ("poll", "send", "txn", "commit", "committed", "create_topic")
 NEMESIS_COLORS = {
     "kill": "#fbb4ae",
     "pause": "#b3cde3",
@@ -69,9 +69,10 @@ def draw(history: list[dict], nemeses: list[dict], summary: dict, path, title: s
 
 
 def _title_line(title: str, summary: dict) -> str:
-    figures = ", ".join(
-        f"{key} {summary.get(key, '?')}" for key in ("acknowledged", "lost", "duplicates", "inconsistent")
-    )
+    keys = ("acknowledged", "lost", "duplicates", "inconsistent")
+    if summary.get("workload") == "txn":
+        keys = ("txn_committed", "txn_aborted", "txn_indeterminate", "txn_anomalies")
+    figures = ", ".join(f"{key} {summary.get(key, '?')}" for key in keys)
     return f"{title} \u2014 {figures}"
 
 
@@ -146,7 +147,7 @@ def _draw_operations(axes, history: list[dict]) -> float:
                 ys,
                 linestyle="none",
                 marker=MARKERS[f],
-                markersize=1.5 if f in ("send", "poll") else 4,
+                markersize=1.5 if f in ("send", "poll") else 2.5 if f == "txn" else 4,
                 alpha=0.15 if f == "poll" else 0.7,
                 color=OUTCOME_COLORS.get(outcome, "#777777"),
                 markeredgewidth=0,
