@@ -111,7 +111,11 @@ class CorruptionHandler:
     # ----------------------------------------------------------------- scrubber
 
     async def scrub_forever(self, bytes_per_s: int, interval_ms: int) -> None:
-        """Passes over every hosted log, one every ``interval_ms`` at most."""
+        """Passes over every hosted log, one every ``interval_ms`` at most; the
+        first an interval after the start (a start after a crash has just
+        checked what was written since the last checkpoint, and a broker of
+        many partitions has its start-up work to do first)."""
+        await asyncio.sleep(interval_ms / 1000)
         while True:
             started = time.monotonic()
             try:
