@@ -944,6 +944,11 @@ class QuorumController:
             driver = self._balancer
             if driver is None:
                 return
+            if self._leaderless_task is not None and not self._leaderless_task.done():
+                # Fencings or unfences are still being finished, a proposal at a
+                # time: the leaderships move under any plan, and each tick of a
+                # big cluster is a walk over every partition.
+                continue
 
             def plan(image):
                 now_ms = self._clock_ms()

@@ -222,6 +222,8 @@ class ReplicaManager:
                 self._apply_partition(new, topic, partition, old_partition, now_ms)
         for name, topic in old.topics.items():
             current = new.topics.get(name)
+            if current is topic:
+                continue  # unchanged (images copy a topic only when it changes): nothing to stop
             if current is not None and current.topic_id == topic.topic_id:
                 for partition_id, partition in topic.partitions.items():
                     now = current.partitions.get(partition_id)
