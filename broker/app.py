@@ -636,9 +636,12 @@ class Broker:
         await asyncio.to_thread(self.logs.checkpoint_writer())
 
     async def _checkpoint_high_watermarks(self) -> None:
-        write = self.logs.high_watermark_checkpoint()
-        if write is not None:
-            await asyncio.to_thread(write)
+        """The high watermarks taken in slices of the loop's time, the file written
+        on a worker thread, when any moved."""
+        changed: list[bool] = []
+        await run_in_slices(self.logs.take_high_watermark_steps(changed))
+        if changed and changed[-1]:
+            await asyncio.to_thread(self.logs.high_watermark_writer())
 
     async def start(self) -> None:
         self.loop_monitor.start()

@@ -504,19 +504,37 @@ class LogManager:
 
         return write
 
+    def take_high_watermark_steps(self, changed: list[bool]) -> Iterator[int]:
+        """Take the high watermarks of the open logs into the checkpoint table, a
+        thousand logs a step (a caller may pause between steps: every 5 s, the
+        100,000 logs of a big broker held the event loop for 0.1 to 2 s);
+        ``changed`` gets True when any moved."""
+        table = self._high_watermarks
+        moved = False
+        for count, (key, plog) in enumerate(self.opened_logs(), 1):
+            mark = plog.high_watermark
+            if table.get(key) != mark:
+                table[key] = mark
+                moved = True
+            if count % 1000 == 0:
+                yield 1000
+        changed.append(moved)
+
     def high_watermark_checkpoint(self) -> Callable[[], None] | None:
         """Take the high watermarks of the open logs now; return the writing of
         ``replication-offset-checkpoint`` as a function that may run on another
         thread (its fsyncs must not stall the caller), or None when nothing
         changed since the last checkpoint."""
-        changed = False
+        changed: list[bool] = []
+        for _ in self.take_high_watermark_steps(changed):
+            pass
+        return self.high_watermark_writer() if changed[-1] else None
+
+    def high_watermark_writer(self) -> Callable[[], None]:
+        """The writing of ``replication-offset-checkpoint`` from the table as it is
+        now (see :meth:`take_high_watermark_steps`), as a function that may run
+        on another thread."""
         table = self._high_watermarks
-        for key, plog in self.opened_logs():
-            if table.get(key) != plog.high_watermark:
-                table[key] = plog.high_watermark
-                changed = True
-        if not changed:
-            return None
         # Copies (C-level, quick); which key goes to which directory is worked out on the worker.
         registered = dict(self._registered)
         table = dict(table)
