@@ -686,6 +686,40 @@ class Broker:
         timeout_ms = self.config["initial.broker.registration.timeout.ms"]
         if not await self.lifecycle.wait_unfenced(timeout_ms):
             raise RuntimeError(f"the active controller did not unfence this broker within {timeout_ms} ms")
+        await self._wait_waiting_partitions_led(timeout_ms)
+
+    async def _wait_waiting_partitions_led(self, timeout_ms: int) -> None:
+        """The partitions that waited for this broker (no leader, this broker in
+        their ISR) get it as leader in the controller's proposals after the
+        unfence, 1,000 a proposal (controller/broker_lifecycle.py): the start
+        counts as done once none is still without a leader, as when the
+        unfence elected them all at once, so that "listening" still means
+        every partition this broker can lead is served. Bounded by
+        ``timeout_ms``; after it the start goes on with a warning. Only the
+        partitions still waiting are looked at again."""
+        node_id = self.node_id
+        waiting = [
+            (name, partition.partition_id)
+            for name, topic in self.image.topics.items()
+            for partition in topic.partitions.values()
+            if partition.leader < 0 and node_id in partition.isr
+        ]
+        deadline = time.monotonic() + timeout_ms / 1000
+        while waiting and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            image = self.image
+            still = []
+            for name, partition_id in waiting:
+                topic = image.topics.get(name)
+                partition = topic.partitions.get(partition_id) if topic is not None else None
+                if partition is not None and partition.leader < 0 and node_id in partition.isr:
+                    still.append((name, partition_id))
+            waiting = still
+        if waiting:
+            log.warning(
+                "%d partitions this broker is in sync for still have no leader %d ms after its unfence; serving anyway",
+                len(waiting), timeout_ms,
+            )
 
     async def _bind(self, listener, dispatcher) -> asyncio.base_events.Server:
         """A server bound to ``listener``'s address, not serving yet."""

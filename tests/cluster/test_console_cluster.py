@@ -20,7 +20,7 @@ import uuid
 import pytest
 
 from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster, wait_until
-from tests.cluster.test_quorum_processes import free_ports
+from tests.ports import free_ports
 from protocol.consumer_offsets import partition_for_group
 from tests.conftest import BrokerProcess
 
@@ -65,8 +65,12 @@ def lag_metrics(text: str, group: str, topic: str) -> dict[int, float]:
 
 @pytest.fixture
 def cluster(tmp_path):
-    ports = free_ports(2 * len(NODE_IDS))
     cluster = ReplicatedCluster(tmp_path)
+    # Not one of the ports the cluster picked for its listeners: picked, not
+    # yet bound, so a second pick could hand one of them out again (a CI run
+    # failed with a controller port in use).
+    taken = set(cluster.controller_ports.values()) | set(cluster.client_ports.values())
+    ports = free_ports(2 * len(NODE_IDS), taken)
     cluster.console_ports, cluster.metrics_ports = {}, {}
     for index, node in enumerate(NODE_IDS):
         cluster.console_ports[node], cluster.metrics_ports[node] = ports[2 * index], ports[2 * index + 1]

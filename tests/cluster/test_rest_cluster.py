@@ -42,7 +42,7 @@ from confluent_kafka.admin import (
 
 from broker.config import STANDARD_AUTHORIZER
 from tests.cluster.replication_harness import NODE_IDS, ReplicatedCluster, wait_until
-from tests.cluster.test_quorum_processes import free_ports
+from tests.ports import free_ports
 from tests.interop._rest import Rest
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -72,7 +72,8 @@ def cluster(tmp_path_factory):
             "auto.leader.rebalance.enable": "false",
         },
     )
-    ports = free_ports(2 * len(NODE_IDS))
+    # Not one of the cluster's own picks (picked, not yet bound).
+    ports = free_ports(2 * len(NODE_IDS), set(cluster.controller_ports.values()) | set(cluster.client_ports.values()))
     cluster.rest_ports = {}
     for index, node in enumerate(NODE_IDS):
         sasl_port, rest_port = ports[2 * index], ports[2 * index + 1]
