@@ -41,10 +41,9 @@ import time
 import uuid
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.faults.txn_checker import OUTPUT_SEPARATOR
-from tests.faults.workload import RETENTION_MS, SEGMENT_BYTES, Client, History
+from tests.faults.workload import Client, History, create_run_topic
 
 GROUP = "faults-txn-processors"
 PRODUCERS = 2
@@ -485,28 +484,9 @@ def final_committed(history: History, args) -> bool:
 
 
 def create_topics(args) -> None:
-    """The run's two topics: RF=3 with min.insync.replicas=2."""
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    deadline = time.monotonic() + 60
+    """The run's two topics, as the records workload makes its one."""
     for name in (args.input_topic, args.output_topic):
-        while True:
-            topic = NewTopic(
-                name,
-                num_partitions=args.partitions,
-                replication_factor=3,
-                # As the records workload's topic (workload.py): an hour of
-                # retention in 100 kB segments, for the clock-jump and corrupt nemeses.
-                config={"min.insync.replicas": "2", "retention.ms": str(RETENTION_MS), "segment.bytes": str(SEGMENT_BYTES)},
-            )
-            try:
-                admin.create_topics([topic], request_timeout=10)[name].result(timeout=20)
-                break
-            except KafkaException as exc:
-                if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    break
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(1)
+        create_run_topic(args.bootstrap, name, args.partitions)
 
 
 def main(argv=None) -> int:

@@ -412,14 +412,16 @@ def final_read(history: History, args) -> bool:
     return complete
 
 
-def create_topic(args) -> None:
-    """The run's topic: RF=3 with min.insync.replicas=2, as a careful user makes it."""
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+def create_run_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """A run's topic: RF=3 with min.insync.replicas=2, as a careful user makes it;
+    retried for up to a minute (the cluster may still be electing), an existing
+    one taken as it is. The transactional workload makes its two the same way."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 60
     while True:
         topic = NewTopic(
-            args.topic,
-            num_partitions=args.partitions,
+            name,
+            num_partitions=partitions,
             replication_factor=3,
             # An hour of retention (a broker whose wall clock jumps by minutes,
             # clock-jump, must not delete any of it) in segments of 100 kB, which
@@ -428,7 +430,7 @@ def create_topic(args) -> None:
             config={"min.insync.replicas": "2", "retention.ms": str(RETENTION_MS), "segment.bytes": str(SEGMENT_BYTES)},
         )
         try:
-            admin.create_topics([topic], request_timeout=10)[args.topic].result(timeout=20)
+            admin.create_topics([topic], request_timeout=10)[name].result(timeout=20)
             return
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -466,7 +468,7 @@ def main(argv=None) -> int:
     parser.add_argument("--unsafe", action="store_true", help="acks=1 producers without idempotence")
     args = parser.parse_args(argv)
 
-    create_topic(args)
+    create_run_topic(args.bootstrap, args.topic, args.partitions)
     history = History(args.history, args.t0)
     stop = threading.Event()
     if args.unsafe:
