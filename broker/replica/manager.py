@@ -426,6 +426,14 @@ class ReplicaManager:
         self._stop_following(key)
         self._hw_initialised.discard(key)
 
+    def dir_offline(self, keys: list[Key]) -> None:
+        """Their log dir went offline (broker/log_dirs.py): stop leading and
+        following them. The produces and DeleteRecords waiting on them end now,
+        unacknowledged; they stay replicas here in the metadata, without a log,
+        until the controller moves their leaderships and a restart brings the
+        dir back."""
+        for key in keys:
+            self._stop_replica(key)
     # ----------------------------------------------------------------- leader side
 
     def leader_for(self, topic: str, partition_id: int) -> LeaderPartition | None:
@@ -458,6 +466,8 @@ class ReplicaManager:
             return LocalReplica(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         plog = self.broker.partition_log(topic, partition_id)
         if plog is None:
+            if self.broker.logs.is_offline(topic, partition_id):
+                return LocalReplica(ErrorCode.KAFKA_STORAGE_ERROR, partition)
             return LocalReplica(ErrorCode.NOT_LEADER_OR_FOLLOWER, partition)
         if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:
             epoch_error = ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
@@ -530,8 +540,8 @@ class ReplicaManager:
         try:
             appended = plog.append_as_follower(records)
         except OSError as exc:
-            self.broker.log_dir_failed(plog, exc)
-            raise
+            self.broker.log_dir_failed(plog, exc)  # the dir goes offline (or the broker halts)
+            return 0
         if appended:
             self.leader_appended(key, leader, plog)
             self.broker.partition_watch.notify(key)
@@ -769,8 +779,9 @@ class ReplicaManager:
             try:
                 appended = plog.append_as_follower(step.records) > 0
             except OSError as exc:
+                # The dir goes offline (or the broker halts): this replica stops following.
                 self.broker.log_dir_failed(plog, exc)
-                raise
+                return False
             except AppendError as exc:
                 state.failed = True
                 log.error(
