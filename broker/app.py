@@ -34,7 +34,7 @@ from broker.schemas.service import SchemaRegistryService
 from broker.schemas.validation import SchemaValidator
 from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
-from broker.log_dirs import LogDirs
+from broker.replica.log_dirs import LogDirs
 from broker.links.failback import apply_failback_cuts
 from broker.links.mirrors import MirrorManager
 from broker.links.multi_master import MultiMasterCopier
@@ -549,7 +549,7 @@ class Broker:
         acknowledged any more: the dir goes offline (its partitions' leaderships
         move, the other dirs keep serving), or, when it holds the metadata log or
         is the last one online, the broker halts at once without the
-        clean-shutdown marker, as Kafka's does (broker/log_dirs.py)."""
+        clean-shutdown marker, as Kafka's does (broker/replica/log_dirs.py)."""
         self.log_dirs.failed(plog.directory.parent, exc)
 
     # ----------------------------------------------------------------- serving

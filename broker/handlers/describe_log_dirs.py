@@ -11,7 +11,7 @@ false (no AlterReplicaLogDirs moves). The metadata log is not a partition
 log and is not listed. v3+ carry a top-level error code (0); v4 the volume's
 ``total_bytes`` and ``usable_bytes`` (statvfs: bytes available to this
 process). A directory that cannot be read, or that went offline after a
-failed write (broker/log_dirs.py), answers KAFKA_STORAGE_ERROR with no
+failed write (broker/replica/log_dirs.py), answers KAFKA_STORAGE_ERROR with no
 partitions, as Kafka's does.
 
 With an authorizer: DESCRIBE on the cluster, else no results and (v3+) the

@@ -427,7 +427,7 @@ class ReplicaManager:
         self._hw_initialised.discard(key)
 
     def dir_offline(self, keys: list[Key]) -> None:
-        """Their log dir went offline (broker/log_dirs.py): stop leading and
+        """Their log dir went offline (broker/replica/log_dirs.py): stop leading and
         following them. The produces and DeleteRecords waiting on them end now,
         unacknowledged; they stay replicas here in the metadata, without a log,
         until the controller moves their leaderships and a restart brings the

@@ -115,7 +115,7 @@ class ReplicaReader:
         key = (topic.name, partition_id)
         plog = broker.partition_log(*key)
         if plog is None and broker.logs.is_offline(*key):
-            # Its log dir went offline here (broker/log_dirs.py): Kafka's answer,
+            # Its log dir went offline here (broker/replica/log_dirs.py): Kafka's answer,
             # on which clients and followers look for the new leader.
             return PartitionRead(ErrorCode.KAFKA_STORAGE_ERROR, answer_now=True)
         from_follower = reader.is_follower

@@ -18,6 +18,7 @@ from pathlib import Path
 from tests.faults import checker, txn_checker
 from tests.faults.clock import ClockShimUnavailable, build_shim
 from tests.faults.cluster import FaultCluster, wait_until
+from tests.faults.eio import EioShimUnavailable, build_eio_shim
 from tests.faults.nemesis import KINDS, Nemesis, netem_available, schedule
 from tests.netns import check_available
 
@@ -106,8 +107,18 @@ def run_faults(
         except ClockShimUnavailable as exc:
             unavailable["clock-jump"] = str(exc)
             kinds = tuple(k for k in kinds if k != "clock-jump")
+    eio_shim = None
+    if "eio" in kinds:
+        try:
+            eio_shim = build_eio_shim(out / "eio-shim")
+        except EioShimUnavailable as exc:
+            unavailable["eio"] = str(exc)
+            kinds = tuple(k for k in kinds if k != "eio")
     cluster = FaultCluster(
-        out / "cluster", extra_env=UNSAFE_ENV if unsafe and not transactional else None, clock_shim=clock_shim
+        out / "cluster",
+        extra_env=UNSAFE_ENV if unsafe and not transactional else None,
+        clock_shim=clock_shim,
+        eio_shim=eio_shim,
     )
     workload = None
     try:
