@@ -116,7 +116,10 @@ class LogDirs:
         )
         broker.replicas.dir_offline(held)
         for key in held:
-            broker.leadership_lost(key)
+            broker.partition_watch.notify(key)  # long-polling fetches there answer now
+        if held:
+            # The coordinators look at every partition they use in one go: once is enough.
+            broker.leadership_lost(held[0])
         broker.lifecycle.heartbeat_now()
 
     def failed_from_thread(self, loop: asyncio.AbstractEventLoop):
