@@ -185,3 +185,26 @@ def test_assigning_to_a_dir_already_offline_leaves_isr_in_the_same_change():
 def test_a_heartbeat_of_a_broker_without_dirs_changes_nothing():
     image = with_topic(registered(1, 2, 3), 1)
     assert plan_directories_offline(image, 1, 10, [dir_id(1, 0)]) == ([], image, False)
+
+
+def test_a_leader_may_not_take_an_offline_replica_back_into_the_isr():
+    """The offline replica's broker keeps fetching other partitions in the same
+    fetch session, where the leader still counts it caught up: the controller
+    refuses the expansion (INELIGIBLE_REPLICA), as Kafka's does."""
+    from tests.unit.test_alter_partition import alter, only, part
+
+    image = with_topic(jbod_cluster(), 1, leader=2)
+    image = assigned(image, 1, dir_id(1, 0), [0])
+    image = apply(image, plan_directories_offline(image, 1, 10, [dir_id(1, 0)])[0])
+    assert image.topics["t"].partitions[0].isr == (2, 3)
+    response, records = alter(image, part(image, 0, isr=(2, 3, 1)), broker_id=2, broker_epoch=20)
+    assert only(response).error_code == ErrorCode.INELIGIBLE_REPLICA and records == []
+    # Back after a restart, it may rejoin.
+    request = registration(1, incarnation=uuid.UUID(int=1001))
+    request.log_dirs = [dir_id(1, 0), dir_id(1, 1)]
+    _, records = plan_register_broker(image, request, cluster_id=CLUSTER, broker_epoch=500, session_alive=False)
+    image = apply(image, records)
+    _, records = plan_broker_heartbeat(image, heartbeat(1, 500, 10**6))
+    image = apply(image, records)
+    response, records = alter(image, part(image, 0, isr=(2, 3, 1)), broker_id=2, broker_epoch=20)
+    assert only(response).error_code == ErrorCode.NONE and records
