@@ -255,7 +255,12 @@ class Nemesis:
                     if all(leader >= 0 and leader != node.node_id for leader in leaders.values()):
                         detail["leaders_moved_after_s"] = now_s
                         detail["new_leaders"] = leaders
+                    else:
+                        # What they have meanwhile: -1 while no other replica is in
+                        # sync (it waits for this one's dir, as without unclean election).
+                        detail["leaders_meanwhile"] = leaders
                 if "dir_offline_after_s" in detail and "leaders_moved_after_s" in detail:
+                    detail.pop("leaders_meanwhile", None)
                     return
                 stop.wait(EIO_OBSERVE_INTERVAL_S)
 
