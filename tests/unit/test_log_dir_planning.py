@@ -202,3 +202,19 @@ def test_a_leader_may_not_take_an_offline_replica_back_into_the_isr():
     image = apply(image, records)
     response, records = alter(image, part(image, 0, isr=(2, 3, 1)), broker_id=2, broker_epoch=20)
     assert only(response).error_code == ErrorCode.NONE and records
+
+
+def test_the_leader_counts_an_offline_replica_ineligible():
+    """The leader side of the same rule: a follower whose log dir went offline is
+    ineligible for this partition only (so the leader never proposes it back,
+    and shrinks it out at once), not for the partitions of its other dir."""
+    from broker.replica.manager import ReplicaManager
+
+    image = with_topic(jbod_cluster(), 2, leader=2)
+    image = assigned(image, 1, dir_id(1, 0), [0])
+    image = assigned(image, 1, dir_id(1, 1), [1])
+    image = apply(image, plan_directories_offline(image, 1, 10, [dir_id(1, 0)])[0])
+    parts = image.topics["t"].partitions
+    assert ReplicaManager._ineligible_for(image, parts[0], {9}) == {1, 9}
+    assert ReplicaManager._ineligible_for(image, parts[1], {9}) == {9}
+    assert ReplicaManager._ineligible_for(image, None, set()) == set()
