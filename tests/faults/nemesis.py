@@ -218,8 +218,11 @@ class Nemesis:
         partition = self.rng.randrange(self.partitions)
         leader_id = states.get(partition, (-1,))[0]
         node = cluster.by_id(leader_id) if leader_id >= 0 else None
-        if node is None or not node.running() or node.paused:
-            node = self._broker()
+        if node is None or not cluster.serving(node):
+            # A broker still starting (restarted by the last heal) refuses to
+            # start on a failing log dir: that is another fault than this one.
+            serving = [n for n in cluster.brokers if cluster.serving(n)]
+            node = self.rng.choice(serving) if serving else self._broker()
         held = cluster.partition_dir(node, self.topic, partition)
         directory = held.parent if held.is_dir() else self.rng.choice(cluster.log_dirs(node))
         # The run topic's partitions this broker leads from that dir: their leaders must move.
