@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -99,8 +100,19 @@ def _parse_overrides(pairs: list[str]) -> dict[str, str]:
 async def _run(config, *, single_node_profile: bool = False) -> None:
     from broker.app import Broker
 
+    # The cyclic garbage collector stays off while the start builds the heap it
+    # would otherwise walk again and again: with 100,000 partitions its full
+    # collections took 15 of a start's 64 CPU seconds, up to 2.1 s each on the
+    # loop, and found next to nothing. What the start built then lives as long
+    # as the broker, so it is frozen out of later collections (gc.freeze), which
+    # walk only what came after it.
+    gc.disable()
     broker = Broker(config)
-    await broker.start()
+    try:
+        await broker.start()
+    finally:
+        gc.freeze()
+        gc.enable()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -41,13 +41,12 @@ class FollowerLog(Protocol):
 class FollowerState:
     """One partition this broker follows, for one (leader, leader epoch)."""
 
-    __slots__ = ("caught_up", "failed", "leader_epoch", "leader_id", "topic_id")
+    __slots__ = ("caught_up", "leader_epoch", "leader_id", "topic_id")
 
     def __init__(self, topic_id, leader_id: int, leader_epoch: int):
         self.topic_id = topic_id
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
-        self.failed = False  # a batch from the leader failed its checks: stopped
         # The leader's last answer found this replica at its high watermark (Kafka's
         # fetch state lag <= 0); unknown, so False, until an answer says so. A
         # follower throttle holds back only replicas that are not.

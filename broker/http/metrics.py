@@ -12,8 +12,9 @@ The hot path only bumps plain ints: per produced batch and per fetched
 partition (the Produce and Fetch handlers are wrapped, not edited), and per
 request in the dispatcher (count and latency per API). Everything else is read
 from the broker's state when Prometheus scrapes, by :class:`_BrokerCollector`,
-on the event loop (the endpoint is an aiohttp application, broker/http/server.py):
-no thread, no lock.
+on the event loop (the endpoint is an aiohttp application, broker/http/server.py),
+in slices of ``SERIES_PER_TURN`` partitions; the families are then formatted on
+a worker thread (broker/http/exposition.py says why and what that relies on).
 
 The balancer's families (broker/http/balancer_metrics.py) have series on the
 active controller only.
@@ -36,6 +37,7 @@ until it does, as before its first refresh.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import logging
 import time
@@ -49,6 +51,7 @@ from prometheus_client.exposition import choose_encoder
 from broker.config import MetricsListener
 from broker.http.balancer_metrics import balancer_families
 from broker.http.cluster_reader import ClusterReader, HighWatermarkCache
+from broker.http.exposition import NEXT_TURN, SERIES_PER_TURN, gather_now, scrape
 from broker.http.server import MAX_HTTP_CONNECTIONS, HttpServer, application  # noqa: F401 (re-exported: this endpoint's limit)
 from broker.loop_monitor import LAG_BUCKET_BOUNDS_MS, RECENT_WINDOW_S
 from broker.net.dispatch import AnswerLater
@@ -125,6 +128,7 @@ class BrokerMetrics:
         self.bound_port: int | None = None
         # High watermarks of committed partitions led elsewhere, refreshed while the endpoint serves.
         self.remote_hws: HighWatermarkCache | None = None
+        self._scraping = asyncio.Lock()
 
     def _remote_lag_partitions(self) -> set[tuple[str, int]]:
         """Committed partitions of the groups this broker coordinates whose log is not
@@ -299,7 +303,13 @@ class BrokerMetrics:
         """The body and content type of a scrape: Prometheus' text format, or
         OpenMetrics when the client asks for it (prometheus-client's choice)."""
         encoder, content_type = choose_encoder(accept)
-        return encoder(self.registry), content_type
+        return encoder(gather_now(self.registry.collect())), content_type
+
+    async def exposition_off_loop(self, accept: str | None) -> tuple[bytes, str]:
+        """:meth:`exposition`, gathered in slices and formatted on a thread."""
+        encoder, content_type = choose_encoder(accept)
+        async with self._scraping:  # one scrape's families in memory at a time
+            return await scrape(self.registry.collect(), encoder), content_type
 
     async def _scrape(self, request: web.Request) -> web.Response:
         """Every path and method comes here, so that the answers are this endpoint's own."""
@@ -308,7 +318,7 @@ class BrokerMetrics:
         if request.method not in ("GET", "HEAD"):
             return _plain(405, b"method not allowed\n", Allow="GET, HEAD")
         try:
-            body, content_type = self.exposition(request.headers.get("Accept"))
+            body, content_type = await self.exposition_off_loop(request.headers.get("Accept"))
         except Exception:  # a collector bug must not take the listener down
             log.exception("metrics: scrape failed")
             return _plain(500, b"internal error\n")
@@ -490,7 +500,9 @@ class _BrokerCollector:
         # Opened logs only: a scrape must not open files (replicated partitions are
         # opened when they take their role; this leaves out single-replica logs
         # nobody used since the start).
-        for (topic, partition), plog in sorted(self.metrics.broker.logs.opened_logs(), key=lambda item: item[0]):
+        for index, ((topic, partition), plog) in enumerate(sorted(self.metrics.broker.logs.opened_logs())):
+            if index % SERIES_PER_TURN == SERIES_PER_TURN - 1:
+                yield NEXT_TURN  # the sorted list is this generator's own: safe across the turn
             if topic not in kept:
                 continue
             labels = [topic, str(partition)]

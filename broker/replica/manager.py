@@ -757,7 +757,7 @@ class ReplicaManager:
     def fetch_state(self, key: Key):
         """(follower state, log) of a partition this broker follows, or None."""
         state = self.followers.get(key)
-        if state is None or state.failed:
+        if state is None:
             return None
         plog = self._log(key)
         if plog is None:
@@ -803,9 +803,12 @@ class ReplicaManager:
                 self.broker.log_dir_failed(plog, exc)
                 return False
             except AppendError as exc:
-                state.failed = True
+                # Kafka's fetcher keeps such a partition and asks again after
+                # replica.fetch.backoff.ms (a batch spoiled on the way, or a leader
+                # that has since cut its log, answers well the next time).
                 log.error(
-                    "%s-%d: stopped replicating from leader %d: a fetched batch failed its checks (%s); nothing of it was appended",
+                    "%s-%d: a batch fetched from leader %d failed its checks (%s); nothing of it was appended, "
+                    "fetching it again after replica.fetch.backoff.ms",
                     key[0], key[1], state.leader_id, exc,
                 )
                 return False

@@ -899,7 +899,7 @@ class Simulation:
         fetcher = broker.fetchers[leader_id]
         fetcher.scheduled = False
         state = broker.follower
-        if state is None or state.failed or state.leader_id != leader_id:
+        if state is None or state.leader_id != leader_id:
             return  # no partition to fetch from this leader: the loop idles
         if broker.fetch_backoff_until > self.now:
             fetcher.scheduled = True
@@ -944,7 +944,7 @@ class Simulation:
         if not self.follower_response(broker, state, response):
             self.stats.fetch_errors += 1
             broker.fetch_backoff_until = self.now + FETCH_BACKOFF_MS
-        if broker.follower is state and not state.failed:
+        if broker.follower is state:
             # The leader long-polls an empty fetch; here the follower waits instead.
             self.wake_fetcher(broker, leader_id, self.rng.randint(0, 2) if response.records else self.fetch_idle_ms)
 
@@ -968,8 +968,7 @@ class Simulation:
             try:
                 appended = plog.append_as_follower(step.records)
             except AppendError as exc:
-                state.failed = True
-                self.fail(f"broker {broker.node_id} stopped replicating: a batch from leader {state.leader_id} failed its checks: {exc}")
+                self.fail(f"broker {broker.node_id}: a batch from leader {state.leader_id} failed its checks: {exc}")
             if appended:
                 self.read_back(broker, start)
                 fetched = [bytes(step.records[p : p + s]) for p, s, _ in iter_batches(step.records, allow_truncated_tail=True)]

@@ -178,3 +178,31 @@ def test_a_refusal_holds_for_its_leader_epoch_only(tmp_path):
     # read for a follower looks afresh.
     assert not broker.corruption.refuses(KEY, RECORDS_PER_BATCH, LEADER_EPOCH + 1)
     plog.close()
+
+
+def test_a_follower_keeps_fetching_after_a_batch_that_fails_its_checks(tmp_path):
+    """Kafka's fetcher asks again after replica.fetch.backoff.ms: a batch spoiled
+    on the way is refused, nothing of it appended, and the next sound answer is
+    taken (the partition is not dropped until the leader changes)."""
+    broker, plog = replica_over(tmp_path, (1, 2, 3), (2, 3), leader=2, batches=1)
+    broker.replicas.apply_image(MetadataImage(), broker.image)
+    state = broker.replicas.followers[KEY]
+    sound = build_batch(
+        [(b"k", b"value-%d" % (RECORDS_PER_BATCH + i), [], 1_000) for i in range(RECORDS_PER_BATCH)],
+        base_offset=RECORDS_PER_BATCH, partition_leader_epoch=LEADER_EPOCH,
+    )
+    spoiled = bytearray(sound)
+    spoiled[-5] ^= 0x5A
+
+    def answer(records: bytes):
+        return SimpleNamespace(
+            error_code=ErrorCode.NONE, diverging_epoch=None, high_watermark=2 * RECORDS_PER_BATCH,
+            log_start_offset=0, records=records,
+        )
+
+    assert broker.replicas.follower_response(KEY, state, answer(bytes(spoiled))) is False
+    assert plog.log_end_offset == RECORDS_PER_BATCH
+    assert broker.replicas.fetch_state(KEY) == (state, plog)  # asked for again after the backoff
+    assert broker.replicas.follower_response(KEY, state, answer(sound)) is True
+    assert plog.log_end_offset == 2 * RECORDS_PER_BATCH
+    plog.close()

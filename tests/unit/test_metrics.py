@@ -354,3 +354,47 @@ def test_isr_changes_are_counted_when_the_controller_commits_them(tmp_path):
     answer([1, 2, 3], 5)
     assert (replicas.isr_shrinks, replicas.isr_expands) == (1, 1)
     plog.close()
+
+
+def test_a_scrape_of_many_partitions_lets_the_loop_run_and_says_the_same():
+    """The endpoint's scrape gathers in slices on the loop and formats on a
+    thread: other tasks run meanwhile, and the series are those of a scrape in
+    one piece (the process' own series aside, which move between the two)."""
+    import asyncio
+    import gc
+
+    partitions = 20_000
+    logs = {("t", p): FakeLog(p, p) for p in range(partitions)}
+    metrics = metrics_of(fake_broker(topics=("t",), logs=logs))
+
+    def without_process(body: bytes) -> dict:
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body.decode())
+            if not family.name.startswith("process_")
+            for s in family.samples
+        }
+
+    async def scrape_while_ticking():
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker():
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        body, _ = await metrics.exposition_off_loop(None)
+        stop.set()
+        await task
+        return body, ticks
+
+    body, ticks = asyncio.run(scrape_while_ticking())
+    assert ticks >= partitions // 1000  # at least one turn of the loop per slice
+    assert gc.isenabled()
+    got = without_process(body)
+    assert got == without_process(metrics.exposition(None)[0])
+    assert got[("kafka_log_log_logendoffset", (("partition", "19999"), ("topic", "t")))] == 19999
