@@ -40,20 +40,6 @@ def waiting_for(broker_id: int, count: int, *, others=(2,)):
     return apply(image, plan_fence_brokers(image, [broker_id]))
 
 
-def finish_in_rounds(image, limit: int, rounds_max: int = 5):
-    """What the active controller's passes do: plan_unfinished_leadership, at most
-    ``limit`` changes a proposal, until none is left; the image then, and the
-    changes of each round."""
-    rounds = []
-    for _ in range(rounds_max):
-        more, records = plan_unfinished_leadership(image, limit)
-        image = apply(image, records)
-        rounds.append(len(records))
-        if not more:
-            break
-    return image, rounds
-
-
 def leaders(image) -> list[int]:
     return [p.leader for p in image.topics["w"].partitions.values()]
 
@@ -67,7 +53,7 @@ def test_an_unfence_elects_at_most_the_bound_and_says_some_are_left():
     image = apply(image, records)
     assert leaders(image).count(1) == 10
     # The rest, ten at a time, until none is left.
-    image, rounds = finish_in_rounds(image, 10)
+    image, rounds = finish(image, 10)
     assert rounds == [10, 5]
     assert set(leaders(image)) == {1}
     assert plan_unfinished_leadership(image, 10) == (False, [])

@@ -18,7 +18,7 @@ from controller.log_dirs import plan_assign_replicas_to_dirs, plan_directories_o
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import CONFIG_RECORD, PARTITION_RECORD, RESOURCE_TOPIC, TOPIC_RECORD
 from protocol.errors import ErrorCode
-from tests.unit.test_bounded_unfence import finish_in_rounds
+from tests.unit.test_bounded_unfence import finish
 from tests.unit.test_broker_lifecycle import CLUSTER, apply, heartbeat, registered, registration
 
 TOPIC_ID = uuid.UUID(int=55)
@@ -148,7 +148,7 @@ def test_offline_changes_are_bounded_and_finished_by_the_controller_passes():
     image = assigned(image, 1, dir_id(1, 0), list(range(25)))
     records, _, left = plan_directories_offline(image, 1, 10, [dir_id(1, 0)], limit=10)
     assert left and len(records) == 1 + 10
-    image, rounds = finish_in_rounds(apply(image, records), 10)
+    image, rounds = finish(apply(image, records), 10)
     assert rounds == [10, 5]
     assert {p.leader for p in image.topics["t"].partitions.values()} == {2}
 
