@@ -34,6 +34,7 @@ from broker.schemas.service import SchemaRegistryService
 from broker.schemas.validation import SchemaValidator
 from broker.http.endpoints import EndpointUnavailable, HttpEndpoints
 from broker.lifecycle import BrokerLifecycleManager
+from broker.replica.log_dirs import LogDirs
 from broker.links.failback import apply_failback_cuts
 from broker.links.mirrors import MirrorManager
 from broker.links.multi_master import MultiMasterCopier
@@ -168,6 +169,8 @@ class Broker:
             max_open_files=self._open_files_budget(),
             producer_id_expiration_ms=config["producer.id.expiration.ms"],
         )
+        # The log dirs' ids, the failed ones, and which holds each replica (JBOD).
+        self.log_dirs = LogDirs(self)
         self.is_broker = "broker" in config.roles
         self.is_controller = "controller" in config.roles
         # The metadata log and the quorum-state file live in __cluster_metadata-0
@@ -382,6 +385,7 @@ class Broker:
                     log_config = log_config or log_config_from(self.topic_config(topic))
                     existing = on_disk.pop(key, None)
                     self.logs.register(topic.name, partition.partition_id, log_config, existing)
+                    self.log_dirs.assign_later(key)
                     registered.add(key)
                     if existing is not None:
                         progress.step()
@@ -502,6 +506,7 @@ class Broker:
                         self.logs.set_config(name, partition.partition_id, log_config)
                     else:
                         self.logs.register(name, partition.partition_id, log_config)
+                        self.log_dirs.assign_later((name, partition.partition_id))
                         self._new_logs_registered.set()
                 elif was_replica and not is_replica:
                     removed.append((name, partition.partition_id))
@@ -541,16 +546,11 @@ class Broker:
     def log_dir_failed(self, plog: PartitionLog, exc: OSError) -> None:
         """A write to a log dir failed (ENOSPC, EIO, ...). The segment may now end in a
         torn batch that memory does not know of, and nothing written there can be
-        acknowledged any more. Kafka halts a broker whose log dirs have all failed;
-        pybroker has no per-directory offline state, so any failed log dir halts it,
-        at once and without the clean-shutdown marker: its partitions get new leaders
-        when its session expires, and the next start recovers the logs from disk."""
-        log.critical(
-            "log directory %s failed (%s): halting this broker without acknowledging the write",
-            plog.directory.parent, exc,
-        )
-        logging.shutdown()
-        os._exit(1)
+        acknowledged any more: the dir goes offline (its partitions' leaderships
+        move, the other dirs keep serving), or, when it holds the metadata log or
+        is the last one online, the broker halts at once without the
+        clean-shutdown marker, as Kafka's does (broker/replica/log_dirs.py)."""
+        self.log_dirs.failed(plog.directory.parent, exc)
 
     # ----------------------------------------------------------------- serving
 
@@ -672,6 +672,9 @@ class Broker:
         self._start_housekeeping()
         self.flusher.start()
         self.replicas.start()
+        # A checkpoint write that fails on a worker thread takes its dir offline on the loop.
+        self.logs.on_dir_failure = self.log_dirs.failed_from_thread(asyncio.get_running_loop())
+        self.log_dirs.start()
         self.mirrors.start()
         self.groups.start()
         self.transactions.start()
@@ -823,6 +826,7 @@ class Broker:
             await self.flusher.stop()
             log.info("group flushes: %d logs synced in %d passes", self.flusher.logs_synced, self.flusher.passes)
             await self.mirrors.stop()
+            await self.log_dirs.stop()
             await self.replicas.stop()
         await self.raft.stop()
         self.controller_channel.close()

@@ -89,6 +89,8 @@ class BrokerLifecycleManager:
         self.lease = HeartbeatLease(self.config["broker.session.timeout.ms"])
         self._task: asyncio.Task | None = None
         self._stopping = False
+        # Set to send the next heartbeat at once (a log dir went offline).
+        self._heartbeat_due = asyncio.Event()
         # What the balancer measures by, in every heartbeat (broker/load_report.py).
         self.load_reporter = LoadReporter(broker)
 
@@ -135,7 +137,9 @@ class BrokerLifecycleManager:
                 for name, (low, high) in sorted(SUPPORTED_FEATURE_LEVELS.items())
             ],
             rack=self.config["broker.rack"],
-            log_dirs=[],
+            # The ids of the log dirs online now (KIP-858): a dir that failed
+            # before this registration stays out until the next start.
+            log_dirs=self.broker.log_dirs.online_ids(),
             previous_broker_epoch=self.broker_epoch,
         )
 
@@ -146,6 +150,7 @@ class BrokerLifecycleManager:
             current_metadata_offset=self.broker.controller.image.offset,
             want_fence=False,
             want_shut_down=want_shut_down,
+            offline_log_dirs=self.broker.log_dirs.offline_ids(),
             balancer_load=self._balancer_load(),
         )
 
@@ -185,12 +190,25 @@ class BrokerLifecycleManager:
                     if error == ErrorCode.NONE:
                         self.lease.answered(sent_at_s, response.is_fenced)
                         self._set_fenced(response.is_fenced)
-                await asyncio.sleep(retry_s if self.fenced else interval_s)
+                await self._until_next_heartbeat(retry_s if self.fenced else interval_s)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug must not stop heartbeats for good
                 log.exception("lifecycle: unexpected failure")
                 await asyncio.sleep(interval_s)
+
+    def heartbeat_now(self) -> None:
+        """Send the next heartbeat without waiting out the interval: a log dir
+        went offline, and the controller should move its leaderships at once
+        (Kafka's BrokerLifecycleManager.propagateDirectoryFailure)."""
+        self._heartbeat_due.set()
+
+    async def _until_next_heartbeat(self, wait_s: float) -> None:
+        try:
+            await asyncio.wait_for(self._heartbeat_due.wait(), wait_s)
+        except asyncio.TimeoutError:
+            pass
+        self._heartbeat_due.clear()
 
     def _set_fenced(self, fenced: bool) -> None:
         if fenced != self.fenced:

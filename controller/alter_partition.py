@@ -17,7 +17,8 @@ in Kafka's order, and the first rule it breaks is its answer:
   leader out: INVALID_REQUEST; a leader recovery state that is unknown, is
   RECOVERING with more than one ISR member, or goes back from RECOVERED to
   RECOVERING: INVALID_REQUEST;
-* an ISR member that is unregistered, fenced, in controlled shutdown or (v3)
+* an ISR member that is unregistered, fenced, in controlled shutdown, whose
+  replica is in a log dir its broker reported offline (KIP-858), or (v3)
   registered under another broker epoch than the one the leader saw:
   INELIGIBLE_REPLICA (v2+; OPERATION_NOT_ATTEMPTED before, which older
   leaders understand). Kafka checks every member of the new ISR, not only
@@ -40,6 +41,7 @@ from __future__ import annotations
 import uuid
 
 from controller.broker_lifecycle import LEADER_RECOVERY_STATE_RECOVERING, usable_broker_ids
+from controller.directories import replica_offline
 from controller.metadata.delta import merge_partition_change
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from controller.metadata.records import NO_LEADER, NO_LEADER_CHANGE, PARTITION_CHANGE_RECORD
@@ -193,7 +195,10 @@ def _validate(
     for broker_id, broker_epoch in new_isr_with_epochs:
         broker = image.brokers.get(broker_id)
         stale = broker is not None and broker_epoch != UNKNOWN_BROKER_EPOCH and broker.epoch != broker_epoch
-        if broker_id not in usable or stale:
+        # A replica in a log dir its broker reported offline (JBOD, KIP-858) has
+        # no log: a leader that still sees it "caught up" (its fetch session
+        # keeps the partition) must not take it back.
+        if broker_id not in usable or stale or replica_offline(image, partition, broker_id):
             if api_version >= TOPIC_IDS_VERSION:
                 return ErrorCode.INELIGIBLE_REPLICA
             # Older senders do not know INELIGIBLE_REPLICA; this one they retry.

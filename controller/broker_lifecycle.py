@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from controller.directories import offline_replicas, offline_still_named, replica_offline
 from controller.features import registration_refusal
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from controller.metadata.records import (
@@ -424,14 +425,16 @@ def _leave_change(image, topic, partition, leaving, usable, unclean: list, keep_
     leader = partition.leader
     recovery = None
     if leader in leaving or leader == NO_LEADER:
-        leader = next((b for b in isr if b in usable), NO_LEADER)
+        leader = next((b for b in isr if b in usable and not replica_offline(image, partition, b)), NO_LEADER)
         if leader == NO_LEADER and keep_sole_leader and partition.leader in leaving:
             return None
         if leader == NO_LEADER:
             if not unclean:
                 unclean.append(unclean_election_enabled(image, topic))
             if unclean[0]:
-                leader = next((b for b in partition.replicas if b in usable), NO_LEADER)
+                leader = next(
+                    (b for b in partition.replicas if b in usable and not replica_offline(image, partition, b)), NO_LEADER
+                )
                 if leader != NO_LEADER:
                     isr, recovery = [leader], LEADER_RECOVERY_STATE_RECOVERING
     return _change(topic.topic_id, partition, isr=isr, leader=leader, leader_recovery_state=recovery)
@@ -448,6 +451,8 @@ def _elect_on_unfence(image: MetadataImage, broker_id: int, limit: int | None) -
         for partition in topic.partitions.values():
             if partition.leader != NO_LEADER or broker_id not in partition.replicas:
                 continue
+            if replica_offline(image, partition, broker_id):
+                continue  # its log dir failed: it has nothing to lead with
             if limit is not None and len(records) >= limit:
                 return records, True
             if broker_id in partition.isr:
@@ -479,15 +484,20 @@ def _still_named(partition: PartitionImage, fenced: set[int]) -> bool:
 def iter_unfinished_partitions(image: MetadataImage):
     """Per topic, ``(partitions visited, keys)``: the ``(topic name, partition id)``
     of partitions that a fenced broker still leads or shares an ISR in, and of
-    those without a leader. A generator, so that the caller can look at a big
+    those without a leader, and (JBOD) those a replica in an offline log dir
+    still leads or shares an ISR in. A generator, so that the caller can look at a big
     image a few topics at a time; :func:`plan_partition_fixes` decides what,
     if anything, each one needs."""
     fenced = {b for b, broker in image.brokers.items() if broker.fenced}
+    # Only brokers that registered their dirs can have offline ones.
+    jbod = any(broker.log_dirs for broker in image.brokers.values())
     for name, topic in image.topics.items():
         keys = [
             (name, partition.partition_id)
             for partition in topic.partitions.values()
-            if partition.leader == NO_LEADER or (fenced and _still_named(partition, fenced))
+            if partition.leader == NO_LEADER
+            or (fenced and _still_named(partition, fenced))
+            or (jbod and partition.directories and offline_still_named(image, partition))
         ]
         yield len(topic.partitions), keys
 
@@ -521,14 +531,23 @@ def plan_partition_fixes(image: MetadataImage, keys: list, start: int, limit: in
         change = None
         if fenced and _still_named(partition, fenced):
             change = _leave_change(image, topic, partition, fenced, usable, unclean)
+        elif partition.directories and offline_still_named(image, partition):
+            change = _leave_change(image, topic, partition, offline_replicas(image, partition), usable, unclean)
         elif partition.leader == NO_LEADER and usable:
-            leader = next((b for b in partition.replicas if b in usable and b in partition.isr), NO_LEADER)
+            offline = offline_replicas(image, partition)
+            leader = next(
+                (b for b in partition.replicas if b in usable and b in partition.isr and b not in offline), NO_LEADER
+            )
             if leader != NO_LEADER:
                 change = _change(topic.topic_id, partition, leader=leader)
             else:
                 if not unclean:
                     unclean.append(unclean_election_enabled(image, topic))
-                leader = next((b for b in partition.replicas if b in usable), NO_LEADER) if unclean[0] else NO_LEADER
+                leader = (
+                    next((b for b in partition.replicas if b in usable and b not in offline), NO_LEADER)
+                    if unclean[0]
+                    else NO_LEADER
+                )
                 if leader != NO_LEADER:
                     change = _change(
                         topic.topic_id, partition, isr=[leader], leader=leader, leader_recovery_state=LEADER_RECOVERY_STATE_RECOVERING

@@ -900,6 +900,14 @@ class PartitionLog(LogRetention):
 
         return (sync if pending is not None or snapshot_offset_due is not None else None), finish
 
+    def abandon(self) -> None:
+        """Let go of the log without writing anything: its directory failed (a
+        write or fsync there raised), so nothing more is flushed, trimmed or
+        snapshotted. The next start recovers it from disk, as after a crash."""
+        self.closed = True
+        for segment in self.segments:
+            segment.close_files()
+
     def delete(self) -> None:
         self.closed = True
         for segment in self.segments:

@@ -8,6 +8,14 @@ offset checkpoints (recovery points, log start offsets, high watermarks) and a
 clean-shutdown marker: when the marker is present the logs' files are trusted
 as they are; when it is missing every log is recovered from its recovery
 point when it is opened.
+
+A log directory whose write or fsync failed goes offline (``mark_offline``,
+Kafka's LogDirFailureChannel and KIP-112): its logs are let go without another
+write, its partitions stay registered but ``get`` answers None for them
+(``is_offline`` tells that apart from a partition not hosted), new partitions
+go to the other directories, and no checkpoint or clean-shutdown marker is
+written there again. It comes back only with a restart, which recovers its
+logs as after a crash.
 """
 
 from __future__ import annotations
@@ -111,6 +119,11 @@ class LogManager:
         # New partitions whose files are not made yet (see next_creations), in
         # order: registered, never opened.
         self._to_create: dict[TopicPartition, None] = {}
+        # Directories whose write or fsync failed (mark_offline), until the next start.
+        self.offline_dirs: set[Path] = set()
+        # Called with (directory, OSError) when a checkpoint write fails there,
+        # possibly from a worker thread: the owner marks the directory offline.
+        self.on_dir_failure: Callable[[Path, OSError], None] | None = None
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
             marker = directory / CLEAN_SHUTDOWN_MARKER
@@ -152,7 +165,40 @@ class LogManager:
 
     def _choose_dir(self) -> Path:
         # Counts kept as partitions come and go: choosing stays O(dirs), not O(partitions).
-        return min(self.log_dirs, key=lambda d: self._partitions_per_dir.get(d, 0))
+        # Never an offline directory (Kafka places new logs on the online ones).
+        online = self.online_dirs or self.log_dirs
+        return min(online, key=lambda d: self._partitions_per_dir.get(d, 0))
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether a registered partition's log lives in an offline directory."""
+        registered = self._registered.get((topic, partition))
+        return registered is not None and registered.log_dir in self.offline_dirs
+
+    def mark_offline(self, directory: Path) -> list[TopicPartition]:
+        """Take ``directory`` offline: its open logs are let go without another
+        write (``PartitionLog.abandon``), and its partitions stay registered
+        but are no longer served. Returns the partitions it held (none when it
+        was offline already)."""
+        directory = Path(directory)
+        if directory not in self.log_dirs or directory in self.offline_dirs:
+            return []
+        self.offline_dirs.add(directory)
+        held = [key for key, registered in self._registered.items() if registered.log_dir == directory]
+        for key in held:
+            self._to_create.pop(key, None)
+            plog = self.logs.pop(key, None)
+            if plog is not None:
+                plog.abandon()
+        return held
+
+    def _dir_failed(self, directory: Path, exc: OSError) -> None:
+        log.error("writing the offset checkpoints of %s failed: %s", directory, exc)
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(directory, exc)
 
     def _count(self, log_dir: Path, delta: int) -> None:
         self._partitions_per_dir[log_dir] = self._partitions_per_dir.get(log_dir, 0) + delta
@@ -190,6 +236,8 @@ class LogManager:
         key = (topic, partition)
         plog = self.logs.get(key)
         if plog is None and key in self._registered:
+            if self.offline_dirs and self._registered[key].log_dir in self.offline_dirs:
+                return None
             plog = self._open(key)
         return plog
 
@@ -226,7 +274,7 @@ class LogManager:
         """One syncfs per file system for the logs recovered since
         ``begin_deferred_recovery_syncs``, as a function for a worker thread;
         raises OSError on a failed write-back (nothing then counts as synced)."""
-        directories = list(self.log_dirs)
+        directories = self.online_dirs
         return lambda: sync_file_systems(directories) if self._recovered_unsynced else None
 
     def end_deferred_recovery_syncs(self, synced: bool) -> int:
@@ -494,11 +542,14 @@ class LogManager:
                 # log's offsets, a recovery point above the new log's end above all.
                 # (One dict lookup at a time: safe beside the owner's changes.)
                 current = self._registered
-                for directory in self.log_dirs:
+                for directory in self.online_dirs:
                     keys = [k for k, r in registered.items() if r.log_dir == directory and current.get(k) is r]
-                    for name, table in tables:
-                        if name != REPLICATION_OFFSET_CHECKPOINT or self._high_watermarks_written < taken:
-                            write_offsets(directory / name, {k: table[k] for k in keys if k in table})
+                    try:
+                        for name, table in tables:
+                            if name != REPLICATION_OFFSET_CHECKPOINT or self._high_watermarks_written < taken:
+                                write_offsets(directory / name, {k: table[k] for k in keys if k in table})
+                    except OSError as exc:
+                        self._dir_failed(directory, exc)
                 self._offsets_written = taken
                 self._high_watermarks_written = max(self._high_watermarks_written, taken)
 
@@ -546,9 +597,12 @@ class LogManager:
             with self._checkpoint_lock:
                 if self._high_watermarks_written > taken:
                     return
-                for directory in self.log_dirs:
+                for directory in self.online_dirs:
                     keys = [k for k, r in registered.items() if r.log_dir == directory]
-                    write_offsets(directory / REPLICATION_OFFSET_CHECKPOINT, {k: table[k] for k in keys if k in table})
+                    try:
+                        write_offsets(directory / REPLICATION_OFFSET_CHECKPOINT, {k: table[k] for k in keys if k in table})
+                    except OSError as exc:
+                        self._dir_failed(directory, exc)
                 self._high_watermarks_written = taken
 
         return write
@@ -583,11 +637,12 @@ class LogManager:
                     for _, finish in parts:
                         finish()
         if whole_file_system:
-            sync_file_systems(self.log_dirs)
+            sync_file_systems(self.online_dirs)
             for finish in finishes:
                 finish()
         self.checkpoint()
         self.logs.clear()
         self.pool.close_all()
-        for directory in self.log_dirs:
+        # An offline directory is not vouched for: its next start recovers it.
+        for directory in self.online_dirs:
             write_atomically(directory / CLEAN_SHUTDOWN_MARKER, b"")

@@ -57,6 +57,8 @@ _APID = struct_classes(APIS_BY_KEY[ALLOCATE_PRODUCER_IDS_KEY].response)
 _REG = struct_classes(APIS_BY_KEY[BROKER_REGISTRATION_KEY].response)
 _HB = struct_classes(APIS_BY_KEY[BROKER_HEARTBEAT_KEY].response)
 _AP = struct_classes(APIS_BY_KEY[ALTER_PARTITION_KEY].response)
+ASSIGN_REPLICAS_TO_DIRS_KEY = APIS_BY_NAME["AssignReplicasToDirs"].key
+_ARD = struct_classes(APIS_BY_KEY[ASSIGN_REPLICAS_TO_DIRS_KEY].response)
 _DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
@@ -169,7 +171,41 @@ def build_controller_dispatcher(broker) -> Dispatcher:
         ALTER_PARTITION_KEY, versions.low, versions.high, alter_partition,
         authorize=needs(AclOperation.CLUSTER_ACTION, lambda ctx: _AP.AlterPartitionResponse(throttle_time_ms=0, error_code=_DENIED, topics=[])),
     )
+
+    async def assign_replicas_to_dirs(ctx, request):
+        return await assign_replicas_to_dirs_response(broker, request)
+
+    dispatcher.register(
+        ASSIGN_REPLICAS_TO_DIRS_KEY, 0, 0, assign_replicas_to_dirs,
+        authorize=needs(
+            AclOperation.CLUSTER_ACTION,
+            lambda ctx: _ARD.AssignReplicasToDirsResponse(throttle_time_ms=0, error_code=_DENIED, directories=[]),
+        ),
+    )
     return dispatcher
+
+
+async def assign_replicas_to_dirs_response(broker, request):
+    """AssignReplicasToDirs (KIP-858), answered by the active controller once committed."""
+    errors = await broker.controller.assign_replicas_to_dirs(request)
+    if None in errors:
+        return _ARD.AssignReplicasToDirsResponse(throttle_time_ms=0, error_code=errors[None], directories=[])
+    by_dir: dict = {}
+    for (directory_id, topic_id, partition), error in errors.items():
+        by_dir.setdefault(directory_id, {}).setdefault(topic_id, []).append(
+            _ARD.PartitionData(partition_index=partition, error_code=error)
+        )
+    return _ARD.AssignReplicasToDirsResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        directories=[
+            _ARD.DirectoryData(
+                id=directory_id,
+                topics=[_ARD.TopicData(topic_id=topic_id, partitions=parts) for topic_id, parts in topics.items()],
+            )
+            for directory_id, topics in by_dir.items()
+        ],
+    )
 
 
 async def broker_registration_response(broker, request):

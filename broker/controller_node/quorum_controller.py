@@ -59,6 +59,7 @@ from controller.leader_election import (
     plan_preferred_elections,
     preferred_leaders_returned,
 )
+from controller.log_dirs import plan_assign_replicas_to_dirs, plan_directories_offline
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import RESOURCE_BROKER, decode_record, encode_record, record_api_key
@@ -700,15 +701,33 @@ class QuorumController:
                 self._sessions.touch(request.broker_id, self._monotonic_ms())
                 self._heartbeat_seen.set()
                 self._load_reports.received(request.broker_id, getattr(request, "balancer_load", None), self._clock_ms())
-        try:
-            result = await self._submit(
-                lambda image: plan_broker_heartbeat(
-                    self._election_view(image),
-                    request,
-                    elections_max=ELECTIONS_PER_PROPOSAL_MAX,
-                    leave_pending=self._leave_pending_all or request.broker_id in self._leave_pending,
+        def plan(image):
+            view = self._election_view(image)
+            offline_records: list = []
+            if getattr(request, "offline_log_dirs", None):
+                # JBOD: a failed log dir's replicas leave ISRs and leaderships
+                # first; the rest of the heartbeat is planned as that leaves the image.
+                offline_records, view, offline_left = plan_directories_offline(
+                    view, request.broker_id, request.broker_epoch, request.offline_log_dirs, ELECTIONS_PER_PROPOSAL_MAX
                 )
+                if offline_records:
+                    log.warning(
+                        "metadata: broker %d reports log dir(s) %s offline: %d partition change(s)%s",
+                        request.broker_id, ", ".join(map(str, request.offline_log_dirs)), len(offline_records) - 1,
+                        ", more to follow" if offline_left else "",
+                    )
+                if offline_left:
+                    self._start_leaderless_elections()
+            result, records = plan_broker_heartbeat(
+                view,
+                request,
+                elections_max=ELECTIONS_PER_PROPOSAL_MAX,
+                leave_pending=self._leave_pending_all or request.broker_id in self._leave_pending,
             )
+            return result, offline_records + records
+
+        try:
+            result = await self._submit(plan)
         except NotControllerError:
             return HeartbeatResult(ErrorCode.NOT_CONTROLLER)
         if result.elections_left:
@@ -786,6 +805,15 @@ class QuorumController:
         if changed:
             log.info("metadata: %d partition changes that fencings or unfences left were made", changed)
 
+
+    async def assign_replicas_to_dirs(self, request) -> dict:
+        """AssignReplicasToDirs from a JBOD broker: the error per (directory id,
+        topic id, partition), or under the key None a top-level error, once the
+        records are committed (controller/log_dirs.py)."""
+        try:
+            return await self._submit(lambda image: plan_assign_replicas_to_dirs(self._election_view(image), request))
+        except NotControllerError:
+            return {None: ErrorCode.NOT_CONTROLLER}
 
     async def alter_partition(self, request, api_version: int):
         """AlterPartition from a partition leader: the AlterPartitionResponse, once

@@ -10,7 +10,9 @@ or by stat for a log not opened yet, which stays closed); ``offset_lag`` is
 false (no AlterReplicaLogDirs moves). The metadata log is not a partition
 log and is not listed. v3+ carry a top-level error code (0); v4 the volume's
 ``total_bytes`` and ``usable_bytes`` (statvfs: bytes available to this
-process). A directory that cannot be read answers KAFKA_STORAGE_ERROR.
+process). A directory that cannot be read, or that went offline after a
+failed write (broker/replica/log_dirs.py), answers KAFKA_STORAGE_ERROR with no
+partitions, as Kafka's does.
 
 With an authorizer: DESCRIBE on the cluster, else no results and (v3+) the
 top-level code CLUSTER_AUTHORIZATION_FAILED, as Kafka answers.
@@ -55,6 +57,9 @@ def register(dispatcher, broker) -> None:
         results = []
         for directory in logs.log_dirs:
             path = os.path.abspath(directory)
+            if directory in logs.offline_dirs:
+                results.append(R.DescribeLogDirsResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=path, topics=[]))
+                continue
             try:
                 stats = os.statvfs(path)
             except OSError:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from broker.security.authorization import TOPIC, denied, operations
 from broker.security.authorized_operations import TOPIC_OPERATIONS
 from controller.authorizer import AclOperation
+from controller.directories import replica_offline
 from controller.topic_commands import INTERNAL_TOPICS, topic_name_error
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -44,7 +45,8 @@ def register(dispatcher, broker) -> None:
     def partition_entries(topic, first_index: int, max_count: int):
         """Entries of partitions ``first_index`` up to ``max_count`` of them, and the
         index of the next partition left out (-1 when none is)."""
-        brokers = broker.image.brokers
+        image = broker.image
+        brokers = image.brokers
         # Before any registration (a single node starting up) the node itself is the cluster.
         registered = set(brokers) if brokers else set(broker.controller.defaults.broker_ids)
         fenced = {b for b, registration in brokers.items() if registration.fenced}
@@ -65,7 +67,7 @@ def register(dispatcher, broker) -> None:
                     isr_nodes=list(p.isr),
                     eligible_leader_replicas=[],
                     last_known_elr=[],
-                    offline_replicas=[r for r in p.replicas if r not in registered or r in fenced],
+                    offline_replicas=[r for r in p.replicas if r not in registered or r in fenced or replica_offline(image, p, r)],
                 )
             )
         return entries, (upper if upper < size else -1)

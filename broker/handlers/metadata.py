@@ -23,6 +23,7 @@ from broker.coordinators.groups.service import OFFSETS_TOPIC
 from broker.security.authorization import CLUSTER, TOPIC, allowed, cluster_allowed, operations
 from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from controller.authorizer import AclOperation
+from controller.directories import replica_offline
 from controller.topic_commands import INTERNAL_TOPICS, CreateTopicSpec, topic_name_error
 from protocol.errors import ErrorCode
 from protocol.registry import APIS_BY_NAME
@@ -32,11 +33,16 @@ API = APIS_BY_NAME["Metadata"]
 R = struct_classes(API.response)
 
 
-def offline_replicas(image, replicas) -> list[int]:
+def offline_replicas(image, replicas, partition=None) -> list[int]:
     """Replicas on brokers that are unregistered or fenced (Kafka's KRaft metadata
-    cache counts both as offline)."""
+    cache counts both as offline), and, given the ``partition``, those in a log
+    dir their broker reported offline (JBOD, KIP-858)."""
     brokers = image.brokers
-    return [r for r in replicas if r not in brokers or brokers[r].fenced]
+    return [
+        r
+        for r in replicas
+        if r not in brokers or brokers[r].fenced or (partition is not None and replica_offline(image, partition, r))
+    ]
 
 
 def topic_response(broker, topic, api_version: int, include_operations: bool = False, ctx=None):
@@ -52,7 +58,7 @@ def topic_response(broker, topic, api_version: int, include_operations: bool = F
                 leader_epoch=p.leader_epoch,
                 replica_nodes=list(p.replicas),
                 isr_nodes=list(p.isr),
-                offline_replicas=offline_replicas(image, p.replicas) if image.brokers else [],
+                offline_replicas=offline_replicas(image, p.replicas, p) if image.brokers else [],
             )
         )
     return R.MetadataResponseTopic(

@@ -70,7 +70,6 @@ the producer, as in Kafka).
 
 from __future__ import annotations
 
-import asyncio
 
 from broker.coordinators.transactions.service import transactions_v2
 from broker.links.multi_master_rules import is_multi_master, produce_refusal
@@ -313,9 +312,13 @@ def register(dispatcher, broker) -> None:
                     error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif plog is None:
                     # An existing partition this broker does not host: Kafka says
-                    # NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata.
+                    # NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata;
+                    # one whose log dir went offline here, KAFKA_STORAGE_ERROR (also retriable).
                     known = topic is not None and index in topic.partitions
-                    error = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if known and broker.logs.is_offline(name, index):
+                        error = ErrorCode.KAFKA_STORAGE_ERROR
+                    else:
+                        error = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif name in INTERNAL_TOPICS:
                     # Only the broker's coordinators write there.
                     error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}"
@@ -355,7 +358,7 @@ def register(dispatcher, broker) -> None:
                     error = written.error
                     if error == ErrorCode.NONE:
                         if written.flush is not None:
-                            durable.append(written.flush)
+                            durable.append((len(responses), len(partition_responses), written.flush))
                         base_offset = written.base_offset
                         append_time = written.log_append_time_ms
                         log_start = written.log_start_offset
@@ -392,15 +395,25 @@ def register(dispatcher, broker) -> None:
         return _response(ctx, responses, leaders_named)
 
     async def _answer(ctx, responses, durable, waits, leaders_named):
-        if durable:
-            # Acknowledged only once durable. A failed fsync halts the broker
-            # (see Broker.log_dir_failed), so nothing here answers it.
-            await asyncio.gather(*durable)
+        # Acknowledged only once durable. A failed fsync takes the log dir
+        # offline (or halts the broker: see Broker.log_dir_failed), and its
+        # writes are answered KAFKA_STORAGE_ERROR, never acknowledged.
+        for topic_index, partition_index, flushed in durable:
+            try:
+                await flushed
+            except OSError:
+                pr = responses[topic_index].partition_responses[partition_index]
+                pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                pr.base_offset = -1
+                pr.log_append_time_ms = -1
+                pr.log_start_offset = -1
         if waits:
             for topic_index, partition_index, future in waits:
                 error = await future
+                pr = responses[topic_index].partition_responses[partition_index]
+                if error == ErrorCode.NONE and pr.error_code != ErrorCode.NONE:
+                    continue  # its flush failed above: never acknowledged
                 if error != ErrorCode.NONE:
-                    pr = responses[topic_index].partition_responses[partition_index]
                     pr.error_code = error
                     pr.base_offset = -1
                     pr.log_append_time_ms = -1

@@ -436,6 +436,18 @@ class _BrokerCollector:
             ("leadercount", "Partitions this broker leads", hosted.leaders),
         ):
             yield _gauge(f"kafka_server_replicamanager_{name}", documentation, value)
+        # Kafka's kafka.log:type=LogManager gauges: OfflineLogDirectoryCount, and
+        # LogDirectoryOffline per dir (1 offline, 0 online).
+        logs = broker.logs
+        yield _gauge(
+            "kafka_log_logmanager_offlinelogdirectorycount", "Log dirs offline after a failed write, until a restart", len(logs.offline_dirs)
+        )
+        offline = GaugeMetricFamily(
+            "kafka_log_logmanager_logdirectoryoffline", "1 when the log dir is offline after a failed write, else 0", labels=["logdirectory"]
+        )
+        for directory in logs.log_dirs:
+            offline.add_metric([str(directory)], int(directory in logs.offline_dirs))
+        yield offline
         yield _gauge(
             "pybroker_log_open_partitions",
             "Partition logs open on this broker; the other hosted ones are opened on first use",

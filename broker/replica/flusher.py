@@ -27,7 +27,7 @@ SYNC_THREADS = 8
 class GroupFlusher:
     def __init__(self, on_failure):
         # Called with (log, OSError) when an fsync fails: nothing written there
-        # may be acknowledged, which the broker handles by halting.
+        # may be acknowledged: the broker takes the log dir offline (or halts).
         self._on_failure = on_failure
         self._asked: dict[int, tuple[PartitionLog, list[asyncio.Future]]] = {}
         self._wakeup: asyncio.Event | None = None

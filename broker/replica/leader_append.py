@@ -12,8 +12,9 @@ and the transaction coordinator's to ``__transaction_state`` all append through
 3. for acks=all, ``min.insync.replicas`` before anything is written
    (NOT_ENOUGH_REPLICAS);
 4. the append, data or marker; the log's refusal (``AppendError``) is returned
-   with its message and the records at fault, a failed disk write halts the
-   broker (``Broker.log_dir_failed``) and would answer KAFKA_STORAGE_ERROR;
+   with its message and the records at fault, a failed disk write takes the
+   log dir offline (or halts the broker: ``Broker.log_dir_failed``) and answers
+   KAFKA_STORAGE_ERROR;
 5. the high watermark and the waiting fetches told (``leader_appended``, then
    ``partition_watch.notify``), unless a retried idempotent batch wrote nothing;
    an append that leaves the high watermark where it was (a replicated
@@ -172,7 +173,7 @@ def append_as_leader(
     except AppendError as exc:
         return LeaderAppend(exc.error_code, str(exc), True, exc.record_errors)
     except OSError as exc:
-        # Halts the broker: nothing written to a failed log dir may be acknowledged.
+        # The dir goes offline (or the broker halts): nothing written to a failed log dir may be acknowledged.
         broker.log_dir_failed(plog, exc)
         return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
     flush = broker.flusher.flush(plog) if result.flush_due else None

@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 from broker.clock import monotonic_ms
 from broker.replica.fetcher import ReplicaFetcher
+from controller.directories import offline_replicas
 from controller.metadata.image import MetadataImage, PartitionImage, TopicImage
 from controller.metadata.records import RESOURCE_BROKER
 from protocol.errors import ErrorCode
@@ -235,7 +236,9 @@ class ReplicaManager:
         if brokers_changed:
             registered = self._registered_epochs(new)
             for key, leader in self.leaders.items():
-                if leader.set_ineligible(ineligible, now_ms, registered):
+                topic = new.topics.get(key[0])
+                partition = topic.partitions.get(key[1]) if topic is not None else None
+                if leader.set_ineligible(self._ineligible_for(new, partition, ineligible), now_ms, registered):
                     self._high_watermark_moved(key, leader)
 
     def registration_caught_up(self) -> None:
@@ -247,6 +250,17 @@ class ReplicaManager:
 
     def _ineligible(self, image: MetadataImage) -> set[int]:
         return {b for b, r in image.brokers.items() if r.fenced or r.in_controlled_shutdown}
+
+    @staticmethod
+    def _ineligible_for(image: MetadataImage, partition: PartitionImage | None, ineligible: set[int]) -> set[int]:
+        """``ineligible`` and, for ``partition``, the replicas in a log dir their
+        broker reported offline (KIP-858): a follower without a log is never
+        counted caught up from the progress it made before, nor taken back into
+        the ISR (the controller would refuse it: INELIGIBLE_REPLICA)."""
+        if partition is None or not partition.directories:
+            return ineligible
+        offline = offline_replicas(image, partition)
+        return ineligible | offline if offline else ineligible
 
     def _registered_epochs(self, image: MetadataImage) -> dict[int, int]:
         return {b: r.epoch for b, r in image.brokers.items()}
@@ -279,6 +293,12 @@ class ReplicaManager:
         if role is Role.LEADER_UPDATE:
             self._stop_following(key)
             leader.set_replicas(partition.replicas)
+            if partition.directories != (old.directories if old is not None else ()):
+                # A replica's log dir named or gone offline (KIP-858).
+                if leader.set_ineligible(
+                    self._ineligible_for(image, partition, self._ineligible(image)), now_ms, self._registered_epochs(image)
+                ):
+                    self._high_watermark_moved(key, leader)
             plog = self.broker.logs.logs.get(key) if len(partition.replicas) > 1 else None
             if plog is not None and not plog.replicated:
                 # A reassignment gave a single replica followers: from now on
@@ -339,7 +359,7 @@ class ReplicaManager:
             now_ms=now_ms,
             lag_max_ms=self.lag_max_ms,
             min_insync_replicas=int(config.get("min.insync.replicas", 1)),
-            ineligible=self._ineligible(image),
+            ineligible=self._ineligible_for(image, partition, self._ineligible(image)),
             registered_epochs=self._registered_epochs(image),
             log=plog,
         )
@@ -426,6 +446,14 @@ class ReplicaManager:
         self._stop_following(key)
         self._hw_initialised.discard(key)
 
+    def dir_offline(self, keys: list[Key]) -> None:
+        """Their log dir went offline (broker/replica/log_dirs.py): stop leading and
+        following them. The produces and DeleteRecords waiting on them end now,
+        unacknowledged; they stay replicas here in the metadata, without a log,
+        until the controller moves their leaderships and a restart brings the
+        dir back."""
+        for key in keys:
+            self._stop_replica(key)
     # ----------------------------------------------------------------- leader side
 
     def leader_for(self, topic: str, partition_id: int) -> LeaderPartition | None:
@@ -458,6 +486,8 @@ class ReplicaManager:
             return LocalReplica(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         plog = self.broker.partition_log(topic, partition_id)
         if plog is None:
+            if self.broker.logs.is_offline(topic, partition_id):
+                return LocalReplica(ErrorCode.KAFKA_STORAGE_ERROR, partition)
             return LocalReplica(ErrorCode.NOT_LEADER_OR_FOLLOWER, partition)
         if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:
             epoch_error = ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
@@ -530,8 +560,8 @@ class ReplicaManager:
         try:
             appended = plog.append_as_follower(records)
         except OSError as exc:
-            self.broker.log_dir_failed(plog, exc)
-            raise
+            self.broker.log_dir_failed(plog, exc)  # the dir goes offline (or the broker halts)
+            return 0
         if appended:
             self.leader_appended(key, leader, plog)
             self.broker.partition_watch.notify(key)
@@ -769,8 +799,9 @@ class ReplicaManager:
             try:
                 appended = plog.append_as_follower(step.records) > 0
             except OSError as exc:
+                # The dir goes offline (or the broker halts): this replica stops following.
                 self.broker.log_dir_failed(plog, exc)
-                raise
+                return False
             except AppendError as exc:
                 # Kafka's fetcher keeps such a partition and asks again after
                 # replica.fetch.backoff.ms (a batch spoiled on the way, or a leader

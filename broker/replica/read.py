@@ -114,6 +114,10 @@ class ReplicaReader:
             return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, answer_now=True)
         key = (topic.name, partition_id)
         plog = broker.partition_log(*key)
+        if plog is None and broker.logs.is_offline(*key):
+            # Its log dir went offline here (broker/replica/log_dirs.py): Kafka's answer,
+            # on which clients and followers look for the new leader.
+            return PartitionRead(ErrorCode.KAFKA_STORAGE_ERROR, answer_now=True)
         from_follower = reader.is_follower
         leader = replicas.leader_for(*key) if plog is not None else None
         error = serving_error(

@@ -366,7 +366,9 @@ class ReplicatedCluster:
     # ------------------------------------------------------------------ segments
 
     def partition_dir(self, node: int, topic: str, partition: int) -> Path:
-        return Path(self.nodes[node].overrides["log.dirs"]) / f"{topic}-{partition}"
+        """In whichever of the node's log.dirs holds it (the first when none does)."""
+        candidates = [Path(d) / f"{topic}-{partition}" for d in self.nodes[node].overrides["log.dirs"].split(",")]
+        return next((c for c in candidates if c.is_dir()), candidates[0])
 
     def replica_batches(self, node: int, topic: str, partition: int) -> list[tuple[int, int, bytes]]:
         """(base offset, last offset, bytes) of every complete batch of the node's

@@ -27,21 +27,23 @@ class ClockShimUnavailable(RuntimeError):
     """No C compiler, or the shim did not build."""
 
 
-def build_shim(folder: Path) -> Path:
-    """Compile the shim into ``folder``; its path."""
+def build_shim(folder: Path, source: Path = SHIM_SOURCE) -> Path:
+    """Compile the shim (or another LD_PRELOAD ``source`` of this folder: the
+    EIO shim) into ``folder``; its path."""
+    what = source.stem.replace("_", " ")
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        raise ClockShimUnavailable("no C compiler (cc or gcc) to build the clock shim (apt-get install gcc)")
+        raise ClockShimUnavailable(f"no C compiler (cc or gcc) to build the {what} (apt-get install gcc)")
     folder.mkdir(parents=True, exist_ok=True)
-    library = folder / "clock_shim.so"
+    library = folder / f"{source.stem}.so"
     done = subprocess.run(
-        [compiler, "-O2", "-shared", "-fPIC", "-o", str(library), str(SHIM_SOURCE), "-ldl"],
+        [compiler, "-O2", "-shared", "-fPIC", "-o", str(library), str(source), "-ldl"],
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT_S,
     )
     if done.returncode != 0:
-        raise ClockShimUnavailable(f"the clock shim did not build: {done.stderr.strip()[-500:]}")
+        raise ClockShimUnavailable(f"the {what} did not build: {done.stderr.strip()[-500:]}")
     return library
 
 

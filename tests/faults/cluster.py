@@ -3,7 +3,11 @@ each in its own network namespace behind one bridge, plus a ``client`` host
 for the workload. Every service starts through the image's entrypoint with
 its compose environment and the suite's timings on top, so what is tested is
 what ``docker compose up`` runs. Each broker keeps its data on its own small
-tmpfs, so one can be filled up on purpose.
+tmpfs, so one can be filled up on purpose. A broker has two log dirs there
+(JBOD, ``logs`` and ``logs2``) and its metadata log in a third, so that
+either log dir can fail (the eio nemesis) while the broker serves from the
+other; both share the one tmpfs, since a disk-full is one disk filling and the
+EIO shim fails one dir by its path, not by its file system.
 
 The cluster knows how to hurt itself (signals, cuts in the network, a slow
 link, a full disk) and how to heal; it never decides when: the nemesis does.
@@ -21,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.tools.groups import KafkaConnection, ToolError
+from protocol.errors import ErrorCode
 from protocol.records import BATCH_HEADER_BYTES, iter_batches
 from broker.tools.metadata_quorum import describe_quorum
+from tests.faults import eio
 from tests.faults.clock import preload_env, set_offset
 from tests.netns import VirtualNetwork
 
@@ -33,6 +39,9 @@ INTERNAL_PORT = 19092
 CONTROLLER_PORT = 9093
 STOP_BOUND_S = 20
 BROKER_TMPFS_BYTES = 512 * 1024 * 1024
+# A broker's log.dirs (JBOD) and metadata.log.dir, under its data dir.
+BROKER_LOG_DIR_NAMES = ("logs", "logs2")
+BROKER_METADATA_DIR_NAME = "metadata"
 
 # Kafka's defaults (9 s sessions, 30 s replica lag) make a fault's aftermath
 # last longer than a quick run; these keep the same rules, only faster.
@@ -87,6 +96,7 @@ class Node:
     filler: Path | None = None
     log_paths: list[Path] = field(default_factory=list)
     clock_offset_s: float = 0.0  # how far its wall clock is off the true time (the clock shim)
+    failing_dirs: list[Path] = field(default_factory=list)  # log dirs failing with EIO (the EIO shim)
 
     @property
     def is_broker(self) -> bool:
@@ -109,11 +119,14 @@ class FaultCluster:
         compose_file: Path = COMPOSE_FILE,
         subnet: int | None = None,
         clock_shim: Path | None = None,
+        eio_shim: Path | None = None,
     ):
         """``clock_shim``: the built tests/faults/clock_shim.c, preloaded into
-        every broker so that ``jump_clock`` can move its wall clock."""
+        every broker so that ``jump_clock`` can move its wall clock;
+        ``eio_shim``: tests/faults/eio_shim.c, so that ``fail_dir`` can fail a log dir."""
         self.root = Path(root)
         self.clock_shim = clock_shim
+        self.eio_shim = eio_shim
         self.root.mkdir(parents=True, exist_ok=True)
         services = load_services(compose_file)
         self.nodes: dict[str, Node] = {}
@@ -176,13 +189,23 @@ class FaultCluster:
     def start(self, node: Node) -> None:
         env = {key: value for key, value in os.environ.items() if not key.startswith("KAFKA_")}
         env.update(node.environment)
-        env["KAFKA_LOG_DIRS"] = str(node.data_dir / "logs")  # the named volume
+        env["KAFKA_LOG_DIRS"] = ",".join(str(d) for d in self.log_dirs(node))  # the named volume
+        if node.is_broker:
+            env["KAFKA_METADATA_LOG_DIR"] = str(node.data_dir / BROKER_METADATA_DIR_NAME)
         env["PYBROKER_CONFIG_FILE"] = str(node.data_dir / "server.properties")
         env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        preloads = []
         if self.clock_shim is not None and node.is_broker:
             # Outside the tmpfs: a full disk (disk-full) must not stop a jump or its heal.
             set_offset(self._clock_file(node), node.clock_offset_s)
             env.update(preload_env(self.clock_shim, self._clock_file(node)))
+            preloads.append(env["LD_PRELOAD"])
+        if self.eio_shim is not None and node.is_broker:
+            eio.set_failing(self._eio_file(node), node.failing_dirs)  # outside the tmpfs too
+            env.update(eio.preload_env(self.eio_shim, self._eio_file(node)))
+            preloads.append(env["LD_PRELOAD"])
+        if preloads:
+            env["LD_PRELOAD"] = ":".join(preloads)
         node.runs += 1
         log_path = self.root / f"{node.hostname}.run{node.runs}.log"
         node.log_paths.append(log_path)
@@ -375,8 +398,61 @@ class FaultCluster:
             (node.data_dir / name).unlink(missing_ok=True)
         node.filler = None
 
-    def partition_dir(self, node: Node, topic: str, partition: int) -> Path:
-        return node.data_dir / "logs" / f"{topic}-{partition}"
+    def log_dirs(self, node: Node, data_dir: Path | None = None) -> list[Path]:
+        """The node's log.dirs: two for a broker (JBOD), one for a controller."""
+        names = BROKER_LOG_DIR_NAMES if node.is_broker else BROKER_LOG_DIR_NAMES[:1]
+        return [(data_dir or node.data_dir) / name for name in names]
+
+    def partition_dir(self, node: Node, topic: str, partition: int, data_dir: Path | None = None) -> Path:
+        """The partition's directory in whichever log dir holds it (the first when none does)."""
+        candidates = [d / f"{topic}-{partition}" for d in self.log_dirs(node, data_dir)]
+        return next((c for c in candidates if c.is_dir()), candidates[0])
+
+    # -------------------------------------------------------------------- eio
+
+    def _eio_file(self, node: Node) -> Path:
+        return self.root / f"{node.hostname}.eio-control"
+
+    def fail_dir(self, node: Node, directory: Path) -> None:
+        """From now on (within the shim's reload time) every write and sync of the
+        broker under ``directory`` fails with EIO, as on a failing disk."""
+        if self.eio_shim is None or not node.is_broker:
+            raise RuntimeError(f"{node.hostname} does not run under the EIO shim")
+        node.failing_dirs = [directory]
+        eio.set_failing(self._eio_file(node), node.failing_dirs)
+
+    def heal_dirs(self, node: Node) -> None:
+        """Writes work again. The broker keeps the dir offline until it restarts (KIP-112)."""
+        node.failing_dirs = []
+        if self.eio_shim is not None and node.is_broker:
+            eio.set_failing(self._eio_file(node), [])
+
+    def offline_log_dirs(self, node: Node, timeout_s: float = 3.0) -> list[str] | None:
+        """The log dirs the broker's DescribeLogDirs answers KAFKA_STORAGE_ERROR
+        for (offline after a failed write), or None when it does not answer."""
+        if not node.running() or node.paused:
+            return None
+        try:
+            connection = self._connection(node, INTERNAL_PORT, timeout_s)
+            try:
+                body = connection.call("DescribeLogDirs", 1, topics=None)
+            finally:
+                connection.close()
+        except (OSError, ToolError, TimeoutError, ConnectionError):
+            return None
+        return sorted(r.log_dir for r in body.results if r.error_code == ErrorCode.KAFKA_STORAGE_ERROR)
+
+    def restart(self, node: Node) -> None:
+        """Stop the broker (SIGTERM: a controlled shutdown, bounded; then SIGKILL) and start it again."""
+        self.resume(node)
+        if node.running():
+            node.process.send_signal(signal.SIGTERM)
+            try:
+                node.process.wait(STOP_BOUND_S)
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait(5)
+        self.start(node)
 
     def corrupt_segment(self, node: Node, topic: str, partition: int, rng, *, closed: bool) -> dict:
         """Flip 1-4 bytes, chosen by ``rng``, inside the records of one batch of
@@ -416,7 +492,7 @@ class FaultCluster:
         (segment boundaries aside), from the copies kept after ``close``."""
         logs = {}
         for node in self.brokers:
-            kept = self.root / f"{node.hostname}.data" / "logs" / f"{topic}-{partition}"
+            kept = self.partition_dir(node, topic, partition, data_dir=self.root / f"{node.hostname}.data")
             chunks = []
             for path in sorted(kept.glob("*.log")):
                 data = path.read_bytes()

@@ -19,12 +19,19 @@ Kinds:
                           segment on its leader's or a follower's disk; the broker finds it (its
                           follower reads and scrubber check CRCs), cuts its log and, if it halted,
                           is restarted at the heal and fetches the rest back
+  eio                     writes and syncs under one log dir of a broker (JBOD: it has two; one
+                          holding a partition leader when it can) fail with EIO (tests/faults/eio.py):
+                          the dir goes offline, its leaderships move, the other dir keeps serving;
+                          heal: writes work again and the broker restarts (an offline dir comes
+                          back only with a restart). Evidence in its detail: when DescribeLogDirs
+                          showed the dir offline and when its partitions had other leaders
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import time
 from dataclasses import dataclass
 
 from tests.netns import NetemUnavailable
@@ -42,12 +49,15 @@ KINDS = (
     "latency-loss",
     "clock-jump",
     "corrupt",
+    "eio",
 )
 FLAKY_DOWN_S = (0.05, 0.4)
 FLAKY_UP_S = (0.25, 0.9)
 SLOW_LINK_RATE = "1mbit"
 NETEM_ARGS = ("delay", "50ms", "20ms", "loss", "5%")
 CLOCK_JUMP_S = (120.0, 900.0)
+# How often the eio window looks for its evidence (DescribeLogDirs, leaders).
+EIO_OBSERVE_INTERVAL_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,7 @@ class Nemesis:
         self.rng = random.Random(seed ^ 0x5EED)
         self.active: tuple[str, list] | None = None  # (kind, nodes hurt)
         self._flapping: tuple[threading.Thread, threading.Event] | None = None
+        self._observing: tuple[threading.Thread, threading.Event] | None = None
         self.detail: str | dict | None = None  # what the last window did beyond its targets (a clock jump's size, the bytes flipped)
 
     def _leader(self):
@@ -163,6 +174,9 @@ class Nemesis:
         elif kind == "corrupt":
             node = self._corrupt()
             hurt = [node]
+        elif kind == "eio":
+            node = self._eio()
+            hurt = [node]
         elif kind == "latency-loss":
             node = self._leader()
             cluster.netem(node.hostname, *NETEM_ARGS)
@@ -195,6 +209,68 @@ class Nemesis:
         }
         return node
 
+    def _eio(self):
+        """A seeded partition's leader, and the log dir holding that partition
+        there (else a random broker and dir): its writes and syncs fail with
+        EIO from now on. A thread watches for the evidence meanwhile."""
+        cluster = self.cluster
+        states = self.cluster.partitions(self.topic) or {}
+        partition = self.rng.randrange(self.partitions)
+        leader_id = states.get(partition, (-1,))[0]
+        node = cluster.by_id(leader_id) if leader_id >= 0 else None
+        if node is None or not cluster.serving(node):
+            # A broker still starting (restarted by the last heal) refuses to
+            # start on a failing log dir: that is another fault than this one.
+            serving = [n for n in cluster.brokers if cluster.serving(n)]
+            node = self.rng.choice(serving) if serving else self._broker()
+        held = cluster.partition_dir(node, self.topic, partition)
+        directory = held.parent if held.is_dir() else self.rng.choice(cluster.log_dirs(node))
+        # The run topic's partitions this broker leads from that dir: their leaders must move.
+        led_there = sorted(
+            p
+            for p, (leader, _, _) in states.items()
+            if leader == node.node_id and cluster.partition_dir(node, self.topic, p).parent == directory
+        )
+        cluster.fail_dir(node, directory)
+        self.detail = {"node": node.hostname, "dir": directory.name, "led_there": led_there}
+        self._observe_eio(node, directory, led_there)
+        return node
+
+    def _observe_eio(self, node, directory, led_there: list[int]) -> None:
+        """Until healed: when the broker's DescribeLogDirs first answers the dir
+        offline, and when every partition it led from there first has another
+        leader (seconds since the fault), into ``detail``."""
+        stop = threading.Event()
+        started = time.monotonic()
+        detail = self.detail
+        want = str(directory)
+
+        def observe() -> None:
+            while not stop.is_set():
+                now_s = round(time.monotonic() - started, 2)
+                if "dir_offline_after_s" not in detail:
+                    offline = self.cluster.offline_log_dirs(node)
+                    if offline and any(d.endswith(want) or d == want for d in offline):
+                        detail["dir_offline_after_s"] = now_s
+                if "leaders_moved_after_s" not in detail:
+                    states = self.cluster.partitions(self.topic) or {}
+                    leaders = {p: states.get(p, (-1,))[0] for p in led_there}
+                    if all(leader >= 0 and leader != node.node_id for leader in leaders.values()):
+                        detail["leaders_moved_after_s"] = now_s
+                        detail["new_leaders"] = leaders
+                    else:
+                        # What they have meanwhile: -1 while no other replica is in
+                        # sync (it waits for this one's dir, as without unclean election).
+                        detail["leaders_meanwhile"] = leaders
+                if "dir_offline_after_s" in detail and "leaders_moved_after_s" in detail:
+                    detail.pop("leaders_meanwhile", None)
+                    return
+                stop.wait(EIO_OBSERVE_INTERVAL_S)
+
+        thread = threading.Thread(target=observe, name="eio evidence", daemon=True)
+        thread.start()
+        self._observing = (thread, stop)
+
     def _flap(self, hostname: str, others: list[str]) -> None:
         """Cut ``hostname`` off both ways in random bursts until healed."""
         stop = threading.Event()
@@ -213,11 +289,12 @@ class Nemesis:
 
     def heal(self) -> list[str]:
         """Undo the active window; the hostnames restarted."""
-        if self._flapping is not None:
-            thread, stop = self._flapping
-            stop.set()
-            thread.join(10)
-            self._flapping = None
+        for running in (self._flapping, self._observing):
+            if running is not None:
+                thread, stop = running
+                stop.set()
+                thread.join(10)
+        self._flapping = self._observing = None
         if self.active is None:
             return []
         kind, hurt = self.active
@@ -229,9 +306,22 @@ class Nemesis:
                 self.cluster.free_disk(node)
             if kind == "clock-jump":
                 self.cluster.jump_clock(node, 0.0)
-            if self.cluster.restart_if_down(node):
+            if node.failing_dirs:
+                self.cluster.heal_dirs(node)
+            if self._offline_dir(node, kind):
+                # An offline log dir comes back only with a restart (KIP-112).
+                self.cluster.restart(node)
+                restarted.append(node.hostname)
+            elif self.cluster.restart_if_down(node):
                 restarted.append(node.hostname)
         return restarted
+
+    def _offline_dir(self, node, kind: str) -> bool:
+        """After an eio or a disk-full window: whether the broker (still running)
+        has a log dir offline, which only a restart brings back."""
+        if kind not in ("eio", "disk-full") or not node.is_broker or not node.running():
+            return False
+        return kind == "eio" or bool(self.cluster.offline_log_dirs(node))
 
     def heal_everything(self) -> list[str]:
         """After the schedule: every host back, whatever happened to it."""
@@ -242,6 +332,8 @@ class Nemesis:
                 self.cluster.free_disk(node)
             if node.clock_offset_s:
                 self.cluster.jump_clock(node, 0.0)
+            if node.failing_dirs:
+                self.cluster.heal_dirs(node)
             if self.cluster.restart_if_down(node):
                 restarted.append(node.hostname)
         return restarted

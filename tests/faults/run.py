@@ -18,6 +18,7 @@ from pathlib import Path
 from tests.faults import checker, txn_checker
 from tests.faults.clock import ClockShimUnavailable, build_shim
 from tests.faults.cluster import FaultCluster, wait_until
+from tests.faults.eio import build_eio_shim
 from tests.faults.nemesis import KINDS, Nemesis, netem_available, schedule
 from tests.netns import check_available
 
@@ -99,15 +100,21 @@ def run_faults(
     unavailable: dict[str, str] = {}
     final_state = "not reached"
     healed_s = None
-    clock_shim = None
-    if "clock-jump" in kinds:
-        try:
-            clock_shim = build_shim(out / "clock-shim")
-        except ClockShimUnavailable as exc:
-            unavailable["clock-jump"] = str(exc)
-            kinds = tuple(k for k in kinds if k != "clock-jump")
+    # The LD_PRELOAD shims some kinds need, built with the C compiler: a kind
+    # whose shim cannot be built is left out and reported.
+    shims = {}
+    for kind, build, folder in (("clock-jump", build_shim, "clock-shim"), ("eio", build_eio_shim, "eio-shim")):
+        if kind in kinds:
+            try:
+                shims[kind] = build(out / folder)
+            except ClockShimUnavailable as exc:  # EioShimUnavailable too
+                unavailable[kind] = str(exc)
+                kinds = tuple(k for k in kinds if k != kind)
     cluster = FaultCluster(
-        out / "cluster", extra_env=UNSAFE_ENV if unsafe and not transactional else None, clock_shim=clock_shim
+        out / "cluster",
+        extra_env=UNSAFE_ENV if unsafe and not transactional else None,
+        clock_shim=shims.get("clock-jump"),
+        eio_shim=shims.get("eio"),
     )
     workload = None
     try:

@@ -4,6 +4,7 @@ metrics.listener, and the exposition read back by prometheus-client's parser."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -47,7 +48,9 @@ def fake_broker(topics=("a", "b", "c"), logs=None, offsets=None, mirror_rows=(),
         ),
         raft=SimpleNamespace(is_leader=True, node=SimpleNamespace(epoch=3), high_watermark=42),
         raft_log=SimpleNamespace(end_offset=42),
-        logs=SimpleNamespace(opened_logs=lambda: iter(list(logs.items())), logs=logs, open_count=len(logs)),
+        logs=SimpleNamespace(
+            opened_logs=lambda: iter(list(logs.items())), logs=logs, open_count=len(logs), log_dirs=[Path("logs")], offline_dirs=set()
+        ),
         groups=SimpleNamespace(coordinator=SimpleNamespace(offsets=offsets or {}, groups=classic_groups or {}),
                                consumer_groups=SimpleNamespace(groups=consumer_groups or {})),
         config=SimpleNamespace(listeners=[SimpleNamespace(name="PLAINTEXT")]),
@@ -219,6 +222,18 @@ def test_state_families():
     assert got[("pybroker_event_loop_lag_max_seconds", ())] == 0
     assert got[("pybroker_event_loop_lag_cpu_max_seconds", ())] == 0
     assert got[("pybroker_event_loop_lag_recent_max_seconds", ())] == 0
+
+
+def test_offline_log_dirs_are_counted_and_named():
+    broker = fake_broker()
+    broker.logs.log_dirs = [Path("logs"), Path("logs2")]
+    got = samples(metrics_of(broker))
+    assert got[("kafka_log_logmanager_offlinelogdirectorycount", ())] == 0
+    broker.logs.offline_dirs = {Path("logs2")}
+    got = samples(metrics_of(broker))
+    assert got[("kafka_log_logmanager_offlinelogdirectorycount", ())] == 1
+    assert got[("kafka_log_logmanager_logdirectoryoffline", (("logdirectory", "logs2"),))] == 1
+    assert got[("kafka_log_logmanager_logdirectoryoffline", (("logdirectory", "logs"),))] == 0
 
 
 def test_the_loop_lag_maxima_are_published():
