@@ -46,6 +46,7 @@ def check(history: list[dict], nemeses: list[dict], run_seconds: float) -> dict:
     summary.update(_log_starts(final_reads))
     summary["rebalances_by_kind"] = _rebalances_by_kind(by_f.get("assign", []), nemeses)
     summary["availability"] = _availability(sends, nemeses, run_seconds)
+    summary.update(_availability_by_client(sends, nemeses))
     summary.update(_recovery(sends, nemeses))
     summary["valid"] = all(
         summary[key] == 0
@@ -400,6 +401,53 @@ def _availability(sends: list[dict], nemeses: list[dict], run_seconds: float) ->
         "outside_faults": _share(ok[0], total[0]),
         "per_second": per_second,
     }
+
+
+TIMELY_S = 2.0
+
+
+def _availability_by_client(sends: list[dict], nemeses: list[dict]) -> dict:
+    """Per client host, where sends name one (several hosts, as in the five
+    topology, whose client-b sits on the minority side of every split): the ok
+    share of its sends overall, during and outside fault windows and during
+    each kind's windows; and the same shares counting only sends acknowledged
+    within TIMELY_S. An idempotent producer retries for 300 s, so a send it
+    started on the minority side ends ok after the heal: the ok share alone
+    cannot tell the two sides apart, the time to the acknowledgement does."""
+    by_client: dict[str, list[dict]] = defaultdict(list)
+    for op in sends:
+        if op.get("client"):
+            by_client[op["client"]].append(op)
+    if not by_client:
+        return {}
+    windows = sorted(nemeses, key=lambda window: window["start_s"])
+    starts = [window["start_s"] for window in windows]
+    result = {}
+    for client, ops in sorted(by_client.items()):
+        # [ok, timely, total] per bucket: "overall", "during_faults", "outside_faults", a kind
+        tallies: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for op in ops:
+            index = bisect.bisect_right(starts, op["start_s"]) - 1
+            kind = windows[index]["kind"] if index >= 0 and op["start_s"] <= windows[index]["end_s"] else None
+            ok = op["type"] == "ok"
+            timely = ok and op["end_s"] - op["start_s"] <= TIMELY_S
+            for bucket in ("overall", "during_faults" if kind else "outside_faults", *([kind] if kind else [])):
+                tally = tallies[bucket]
+                tally[0] += ok
+                tally[1] += timely
+                tally[2] += 1
+        shares: dict = {"attempted": tallies["overall"][2], "acknowledged": tallies["overall"][0]}
+        for prefix, position in (("", 0), ("timely_", 1)):
+            for bucket in ("overall", "during_faults", "outside_faults"):
+                tally = tallies.get(bucket, [0, 0, 0])
+                shares[prefix + bucket] = _share(tally[position], tally[2])
+            shares[prefix + "during_by_kind"] = {
+                kind: _share(tally[position], tally[2])
+                for kind, tally in sorted(tallies.items())
+                if kind not in ("overall", "during_faults", "outside_faults")
+            }
+        result[client] = shares
+    return {"availability_by_client": result, "timely_s": TIMELY_S}
 
 
 def _recovery(sends: list[dict], nemeses: list[dict]) -> dict:

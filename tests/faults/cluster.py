@@ -29,9 +29,28 @@ from tests.netns import VirtualNetwork
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = PROJECT_ROOT / "docker" / "compose.yaml"
 CLIENT_HOST = "client"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A cluster file and the client hosts beside it. With more than one client
+    host, the first stays with the majority of a split and the others go with
+    the minority (nemesis.py), so that clients sit on both sides."""
+
+    compose_file: Path
+    client_hosts: tuple[str, ...]
+
+
+TOPOLOGIES = {
+    # 3 controllers + 3 brokers, one client host.
+    "default": Topology(COMPOSE_FILE, (CLIENT_HOST,)),
+    # 5 combined nodes (a five-voter quorum), a client host on each side of a split.
+    "five": Topology(PROJECT_ROOT / "docker" / "compose.five.yaml", ("client-a", "client-b")),
+}
 INTERNAL_PORT = 19092
 CONTROLLER_PORT = 9093
 STOP_BOUND_S = 20
+REPLICATION_FACTOR = 3  # of every topic a run makes (workload.create_run_topic)
 BROKER_TMPFS_BYTES = 512 * 1024 * 1024
 
 # Kafka's defaults (9 s sessions, 30 s replica lag) make a fault's aftermath
@@ -109,10 +128,13 @@ class FaultCluster:
         compose_file: Path = COMPOSE_FILE,
         subnet: int | None = None,
         clock_shim: Path | None = None,
+        client_hosts: tuple[str, ...] = (CLIENT_HOST,),
     ):
         """``clock_shim``: the built tests/faults/clock_shim.c, preloaded into
-        every broker so that ``jump_clock`` can move its wall clock."""
+        every broker so that ``jump_clock`` can move its wall clock;
+        ``client_hosts``: the hosts the workload runs on (Topology)."""
         self.root = Path(root)
+        self.client_hosts = tuple(client_hosts)
         self.clock_shim = clock_shim
         self.root.mkdir(parents=True, exist_ok=True)
         services = load_services(compose_file)
@@ -130,7 +152,7 @@ class FaultCluster:
                 data_dir=self.root / service["hostname"],
             )
             self.nodes[node.hostname] = node
-        self.net = VirtualNetwork([*self.nodes, CLIENT_HOST], subnet=subnet)
+        self.net = VirtualNetwork([*self.nodes, *self.client_hosts], subnet=subnet)
         self.blocked: set[tuple[str, str]] = set()
         self.slowed: set[str] = set()
         try:
@@ -162,11 +184,12 @@ class FaultCluster:
         return next((n for n in self.nodes.values() if n.node_id == node_id), None)
 
     def bootstrap(self) -> str:
-        """For clients on the ``client`` host: the INTERNAL listeners by hostname."""
+        """For clients on the client hosts: every broker's INTERNAL listener by hostname."""
         return ",".join(f"{n.hostname}:{INTERNAL_PORT}" for n in self.brokers)
 
-    def client_command(self, *args: str) -> list[str]:
-        return [*self.net.exec_prefix(CLIENT_HOST), sys.executable, *args]
+    def client_command(self, *args: str, host: str | None = None) -> list[str]:
+        """A program on ``host`` (the first client host by default)."""
+        return [*self.net.exec_prefix(host or self.client_hosts[0]), sys.executable, *args]
 
     def client_env(self) -> dict[str, str]:
         return {**os.environ, "PYTHONPATH": str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -413,10 +436,14 @@ class FaultCluster:
 
     def replica_logs(self, topic: str, partition: int) -> dict[str, bytes]:
         """Each broker's log of the partition as its batches' bytes end to end
-        (segment boundaries aside), from the copies kept after ``close``."""
+        (segment boundaries aside), from the copies kept after ``close``. With
+        more brokers than replicas, brokers holding no copy of the partition
+        are left out (run.compare_replicas counts the copies)."""
         logs = {}
         for node in self.brokers:
             kept = self.root / f"{node.hostname}.data" / "logs" / f"{topic}-{partition}"
+            if len(self.brokers) > REPLICATION_FACTOR and not kept.is_dir():
+                continue
             chunks = []
             for path in sorted(kept.glob("*.log")):
                 data = path.read_bytes()
