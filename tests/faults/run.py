@@ -195,15 +195,23 @@ def run_faults(
         # found after it: it is started again, as after any exit.
         if wait_until(lambda: _note_exits(cluster, unexpected_exits, now()) or cluster.fully_replicated(topics), HEAL_BOUND_S):
             healed_s = now()
-        for workload, _lines in workloads.values():
+        # The other hosts' clients stop (their producers flush) before the
+        # first host's final read takes the high watermarks: a send they had
+        # in flight may still be acknowledged, and must be read back.
+        stopped = True
+        for host in client_hosts[1:]:
+            workload, lines = workloads[host]
             workload.stdin.write("final\n")
             workload.stdin.flush()
-        for host, (workload, lines) in workloads.items():
-            if host == client_hosts[0]:
-                final_state = lines.wait_for(("final-done", "final-incomplete"), FINAL_BOUND_S) or "timed out"
-            elif lines.wait_for(("stopped",), FINAL_BOUND_S) is None:
-                final_state = f"the workload on {host} did not stop"
+            stopped = stopped and lines.wait_for(("stopped",), FINAL_BOUND_S) is not None
             workload.wait(30)
+        workload, lines = workloads[client_hosts[0]]
+        workload.stdin.write("final\n")
+        workload.stdin.flush()
+        final_state = lines.wait_for(("final-done", "final-incomplete"), FINAL_BOUND_S) or "timed out"
+        workload.wait(30)
+        if not stopped:
+            final_state = "a client host's workload did not stop before the final read"
     finally:
         for workload, _lines in workloads.values():
             if workload.poll() is None:
