@@ -39,7 +39,7 @@ def check(history: list[dict], nemeses: list[dict], run_seconds: float) -> dict:
     send_by_value = {op["value"]: op for op in sends}
 
     summary: dict = {"attempted": len(sends)}
-    summary.update(_reads(sends, send_by_value, polls, final_reads))
+    summary.update(_reads(sends, send_by_value, polls, final_reads, by_f.get("epoch_bump", [])))
     summary.update(_poll_order(by_f.get("poll", []) + by_f.get("assign", [])))
     summary.update(_commits(by_f.get("commit", []), by_f.get("committed", []), by_f.get("assign", [])))
     summary.update(_topics(by_f.get("create_topic", []), final_reads))
@@ -72,9 +72,15 @@ def _read_records(ops: list[dict]):
             yield topic, partition, offset, value, op
 
 
-def _reads(sends, send_by_value, polls, final_reads) -> dict:
+def _reads(sends, send_by_value, polls, final_reads, epoch_bumps=()) -> dict:
     """lost, duplicates, inconsistent and phantom reads: everything that compares
-    what producers were told with what consumers saw."""
+    what producers were told with what consumers saw. An idempotent producer's
+    duplicate whose send was still open when that producer's client bumped its
+    epoch (``epoch_bump`` ops) is counted apart: the client wrote it again
+    under a new epoch from sequence 0, which Kafka's sequence rules accept."""
+    bumps_by_process: dict[str, list[float]] = defaultdict(list)
+    for op in epoch_bumps:
+        bumps_by_process[op["process"]].append(op["start_s"])
     holder: dict[tuple, str] = {}  # (topic, partition, offset) -> first value seen there
     conflicted: set[tuple] = set()
     acked = []
@@ -111,6 +117,7 @@ def _reads(sends, send_by_value, polls, final_reads) -> dict:
         lost_by_acks[str(op.get("acks"))] += 1
 
     duplicate_idempotent = []
+    duplicate_after_bump = []
     duplicate_plain = []
     for value, positions in extra_positions.items():
         send = send_by_value.get(value)
@@ -121,7 +128,12 @@ def _reads(sends, send_by_value, polls, final_reads) -> dict:
             "idempotent": bool(send.get("idempotent")),
             "positions": [list(where) for where in sorted(positions)],
         }
-        (duplicate_idempotent if example["idempotent"] else duplicate_plain).append(example)
+        if not example["idempotent"]:
+            duplicate_plain.append(example)
+        elif any(send["start_s"] <= at_s <= send["end_s"] for at_s in bumps_by_process.get(send.get("process"), ())):
+            duplicate_after_bump.append(example)
+        else:
+            duplicate_idempotent.append(example)
 
     inconsistent_examples, acks_1_only = _explain_conflicts(conflicted, sends, polls, final_reads)
     return {
@@ -133,9 +145,10 @@ def _reads(sends, send_by_value, polls, final_reads) -> dict:
             for op in lost[:EXAMPLES_MAX]
         ],
         "duplicates": len(duplicate_idempotent),
+        "duplicates_after_epoch_bump": len(duplicate_after_bump),
         "duplicates_non_idempotent": len(duplicate_plain),
         # Idempotent ones first: they are the failures, the others are context.
-        "duplicate_values": (duplicate_idempotent + duplicate_plain)[:EXAMPLES_MAX],
+        "duplicate_values": (duplicate_idempotent + duplicate_after_bump + duplicate_plain)[:EXAMPLES_MAX],
         "inconsistent": len(conflicted),
         "inconsistent_acks_1_only": acks_1_only,
         "inconsistent_examples": inconsistent_examples,

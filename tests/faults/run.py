@@ -388,6 +388,7 @@ def table(summary: dict) -> str:
         ("acknowledged", summary.get("acknowledged")),
         ("lost", summary.get("lost")),
         ("duplicates (idempotent)", summary.get("duplicates")),
+        ("duplicates (idempotent, re-sent by the client after an epoch bump)", summary.get("duplicates_after_epoch_bump")),
         ("duplicates (plain retries)", summary.get("duplicates_non_idempotent")),
         ("inconsistent offsets", summary.get("inconsistent")),
         ("non-monotonic polls", summary.get("nonmonotonic_polls")),

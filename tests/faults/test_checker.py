@@ -146,6 +146,23 @@ def test_idempotent_duplicate_fails_and_plain_duplicate_is_only_reported():
     assert summary["valid"] is True
 
 
+def test_idempotent_duplicate_across_its_producers_epoch_bump_is_counted_apart():
+    def bump(at_s, process="producer-0"):
+        return {"f": "epoch_bump", "type": "ok", "process": process, "start_s": at_s, "end_s": at_s}
+
+    history = healthy_history()
+    history.append(send("dup", 4.0, 9.0, offset=3))  # open from 4 s to 9 s
+    history.append(final_read([[TOPIC, 0, 3, "dup"], [TOPIC, 0, 4, "dup"]]))
+    summary = run(history + [bump(6.0)])
+    assert (summary["duplicates"], summary["duplicates_after_epoch_bump"]) == (0, 1)
+    assert summary["valid"] is True
+    # A bump of another producer, or one outside the send, explains nothing.
+    for other in (bump(6.0, process="producer-1"), bump(9.5)):
+        summary = run(history + [other])
+        assert (summary["duplicates"], summary["duplicates_after_epoch_bump"]) == (1, 0)
+        assert summary["valid"] is False
+
+
 def test_offset_holding_two_values_is_inconsistent():
     history = healthy_history() + [send("v3", 4.0, offset=3), send("v4", 4.1, offset=3)]
     history.append(final_read([[TOPIC, 0, 3, "v3"], [TOPIC, 0, 4, "v4"]]))

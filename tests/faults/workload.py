@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import threading
 import time
@@ -112,9 +113,18 @@ class ProducerClient(Client):
             "error_cb": self._on_error,
             # The idempotent producers log their sequence and epoch decisions
             # (a few lines per leader change) to the workload's stderr, so that
-            # a duplicate can be traced to what the client was told.
-            **({"debug": "eos"} if self.idempotent else {}),
+            # a duplicate can be traced to what the client was told; an epoch
+            # bump also goes to the history (_EpochBumps).
+            **({"debug": "eos", "logger": self._logger()} if self.idempotent else {}),
         }
+
+    def _logger(self) -> logging.Logger:
+        logger = logging.getLogger(f"faults.workload.{self.name}")
+        if not logger.handlers:
+            logger.addHandler(_EpochBumps(self))
+            logger.setLevel(logging.DEBUG)
+            logger.propagate = False
+        return logger
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal():
@@ -185,6 +195,24 @@ class ProducerClient(Client):
         left = producer.flush(FLUSH_BOUND_S)
         if left:
             print(f"{self.name}: {left} records still undelivered after {FLUSH_BOUND_S:.0f} s", file=sys.stderr)
+
+
+class _EpochBumps(logging.Handler):
+    """librdkafka's log lines (served by the producer's poll) to stderr, and
+    each bump of the producer epoch to the history as an ``epoch_bump`` op:
+    after one, librdkafka numbers the records it still holds from sequence 0
+    under the new epoch, so one of them that was already written comes again
+    and no broker can tell (checker.py counts those duplicates apart)."""
+
+    def __init__(self, client: Client):
+        super().__init__(logging.DEBUG)
+        self.client = client
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        print(line, file=sys.stderr, flush=True)
+        if "bumped epoch to" in line:
+            self.client.record("epoch_bump", "ok", self.client.history.now(), log=line[-160:])
 
 
 class ConsumerClient(Client):
