@@ -132,7 +132,7 @@ def run_faults(
             kinds = tuple(k for k in kinds if k != "latency-loss")
         plan = schedule(seed, seconds, kinds)
         log(f"starting the cluster ({len(cluster.nodes)} nodes) in network namespaces")
-        cluster.start_all()
+        cluster.start_all(TOPOLOGIES[topology].start_bound_s)
         for host in client_hosts:
             command = _workload_command(
                 cluster,
