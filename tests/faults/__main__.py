@@ -1,4 +1,4 @@
-"""``python -m tests.faults --seconds S --seed N --out DIR [--unsafe] [--workload txn]``: one
+"""``python -m tests.faults --seconds S --seed N --out DIR [--unsafe] [--workload txn] [--topology five]``: one
 fault run; prints the results table, writes DIR/summary.json and
 DIR/timeline.png, and exits 1 when anything acknowledged was lost, duplicated
 or read inconsistently, or a transaction anomaly was found (2 when the run
@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+from tests.faults.cluster import TOPOLOGIES
 from tests.faults.nemesis import KINDS
 from tests.faults.run import WORKLOADS, passed, run_faults, table
 from tests.netns import NamespaceUnavailable
@@ -43,7 +44,17 @@ def main(argv=None) -> int:
         help="message.timeout.ms of the idempotent producers (default librdkafka's 300000; a timeout shorter than a "
         "failover shows librdkafka's epoch bump re-sending records that were already written: docs/RELIABILITY.md)",
     )
+    parser.add_argument(
+        "--topology",
+        choices=sorted(TOPOLOGIES),
+        default="default",
+        help="default: docker/compose.yaml (3 controllers, 3 brokers) and one client host; five: "
+        "docker/compose.five.yaml (5 combined nodes) and client hosts client-a and client-b, which a split puts "
+        "on its majority and minority side (records workload only)",
+    )
     args = parser.parse_args(argv)
+    if args.topology != "default" and args.workload == "txn":
+        parser.error(f"the {args.topology} topology runs the records workload only")
     kinds = tuple(k for k in args.nemeses.split(",") if k)
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -62,6 +73,7 @@ def main(argv=None) -> int:
             idempotent_message_timeout_ms=args.idempotent_message_timeout_ms,
             workload_name=args.workload,
             txn_rate_per_producer=args.txn_rate,
+            topology=args.topology,
         )
     except NamespaceUnavailable as exc:
         print(f"cannot run: {exc}", file=sys.stderr)

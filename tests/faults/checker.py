@@ -39,13 +39,14 @@ def check(history: list[dict], nemeses: list[dict], run_seconds: float) -> dict:
     send_by_value = {op["value"]: op for op in sends}
 
     summary: dict = {"attempted": len(sends)}
-    summary.update(_reads(sends, send_by_value, polls, final_reads))
+    summary.update(_reads(sends, send_by_value, polls, final_reads, by_f.get("epoch_bump", [])))
     summary.update(_poll_order(by_f.get("poll", []) + by_f.get("assign", [])))
     summary.update(_commits(by_f.get("commit", []), by_f.get("committed", []), by_f.get("assign", [])))
     summary.update(_topics(by_f.get("create_topic", []), final_reads))
     summary.update(_log_starts(final_reads))
     summary["rebalances_by_kind"] = _rebalances_by_kind(by_f.get("assign", []), nemeses)
     summary["availability"] = _availability(sends, nemeses, run_seconds)
+    summary.update(_availability_by_client(sends, nemeses))
     summary.update(_recovery(sends, nemeses))
     summary["valid"] = all(
         summary[key] == 0
@@ -71,9 +72,15 @@ def _read_records(ops: list[dict]):
             yield topic, partition, offset, value, op
 
 
-def _reads(sends, send_by_value, polls, final_reads) -> dict:
+def _reads(sends, send_by_value, polls, final_reads, epoch_bumps=()) -> dict:
     """lost, duplicates, inconsistent and phantom reads: everything that compares
-    what producers were told with what consumers saw."""
+    what producers were told with what consumers saw. An idempotent producer's
+    duplicate whose send was still open when that producer's client bumped its
+    epoch (``epoch_bump`` ops) is counted apart: the client wrote it again
+    under a new epoch from sequence 0, which Kafka's sequence rules accept."""
+    bumps_by_process: dict[str, list[float]] = defaultdict(list)
+    for op in epoch_bumps:
+        bumps_by_process[op["process"]].append(op["start_s"])
     holder: dict[tuple, str] = {}  # (topic, partition, offset) -> first value seen there
     conflicted: set[tuple] = set()
     acked = []
@@ -110,6 +117,7 @@ def _reads(sends, send_by_value, polls, final_reads) -> dict:
         lost_by_acks[str(op.get("acks"))] += 1
 
     duplicate_idempotent = []
+    duplicate_after_bump = []
     duplicate_plain = []
     for value, positions in extra_positions.items():
         send = send_by_value.get(value)
@@ -120,7 +128,12 @@ def _reads(sends, send_by_value, polls, final_reads) -> dict:
             "idempotent": bool(send.get("idempotent")),
             "positions": [list(where) for where in sorted(positions)],
         }
-        (duplicate_idempotent if example["idempotent"] else duplicate_plain).append(example)
+        if not example["idempotent"]:
+            duplicate_plain.append(example)
+        elif any(send["start_s"] <= at_s <= send["end_s"] for at_s in bumps_by_process.get(send.get("process"), ())):
+            duplicate_after_bump.append(example)
+        else:
+            duplicate_idempotent.append(example)
 
     inconsistent_examples, acks_1_only = _explain_conflicts(conflicted, sends, polls, final_reads)
     return {
@@ -132,9 +145,10 @@ def _reads(sends, send_by_value, polls, final_reads) -> dict:
             for op in lost[:EXAMPLES_MAX]
         ],
         "duplicates": len(duplicate_idempotent),
+        "duplicates_after_epoch_bump": len(duplicate_after_bump),
         "duplicates_non_idempotent": len(duplicate_plain),
         # Idempotent ones first: they are the failures, the others are context.
-        "duplicate_values": (duplicate_idempotent + duplicate_plain)[:EXAMPLES_MAX],
+        "duplicate_values": (duplicate_idempotent + duplicate_after_bump + duplicate_plain)[:EXAMPLES_MAX],
         "inconsistent": len(conflicted),
         "inconsistent_acks_1_only": acks_1_only,
         "inconsistent_examples": inconsistent_examples,
@@ -400,6 +414,53 @@ def _availability(sends: list[dict], nemeses: list[dict], run_seconds: float) ->
         "outside_faults": _share(ok[0], total[0]),
         "per_second": per_second,
     }
+
+
+TIMELY_S = 2.0
+
+
+def _availability_by_client(sends: list[dict], nemeses: list[dict]) -> dict:
+    """Per client host, where sends name one (several hosts, as in the five
+    topology, whose client-b sits on the minority side of every split): the ok
+    share of its sends overall, during and outside fault windows and during
+    each kind's windows; and the same shares counting only sends acknowledged
+    within TIMELY_S. An idempotent producer retries for 300 s, so a send it
+    started on the minority side ends ok after the heal: the ok share alone
+    cannot tell the two sides apart, the time to the acknowledgement does."""
+    by_client: dict[str, list[dict]] = defaultdict(list)
+    for op in sends:
+        if op.get("client"):
+            by_client[op["client"]].append(op)
+    if not by_client:
+        return {}
+    windows = sorted(nemeses, key=lambda window: window["start_s"])
+    starts = [window["start_s"] for window in windows]
+    result = {}
+    for client, ops in sorted(by_client.items()):
+        # [ok, timely, total] per bucket: "overall", "during_faults", "outside_faults", a kind
+        tallies: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for op in ops:
+            index = bisect.bisect_right(starts, op["start_s"]) - 1
+            kind = windows[index]["kind"] if index >= 0 and op["start_s"] <= windows[index]["end_s"] else None
+            ok = op["type"] == "ok"
+            timely = ok and op["end_s"] - op["start_s"] <= TIMELY_S
+            for bucket in ("overall", "during_faults" if kind else "outside_faults", *([kind] if kind else [])):
+                tally = tallies[bucket]
+                tally[0] += ok
+                tally[1] += timely
+                tally[2] += 1
+        shares: dict = {"attempted": tallies["overall"][2], "acknowledged": tallies["overall"][0]}
+        for prefix, position in (("", 0), ("timely_", 1)):
+            for bucket in ("overall", "during_faults", "outside_faults"):
+                tally = tallies.get(bucket, [0, 0, 0])
+                shares[prefix + bucket] = _share(tally[position], tally[2])
+            shares[prefix + "during_by_kind"] = {
+                kind: _share(tally[position], tally[2])
+                for kind, tally in sorted(tallies.items())
+                if kind not in ("overall", "during_faults", "outside_faults")
+            }
+        result[client] = shares
+    return {"availability_by_client": result, "timely_s": TIMELY_S}
 
 
 def _recovery(sends: list[dict], nemeses: list[dict]) -> dict:

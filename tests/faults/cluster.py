@@ -35,9 +35,31 @@ from tests.netns import VirtualNetwork
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = PROJECT_ROOT / "docker" / "compose.yaml"
 CLIENT_HOST = "client"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A cluster file and the client hosts beside it. With more than one client
+    host, the first stays with the majority of a split and the others go with
+    the minority (nemesis.py), so that clients sit on both sides."""
+
+    compose_file: Path
+    client_hosts: tuple[str, ...]
+    start_bound_s: float = 90  # every broker serving (FaultCluster.start_all)
+
+
+TOPOLOGIES = {
+    # 3 controllers + 3 brokers, one client host.
+    "default": Topology(COMPOSE_FILE, (CLIENT_HOST,)),
+    # 5 combined nodes (a five-voter quorum), a client host on each side of a
+    # split. Five brokers importing and starting at once on a busy 2-core
+    # machine took over 90 s (a run failed on "node-1 never served").
+    "five": Topology(PROJECT_ROOT / "docker" / "compose.five.yaml", ("client-a", "client-b"), start_bound_s=180),
+}
 INTERNAL_PORT = 19092
 CONTROLLER_PORT = 9093
 STOP_BOUND_S = 20
+REPLICATION_FACTOR = 3  # of every topic a run makes (workload.create_run_topic)
 BROKER_TMPFS_BYTES = 512 * 1024 * 1024
 # A broker's log.dirs (JBOD) and metadata.log.dir, under its data dir.
 BROKER_LOG_DIR_NAMES = ("logs", "logs2")
@@ -120,11 +142,14 @@ class FaultCluster:
         subnet: int | None = None,
         clock_shim: Path | None = None,
         eio_shim: Path | None = None,
+        client_hosts: tuple[str, ...] = (CLIENT_HOST,),
     ):
         """``clock_shim``: the built tests/faults/clock_shim.c, preloaded into
         every broker so that ``jump_clock`` can move its wall clock;
-        ``eio_shim``: tests/faults/eio_shim.c, so that ``fail_dir`` can fail a log dir."""
+        ``eio_shim``: tests/faults/eio_shim.c, so that ``fail_dir`` can fail a log dir;
+        ``client_hosts``: the hosts the workload runs on (Topology)."""
         self.root = Path(root)
+        self.client_hosts = tuple(client_hosts)
         self.clock_shim = clock_shim
         self.eio_shim = eio_shim
         self.root.mkdir(parents=True, exist_ok=True)
@@ -143,7 +168,7 @@ class FaultCluster:
                 data_dir=self.root / service["hostname"],
             )
             self.nodes[node.hostname] = node
-        self.net = VirtualNetwork([*self.nodes, CLIENT_HOST], subnet=subnet)
+        self.net = VirtualNetwork([*self.nodes, *self.client_hosts], subnet=subnet)
         self.blocked: set[tuple[str, str]] = set()
         self.slowed: set[str] = set()
         try:
@@ -175,11 +200,12 @@ class FaultCluster:
         return next((n for n in self.nodes.values() if n.node_id == node_id), None)
 
     def bootstrap(self) -> str:
-        """For clients on the ``client`` host: the INTERNAL listeners by hostname."""
+        """For clients on the client hosts: every broker's INTERNAL listener by hostname."""
         return ",".join(f"{n.hostname}:{INTERNAL_PORT}" for n in self.brokers)
 
-    def client_command(self, *args: str) -> list[str]:
-        return [*self.net.exec_prefix(CLIENT_HOST), sys.executable, *args]
+    def client_command(self, *args: str, host: str | None = None) -> list[str]:
+        """A program on ``host`` (the first client host by default)."""
+        return [*self.net.exec_prefix(host or self.client_hosts[0]), sys.executable, *args]
 
     def client_env(self) -> dict[str, str]:
         return {**os.environ, "PYTHONPATH": str(PROJECT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -489,10 +515,14 @@ class FaultCluster:
 
     def replica_logs(self, topic: str, partition: int) -> dict[str, bytes]:
         """Each broker's log of the partition as its batches' bytes end to end
-        (segment boundaries aside), from the copies kept after ``close``."""
+        (segment boundaries aside), from the copies kept after ``close``. With
+        more brokers than replicas, brokers holding no copy of the partition
+        are left out (run.compare_replicas counts the copies)."""
         logs = {}
         for node in self.brokers:
             kept = self.partition_dir(node, topic, partition, data_dir=self.root / f"{node.hostname}.data")
+            if len(self.brokers) > REPLICATION_FACTOR and not kept.is_dir():
+                continue
             chunks = []
             for path in sorted(kept.glob("*.log")):
                 data = path.read_bytes()

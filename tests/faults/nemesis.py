@@ -5,7 +5,8 @@ Kinds:
   kill                    SIGKILL a broker (often a partition leader); heal: restart it
   pause                   SIGSTOP a broker; heal: SIGCONT
   isolate-leader          cut a partition leader off from every other host, clients too
-  split                   the hosts in two sides, majority and minority; clients stay with the majority
+  split                   the hosts in two sides, majority and minority; the first client host stays with
+                          the majority, any others (the five topology's client-b) go with the minority
   one-way                 a partition leader's outgoing frames are lost, what it receives arrives
   kill-controller-leader  SIGKILL the metadata quorum's leader; heal: restart it
   disk-full               fill a broker's log dir (its tmpfs); heal: free it, restart the broker if it halted
@@ -91,10 +92,10 @@ def schedule(
 def netem_available(cluster) -> str | None:
     """None if tc netem works on this kernel, else why not."""
     try:
-        cluster.net.netem("client", "delay", "1ms")
+        cluster.net.netem(cluster.client_hosts[0], "delay", "1ms")
     except NetemUnavailable as exc:
         return f"tc netem is not available on this kernel: {exc}"
-    cluster.net.clear_qdisc("client")
+    cluster.net.clear_qdisc(cluster.client_hosts[0])
     return None
 
 
@@ -126,7 +127,7 @@ class Nemesis:
         return self.rng.choice(live or self.cluster.brokers)
 
     def _others(self, node) -> list[str]:
-        return [h for h in [*self.cluster.nodes, "client"] if h != node.hostname]
+        return [h for h in [*self.cluster.nodes, *self.cluster.client_hosts] if h != node.hostname]
 
     def start(self, kind: str) -> list[str]:
         """Apply ``kind``; the hostnames it targets."""
@@ -148,9 +149,12 @@ class Nemesis:
             hosts = list(cluster.nodes)
             self.rng.shuffle(hosts)
             minority = hosts[: (len(hosts) - 1) // 2]
-            majority = [h for h in hosts if h not in minority] + ["client"]
-            cluster.cut(minority, majority)
+            majority_clients, minority_clients = cluster.client_hosts[:1], cluster.client_hosts[1:]
+            majority = [h for h in hosts if h not in minority] + list(majority_clients)
+            cluster.cut(minority + list(minority_clients), majority)
             hurt = [cluster.nodes[h] for h in minority]
+            if minority_clients:
+                self.detail = f"{' '.join(minority_clients)} with the minority"
         elif kind == "one-way":
             node = self._leader()
             cluster.cut([node.hostname], self._others(node), one_way=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.faults import checker, txn_checker
 from tests.faults.clock import ClockShimUnavailable, build_shim
-from tests.faults.cluster import FaultCluster, wait_until
+from tests.faults.cluster import REPLICATION_FACTOR, TOPOLOGIES, FaultCluster, wait_until
 from tests.faults.eio import build_eio_shim
 from tests.faults.nemesis import KINDS, Nemesis, netem_available, schedule
 from tests.netns import check_available
@@ -74,6 +74,7 @@ def run_faults(
     idempotent_message_timeout_ms: int | None = None,
     workload_name: str = "records",
     txn_rate_per_producer: float = 10.0,
+    topology: str = "default",
     log=print,
 ) -> dict:
     """Run one schedule of ``seconds`` (after a 5 s warm-up inside it) and
@@ -82,14 +83,25 @@ def run_faults(
     ``workload_name`` "records" is the plain and idempotent producers of
     workload.py; "txn" the transactions of txn_workload.py, where ``unsafe``
     means read_uncommitted readers on the same safe cluster (so what the
-    checker finds comes from the isolation level alone)."""
+    checker finds comes from the isolation level alone).
+
+    ``topology`` names one of cluster.TOPOLOGIES: "five" is five combined
+    nodes with a client host on each side of a split, each running the
+    records workload with its own history; the checker reads them merged."""
     transactional = workload_name == "txn"
+    client_hosts = TOPOLOGIES[topology].client_hosts
+    if transactional and len(client_hosts) > 1:
+        raise ValueError(f"the {topology} topology runs the records workload only (its transactional ids are one host's)")
     topics = [TXN_INPUT_TOPIC, TXN_OUTPUT_TOPIC] if transactional else [TOPIC]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     check_available()
-    history_path = out / "history.jsonl"
-    history_path.unlink(missing_ok=True)
+    # One client host keeps the single history.jsonl; several write one each.
+    history_paths = {
+        host: out / ("history.jsonl" if len(client_hosts) == 1 else f"history-{host}.jsonl") for host in client_hosts
+    }
+    for path in history_paths.values():
+        path.unlink(missing_ok=True)
     t0 = time.monotonic()
 
     def now() -> float:
@@ -115,38 +127,48 @@ def run_faults(
         extra_env=UNSAFE_ENV if unsafe and not transactional else None,
         clock_shim=shims.get("clock-jump"),
         eio_shim=shims.get("eio"),
+        compose_file=TOPOLOGIES[topology].compose_file,
+        client_hosts=client_hosts,
     )
-    workload = None
+    workloads: dict[str, tuple[subprocess.Popen, _Lines]] = {}
     try:
         if "latency-loss" in kinds and (why := netem_available(cluster)):
             unavailable["latency-loss"] = why
             kinds = tuple(k for k in kinds if k != "latency-loss")
         plan = schedule(seed, seconds, kinds)
         log(f"starting the cluster ({len(cluster.nodes)} nodes) in network namespaces")
-        cluster.start_all()
-        command = _workload_command(
-            cluster,
-            workload_name,
-            history_path,
-            t0,
-            seed,
-            unsafe=unsafe,
-            rate_per_producer=rate_per_producer,
-            idempotent_message_timeout_ms=idempotent_message_timeout_ms,
-            txn_rate_per_producer=txn_rate_per_producer,
-        )
-        with open(out / "workload.stderr", "w") as stderr:  # the child keeps its own copy
-            workload = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-                env=cluster.client_env(),
+        cluster.start_all(TOPOLOGIES[topology].start_bound_s)
+        for host in client_hosts:
+            command = _workload_command(
+                cluster,
+                workload_name,
+                history_paths[host],
+                t0,
+                seed,
+                unsafe=unsafe,
+                rate_per_producer=rate_per_producer,
+                idempotent_message_timeout_ms=idempotent_message_timeout_ms,
+                txn_rate_per_producer=txn_rate_per_producer,
+                # Several hosts: names by host, and the first host's program reads back at the end.
+                host_args=[] if len(client_hosts) == 1 else ["--client", host, *(["--no-final-read"] if host != client_hosts[0] else [])],
+                host=host,
             )
-        lines = _Lines(workload.stdout)
-        if lines.wait_for(("clients-started",), CLIENT_START_BOUND_S) is None:
-            raise RuntimeError("the workload did not start: " + (out / "workload.stderr").read_text()[-2000:])
+            with open(_stderr_path(out, host, client_hosts), "w") as stderr:  # the child keeps its own copy
+                workload = subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    text=True,
+                    env=cluster.client_env(),
+                )
+            workloads[host] = (workload, _Lines(workload.stdout))
+        for host, (workload, lines) in workloads.items():
+            if lines.wait_for(("clients-started",), CLIENT_START_BOUND_S) is None:
+                raise RuntimeError(
+                    f"the workload on {host} did not start: "
+                    + _stderr_path(out, host, client_hosts).read_text()[-2000:]
+                )
         run_start = time.monotonic()
         nemesis = Nemesis(cluster, topics[0], PARTITIONS, seed)
         for window in plan:
@@ -178,17 +200,31 @@ def run_faults(
         # found after it: it is started again, as after any exit.
         if wait_until(lambda: _note_exits(cluster, unexpected_exits, now()) or cluster.fully_replicated(topics), HEAL_BOUND_S):
             healed_s = now()
+        # The other hosts' clients stop (their producers flush) before the
+        # first host's final read takes the high watermarks: a send they had
+        # in flight may still be acknowledged, and must be read back.
+        stopped = True
+        for host in client_hosts[1:]:
+            workload, lines = workloads[host]
+            workload.stdin.write("final\n")
+            workload.stdin.flush()
+            stopped = stopped and lines.wait_for(("stopped",), FINAL_BOUND_S) is not None
+            workload.wait(30)
+        workload, lines = workloads[client_hosts[0]]
         workload.stdin.write("final\n")
         workload.stdin.flush()
         final_state = lines.wait_for(("final-done", "final-incomplete"), FINAL_BOUND_S) or "timed out"
         workload.wait(30)
+        if not stopped:
+            final_state = "a client host's workload did not stop before the final read"
     finally:
-        if workload is not None and workload.poll() is None:
-            workload.kill()
-            workload.wait(10)
+        for workload, _lines in workloads.values():
+            if workload.poll() is None:
+                workload.kill()
+                workload.wait(10)
         cluster.close()
     replicas = compare_replicas(cluster, topics, PARTITIONS)
-    history = read_history(history_path)
+    history = [op for host in client_hosts for op in read_history(history_paths[host])]
     nemesis_windows = [w for w in windows if "error" not in w]
     if transactional:
         summary = txn_checker.check(history, nemesis_windows, seconds)
@@ -207,6 +243,8 @@ def run_faults(
     summary.update(
         {
             "workload": workload_name,
+            "topology": topology,
+            "client_hosts": list(client_hosts),
             "seed": seed,
             "seconds": seconds,
             "settings": settings,
@@ -235,22 +273,28 @@ def run_faults(
 
 
 def compare_replicas(cluster, topics: list[str], partitions: int) -> dict:
-    """The three brokers' logs of each partition after the stop, batch bytes end
+    """The replicas' logs of each partition after the stop, batch bytes end
     to end: ``diverged`` lists partitions (``topic-partition``) where one
     replica's bytes are not a prefix of another's (two different records at one
     offset, or a corrupt byte kept); ``ends_differ`` those where all agree but
-    some replica holds less."""
-    diverged, ends_differ = [], []
+    some replica holds less; ``copies_missing`` those fewer than
+    REPLICATION_FACTOR brokers hold (with more brokers than replicas, a broker
+    without the partition's directory is not one of its replicas)."""
+    diverged, ends_differ, copies_missing = [], [], []
     for topic in topics:
         for partition in range(partitions):
             logs = sorted(cluster.replica_logs(topic, partition).items(), key=lambda item: len(item[1]))
-            shortest, longest = logs[0][1], logs[-1][1]
             name = f"{topic}-{partition}"
+            if len(logs) < REPLICATION_FACTOR:
+                copies_missing.append({"partition": name, "holders": [host for host, _ in logs]})
+            if not logs:
+                continue
+            shortest, longest = logs[0][1], logs[-1][1]
             if any(not longest.startswith(data) for _, data in logs):
                 diverged.append(name)
             elif len(shortest) != len(longest):
                 ends_differ.append({"partition": name, "bytes": {host: len(data) for host, data in logs}})
-    return {"diverged": diverged, "ends_differ": ends_differ}
+    return {"diverged": diverged, "ends_differ": ends_differ, "copies_missing": copies_missing}
 
 
 def _workload_command(
@@ -264,8 +308,10 @@ def _workload_command(
     rate_per_producer: float,
     idempotent_message_timeout_ms: int | None,
     txn_rate_per_producer: float,
+    host_args: list[str],
+    host: str,
 ) -> list[str]:
-    """The client program of the workload, on the client host."""
+    """The client program of the workload, on client host ``host``."""
     common = ["--partitions", str(PARTITIONS), "--history", str(history_path), "--t0", repr(t0)]
     if workload_name == "txn":
         return cluster.client_command(
@@ -283,6 +329,7 @@ def _workload_command(
             "--txn-rate",
             str(txn_rate_per_producer),
             *(["--unsafe"] if unsafe else []),
+            host=host,
         )
     return cluster.client_command(
         "-m",
@@ -296,7 +343,13 @@ def _workload_command(
         str(rate_per_producer),
         *(["--unsafe"] if unsafe else []),
         *(["--idempotent-message-timeout-ms", str(idempotent_message_timeout_ms)] if idempotent_message_timeout_ms else []),
+        *host_args,
+        host=host,
     )
+
+
+def _stderr_path(out: Path, host: str, client_hosts: tuple[str, ...]) -> Path:
+    return out / ("workload.stderr" if len(client_hosts) == 1 else f"workload-{host}.stderr")
 
 
 def _note_exits(cluster, exits: list[dict], at_s: float) -> None:
@@ -325,6 +378,7 @@ def passed(summary: dict) -> bool:
         bool(summary.get("valid"))
         and summary.get("final_read") == "final-done"
         and not summary.get("replicas", {}).get("diverged")
+        and not summary.get("replicas", {}).get("copies_missing")
     )
 
 
@@ -339,6 +393,7 @@ def table(summary: dict) -> str:
         ("acknowledged", summary.get("acknowledged")),
         ("lost", summary.get("lost")),
         ("duplicates (idempotent)", summary.get("duplicates")),
+        ("duplicates (idempotent, re-sent by the client after an epoch bump)", summary.get("duplicates_after_epoch_bump")),
         ("duplicates (plain retries)", summary.get("duplicates_non_idempotent")),
         ("inconsistent offsets", summary.get("inconsistent")),
         ("non-monotonic polls", summary.get("nonmonotonic_polls")),
@@ -353,10 +408,46 @@ def table(summary: dict) -> str:
         ("availability overall", availability.get("overall")),
         ("availability during faults", availability.get("during_faults")),
         ("availability outside faults", availability.get("outside_faults")),
+        *_client_rows(summary),
         *_common_rows(summary),
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def _client_rows(summary: dict) -> list[tuple]:
+    """Availability per client host, where there are several (the five topology)."""
+    rows = [] if summary.get("topology", "default") == "default" else [("topology", f"{summary['topology']}, clients on {', '.join(summary.get('client_hosts', []))}")]
+    timely_s = summary.get("timely_s")
+    for client, shares in summary.get("availability_by_client", {}).items():
+        rows.append(
+            (
+                f"{client}: sends attempted / acknowledged",
+                f"{shares['attempted']} / {shares['acknowledged']}",
+            )
+        )
+        rows.append(
+            (
+                "  availability overall / during / outside faults",
+                f"{shares['overall']} / {shares['during_faults']} / {shares['outside_faults']}",
+            )
+        )
+        rows.append(
+            (
+                f"  acknowledged within {timely_s:g} s",
+                f"{shares['timely_overall']} / {shares['timely_during_faults']} / {shares['timely_outside_faults']}",
+            )
+        )
+        rows.append(
+            (
+                f"  during each kind (ok; within {timely_s:g} s)",
+                ", ".join(
+                    f"{kind} {share}; {shares['timely_during_by_kind'].get(kind)}"
+                    for kind, share in shares["during_by_kind"].items()
+                ),
+            )
+        )
+    return rows
 
 
 def _common_rows(summary: dict) -> list[tuple]:
@@ -376,6 +467,11 @@ def _common_rows(summary: dict) -> list[tuple]:
         ("halts on a corrupt batch after its window", sum(bool(e.get("corrupt_halt")) for e in summary.get("unexpected_exits", []))),
         ("replicas diverged (partitions)", summary.get("replicas", {}).get("diverged")),
         ("replicas ending short (partitions)", [e["partition"] for e in summary.get("replicas", {}).get("ends_differ", [])]),
+        *[
+            ("fewer copies than replicas (partitions)", [e["partition"] for e in missing])
+            for missing in [summary.get("replicas", {}).get("copies_missing")]
+            if missing
+        ],
         ("final read", summary.get("final_read")),
         ("verdict", "PASS" if passed(summary) else "FAIL"),
     ]

@@ -146,6 +146,23 @@ def test_idempotent_duplicate_fails_and_plain_duplicate_is_only_reported():
     assert summary["valid"] is True
 
 
+def test_idempotent_duplicate_across_its_producers_epoch_bump_is_counted_apart():
+    def bump(at_s, process="producer-0"):
+        return {"f": "epoch_bump", "type": "ok", "process": process, "start_s": at_s, "end_s": at_s}
+
+    history = healthy_history()
+    history.append(send("dup", 4.0, 9.0, offset=3))  # open from 4 s to 9 s
+    history.append(final_read([[TOPIC, 0, 3, "dup"], [TOPIC, 0, 4, "dup"]]))
+    summary = run(history + [bump(6.0)])
+    assert (summary["duplicates"], summary["duplicates_after_epoch_bump"]) == (0, 1)
+    assert summary["valid"] is True
+    # A bump of another producer, or one outside the send, explains nothing.
+    for other in (bump(6.0, process="producer-1"), bump(9.5)):
+        summary = run(history + [other])
+        assert (summary["duplicates"], summary["duplicates_after_epoch_bump"]) == (1, 0)
+        assert summary["valid"] is False
+
+
 def test_offset_holding_two_values_is_inconsistent():
     history = healthy_history() + [send("v3", 4.0, offset=3), send("v4", 4.1, offset=3)]
     history.append(final_read([[TOPIC, 0, 3, "v3"], [TOPIC, 0, 4, "v4"]]))
@@ -294,6 +311,39 @@ def test_availability_inside_and_outside_windows():
     assert [bucket["second"] for bucket in per_second] == list(range(22))
     assert per_second[10] == {"second": 10, "ok": 0, "fail": 1, "info": 0}
     assert per_second[12]["ok"] == 1 and per_second[20]["ok"] == 1
+
+
+def test_availability_by_client_splits_each_hosts_sends_and_counts_late_acks_apart():
+    def on(client, op):
+        return op | {"client": client, "process": f"{client}/{op['process']}"}
+
+    history = [
+        on("client-a", send("a0", 1.0, offset=0)),  # outside
+        on("client-a", send("a1", 10.0, 10.2, offset=1)),  # split, timely
+        on("client-a", send("a2", 11.0, 11.3, offset=2)),  # split, timely
+        on("client-b", send("b0", 1.5, offset=3)),  # outside
+        on("client-b", send("b1", 10.0, 16.0, offset=4)),  # split: ok only after the heal
+        on("client-b", send("b2", 11.0, type="info")),  # split: timed out
+        on("client-b", send("b3", 31.0, offset=5)),  # kill, timely
+    ]
+    nemeses = [
+        {"kind": "split", "targets": ["node-1", "node-2"], "start_s": 9.5, "end_s": 14.5},
+        {"kind": "kill", "targets": ["node-3"], "start_s": 30.0, "end_s": 35.0},
+    ]
+    summary = run(history, nemeses, run_seconds=40.0)
+    by_client = summary["availability_by_client"]
+    assert sorted(by_client) == ["client-a", "client-b"]
+    a, b = by_client["client-a"], by_client["client-b"]
+    assert (a["attempted"], a["acknowledged"], b["attempted"], b["acknowledged"]) == (3, 3, 4, 3)
+    assert (a["overall"], a["during_faults"], a["outside_faults"]) == (1.0, 1.0, 1.0)
+    assert a["during_by_kind"] == a["timely_during_by_kind"] == {"split": 1.0}
+    assert (b["overall"], b["during_faults"], b["outside_faults"]) == (0.75, round(2 / 3, 4), 1.0)
+    assert b["during_by_kind"] == {"kill": 1.0, "split": 0.5}
+    assert b["timely_during_by_kind"] == {"kill": 1.0, "split": 0.0}
+    assert b["timely_during_faults"] == round(1 / 3, 4) and b["timely_overall"] == 0.5
+    assert summary["timely_s"] == 2.0
+    # One host's history names no client: no per-client figures.
+    assert "availability_by_client" not in run(healthy_history())
 
 
 def test_availability_without_sends_is_null():

@@ -10,12 +10,19 @@ reads) with its start and end time on the monotonic clock, relative to the
 run's ``--t0``. A line "final" on stdin stops the clients; then a fresh
 consumer reads every partition from the beginning to its high watermark and
 the program prints "final-done" and exits.
+
+With ``--client HOST`` (one program per client host, the five topology) every
+client's name, and so every value it sends and every topic it creates, starts
+with the host's name, and every operation carries ``client``: the histories of
+all hosts merge into one. ``--no-final-read`` leaves the final read to another
+host's program: this one prints "stopped" once its clients are done.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import threading
 import time
@@ -53,16 +60,17 @@ INDETERMINATE_ADMIN_ERRORS = {
 class History:
     """Appends one JSON line per operation; shared by every client thread."""
 
-    def __init__(self, path: str, t0: float):
+    def __init__(self, path: str, t0: float, client: str | None = None):
         self._file = open(path, "a", buffering=1 << 16)
         self._lock = threading.Lock()
         self.t0 = t0
+        self.client = {"client": client} if client else {}
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 4)
 
     def add(self, **record) -> None:
-        line = json.dumps(record, separators=(",", ":"))
+        line = json.dumps(record | self.client, separators=(",", ":"))
         with self._lock:
             self._file.write(line + "\n")
 
@@ -75,7 +83,8 @@ class Client(threading.Thread):
     """One client of the run: records its operations under its own name."""
 
     def __init__(self, name: str, history: History, stop: threading.Event, args):
-        super().__init__(name=name, daemon=True)
+        client = getattr(args, "client", None)  # txn_workload.py's clients run on one host
+        super().__init__(name=f"{client}/{name}" if client else name, daemon=True)
         self.history, self.stop, self.args = history, stop, args
 
     def record(self, f: str, kind: str, start_s: float, **fields) -> None:
@@ -104,9 +113,18 @@ class ProducerClient(Client):
             "error_cb": self._on_error,
             # The idempotent producers log their sequence and epoch decisions
             # (a few lines per leader change) to the workload's stderr, so that
-            # a duplicate can be traced to what the client was told.
-            **({"debug": "eos"} if self.idempotent else {}),
+            # a duplicate can be traced to what the client was told; an epoch
+            # bump also goes to the history (_EpochBumps).
+            **({"debug": "eos", "logger": self._logger()} if self.idempotent else {}),
         }
+
+    def _logger(self) -> logging.Logger:
+        logger = logging.getLogger(f"faults.workload.{self.name}")
+        if not logger.handlers:
+            logger.addHandler(_EpochBumps(self))
+            logger.setLevel(logging.DEBUG)
+            logger.propagate = False
+        return logger
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal():
@@ -177,6 +195,24 @@ class ProducerClient(Client):
         left = producer.flush(FLUSH_BOUND_S)
         if left:
             print(f"{self.name}: {left} records still undelivered after {FLUSH_BOUND_S:.0f} s", file=sys.stderr)
+
+
+class _EpochBumps(logging.Handler):
+    """librdkafka's log lines (served by the producer's poll) to stderr, and
+    each bump of the producer epoch to the history as an ``epoch_bump`` op:
+    after one, librdkafka numbers the records it still holds from sequence 0
+    under the new epoch, so one of them that was already written comes again
+    and no broker can tell (checker.py counts those duplicates apart)."""
+
+    def __init__(self, client: Client):
+        super().__init__(logging.DEBUG)
+        self.client = client
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        print(line, file=sys.stderr, flush=True)
+        if "bumped epoch to" in line:
+            self.client.record("epoch_bump", "ok", self.client.history.now(), log=line[-160:])
 
 
 class ConsumerClient(Client):
@@ -334,7 +370,7 @@ class TopicCreator(Client):
         admin = AdminClient({"bootstrap.servers": self.args.bootstrap})
         sequence = 0
         while not self.stop.wait(CREATE_TOPIC_INTERVAL_S):
-            topic = f"{self.args.topic}-created-{sequence}"
+            topic = f"{self.args.topic}-created-{f'{self.args.client}-' if self.args.client else ''}{sequence}"
             sequence += 1
             start_s = self.history.now()
             future = admin.create_topics([NewTopic(topic, num_partitions=1)], request_timeout=10)[topic]
@@ -466,10 +502,14 @@ def main(argv=None) -> int:
         help="message.timeout.ms of the idempotent producers (default librdkafka's 300000)",
     )
     parser.add_argument("--unsafe", action="store_true", help="acks=1 producers without idempotence")
+    parser.add_argument("--client", help="the client host's name, in every client name and operation (several hosts)")
+    parser.add_argument(
+        "--no-final-read", dest="final_read", action="store_false", help="another host's program does the final read"
+    )
     args = parser.parse_args(argv)
 
     create_run_topic(args.bootstrap, args.topic, args.partitions)
-    history = History(args.history, args.t0)
+    history = History(args.history, args.t0, args.client)
     stop = threading.Event()
     if args.unsafe:
         producers = [ProducerClient(f"producer-{i}", history, stop, args, acks="1", idempotent=False) for i in range(3)]
@@ -495,6 +535,10 @@ def main(argv=None) -> int:
     stop.set()
     for client in clients:
         client.join(FLUSH_BOUND_S + 15)
+    if not args.final_read:
+        history.close()
+        print("stopped", flush=True)
+        return 0
     complete = final_read(history, args)
     history.close()
     print("final-done" if complete else "final-incomplete", flush=True)

@@ -1,4 +1,4 @@
-"""docker/compose.yaml and docker/compose.combined.yaml: valid against the
+"""docker/compose.yaml, docker/compose.combined.yaml and docker/compose.five.yaml: valid against the
 Compose Specification's JSON schema (as vendored by check-jsonschema), and
 each service's environment, read through the image's entrypoint rules, is a
 pybroker config that starts the topology the file describes. The console and
@@ -19,7 +19,9 @@ from broker import container
 from broker.config import load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-COMPOSE_FILES = ["docker/compose.yaml", "docker/compose.combined.yaml"]
+COMPOSE_FILES = ["docker/compose.yaml", "docker/compose.combined.yaml", "docker/compose.five.yaml"]
+# Each file's (controllers, brokers): five combined nodes make a five-voter quorum.
+NODE_COUNTS = {"docker/compose.yaml": (3, 3), "docker/compose.combined.yaml": (3, 3), "docker/compose.five.yaml": (5, 5)}
 
 
 def load_yaml(path: Path):
@@ -60,9 +62,9 @@ def test_every_service_is_a_node_of_one_rf3_cluster(name, tmp_path):
     assert len(node_ids) == len(set(node_ids)), node_ids
     controllers = {c["node.id"]: c for c in configs.values() if "controller" in c["process.roles"]}
     brokers = {n: c for n, c in configs.items() if "broker" in c["process.roles"]}
-    assert len(controllers) == 3 and len(brokers) == 3
+    assert (len(controllers), len(brokers)) == NODE_COUNTS[name]
     for service_name, config in configs.items():
-        # Every node names the same three voters, each reachable at its hostname.
+        # Every node names the same voters, each reachable at its hostname.
         assert sorted(config.quorum_voters) == sorted(controllers), service_name
         for node_id, (host, port) in config.quorum_voters.items():
             service = next(s for s in services.values() if str(s["environment"]["KAFKA_NODE_ID"]) == str(node_id))
@@ -83,7 +85,7 @@ def test_every_service_is_a_node_of_one_rf3_cluster(name, tmp_path):
         assert f"{host_port}:{host_port}" in service["ports"]
         assert config.inter_broker_listener_name == "INTERNAL"
         published.append(host_port)
-    assert len(set(published)) == 3
+    assert len(set(published)) == len(brokers)
 
 
 def published(service: dict) -> dict[int, str]:
@@ -160,7 +162,13 @@ def compose_command() -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "files", [["docker/compose.yaml"], ["docker/compose.combined.yaml"], ["docker/compose.yaml", "docker/compose.monitoring.yaml"]]
+    "files",
+    [
+        ["docker/compose.yaml"],
+        ["docker/compose.combined.yaml"],
+        ["docker/compose.five.yaml"],
+        ["docker/compose.yaml", "docker/compose.monitoring.yaml"],
+    ],
 )
 def test_compose_config_accepts_the_files(files):
     """Compose's own parser and validation (`config` needs no engine): what the

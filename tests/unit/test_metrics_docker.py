@@ -20,7 +20,11 @@ from tests.unit.test_metrics import FakeLog, fake_broker, metrics_of
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DOCKER = PROJECT_ROOT / "docker"
 # Cluster file -> the Prometheus config meant for it.
-CLUSTERS = {"compose.yaml": "prometheus.yml", "compose.combined.yaml": "prometheus.combined.yml"}
+CLUSTERS = {
+    "compose.yaml": "prometheus.yml",
+    "compose.combined.yaml": "prometheus.combined.yml",
+    "compose.five.yaml": "prometheus.five.yml",
+}
 
 
 def load_yaml(path: Path):
