@@ -87,6 +87,7 @@ class Node:
     filler: Path | None = None
     log_paths: list[Path] = field(default_factory=list)
     clock_offset_s: float = 0.0  # how far its wall clock is off the true time (the clock shim)
+    code_root: Path = PROJECT_ROOT  # the pybroker tree it runs (the upgrade nemesis: an older one)
 
     @property
     def is_broker(self) -> bool:
@@ -178,7 +179,7 @@ class FaultCluster:
         env.update(node.environment)
         env["KAFKA_LOG_DIRS"] = str(node.data_dir / "logs")  # the named volume
         env["PYBROKER_CONFIG_FILE"] = str(node.data_dir / "server.properties")
-        env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = str(node.code_root) + os.pathsep + env.get("PYTHONPATH", "")
         if self.clock_shim is not None and node.is_broker:
             # Outside the tmpfs: a full disk (disk-full) must not stop a jump or its heal.
             set_offset(self._clock_file(node), node.clock_offset_s)
@@ -208,6 +209,20 @@ class FaultCluster:
             node.process.send_signal(signal.SIGKILL)
             node.process.wait(STOP_BOUND_S)
         node.paused = False
+
+    def stop(self, node: Node, bound_s: float = STOP_BOUND_S) -> bool:
+        """SIGTERM (a controlled shutdown) and wait; SIGKILL past ``bound_s``.
+        Whether it stopped by itself."""
+        self.resume(node)  # a stopped process cannot act on SIGTERM
+        if not node.running():
+            return True
+        node.process.send_signal(signal.SIGTERM)
+        try:
+            node.process.wait(bound_s)
+            return True
+        except subprocess.TimeoutExpired:
+            self.kill(node)
+            return False
 
     def pause(self, node: Node) -> None:
         if node.running():

@@ -19,6 +19,10 @@ Kinds:
                           segment on its leader's or a follower's disk; the broker finds it (its
                           follower reads and scrubber check CRCs), cuts its log and, if it halted,
                           is restarted at the heal and fetches the rest back
+
+Not in the schedule: ``upgrade`` (tests/faults/upgrade.py), a rolling upgrade
+from an older build and back, one long process whose steps are its windows;
+it runs alone.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ KINDS = (
     "clock-jump",
     "corrupt",
 )
+UPGRADE = "upgrade"  # runs alone, instead of the schedule
 FLAKY_DOWN_S = (0.05, 0.4)
 FLAKY_UP_S = (0.25, 0.9)
 SLOW_LINK_RATE = "1mbit"

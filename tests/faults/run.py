@@ -18,7 +18,8 @@ from pathlib import Path
 from tests.faults import checker, txn_checker
 from tests.faults.clock import ClockShimUnavailable, build_shim
 from tests.faults.cluster import FaultCluster, wait_until
-from tests.faults.nemesis import KINDS, Nemesis, netem_available, schedule
+from tests.faults.nemesis import KINDS, UPGRADE, Nemesis, netem_available, schedule
+from tests.faults.upgrade import OLD_REF, OldTree, RollingUpgrade, upgrade_rows
 from tests.netns import check_available
 
 TOPIC = "faults"
@@ -29,6 +30,8 @@ TXN_INPUT_TOPIC = "faults-txn-in"
 TXN_OUTPUT_TOPIC = "faults-txn-out"
 WORKLOADS = ("records", "txn")
 CLIENT_START_BOUND_S = 90
+# Load before the upgrade's first step, as the schedule's warm-up.
+UPGRADE_WARMUP_S = 5.0
 HEAL_BOUND_S = 120
 FINAL_BOUND_S = 240
 # What Kafka documents as able to lose acknowledged writes: a leader elected
@@ -73,6 +76,8 @@ def run_faults(
     idempotent_message_timeout_ms: int | None = None,
     workload_name: str = "records",
     txn_rate_per_producer: float = 10.0,
+    upgrade_from: str = OLD_REF,
+    upgrade_downgrade: bool = True,
     log=print,
 ) -> dict:
     """Run one schedule of ``seconds`` (after a 5 s warm-up inside it) and
@@ -81,7 +86,11 @@ def run_faults(
     ``workload_name`` "records" is the plain and idempotent producers of
     workload.py; "txn" the transactions of txn_workload.py, where ``unsafe``
     means read_uncommitted readers on the same safe cluster (so what the
-    checker finds comes from the isolation level alone)."""
+    checker finds comes from the isolation level alone).
+
+    ``kinds`` ``("upgrade",)``: instead of a schedule, a rolling upgrade from
+    the build at ``upgrade_from`` to this tree, steps spread over ``seconds``,
+    and back again if ``upgrade_downgrade`` (tests/faults/upgrade.py)."""
     transactional = workload_name == "txn"
     topics = [TXN_INPUT_TOPIC, TXN_OUTPUT_TOPIC] if transactional else [TOPIC]
     out = Path(out)
@@ -106,15 +115,23 @@ def run_faults(
         except ClockShimUnavailable as exc:
             unavailable["clock-jump"] = str(exc)
             kinds = tuple(k for k in kinds if k != "clock-jump")
+    upgrading = UPGRADE in kinds
+    if upgrading and len(kinds) > 1:
+        raise ValueError("the upgrade nemesis is one long process: it runs alone")
+    old_tree = OldTree(upgrade_from) if upgrading else None  # raises OldBuildUnavailable: no git, no such ref
     cluster = FaultCluster(
         out / "cluster", extra_env=UNSAFE_ENV if unsafe and not transactional else None, clock_shim=clock_shim
     )
+    upgrade = None
+    if old_tree is not None:
+        for node in cluster.nodes.values():
+            node.code_root = old_tree.root
     workload = None
     try:
         if "latency-loss" in kinds and (why := netem_available(cluster)):
             unavailable["latency-loss"] = why
             kinds = tuple(k for k in kinds if k != "latency-loss")
-        plan = schedule(seed, seconds, kinds)
+        plan = [] if upgrading else schedule(seed, seconds, kinds)
         log(f"starting the cluster ({len(cluster.nodes)} nodes) in network namespaces")
         cluster.start_all()
         command = _workload_command(
@@ -142,6 +159,11 @@ def run_faults(
             raise RuntimeError("the workload did not start: " + (out / "workload.stderr").read_text()[-2000:])
         run_start = time.monotonic()
         nemesis = Nemesis(cluster, topics[0], PARTITIONS, seed)
+        if old_tree is not None:
+            upgrade = RollingUpgrade(cluster, topics, old_tree.root, now, log)
+            upgrade.run(run_start + UPGRADE_WARMUP_S, seconds - UPGRADE_WARMUP_S, upgrade_downgrade)
+            windows.extend(upgrade.windows)
+            _note_exits(cluster, unexpected_exits, now())
         for window in plan:
             time.sleep(max(0.0, run_start + window.start_s - time.monotonic()))
             started = now()
@@ -180,7 +202,11 @@ def run_faults(
             workload.kill()
             workload.wait(10)
         cluster.close()
+        if old_tree is not None:
+            old_tree.remove()
     replicas = compare_replicas(cluster, topics, PARTITIONS)
+    if upgrade is not None:
+        seconds = max(seconds, now())  # the steps take what they take
     history = read_history(history_path)
     nemesis_windows = [w for w in windows if "error" not in w]
     if transactional:
@@ -210,6 +236,7 @@ def run_faults(
             "final_read": final_state,
             "replicas": replicas,
         }
+        | ({"upgrade": upgrade.summary(old_tree.commit)} if upgrade is not None else {})
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     try:
@@ -318,7 +345,15 @@ def passed(summary: dict) -> bool:
         bool(summary.get("valid"))
         and summary.get("final_read") == "final-done"
         and not summary.get("replicas", {}).get("diverged")
+        and upgrade_passed(summary.get("upgrade"))
     )
+
+
+def upgrade_passed(upgrade: dict | None) -> bool:
+    """No upgrade, or every step came back and every feature check answered as it must."""
+    if upgrade is None:
+        return True
+    return upgrade["feature_checks_as_expected"] and all(step["back"] for step in upgrade["steps"])
 
 
 def table(summary: dict) -> str:
@@ -346,6 +381,7 @@ def table(summary: dict) -> str:
         ("availability overall", availability.get("overall")),
         ("availability during faults", availability.get("during_faults")),
         ("availability outside faults", availability.get("outside_faults")),
+        *upgrade_rows(summary.get("upgrade"), summary.get("recovery", [])),
         *_common_rows(summary),
     ]
     width = max(len(name) for name, _ in rows)
