@@ -161,8 +161,10 @@ def run_faults(
         nemesis = Nemesis(cluster, topics[0], PARTITIONS, seed)
         if old_tree is not None:
             upgrade = RollingUpgrade(cluster, topics, old_tree.root, now, log)
-            upgrade.run(run_start + UPGRADE_WARMUP_S, seconds - UPGRADE_WARMUP_S, upgrade_downgrade)
-            windows.extend(upgrade.windows)
+            try:
+                upgrade.run(run_start + UPGRADE_WARMUP_S, seconds - UPGRADE_WARMUP_S, upgrade_downgrade)
+            finally:
+                windows.extend(upgrade.windows)  # the steps done, even if one failed
             _note_exits(cluster, unexpected_exits, now())
         for window in plan:
             time.sleep(max(0.0, run_start + window.start_s - time.monotonic()))

@@ -57,7 +57,7 @@ STOP_BOUND_S = 30
 BACK_BOUND_S = 120
 # How long the probe's old broker is given to register against a finalized
 # level it does not support (several of its registration attempts).
-REFUSED_PROBE_S = 15
+REFUSED_PROBE_S = 10
 FEATURE_CALL_TIMEOUT_S = 15.0
 
 
@@ -144,6 +144,7 @@ class RollingUpgrade:
         self.windows: list[dict] = []
         self.checks: list[FeatureCheck] = []
         self.refused_probe: dict | None = None
+        self._fetch_seen: dict[int, int] = {}  # node id -> its last fetch time as the quorum leader last said
 
     def build_of(self, node) -> str:
         return "old" if node.code_root == self.old_root else "head"
@@ -195,6 +196,7 @@ class RollingUpgrade:
         clean = self.cluster.stop(node, STOP_BOUND_S)
         stopped = self.now()
         node.code_root = code_root
+        self._fetch_seen.pop(node.node_id, None)
         self.cluster.start(node)
         back = wait_until(lambda: self.is_back(node), BACK_BOUND_S)
         window = {
@@ -222,7 +224,10 @@ class RollingUpgrade:
         return self.controller_caught_up(node)
 
     def controller_caught_up(self, node) -> bool:
-        """The quorum has a leader and ``node``'s log reaches its high watermark."""
+        """The quorum has a leader, ``node``'s log reaches its high watermark, and
+        it fetched since the last look: the leader keeps a stopped voter's last
+        state, so an end offset alone would call a node that is still starting
+        caught up (and the next step would stop a second voter)."""
         for asked in self.cluster.controllers:
             if not asked.running():
                 continue
@@ -232,10 +237,29 @@ class RollingUpgrade:
                 continue
             for topic in response.topics:
                 for partition in topic.partitions:
-                    if partition.error_code != 0 or partition.leader_id < 0:
-                        continue
-                    mine = [v for v in partition.current_voters if v.replica_id == node.node_id]
-                    return bool(mine) and mine[0].log_end_offset >= partition.high_watermark
+                    if partition.error_code != 0 or partition.leader_id != asked.node_id:
+                        continue  # only the leader tracks its voters (a follower answers blanks)
+                    mine = next((v for v in partition.current_voters if v.replica_id == node.node_id), None)
+                    if mine is None:
+                        return False
+                    if node.node_id == partition.leader_id:
+                        return True  # it leads the quorum again: it is the one that is caught up
+                    seen = self._fetch_seen.get(node.node_id)
+                    self._fetch_seen[node.node_id] = mine.last_fetch_timestamp
+                    fetched = seen is not None and mine.last_fetch_timestamp != seen
+                    return fetched and mine.log_end_offset >= partition.high_watermark
+        return False
+
+    def admitted(self, node) -> bool:
+        """Another broker lists ``node`` among the live (registered, unfenced)
+        brokers: a broker always lists itself, registered or not."""
+        for other in self.cluster.brokers:
+            if other is node or not other.running():
+                continue
+            try:
+                return node.node_id in {b.node_id for b in self.cluster.metadata(other).brokers}
+            except (OSError, ToolError, TimeoutError, ConnectionError):
+                continue
         return False
 
     def probe_refused_registration(self, node) -> None:
@@ -243,9 +267,12 @@ class RollingUpgrade:
         build must not rejoin; what it did is recorded, then it goes back to head."""
         started = self.now()
         self.cluster.stop(node, STOP_BOUND_S)
+        # Its controlled shutdown fences it; the others must have seen that before its old build starts.
+        wait_until(lambda: not self.admitted(node), REFUSED_PROBE_S)
         node.code_root = self.old_root
         self.cluster.start(node)
-        served = wait_until(lambda: self.cluster.serving(node), REFUSED_PROBE_S)
+        served = wait_until(lambda: self.admitted(node), REFUSED_PROBE_S)
+        answered = self.cluster.serving(node)
         exited = node.process.poll()
         lines = [
             line.strip()
@@ -255,11 +282,13 @@ class RollingUpgrade:
         self.refused_probe = {
             "node": node.hostname,
             "served": bool(served),
+            "answered_metadata": answered,
             "exit_code": exited,
             "log_lines": lines[-5:],
         }
         self.log(f"{started:7.1f} s  old build on {node.hostname} with {NEW_FEATURE[0]}={NEW_FEATURE[1]} finalized: "
-                 f"{'SERVED (wrong)' if served else 'refused'}, exit code {exited}; {lines[-1:] or 'no registration line'}")
+                 f"{'ADMITTED (wrong)' if served else 'not admitted'}, answers Metadata: {answered}, exit code {exited}; "
+                 f"{lines[-1:] or 'no registration line'}")
         window = self.step(node, PROJECT_ROOT, "refused-old")
         window["start_s"] = started  # the old build's attempt belongs to the window
 
@@ -357,7 +386,8 @@ def upgrade_rows(upgrade: dict | None, recovery: list[dict]) -> list[tuple[str, 
         rows.append(
             (
                 "  old build, level finalized",
-                f"{probe['node']} {'served (WRONG)' if probe['served'] else 'not admitted'}, "
+                f"{probe['node']} {'admitted (WRONG)' if probe['served'] else 'not admitted'}, "
+                f"{'answers' if probe.get('answered_metadata') else 'does not answer'} Metadata itself, "
                 f"exit code {probe['exit_code']}",
             )
         )
