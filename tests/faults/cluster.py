@@ -307,6 +307,14 @@ class FaultCluster:
         return True
 
     def active_controller(self) -> Node | None:
+        for _, partition in self.quorum_answers():
+            if partition.leader_id >= 0:
+                return self.by_id(partition.leader_id)
+        return None
+
+    def quorum_answers(self):
+        """(controller, its DescribeQuorum partition) for each running controller
+        that answers, in order."""
         for node in self.controllers:
             if not node.running() or node.paused:
                 continue
@@ -315,10 +323,7 @@ class FaultCluster:
             except (OSError, ToolError, TimeoutError, ConnectionError):
                 continue
             for topic in response.topics:
-                for partition in topic.partitions:
-                    if partition.leader_id >= 0:
-                        return self.by_id(partition.leader_id)
-        return None
+                yield from ((node, partition) for partition in topic.partitions)
 
     # ---------------------------------------------------------------- network
 

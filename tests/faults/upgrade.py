@@ -40,10 +40,9 @@ from pathlib import Path
 
 from broker.tools.client import ToolError
 from broker.tools.features import FeaturesTool, Update, describe_lines
-from broker.tools.metadata_quorum import describe_quorum
 from controller.features import SHARE_VERSION, UpgradeType
 from protocol.errors import ErrorCode
-from tests.faults.cluster import CONTROLLER_PORT, INTERNAL_PORT, PROJECT_ROOT, wait_until
+from tests.faults.cluster import INTERNAL_PORT, PROJECT_ROOT, wait_until
 
 # The old build: main just before the share-groups merge (00bdbf6), whose
 # SUPPORTED_FEATURE_LEVELS has share.version (0, 0) where this tree has (0, 1),
@@ -144,7 +143,7 @@ class RollingUpgrade:
         self.windows: list[dict] = []
         self.checks: list[FeatureCheck] = []
         self.refused_probe: dict | None = None
-        self._fetch_seen: dict[int, int] = {}  # node id -> its last fetch time as the quorum leader last said
+        self._started_ms: dict[int, int] = {}  # node id -> wall-clock ms of its last start
 
     def build_of(self, node) -> str:
         return "old" if node.code_root == self.old_root else "head"
@@ -196,7 +195,7 @@ class RollingUpgrade:
         clean = self.cluster.stop(node, STOP_BOUND_S)
         stopped = self.now()
         node.code_root = code_root
-        self._fetch_seen.pop(node.node_id, None)
+        self._started_ms[node.node_id] = int(time.time() * 1000)
         self.cluster.start(node)
         back = wait_until(lambda: self.is_back(node), BACK_BOUND_S)
         window = {
@@ -225,29 +224,21 @@ class RollingUpgrade:
 
     def controller_caught_up(self, node) -> bool:
         """The quorum has a leader, ``node``'s log reaches its high watermark, and
-        it fetched since the last look: the leader keeps a stopped voter's last
-        state, so an end offset alone would call a node that is still starting
-        caught up (and the next step would stop a second voter)."""
-        for asked in self.cluster.controllers:
-            if not asked.running():
-                continue
-            try:
-                response, _, _ = describe_quorum(f"{self.cluster.net.ips[asked.hostname]}:{CONTROLLER_PORT}", 3.0)
-            except (OSError, ToolError, TimeoutError, ConnectionError):
-                continue
-            for topic in response.topics:
-                for partition in topic.partitions:
-                    if partition.error_code != 0 or partition.leader_id != asked.node_id:
-                        continue  # only the leader tracks its voters (a follower answers blanks)
-                    mine = next((v for v in partition.current_voters if v.replica_id == node.node_id), None)
-                    if mine is None:
-                        return False
-                    if node.node_id == partition.leader_id:
-                        return True  # it leads the quorum again: it is the one that is caught up
-                    seen = self._fetch_seen.get(node.node_id)
-                    self._fetch_seen[node.node_id] = mine.last_fetch_timestamp
-                    fetched = seen is not None and mine.last_fetch_timestamp != seen
-                    return fetched and mine.log_end_offset >= partition.high_watermark
+        the leader saw it fetch after its start: the leader keeps a stopped
+        voter's last state, so an end offset alone would call a node that is
+        still starting caught up (and the next step would stop a second voter).
+        The leader reports fetch times in wall-clock ms, the same clock as this
+        host's (no clock shim in an upgrade run)."""
+        for asked, partition in self.cluster.quorum_answers():
+            if partition.error_code != 0 or partition.leader_id != asked.node_id:
+                continue  # only the leader tracks its voters (a follower answers blanks)
+            mine = next((v for v in partition.current_voters if v.replica_id == node.node_id), None)
+            if mine is None:
+                return False
+            if node.node_id == partition.leader_id:
+                return True  # it leads the quorum again: it is the one that is caught up
+            fetched = mine.last_fetch_timestamp >= self._started_ms.get(node.node_id, 0)
+            return fetched and mine.log_end_offset >= partition.high_watermark
         return False
 
     def admitted(self, node) -> bool:
