@@ -21,8 +21,9 @@ from tests.netns import NamespaceUnavailable, check_available
 
 pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
 
-# Steps back to back: 6 up, the refused old broker, 6 down, about 80-100 s on
-# two cores; the seconds only spread them when the cluster is faster.
+# Steps back to back: 6 up, the refused old broker, 6 down, about 80-130 s on
+# two cores (2-3 min with the cluster's start and the final read; more on a
+# loaded machine); the seconds only spread them when the cluster is faster.
 UPGRADE_SECONDS = 30
 UPGRADE_SEED = 36
 
