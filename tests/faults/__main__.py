@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from tests.faults.cluster import TOPOLOGIES
-from tests.faults.nemesis import KINDS
+from tests.faults.nemesis import KINDS, UPGRADE
 from tests.faults.run import WORKLOADS, passed, run_faults, table
+from tests.faults.upgrade import OLD_REF, OldBuildUnavailable
 from tests.netns import NamespaceUnavailable
 
 
@@ -35,7 +36,13 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--txn-rate", type=float, default=10.0, help="txn: transactions per second per producer (2)")
     parser.add_argument(
-        "--nemeses", default=",".join(KINDS), help=f"comma-separated kinds (default all: {','.join(KINDS)})"
+        "--nemeses",
+        default=",".join(KINDS),
+        help=f"comma-separated kinds (default all: {','.join(KINDS)}); or '{UPGRADE}' alone: a rolling upgrade "
+        "from --upgrade-from to this tree and back, its steps spread over --seconds",
+    )
+    parser.add_argument(
+        "--upgrade-from", default=OLD_REF, metavar="REF", help=f"upgrade: the git ref of the old build (default {OLD_REF[:10]})"
     )
     parser.add_argument("--rate", type=float, default=100.0, help="records per second per producer (3 producers)")
     parser.add_argument(
@@ -56,9 +63,11 @@ def main(argv=None) -> int:
     if args.topology != "default" and args.workload == "txn":
         parser.error(f"the {args.topology} topology runs the records workload only")
     kinds = tuple(k for k in args.nemeses.split(",") if k)
-    unknown = [k for k in kinds if k not in KINDS]
+    unknown = [k for k in kinds if k not in KINDS and k != UPGRADE]
     if unknown:
         parser.error(f"unknown nemeses: {', '.join(unknown)}")
+    if UPGRADE in kinds and len(kinds) > 1:
+        parser.error(f"{UPGRADE} runs alone (it is one long process, not a window of the schedule)")
     # SIGTERM (a CI timeout, kill) ends the run through its cleanup: the
     # namespaces, tmpfs mounts and broker processes it made go with it.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -74,8 +83,9 @@ def main(argv=None) -> int:
             workload_name=args.workload,
             txn_rate_per_producer=args.txn_rate,
             topology=args.topology,
+            upgrade_from=args.upgrade_from,
         )
-    except NamespaceUnavailable as exc:
+    except (NamespaceUnavailable, OldBuildUnavailable) as exc:
         print(f"cannot run: {exc}", file=sys.stderr)
         return 2
     print(table(summary))

@@ -119,6 +119,7 @@ class Node:
     log_paths: list[Path] = field(default_factory=list)
     clock_offset_s: float = 0.0  # how far its wall clock is off the true time (the clock shim)
     failing_dirs: list[Path] = field(default_factory=list)  # log dirs failing with EIO (the EIO shim)
+    code_root: Path = PROJECT_ROOT  # the pybroker tree it runs (the upgrade nemesis: an older one)
 
     @property
     def is_broker(self) -> bool:
@@ -219,7 +220,7 @@ class FaultCluster:
         if node.is_broker:
             env["KAFKA_METADATA_LOG_DIR"] = str(node.data_dir / BROKER_METADATA_DIR_NAME)
         env["PYBROKER_CONFIG_FILE"] = str(node.data_dir / "server.properties")
-        env["PYTHONPATH"] = str(PROJECT_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = str(node.code_root) + os.pathsep + env.get("PYTHONPATH", "")
         preloads = []
         if self.clock_shim is not None and node.is_broker:
             # Outside the tmpfs: a full disk (disk-full) must not stop a jump or its heal.
@@ -257,6 +258,20 @@ class FaultCluster:
             node.process.send_signal(signal.SIGKILL)
             node.process.wait(STOP_BOUND_S)
         node.paused = False
+
+    def stop(self, node: Node, bound_s: float = STOP_BOUND_S) -> bool:
+        """SIGTERM (a controlled shutdown) and wait; SIGKILL past ``bound_s``.
+        Whether it stopped by itself."""
+        self.resume(node)  # a stopped process cannot act on SIGTERM
+        if not node.running():
+            return True
+        node.process.send_signal(signal.SIGTERM)
+        try:
+            node.process.wait(bound_s)
+            return True
+        except subprocess.TimeoutExpired:
+            self.kill(node)
+            return False
 
     def pause(self, node: Node) -> None:
         if node.running():
@@ -341,6 +356,14 @@ class FaultCluster:
         return True
 
     def active_controller(self) -> Node | None:
+        for _, partition in self.quorum_answers():
+            if partition.leader_id >= 0:
+                return self.by_id(partition.leader_id)
+        return None
+
+    def quorum_answers(self):
+        """(controller, its DescribeQuorum partition) for each running controller
+        that answers, in order."""
         for node in self.controllers:
             if not node.running() or node.paused:
                 continue
@@ -349,10 +372,7 @@ class FaultCluster:
             except (OSError, ToolError, TimeoutError, ConnectionError):
                 continue
             for topic in response.topics:
-                for partition in topic.partitions:
-                    if partition.leader_id >= 0:
-                        return self.by_id(partition.leader_id)
-        return None
+                yield from ((node, partition) for partition in topic.partitions)
 
     # ---------------------------------------------------------------- network
 

@@ -26,6 +26,10 @@ Kinds:
                           heal: writes work again and the broker restarts (an offline dir comes
                           back only with a restart). Evidence in its detail: when DescribeLogDirs
                           showed the dir offline and when its partitions had other leaders
+
+Not in the schedule: ``upgrade`` (tests/faults/upgrade.py), a rolling upgrade
+from an older build and back, one long process whose steps are its windows;
+it runs alone.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ KINDS = (
     "corrupt",
     "eio",
 )
+UPGRADE = "upgrade"  # runs alone, instead of the schedule
 FLAKY_DOWN_S = (0.05, 0.4)
 FLAKY_UP_S = (0.25, 0.9)
 SLOW_LINK_RATE = "1mbit"

@@ -19,7 +19,8 @@ from tests.faults import checker, txn_checker
 from tests.faults.clock import ClockShimUnavailable, build_shim
 from tests.faults.cluster import REPLICATION_FACTOR, TOPOLOGIES, FaultCluster, wait_until
 from tests.faults.eio import build_eio_shim
-from tests.faults.nemesis import KINDS, Nemesis, netem_available, schedule
+from tests.faults.nemesis import KINDS, UPGRADE, Nemesis, netem_available, schedule
+from tests.faults.upgrade import OLD_REF, OldTree, RollingUpgrade, upgrade_rows
 from tests.netns import check_available
 
 TOPIC = "faults"
@@ -30,6 +31,8 @@ TXN_INPUT_TOPIC = "faults-txn-in"
 TXN_OUTPUT_TOPIC = "faults-txn-out"
 WORKLOADS = ("records", "txn")
 CLIENT_START_BOUND_S = 90
+# Load before the upgrade's first step, as the schedule's warm-up.
+UPGRADE_WARMUP_S = 5.0
 HEAL_BOUND_S = 120
 FINAL_BOUND_S = 240
 # What Kafka documents as able to lose acknowledged writes: a leader elected
@@ -75,6 +78,8 @@ def run_faults(
     workload_name: str = "records",
     txn_rate_per_producer: float = 10.0,
     topology: str = "default",
+    upgrade_from: str = OLD_REF,
+    upgrade_downgrade: bool = True,
     log=print,
 ) -> dict:
     """Run one schedule of ``seconds`` (after a 5 s warm-up inside it) and
@@ -87,7 +92,11 @@ def run_faults(
 
     ``topology`` names one of cluster.TOPOLOGIES: "five" is five combined
     nodes with a client host on each side of a split, each running the
-    records workload with its own history; the checker reads them merged."""
+    records workload with its own history; the checker reads them merged.
+
+    ``kinds`` ``("upgrade",)``: instead of a schedule, a rolling upgrade from
+    the build at ``upgrade_from`` to this tree, steps spread over ``seconds``,
+    and back again if ``upgrade_downgrade`` (tests/faults/upgrade.py)."""
     transactional = workload_name == "txn"
     client_hosts = TOPOLOGIES[topology].client_hosts
     if transactional and len(client_hosts) > 1:
@@ -122,6 +131,12 @@ def run_faults(
             except ClockShimUnavailable as exc:  # EioShimUnavailable too
                 unavailable[kind] = str(exc)
                 kinds = tuple(k for k in kinds if k != kind)
+    upgrading = UPGRADE in kinds
+    if upgrading and len(kinds) > 1:
+        raise ValueError("the upgrade nemesis is one long process: it runs alone")
+    if upgrading and topology != "default":
+        raise ValueError("the upgrade nemesis runs on the default topology")
+    old_tree = OldTree(upgrade_from) if upgrading else None  # raises OldBuildUnavailable: no git, no such ref
     cluster = FaultCluster(
         out / "cluster",
         extra_env=UNSAFE_ENV if unsafe and not transactional else None,
@@ -131,11 +146,15 @@ def run_faults(
         client_hosts=client_hosts,
     )
     workloads: dict[str, tuple[subprocess.Popen, _Lines]] = {}
+    upgrade = None
+    if old_tree is not None:
+        for node in cluster.nodes.values():
+            node.code_root = old_tree.root
     try:
         if "latency-loss" in kinds and (why := netem_available(cluster)):
             unavailable["latency-loss"] = why
             kinds = tuple(k for k in kinds if k != "latency-loss")
-        plan = schedule(seed, seconds, kinds)
+        plan = [] if upgrading else schedule(seed, seconds, kinds)
         log(f"starting the cluster ({len(cluster.nodes)} nodes) in network namespaces")
         cluster.start_all(TOPOLOGIES[topology].start_bound_s)
         for host in client_hosts:
@@ -171,6 +190,13 @@ def run_faults(
                 )
         run_start = time.monotonic()
         nemesis = Nemesis(cluster, topics[0], PARTITIONS, seed)
+        if old_tree is not None:
+            upgrade = RollingUpgrade(cluster, topics, old_tree.root, now, log)
+            try:
+                upgrade.run(run_start + UPGRADE_WARMUP_S, seconds - UPGRADE_WARMUP_S, upgrade_downgrade)
+            finally:
+                windows.extend(upgrade.windows)  # the steps done, even if one failed
+            _note_exits(cluster, unexpected_exits, now())
         for window in plan:
             time.sleep(max(0.0, run_start + window.start_s - time.monotonic()))
             started = now()
@@ -223,7 +249,11 @@ def run_faults(
                 workload.kill()
                 workload.wait(10)
         cluster.close()
+        if old_tree is not None:
+            old_tree.remove()
     replicas = compare_replicas(cluster, topics, PARTITIONS)
+    if upgrade is not None:
+        seconds = max(seconds, now())  # the steps take what they take
     history = [op for host in client_hosts for op in read_history(history_paths[host])]
     nemesis_windows = [w for w in windows if "error" not in w]
     if transactional:
@@ -255,6 +285,7 @@ def run_faults(
             "final_read": final_state,
             "replicas": replicas,
         }
+        | ({"upgrade": upgrade.summary(old_tree.commit)} if upgrade is not None else {})
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     try:
@@ -379,7 +410,15 @@ def passed(summary: dict) -> bool:
         and summary.get("final_read") == "final-done"
         and not summary.get("replicas", {}).get("diverged")
         and not summary.get("replicas", {}).get("copies_missing")
+        and upgrade_passed(summary.get("upgrade"))
     )
+
+
+def upgrade_passed(upgrade: dict | None) -> bool:
+    """No upgrade, or every step came back and every feature check answered as it must."""
+    if upgrade is None:
+        return True
+    return upgrade["feature_checks_as_expected"] and all(step["back"] for step in upgrade["steps"])
 
 
 def table(summary: dict) -> str:
@@ -408,6 +447,7 @@ def table(summary: dict) -> str:
         ("availability overall", availability.get("overall")),
         ("availability during faults", availability.get("during_faults")),
         ("availability outside faults", availability.get("outside_faults")),
+        *upgrade_rows(summary.get("upgrade"), summary.get("recovery", [])),
         *_client_rows(summary),
         *_common_rows(summary),
     ]
