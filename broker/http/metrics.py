@@ -19,6 +19,11 @@ a worker thread (broker/http/exposition.py says why and what that relies on).
 The balancer's families (broker/http/balancer_metrics.py) have series on the
 active controller only.
 
+Longer than ~700 lines on purpose: one collector builds every family, and all
+of them share its topic cap and its rule of reading state only at scrape time;
+the balancer's and the schema registry's families, the HTTP server and the
+scrape's slicing (broker/http/exposition.py) are apart already.
+
 Cardinality is bounded: ``metrics.topic.series.max`` topics get per-topic and
 per-partition series (the first ones by name, so the set is stable across
 scrapes), ``metrics.group.series.max`` consumer-group lag series; what is left

@@ -16,6 +16,9 @@ for acknowledged writes: each appears exactly once, at the offset it was
 acknowledged with, in acknowledgement order, and nothing appears that was
 never attempted. ``segments_identical`` compares the replicas' batch bytes
 below the high watermark, since followers keep the leader's bytes unchanged.
+
+Longer than ~700 lines on purpose: the cluster, the producer and the checker
+are used together by every replication test and share the history's format.
 """
 
 from __future__ import annotations
