@@ -23,7 +23,7 @@ def write_log(directory: Path, segments: list[list[int]]) -> None:
 
 def test_one_batch_of_the_chosen_segment_fails_its_crc_and_nothing_else_changes(tmp_path):
     cluster = FaultCluster.__new__(FaultCluster)  # only the file work is used: no namespaces, no mounts
-    node = SimpleNamespace(hostname="broker-4", data_dir=tmp_path)
+    node = SimpleNamespace(hostname="broker-4", data_dir=tmp_path, is_broker=True)
     directory = tmp_path / "logs" / "faults-2"
     write_log(directory, [[0, 1, 2], [3, 4, 5], [6, 7]])
     before = {p.name: p.read_bytes() for p in directory.glob("*.log")}
@@ -46,6 +46,6 @@ def test_one_batch_of_the_chosen_segment_fails_its_crc_and_nothing_else_changes(
 
 def test_a_log_that_never_rolled_is_hit_in_its_active_segment(tmp_path):
     cluster = FaultCluster.__new__(FaultCluster)
-    node = SimpleNamespace(hostname="broker-5", data_dir=tmp_path)
+    node = SimpleNamespace(hostname="broker-5", data_dir=tmp_path, is_broker=True)
     write_log(tmp_path / "logs" / "faults-0", [[0, 1]])
     assert cluster.corrupt_segment(node, "faults", 0, random.Random(1), closed=True)["segment"] == "active"

@@ -416,6 +416,13 @@ def test_groups_wait_until_enough_brokers_for_the_offsets_topic(broker_factory):
         M = struct_classes(metadata.request)
         response = connection.request(metadata, 12, M.MetadataRequest(topics=None, allow_auto_topic_creation=False))
         assert "__consumer_offsets" not in {t.name for t in response.topics}
+    # The broker logged before it answered, but the test's reader thread may not
+    # have taken the line off the pipe yet: wait for it (bounded), then a little
+    # longer for a second one, had the broker logged twice.
+    deadline = time.monotonic() + 10
+    while "cannot create __consumer_offsets" not in broker.log_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
     lines = [line for line in broker.log_text().splitlines() if "cannot create __consumer_offsets" in line]
     assert len(lines) == 1, lines
     assert "offsets.topic.replication.factor=3" in lines[0] and lines[0].endswith("set offsets.topic.replication.factor=1")
