@@ -28,6 +28,16 @@ check, and pybroker has no metadata.version. So does pybroker: a lower
 group.version stops the consumer protocol for new heartbeats, a lower
 transaction.version makes new transactions use the older protocol; nothing
 written is lost either way.
+
+``balancer.version`` is pybroker's own and plays metadata.version's part for
+the metadata record types it adds: at level 1 the controller writes
+BrokerPlacementRecord and BalancerThrottleRecord, which a build supporting
+level 0 only cannot read (it would stop applying the metadata log). So those
+records are written only once level 1 is finalized, which needs every node
+to run a build that reads them, and the level never goes down again: a
+record may still be in the log, and an older build would meet it on replay.
+Kafka refuses a metadata.version downgrade that might lose metadata for the
+same reason.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from protocol.errors import ErrorCode
 GROUP_VERSION = "group.version"
 TRANSACTION_VERSION = "transaction.version"
 SHARE_VERSION = "share.version"
+BALANCER_VERSION = "balancer.version"
 
 # (min, max) level this node runs at, per feature. Raise a max only when what
 # the new level means really works end to end.
@@ -65,6 +76,21 @@ SUPPORTED_FEATURE_LEVELS: dict[str, tuple[int, int]] = {
     # 1: KIP-932 share groups (ShareGroupHeartbeat/Describe v1, ShareFetch and
     #    ShareAcknowledge v1, the share-group state APIs between brokers).
     SHARE_VERSION: (0, 1),
+    # pybroker's own (see the module doc).
+    # 0: no BrokerPlacementRecord or BalancerThrottleRecord is written: cordon
+    #    and remove-broker answer UNSUPPORTED_VERSION and the self-balancer
+    #    moves nothing (it reports itself stalled, saying why).
+    # 1: brokers can be cordoned and drained, and the balancer moves replicas
+    #    under throttles it records as its own.
+    BALANCER_VERSION: (0, 1),
+}
+
+# Features whose level may not be lowered (see the module doc), and why.
+NO_DOWNGRADE: dict[str, str] = {
+    BALANCER_VERSION: (
+        "Its BrokerPlacementRecords and BalancerThrottleRecords may be in the metadata log, "
+        "and a node that supports only the lower level cannot read them."
+    ),
 }
 
 
@@ -109,6 +135,19 @@ def consumer_protocol_enabled(image: MetadataImage) -> bool:
     """KIP-848 consumer groups are served (group.version >= 1), as Kafka 4's
     KafkaApis.isConsumerGroupProtocolEnabled has it."""
     return finalized_level(image, GROUP_VERSION) >= 1
+
+
+def balancer_records_enabled(image: MetadataImage) -> bool:
+    """BrokerPlacementRecords and BalancerThrottleRecords may be written (balancer.version >= 1)."""
+    return finalized_level(image, BALANCER_VERSION) >= 1
+
+
+# Why cordon, remove-broker and the self-balancer do nothing at balancer.version 0.
+BALANCER_VERSION_NEEDED = (
+    f"{BALANCER_VERSION} 1 is not finalized (a cluster formatted by an older pybroker): "
+    f"once every node runs this build, raise it (pybroker features --bootstrap-server HOST:PORT upgrade "
+    f"--feature {BALANCER_VERSION}=1)"
+)
 
 
 def default_feature_levels() -> dict[str, int]:
@@ -185,6 +224,8 @@ def _reason_invalid(image: MetadataImage, update: FeatureUpdate, local_node_id: 
         if reason is not None:
             return reason
     current = finalized_level(image, update.name)
+    if update.level < current and update.name in NO_DOWNGRADE:
+        return f"Refusing to lower {update.name}. {NO_DOWNGRADE[update.name]}"
     if update.level < current and update.upgrade_type == UpgradeType.UPGRADE:
         return "Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."
     if update.level > current and update.upgrade_type != UpgradeType.UPGRADE:

@@ -20,8 +20,10 @@ States (``status().state``):
   broker at a time (the planner's cost bound is per plan).
 * ``stalled``: nothing is moving and something keeps the balancer from
   acting: a reassignment it did not start is running (an operator's: the
-  balancer waits for it, as Confluent's does), or the cluster cannot meet a
-  hard goal (fewer brokers than a replication factor).
+  balancer waits for it, as Confluent's does), the cluster cannot meet a
+  hard goal (fewer brokers than a replication factor), or ``balancer.version``
+  1 is not finalized (controller/features.py: the balancer's throttle records
+  could not be read by every node, and it moves nothing unthrottled).
 
 Triggers, checked only when no balancer move runs:
 
@@ -97,6 +99,7 @@ from controller.balancer.load_reports import BrokerLoadReport, planner_inputs
 from controller.balancer.model import GoalConfig, Move, MoveKind, Plan
 from controller.balancer.placement_commands import cordoned_brokers, draining_brokers
 from controller.balancer.planner import plan as make_plan
+from controller.features import BALANCER_VERSION_NEEDED, balancer_records_enabled
 from controller.leader_election import plan_preferred_elections
 from controller.metadata.delta import apply_records
 from controller.metadata.image import MetadataImage
@@ -252,6 +255,12 @@ class BalancerDriver:
         self._loads = dict(loads or {})
         if self.settings.mode == "off":
             return []
+        if not balancer_records_enabled(image):
+            # Nothing of the balancer's can be in flight: the level is never lowered.
+            self._stalled = BALANCER_VERSION_NEEDED
+            return []
+        if self._stalled == BALANCER_VERSION_NEEDED:
+            self._stalled = None
         records: list = []
         self._follow_moves(image, records)
         if self._in_flight:

@@ -9,6 +9,10 @@ Confluent's remove-broker). The state is in the metadata log, so a controller
 failover keeps it; ``normal`` removes the entry (uncordon, or a drain
 cancelled: what already moved stays where it is).
 
+Nothing is written while ``balancer.version`` 1 is not finalized (a cluster
+formatted by an older pybroker, whose nodes could not read the records):
+every change answers UNSUPPORTED_VERSION, saying how to raise the level.
+
 Per broker, first rule broken wins:
 
 * a broker id that is not registered: BROKER_ID_NOT_REGISTERED;
@@ -27,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from controller.features import BALANCER_VERSION_NEEDED, balancer_records_enabled
 from controller.metadata.image import MetadataImage
 from controller.metadata.records import (
     BROKER_PLACEMENT_RECORD,
@@ -52,6 +57,8 @@ def plan_alter_broker_placements(
 ) -> tuple[list[PlacementResult], list]:
     """(a result per change in request order; the records). A broker named twice
     is planned the second time against its first change."""
+    if not balancer_records_enabled(image):
+        return [PlacementResult(b, ErrorCode.UNSUPPORTED_VERSION, BALANCER_VERSION_NEEDED) for b, _ in changes], []
     placement = dict(image.broker_placement)
     results: list[PlacementResult] = []
     records: list = []

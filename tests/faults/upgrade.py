@@ -19,7 +19,10 @@ levels raised only after every node runs the new build):
    Before each step ``features upgrade`` of ``NEW_FEATURE`` must be refused
    with INVALID_UPDATE_VERSION (some node, or the active controller itself,
    runs the old build); after the last it must succeed and ``features
-   describe`` must show the level;
+   describe`` must show the level. ``cluster cordon`` must then still be
+   refused with UNSUPPORTED_VERSION: the cluster was formatted by the old
+   build, so ``balancer.version`` stays 0, and a BrokerPlacementRecord in the
+   log would stop the old build's nodes applying metadata after the downgrade;
 3. a probe: one broker started on the old build while the new level is
    finalized must not come back (the controller refuses its registration);
    it goes back to this tree;
@@ -30,6 +33,7 @@ levels raised only after every node runs the new build):
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tarfile
@@ -38,7 +42,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.tools.client import ToolError
+from broker.tools.balancer import BalancerTool
+from broker.tools.client import Refused, ToolError
 from broker.tools.features import FeaturesTool, Update, describe_lines
 from controller.features import SHARE_VERSION, UpgradeType
 from protocol.errors import ErrorCode
@@ -174,6 +179,7 @@ class RollingUpgrade:
             self.step(node, PROJECT_ROOT, "upgrade")
         self.check_update("upgrade", "NONE")
         self.check_describe(NEW_FEATURE[1])
+        self.check_cordon(order[-1])
         if not downgrade:
             return
         pace()
@@ -285,10 +291,13 @@ class RollingUpgrade:
 
     # --------------------------------------------------------------- features
 
-    def _features_tool(self) -> FeaturesTool:
+    def _tool_address(self) -> str:
         serving = [n for n in self.cluster.brokers if self.cluster.serving(n)]
         node = serving[0] if serving else self.cluster.brokers[0]
-        return FeaturesTool(f"{self.cluster.net.ips[node.hostname]}:{INTERNAL_PORT}", timeout_s=FEATURE_CALL_TIMEOUT_S)
+        return f"{self.cluster.net.ips[node.hostname]}:{INTERNAL_PORT}"
+
+    def _features_tool(self) -> FeaturesTool:
+        return FeaturesTool(self._tool_address(), timeout_s=FEATURE_CALL_TIMEOUT_S)
 
     def check_update(self, action: str, expected: str) -> FeatureCheck:
         name, level = NEW_FEATURE
@@ -314,6 +323,29 @@ class RollingUpgrade:
         check = FeatureCheck(at, f"{action} {name}={update.level}", expected, outcome, message or "")
         self.checks.append(check)
         self.log(f"{at:7.1f} s  features {check.action}: {outcome}{'' if check.as_expected else ' (UNEXPECTED)'}"
+                 f"{f': {message}' if message else ''}")
+        return check
+
+    def check_cordon(self, node) -> FeatureCheck:
+        """``cluster cordon`` of ``node`` must be refused (UNSUPPORTED_VERSION):
+        balancer.version is 0 in a cluster the old build formatted."""
+        at = self.now()
+        tool = BalancerTool(self._tool_address(), timeout_s=FEATURE_CALL_TIMEOUT_S)
+        try:
+            tool.alter_placement(node.node_id, "cordoned")
+            outcome, message = "NONE", ""
+        except Refused as exc:
+            # "broker N: ERROR_NAME: why" (BalancerTool.alter_placement)
+            message = str(exc)
+            named = re.match(r"broker \d+: (\w+)", message)
+            outcome = named.group(1) if named else "refused"
+        except (OSError, ToolError, TimeoutError, ConnectionError) as exc:
+            outcome, message = "no answer", str(exc)
+        finally:
+            tool.close()
+        check = FeatureCheck(at, f"cordon {node.hostname}", "UNSUPPORTED_VERSION", outcome, message)
+        self.checks.append(check)
+        self.log(f"{at:7.1f} s  cluster cordon {node.hostname}: {outcome}{'' if check.as_expected else ' (UNEXPECTED)'}"
                  f"{f': {message}' if message else ''}")
         return check
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from controller.features import (
+    BALANCER_VERSION,
     GROUP_VERSION,
     SHARE_VERSION,
     SUPPORTED_FEATURE_LEVELS,
@@ -115,6 +116,19 @@ def test_group_and_transaction_version_go_down_with_either_downgrade_type(upgrad
     assert error is None
     after = apply(image, records)
     assert GROUP_VERSION not in after.features and TRANSACTION_VERSION not in after.features
+
+
+@pytest.mark.parametrize("upgrade_type", [UpgradeType.SAFE_DOWNGRADE, UpgradeType.UNSAFE_DOWNGRADE])
+def test_balancer_version_never_goes_down(upgrade_type):
+    # Its records may be in the log, where a build that supports level 0 only would meet them.
+    image = cluster({BALANCER_VERSION: 1}, {BALANCER_VERSION: (0, 1)})
+    error, records = update(image, FeatureUpdate(BALANCER_VERSION, 0, upgrade_type))
+    assert records == [] and error.error == ErrorCode.INVALID_UPDATE_VERSION
+    assert error.message.startswith("Invalid update version 0 for feature balancer.version. Refusing to lower")
+    # Raising it needs every node to support it, as any feature does.
+    older = cluster({}, {GROUP_VERSION: (0, 1)})
+    assert message(older, FeatureUpdate(BALANCER_VERSION, 1)).endswith("broker 1 does not support this feature.")
+    assert update(cluster({}, {BALANCER_VERSION: (0, 1)}), FeatureUpdate(BALANCER_VERSION, 1))[0] is None
 
 
 def message(image, *updates):

@@ -28,8 +28,10 @@ from controller.balancer.driver import (
     distribution,
 )
 from controller.broker_lifecycle import plan_fence_brokers
+from controller.features import BALANCER_VERSION
 from controller.metadata.records import (
     CONFIG_RECORD,
+    FEATURE_LEVEL_RECORD,
     PARTITION_RECORD,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -45,10 +47,11 @@ TICK_MS = 1000
 MAX_TICKS = 500
 
 
-def cluster(brokers, empty=(), partitions=12, rf=3, topics=("a", "b")):
-    """``partitions`` per topic placed round-robin over ``brokers``; ``empty`` brokers registered with nothing."""
+def cluster(brokers, empty=(), partitions=12, rf=3, topics=("a", "b"), balancer_version=1):
+    """``partitions`` per topic placed round-robin over ``brokers``; ``empty`` brokers registered with
+    nothing; ``balancer_version`` finalized (as a new cluster has it; 0: not written)."""
     image = registered(*sorted([*brokers, *empty]))
-    records = []
+    records = [FEATURE_LEVEL_RECORD(name=BALANCER_VERSION, feature_level=balancer_version)] if balancer_version else []
     for t, name in enumerate(topics):
         topic_id = uuid.UUID(int=100 + t)
         records.append(TOPIC_RECORD(name=name, topic_id=topic_id))
@@ -261,6 +264,21 @@ def test_off_does_nothing_and_says_so():
     image = cluster([1, 2, 3], empty=[4])
     assert driver.tick(image, 0, [1, 2, 3, 4]) == []
     assert driver.status().state is BalancerState.OFF
+
+
+def test_before_balancer_version_1_it_moves_nothing_and_says_why_then_fills_the_new_broker():
+    # A cluster formatted by an older pybroker: no node may meet a BalancerThrottleRecord
+    # until every node runs a build that reads it and the level is raised.
+    driver = BalancerDriver(BalancerSettings())
+    image = cluster([1, 2, 3], empty=[4], balancer_version=0)
+    for now_ms in range(0, 5 * TICK_MS, TICK_MS):
+        assert driver.tick(image, now_ms, [1, 2, 3, 4]) == []
+    status = driver.status()
+    assert status.state is BalancerState.STALLED and "balancer.version" in status.reason
+    image = apply(image, [FEATURE_LEVEL_RECORD(name=BALANCER_VERSION, feature_level=1)])
+    records = driver.tick(image, 5 * TICK_MS, [1, 2, 3, 4])
+    assert records and driver.status().state is BalancerState.IN_PROGRESS
+    assert driver.status().trigger == "node_add"
 
 
 def test_node_add_leaves_an_uneven_cluster_alone_and_continuous_evens_it_out():

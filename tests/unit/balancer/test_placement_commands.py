@@ -7,6 +7,8 @@ import uuid
 
 from controller.balancer.driver import BalancerDriver, BalancerSettings, BalancerState, placement_summary
 from controller.balancer.placement_commands import plan_alter_broker_placements
+from controller.features import BALANCER_VERSION
+from controller.metadata.records import FEATURE_LEVEL_RECORD
 from controller.metadata.records import BROKER_PLACEMENT_RECORD, PARTITION_CHANGE_RECORD, PLACEMENT_CORDONED, PLACEMENT_DRAINING
 from controller.topic_commands import ClusterDefaults, CreateTopicSpec, plan_create_topic
 from protocol.errors import ErrorCode
@@ -50,6 +52,18 @@ def test_what_is_refused():
     # A cordoned broker counts as taking nothing: draining another then leaves too few.
     results, _ = placed(image, [(3, "cordoned"), (4, "draining")])
     assert [r[1] for r in results] == [ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
+
+
+def test_nothing_is_written_before_balancer_version_1_is_finalized():
+    # A cluster formatted by an older pybroker: its nodes may not read BrokerPlacementRecords.
+    image = cluster([1, 2, 3, 4], partitions=2, topics=("a",), balancer_version=0)
+    results, records = placed(image, [(4, "draining"), (3, "cordoned"), (9, "cordoned")])
+    assert records == []
+    assert [r[1] for r in results] == [ErrorCode.UNSUPPORTED_VERSION] * 3
+    assert "balancer.version=1" in results[0][2]
+    image = apply(image, [FEATURE_LEVEL_RECORD(name=BALANCER_VERSION, feature_level=1)])
+    results, records = placed(image, [(3, "cordoned")])
+    assert results == [(3, ErrorCode.NONE, None)] and len(records) == 1
 
 
 def test_a_partition_being_moved_counts_with_its_replication_factor_not_its_replica_list():
