@@ -130,6 +130,10 @@ class ReplicaManager:
         # key -> (leader, the proposal as it was made): sent as made, so a proposal
         # overtaken by a newer ISR or a follower's restart is refused, not applied.
         self._alter_queue: dict[Key, tuple[LeaderPartition, IsrProposal]] = {}
+        # Partitions whose change the controller last answered with an error that
+        # settles nothing (the change is sent again), and that error: logged once
+        # per error, not at every resend.
+        self._alter_unsettled: dict[Key, ErrorCode] = {}
         self._alter_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self.running = False
@@ -397,6 +401,7 @@ class ReplicaManager:
         if self.leaders.pop(key, None) is not None:
             self.purgatory.cancel_key(key)
             self._alter_queue.pop(key, None)
+            self._alter_unsettled.pop(key, None)
 
     def _become_follower(self, topic: TopicImage, partition: PartitionImage) -> None:
         key = (topic.name, partition.partition_id)
@@ -729,8 +734,15 @@ class ReplicaManager:
                 outcome = apply_alter_partition_answer(leader, self.leaders.get(key) is leader, error, committed, now_ms)
                 if outcome.answered:
                     answered.add(key)
+                    self._alter_unsettled.pop(key, None)
                 if outcome.refused is not None and outcome.answered:
                     log.info("%s-%d: AlterPartition refused: %s", key[0], key[1], outcome.refused.name)
+                elif outcome.refused is not None and self._alter_unsettled.get(key) != outcome.refused:
+                    self._alter_unsettled[key] = outcome.refused
+                    log.info(
+                        "%s-%d: the controller answered the isr change %s with %s: sending it again",
+                        key[0], key[1], list(entry[1].isr), outcome.refused.name,
+                    )
                 if outcome.high_watermark_moved:
                     self._high_watermark_moved(key, leader)
                 self.isr_shrinks += outcome.isr_change < 0

@@ -347,7 +347,8 @@ def _topics(creates: list[dict], final_reads: list[dict]) -> dict:
 
 def _log_starts(final_reads: list[dict]) -> dict:
     """Partitions whose log no longer starts at 0: records deleted. Nothing in
-    a run deletes (no DeleteRecords, an hour's retention), so a broker that
+    a run deletes (no DeleteRecords, retention longer than the run and its
+    largest clock jump: nemesis.retention_ms_for), so a broker that
     deleted by a jumped wall clock shows here, even before a record is missed."""
     starts: dict[str, int] = {}
     for op in final_reads:

@@ -62,8 +62,24 @@ FLAKY_UP_S = (0.25, 0.9)
 SLOW_LINK_RATE = "1mbit"
 NETEM_ARGS = ("delay", "50ms", "20ms", "loss", "5%")
 CLOCK_JUMP_S = (120.0, 900.0)
+# The run topics' retention.ms: at least an hour, and longer than the run by
+# more than the largest clock jump. Retention measures a segment's age on the
+# broker's wall clock, as Kafka's does, so a broker whose clock the clock-jump
+# nemesis moved J forward deletes what is older than retention.ms - J: with
+# retention at least the run, the heal and the final read plus the largest J
+# (CLOCK_JUMP_S), no record of the run is ever due, and a deletion
+# (checker: log starts moved) is a bug. An hour was that margin for runs of up
+# to 40 minutes; the one-hour soak's first segments were deleted by a broker
+# 11 minutes ahead, 52 minutes into the run.
+RETENTION_MS_MIN = 3_600_000
+RETENTION_MARGIN_S = 1_800.0  # the largest jump (900 s), the heal and final read (under 300 s), and room
 # How often the eio window looks for its evidence (DescribeLogDirs, leaders).
 EIO_OBSERVE_INTERVAL_S = 0.25
+
+
+def retention_ms_for(seconds: float) -> int:
+    """The run topics' retention.ms for a run of ``seconds`` (see RETENTION_MS_MIN)."""
+    return max(RETENTION_MS_MIN, int((seconds + RETENTION_MARGIN_S) * 1000))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from tests.faults import checker, txn_checker
 from tests.faults.clock import ClockShimUnavailable, build_shim
 from tests.faults.cluster import REPLICATION_FACTOR, TOPOLOGIES, FaultCluster, wait_until
 from tests.faults.eio import build_eio_shim
-from tests.faults.nemesis import KINDS, UPGRADE, Nemesis, netem_available, schedule
+from tests.faults.nemesis import KINDS, UPGRADE, Nemesis, netem_available, retention_ms_for, schedule
 from tests.faults.upgrade import OLD_REF, OldTree, RollingUpgrade, upgrade_rows
 from tests.netns import check_available
 
@@ -164,6 +164,7 @@ def run_faults(
                 history_paths[host],
                 t0,
                 seed,
+                seconds=seconds,
                 unsafe=unsafe,
                 rate_per_producer=rate_per_producer,
                 idempotent_message_timeout_ms=idempotent_message_timeout_ms,
@@ -335,6 +336,7 @@ def _workload_command(
     t0: float,
     seed: int,
     *,
+    seconds: float,
     unsafe: bool,
     rate_per_producer: float,
     idempotent_message_timeout_ms: int | None,
@@ -343,7 +345,10 @@ def _workload_command(
     host: str,
 ) -> list[str]:
     """The client program of the workload, on client host ``host``."""
-    common = ["--partitions", str(PARTITIONS), "--history", str(history_path), "--t0", repr(t0)]
+    common = [
+        "--partitions", str(PARTITIONS), "--history", str(history_path), "--t0", repr(t0),
+        "--retention-ms", str(retention_ms_for(seconds)),
+    ]
     if workload_name == "txn":
         return cluster.client_command(
             "-m",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.faults.nemesis import schedule
-from tests.netns import NamespaceUnavailable, check_available
+from tests.faults.quick import assert_safe, fault_run
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
@@ -32,27 +32,10 @@ def test_the_five_schedule_meets_two_splits_and_two_kills():
 
 @pytest.mark.timeout(600)
 def test_five_nodes_with_clients_on_both_sides_lose_nothing(tmp_path):
-    try:
-        check_available()
-    except NamespaceUnavailable as exc:
-        pytest.skip(str(exc))
-    from tests.faults.run import passed, run_faults, table
-
-    summary = run_faults(
-        FIVE_SECONDS,
-        FIVE_SEED,
-        tmp_path,
-        kinds=FIVE_KINDS,
-        rate_per_producer=FIVE_RATE_PER_PRODUCER,
-        topology="five",
-        log=lambda line: print(line, flush=True),
+    summary, report = fault_run(
+        FIVE_SECONDS, FIVE_SEED, tmp_path, kinds=FIVE_KINDS, rate_per_producer=FIVE_RATE_PER_PRODUCER, topology="five"
     )
-    report = table(summary) + f"\nresults in {tmp_path}"
-    print(report)
-    assert summary["final_read"] == "final-done", report
-    for key in ("lost", "duplicates", "inconsistent", "nonmonotonic_polls", "commits_backwards", "phantom_reads", "topics_lost"):
-        assert summary[key] == 0, f"{key}: {summary.get(key)}\n{report}"
-    assert passed(summary), report
+    assert_safe(summary, report)
     made = [w for w in summary["nemeses"] if "error" not in w]
     assert [w["kind"] for w in made] == ["split", "kill", "split", "kill"], report
     splits = [w for w in made if w["kind"] == "split"]

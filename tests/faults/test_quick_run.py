@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.nemesis import KINDS, schedule
-from tests.netns import NamespaceUnavailable, check_available
+from tests.faults.nemesis import CLOCK_JUMP_S, KINDS, retention_ms_for, schedule
+from tests.faults.quick import assert_safe, fault_run
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
@@ -34,22 +34,17 @@ def test_schedules_are_seeded_disjoint_and_meet_every_kind():
     assert max(counts) - min(counts) <= 1
 
 
+def test_no_record_of_a_run_is_due_for_retention_on_a_clock_jumped_forward():
+    # The run, its heal and final read (under 300 s), plus the largest forward jump.
+    for seconds in (50, 113, 600, 3600, 7200):
+        assert retention_ms_for(seconds) > (seconds + 300 + CLOCK_JUMP_S[1]) * 1000
+
+
 @pytest.mark.timeout(900)
 def test_quick_fault_run_loses_nothing(tmp_path):
-    try:
-        check_available()
-    except NamespaceUnavailable as exc:
-        pytest.skip(str(exc))
-    from tests.faults.run import passed, run_faults, table
-
-    summary = run_faults(QUICK_SECONDS, QUICK_SEED, tmp_path, log=lambda line: print(line, flush=True))
-    report = table(summary) + f"\nresults in {tmp_path}"
-    print(report)
-    assert summary["final_read"] == "final-done", report
+    summary, report = fault_run(QUICK_SECONDS, QUICK_SEED, tmp_path)
+    assert_safe(summary, report)
     assert summary["acknowledged"] > 10_000, report
-    for key in ("lost", "duplicates", "inconsistent", "nonmonotonic_polls", "commits_backwards", "phantom_reads", "topics_lost"):
-        assert summary[key] == 0, f"{key}: {summary.get(key)}\n{report}"
-    assert passed(summary), report
     made = {w["kind"] for w in summary["nemeses"] if "error" not in w}
     assert made == {w.kind for w in schedule(QUICK_SEED, QUICK_SECONDS, tuple(k for k in KINDS if k not in summary["nemeses_unavailable"]))}, report
     assert (tmp_path / "timeline.png").stat().st_size > 10_000

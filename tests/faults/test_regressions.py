@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.netns import NamespaceUnavailable, check_available
+from tests.faults.quick import assert_safe, fault_run
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
@@ -27,12 +27,5 @@ FOUND = [
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(("seed", "seconds", "kinds"), FOUND)
 def test_a_schedule_that_found_a_bug_passes(seed, seconds, kinds, tmp_path):
-    try:
-        check_available()
-    except NamespaceUnavailable as exc:
-        pytest.skip(str(exc))
-    from tests.faults.run import passed, run_faults, table
-
-    summary = run_faults(seconds, seed, tmp_path, kinds=kinds, log=lambda line: print(line, flush=True))
-    report = table(summary) + f"\nresults in {tmp_path}"
-    assert passed(summary), report
+    summary, report = fault_run(seconds, seed, tmp_path, kinds=kinds)
+    assert_safe(summary, report)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.faults.quick import fault_run
 from tests.faults.test_quick_run import QUICK_SECONDS, QUICK_SEED
-from tests.netns import NamespaceUnavailable, check_available
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema: pip install -e '.[test]'")
@@ -22,17 +22,9 @@ COMMITTED_FLOOR = 300
 
 @pytest.mark.timeout(600)
 def test_quick_txn_fault_run_finds_no_anomaly(tmp_path):
-    try:
-        check_available()
-    except NamespaceUnavailable as exc:
-        pytest.skip(str(exc))
-    from tests.faults.run import passed, run_faults, table
+    from tests.faults.run import passed
 
-    summary = run_faults(
-        QUICK_SECONDS, QUICK_SEED, tmp_path, workload_name="txn", log=lambda line: print(line, flush=True)
-    )
-    report = table(summary) + f"\nresults in {tmp_path}"
-    print(report)
+    summary, report = fault_run(QUICK_SECONDS, QUICK_SEED, tmp_path, workload_name="txn")
     assert summary["final_read"] == "final-done", report
     assert summary["txn_anomalies"] == 0, report
     assert summary["txn_committed"] > COMMITTED_FLOOR, report

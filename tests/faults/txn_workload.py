@@ -43,6 +43,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.faults.txn_checker import OUTPUT_SEPARATOR
+from tests.faults.nemesis import RETENTION_MS_MIN
 from tests.faults.workload import Client, History, create_run_topic
 
 GROUP = "faults-txn-processors"
@@ -486,7 +487,7 @@ def final_committed(history: History, args) -> bool:
 def create_topics(args) -> None:
     """The run's two topics, as the records workload makes its one."""
     for name in (args.input_topic, args.output_topic):
-        create_run_topic(args.bootstrap, name, args.partitions)
+        create_run_topic(args.bootstrap, name, args.partitions, args.retention_ms)
 
 
 def main(argv=None) -> int:
@@ -500,6 +501,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seeds which transactions abort and where they write")
     parser.add_argument("--txn-rate", type=float, default=10.0, help="transactions per second per producer")
     parser.add_argument("--unsafe", action="store_true", help="read_uncommitted readers and processors")
+    parser.add_argument("--retention-ms", type=int, default=RETENTION_MS_MIN, help="the topics' retention.ms")
     args = parser.parse_args(argv)
 
     create_topics(args)

@@ -31,6 +31,8 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.faults.nemesis import RETENTION_MS_MIN
+
 GROUP = "faults-group"
 COMMIT_INTERVAL_S = 1.0
 COMMITTED_READ_INTERVAL_S = 2.0
@@ -38,7 +40,6 @@ CREATE_TOPIC_INTERVAL_S = 8.0
 FLUSH_BOUND_S = 30.0
 FINAL_READ_BOUND_S = 120.0
 FINAL_CHUNK_RECORDS = 5000
-RETENTION_MS = 3_600_000
 SEGMENT_BYTES = 100_000
 # Errors after which the operation surely did not happen; anything else
 # (timeouts, lost connections) may have taken effect: "info", as Jepsen says.
@@ -448,7 +449,7 @@ def final_read(history: History, args) -> bool:
     return complete
 
 
-def create_run_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_run_topic(bootstrap: str, name: str, partitions: int, retention_ms: int = RETENTION_MS_MIN) -> None:
     """A run's topic: RF=3 with min.insync.replicas=2, as a careful user makes it;
     retried for up to a minute (the cluster may still be electing), an existing
     one taken as it is. The transactional workload makes its two the same way."""
@@ -459,11 +460,11 @@ def create_run_topic(bootstrap: str, name: str, partitions: int) -> None:
             name,
             num_partitions=partitions,
             replication_factor=3,
-            # An hour of retention (a broker whose wall clock jumps by minutes,
-            # clock-jump, must not delete any of it) in segments of 100 kB, which
-            # roll every 15-20 s at the workload's rate, so that the log has
-            # closed segments for the corrupt nemesis to hit.
-            config={"min.insync.replicas": "2", "retention.ms": str(RETENTION_MS), "segment.bytes": str(SEGMENT_BYTES)},
+            # Retention longer than the run (a broker whose wall clock jumps by
+            # minutes, clock-jump, must not delete any of it: retention_ms_for) in
+            # segments of 100 kB, which roll every 15-20 s at the workload's rate,
+            # so that the log has closed segments for the corrupt nemesis to hit.
+            config={"min.insync.replicas": "2", "retention.ms": str(retention_ms), "segment.bytes": str(SEGMENT_BYTES)},
         )
         try:
             admin.create_topics([topic], request_timeout=10)[name].result(timeout=20)
@@ -484,6 +485,7 @@ def main(argv=None) -> int:
     parser.add_argument("--history", required=True)
     parser.add_argument("--t0", type=float, required=True, help="the run's start on the monotonic clock")
     parser.add_argument("--rate", type=float, default=100.0, help="records per second per producer")
+    parser.add_argument("--retention-ms", type=int, default=RETENTION_MS_MIN, help="the topic's retention.ms")
     parser.add_argument(
         "--message-timeout-ms",
         type=int,
@@ -508,7 +510,7 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
 
-    create_run_topic(args.bootstrap, args.topic, args.partitions)
+    create_run_topic(args.bootstrap, args.topic, args.partitions, args.retention_ms)
     history = History(args.history, args.t0, args.client)
     stop = threading.Event()
     if args.unsafe:

@@ -60,6 +60,8 @@ NOT_RUN = {
     ("docs/operations.md", "docker compose -f docker/compose.yaml -f docker/compose.monitoring.yaml up -d"): DOCKER,
     ("docs/operations.md", "pip install -e '.[test]'"):
         "installs packages, then runs as root (network namespaces) for 5 minutes: tests/faults/test_quick_run.py is the short run",
+    ("docs/operations.md", "sudo .venv/bin/python -m tests.faults --seconds 3600 --seed 1 --out soak   # about 65 minutes"):
+        "the one-hour soak, as root (network namespaces): its figures are in docs/RELIABILITY.md",
     ("docs/security.md", "Producer({"): "a fragment: a client of broker.example.com with certificate files of your own",
     ("docs/security.md", "from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion"):
         "needs the SASL_SSL listener of broker.example.com shown above it (tests/interop/test_sasl_scram.py makes users this way)",
