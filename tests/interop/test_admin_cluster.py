@@ -380,8 +380,10 @@ def test_describe_log_dirs_every_log_dir(broker_factory, tmp_path):
             for p in topic.partitions:
                 held[p.partition_index] = result.log_dir
     assert sorted(held) == [0, 1, 2, 3]
-    for partition, where in held.items():
-        assert (dirs[0 if where == os.path.abspath(dirs[0]) else 1] / f"{name}-{partition}").is_dir()
+    # A new partition's files are made by a worker soon after it is created
+    # (storage/manager.py), so the directory may appear just after the answer.
+    expected_paths = [dirs[0 if where == os.path.abspath(dirs[0]) else 1] / f"{name}-{partition}" for partition, where in held.items()]
+    assert wait_until(lambda: all(path.is_dir() for path in expected_paths), timeout_s=10.0), [p for p in expected_paths if not p.is_dir()]
     assert len(set(held.values())) == 2  # spread over both directories
 
 
